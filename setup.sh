@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# FlashDesk in one command on Debian 12: installs the missing packages, builds, then either starts
+# the app with the bundled demo model (`./setup.sh run`) or runs the whole test suite
+# (`./setup.sh test`, exits non-zero on any failure). Idempotent: a second run skips what is done.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+
+mode="${1:-run}"
+shift || true
+case "$mode" in run|test|build) ;; *) echo "usage: $0 run|test|build" >&2; exit 2 ;; esac
+
+# Every Debian package the build, the app and the tests need (CI starts from a clean machine).
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  nlohmann-json3-dev libcxxopts-dev libgtest-dev libgmock-dev
+  qt6-base-dev libsqlite3-dev libsqlitecpp-dev libxxhash-dev liburing-dev
+  libturbojpeg0-dev libstb-dev
+  xvfb xauth fonts-wqy-microhei
+  python3 python3-numpy
+)
+
+install_missing_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && { echo "setup: all ${#PACKAGES[@]} Debian packages present"; return; }
+  echo "setup: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  local jobs
+  jobs="$(nproc)"
+  [ -f build/release/CMakeCache.txt ] || cmake --preset release
+  cmake --build build/release -j "$jobs"
+}
+
+run_tests() {
+  export QT_QPA_PLATFORM=offscreen
+  export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d /tmp/flashdesk-xdg.XXXXXX)}"
+  chmod 700 "$XDG_RUNTIME_DIR"
+  ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 900
+  if [ -d tests/tools ]; then
+    python3 -m unittest discover -s tests/tools -p '*_test.py' -v
+  fi
+}
+
+start_app() {
+  local model=assets/models/flash-tiny
+  local missing=()
+  [ -d "$model" ] || missing+=("the demo model ($model: issue 4)")
+  [ -x build/release/bin/flashdesk ] || missing+=("the desktop app (issue 7)")
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "FlashDesk is not complete yet; missing: $(IFS=';'; echo "${missing[*]}")."
+  fi
+  if [ -x build/release/bin/flashdesk ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+    exec build/release/bin/flashdesk --model "$model" "$@"
+  fi
+  [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && echo "No display found: starting the terminal chat."
+  if build/release/bin/flashdesk-cli --help 2>&1 | grep -q "^  chat "; then
+    if [ -d "$model" ]; then
+      exec build/release/bin/flashdesk-cli chat --model "$model" "$@"
+    fi
+    echo "The terminal chat needs a model: flashdesk-cli chat --model DIR"
+  else
+    echo "The terminal chat is not built yet (issue 3); available commands:"
+    build/release/bin/flashdesk-cli --help || true
+  fi
+}
+
+install_missing_packages
+build
+case "$mode" in
+  run) start_app "$@" ;;
+  test) run_tests ;;
+  build) ;;
+esac
