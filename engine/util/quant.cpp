@@ -29,8 +29,10 @@ void pack_fp4(const float* x, size_t n, float scale, uint8_t* packed) {
 }  // namespace
 
 uint8_t quantize_block_fp8(const float* x, size_t n, uint8_t* codes) {
+  // The reference multiplies by the FP32 reciprocal (not a division); it matters at the rare
+  // amax values where the two round to opposite sides of a power of two.
   const float amax = std::max(block_amax(x, n), 1e-4f);
-  const uint8_t scale_code = e8m0_ceil_code(amax / 448.0f);
+  const uint8_t scale_code = e8m0_ceil_code(amax * (1.0f / 448.0f));
   const float scale = e8m0_to_f32(scale_code);
   for (size_t i = 0; i < n; ++i) codes[i] = f32_to_e4m3(std::clamp(x[i] / scale, -448.0f, 448.0f));
   return scale_code;
@@ -43,7 +45,7 @@ void dequantize_block_fp8(const uint8_t* codes, size_t n, uint8_t scale_code, fl
 
 uint8_t quantize_block_fp4_e8m0(const float* x, size_t n, uint8_t* packed) {
   const float amax = std::max(block_amax(x, n), 6.0f * 0x1p-126f);
-  const uint8_t scale_code = e8m0_ceil_code(amax / 6.0f);
+  const uint8_t scale_code = e8m0_ceil_code(amax * (1.0f / 6.0f));
   pack_fp4(x, n, e8m0_to_f32(scale_code), packed);
   return scale_code;
 }
