@@ -6,10 +6,16 @@
 namespace flashdesk::cli {
 
 int run_version(int argc, char** argv);
+#ifdef FLASHDESK_HAVE_STORAGE
+int run_sessions(int argc, char** argv);
+#endif
 
 namespace {
 const std::array kCommands = {
     Command{"version", "print the engine version and build options", run_version},
+#ifdef FLASHDESK_HAVE_STORAGE
+    Command{"sessions", "list, show, rename, delete, export or import chat sessions", run_sessions},
+#endif
 };
 }  // namespace
 

@@ -1,0 +1,195 @@
+// The token write-ahead log: group commits bounded in time, folding into messages, continuation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "storage/session_store.h"
+#include "storage/sqlite_db.h"
+#include "storage/token_log.h"
+#include "storage_test_util.h"
+
+namespace flashdesk::storage {
+namespace {
+
+using testing::synthetic_token;
+using testing::TempDir;
+using Steady = std::chrono::steady_clock;
+
+std::vector<TokenId> tokens(int64_t from, int64_t n) {
+  std::vector<TokenId> out;
+  for (int64_t i = from; i < from + n; ++i) out.push_back(synthetic_token(i));
+  return out;
+}
+
+int64_t open_answers(const StorageLayout& layout) {
+  Database db = Database::open(layout.database());
+  return db.scalar_int64("SELECT COUNT(*) FROM answers");
+}
+
+TEST(TokenLog, FinishFoldsTheLogIntoACompleteMessage) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  store.append_message(id, {Role::user, "hi", "", {1}, MessageStatus::complete, {}});
+  TokenLog log(dir.layout().database());
+  const AnswerHandle a = log.begin_answer(id);
+  for (int64_t i = 0; i < 100; ++i)
+    log.append(a, tokens(i, 1), i < 50 ? "" : "x", i < 50 ? "t" : "");
+  log.finish(a);
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[1].id, a.message_id);
+  EXPECT_EQ(m[1].role, Role::assistant);
+  EXPECT_EQ(m[1].status, MessageStatus::complete);
+  EXPECT_EQ(m[1].token_ids, tokens(0, 100));
+  EXPECT_EQ(m[1].text, std::string(50, 'x'));
+  EXPECT_EQ(m[1].thinking, std::string(50, 't'));
+  EXPECT_EQ(open_answers(dir.layout()), 0);
+  EXPECT_THROW(log.append(a, tokens(0, 1), "late"), InvalidRequest);
+}
+
+TEST(TokenLog, AnAnswerInProgressReadsAsInterruptedWithItsCommittedTokens) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  TokenLog log(dir.layout().database());
+  const AnswerHandle a = log.begin_answer(id);
+  log.append(a, tokens(0, 3), "abc");
+  log.flush();
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].status, MessageStatus::interrupted);
+  EXPECT_EQ(m[0].token_ids, tokens(0, 3));
+  EXPECT_EQ(m[0].text, "abc");
+}
+
+// Tokens arrive every 2 ms for a second; every token must be committed within the commit interval
+// (plus the time of one commit), and commits must be grouped (about one per interval, not one per
+// token).
+TEST(TokenLog, GroupCommitsAreBoundedInTimeAndRate) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  std::mutex mu;
+  std::vector<std::pair<Steady::time_point, int64_t>> commits;
+  TokenLogOptions options;
+  options.on_commit = [&](const CommitEvent& e) {
+    std::lock_guard lock(mu);
+    commits.emplace_back(Steady::now(), e.committed_tokens);
+  };
+  TokenLog log(dir.layout().database(), options);
+  const AnswerHandle a = log.begin_answer(id);
+  constexpr int64_t kTokens = 500;
+  std::vector<Steady::time_point> appended;
+  const Steady::time_point start = Steady::now();
+  for (int64_t i = 0; i < kTokens; ++i) {
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(2 * i));
+    appended.push_back(Steady::now());
+    log.append(a, tokens(i, 1), "t");
+  }
+  log.finish(a);
+  std::lock_guard lock(mu);
+  std::vector<double> latency_ms;
+  for (int64_t i = 0; i < kTokens; ++i) {
+    auto it =
+        std::find_if(commits.begin(), commits.end(), [&](const auto& c) { return c.second > i; });
+    ASSERT_NE(it, commits.end()) << "token " << i << " was never committed";
+    latency_ms.push_back(
+        std::chrono::duration<double, std::milli>(it->first - appended[i]).count());
+  }
+  std::sort(latency_ms.begin(), latency_ms.end());
+  const double seconds = std::chrono::duration<double>(appended.back() - start).count();
+  std::printf(
+      "token log: %zu commits for %lld tokens in %.2f s; latency median %.1f ms, max %.1f ms\n",
+      commits.size(), static_cast<long long>(kTokens), seconds, latency_ms[kTokens / 2],
+      latency_ms.back());
+  // 50 ms interval + one fsync'd commit; generous for a loaded 2-core CI machine.
+  EXPECT_LT(latency_ms.back(), 50.0 + 100.0);
+  EXPECT_LT(latency_ms[kTokens / 2], 50.0 + 10.0);
+  EXPECT_LE(static_cast<double>(commits.size()), seconds / 0.050 + 2);
+  EXPECT_GE(static_cast<double>(commits.size()), seconds / 0.050 / 3);
+}
+
+TEST(TokenLog, ContinuesAnInterruptedAnswer) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  AnswerHandle first;
+  {
+    TokenLog log(dir.layout().database());
+    first = log.begin_answer(id);
+    log.append(first, tokens(0, 10), "Once upon");
+    log.finish(first, MessageStatus::interrupted);  // the user pressed stop
+  }
+  TokenLog log(dir.layout().database());
+  const AnswerHandle more = log.continue_answer(first.message_id);
+  EXPECT_EQ(more.message_id, first.message_id);
+  EXPECT_THROW(log.continue_answer(first.message_id), InvalidRequest);  // already open
+  log.append(more, tokens(10, 5), " a time");
+  log.finish(more);
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].token_ids, tokens(0, 15));
+  EXPECT_EQ(m[0].text, "Once upon a time");
+  EXPECT_EQ(m[0].status, MessageStatus::complete);
+}
+
+TEST(TokenLog, RefusesWhatIsNotAnAnswer) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  const int64_t user =
+      store.append_message(id, {Role::user, "q", "", {}, MessageStatus::complete, {}});
+  TokenLog log(dir.layout().database());
+  EXPECT_THROW(log.begin_answer(id + 1), InvalidRequest);
+  EXPECT_THROW(log.continue_answer(user), InvalidRequest);
+  EXPECT_THROW(log.continue_answer(user + 100), InvalidRequest);
+  EXPECT_THROW(log.append({12345, 1}, tokens(0, 1), "x"), InvalidRequest);
+}
+
+TEST(TokenLog, ASessionDeletedMidAnswerDoesNotStallTheLog) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t doomed = store.create_session("doomed", testing::test_settings());
+  const int64_t other = store.create_session("other", testing::test_settings());
+  TokenLog log(dir.layout().database());
+  const AnswerHandle a = log.begin_answer(doomed);
+  log.append(a, tokens(0, 5), "x");
+  log.flush();
+  store.delete_session(doomed);
+  log.append(a, tokens(5, 5), "y");  // still open as far as the log knows
+  log.flush();
+  EXPECT_FALSE(log.last_error());
+  const AnswerHandle b = log.begin_answer(other);
+  log.append(b, tokens(0, 2), "ok");
+  log.finish(b);
+  EXPECT_EQ(store.messages(other)[0].token_ids, tokens(0, 2));
+}
+
+TEST(TokenLog, UnfinishedAnswersAreFoldedByTheNextOwner) {
+  TempDir dir;
+  int64_t id;
+  {
+    SessionStore store(dir.layout());
+    id = store.create_session("s", testing::test_settings());
+    TokenLog log(dir.layout().database());
+    const AnswerHandle a = log.begin_answer(id);
+    log.append(a, tokens(0, 7), "partial", "thought");
+  }  // destroyed without finish(): what was queued is committed, the answer stays open
+  SessionStore store(dir.layout(), {.repair = true});
+  EXPECT_EQ(store.repair_report().answers_recovered, 1);
+  EXPECT_EQ(store.repair_report().tokens_recovered, 7);
+  EXPECT_EQ(open_answers(dir.layout()), 0);
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].status, MessageStatus::interrupted);
+  EXPECT_EQ(m[0].token_ids, tokens(0, 7));
+  EXPECT_EQ(m[0].text, "partial");
+  EXPECT_EQ(m[0].thinking, "thought");
+}
+
+}  // namespace
+}  // namespace flashdesk::storage
