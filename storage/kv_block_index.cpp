@@ -17,6 +17,7 @@ constexpr const char* kInsert = "INSERT OR REPLACE INTO kv_blocks (" FD_BLOCK_CO
 constexpr const char* kFind = "SELECT " FD_BLOCK_COLUMNS " FROM kv_blocks WHERE key = ?1";
 constexpr const char* kContains = "SELECT 1 FROM kv_blocks WHERE key = ?1";
 constexpr const char* kErase = "DELETE FROM kv_blocks WHERE key = ?1";
+constexpr const char* kEraseIfCreated = "DELETE FROM kv_blocks WHERE key = ?1 AND created_ms = ?2";
 constexpr const char* kTouch =
     "UPDATE kv_blocks SET last_used_ms = MAX(last_used_ms, ?2) WHERE key = ?1";
 constexpr const char* kLinkSession =
@@ -85,6 +86,11 @@ bool contains(Database& db, const BlockKey& key) {
 
 void erase(Database& db, const BlockKey& key) {
   db.query(kErase).with(key.hex()).run();
+}
+
+bool erase_if_created(Database& db, const BlockKey& key, int64_t created_ms) {
+  db.query(kEraseIfCreated).with(key.hex(), created_ms).run();
+  return db.changes() > 0;
 }
 
 void touch(Database& db, const BlockKey& key, int64_t now_ms) {

@@ -31,6 +31,8 @@ void insert(Database& db, const BlockRow& row);
 std::optional<BlockRow> find(Database& db, const BlockKey& key);
 bool contains(Database& db, const BlockKey& key);
 void erase(Database& db, const BlockKey& key);
+// Erases the row only if it is still the one created at `created_ms`; returns whether it did.
+bool erase_if_created(Database& db, const BlockKey& key, int64_t created_ms);
 void touch(Database& db, const BlockKey& key, int64_t now_ms);
 // Links the block to the session's prompt; false when the session no longer exists.
 bool link_session(Database& db, int64_t session_id, const BlockKey& key);

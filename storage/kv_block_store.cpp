@@ -146,7 +146,8 @@ std::vector<BlockRead> KvBlockStore::get(std::span<const BlockKey> keys,
   const int64_t now = options_.clock();
   std::lock_guard lock(db_mutex_);
   Transaction tx(*db_);
-  for (BlockRead& read : out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    BlockRead& read = out[i];
     if (read.status == ReadStatus::hit) {
       ++reads_hit_;
       block_index::touch(*db_, read.key, now);
@@ -154,11 +155,14 @@ std::vector<BlockRead> KvBlockStore::get(std::span<const BlockKey> keys,
       continue;
     }
     ++reads_missed_;
+    if (!rows[i]) continue;  // never stored (or not yet: a writer may be renaming its file now)
     if (read.status == ReadStatus::corrupt) ++reads_corrupt_;
-    // A damaged block is never offered again; a vanished file leaves a row to drop.
+    // A damaged block is never offered again; a vanished file leaves a row to drop. Only the row
+    // that was read goes: the block may have been evicted and written anew meanwhile.
     if (read.status == ReadStatus::corrupt || read.status == ReadStatus::not_stored) {
-      block_index::erase(*db_, read.key);
-      remove_file_if_present(block_file_path(layout_.kv_dir(), read.key));
+      if (block_index::erase_if_created(*db_, read.key, rows[i]->created_ms) &&
+          read.status == ReadStatus::corrupt)
+        remove_file_if_present(block_file_path(layout_.kv_dir(), read.key));
     }
   }
   tx.commit();

@@ -79,12 +79,14 @@ void KvBlockStore::run_writer() {
       std::lock_guard error_lock(error_mutex_);
       last_write_error_ = outcome.message;
     }
-    item.done.set_value(outcome);
     lock.lock();
     queued_bytes_ -= item.block.payload.size();
-    queued_keys_.erase(item.block.key);
+    queued_keys_.erase(item.block.key);  // before the caller hears: it may put the key again
     writing_ = false;
     if (queue_.empty()) queue_idle_.notify_all();
+    lock.unlock();
+    item.done.set_value(outcome);
+    lock.lock();
   }
 }
 

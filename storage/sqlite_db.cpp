@@ -3,6 +3,8 @@
 
 #include <sqlite3.h>
 
+#include <cerrno>
+
 #include "storage/file_util.h"
 
 namespace flashdesk::storage {
@@ -175,11 +177,16 @@ int Database::changes() const {
 }
 
 void Database::fail(int code, std::string_view context) const {
+  const int extended = db_ ? sqlite3_extended_errcode(db_) : code;
   std::string msg = path_.string() + ": " + std::string(context) + ": " +
-                    (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(code));
+                    (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(code)) + " (SQLite code " +
+                    std::to_string(extended) + ")";
+  // An I/O error whose cause was a full disk (e.g. growing the WAL index) is a full disk too.
+  const int err = db_ ? sqlite3_system_errno(db_) : 0;
+  const bool no_space = err == ENOSPC || err == EDQUOT || err == EFBIG;
+  if ((code & 0xff) == SQLITE_FULL || ((code & 0xff) == SQLITE_IOERR && no_space))
+    throw DiskFullError(msg);
   switch (code & 0xff) {
-    case SQLITE_FULL:
-      throw DiskFullError(msg);
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       throw FormatError(path_.string(), std::string(context) + ": " + sqlite3_errstr(code));
