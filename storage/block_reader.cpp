@@ -2,6 +2,7 @@
 #include "storage/block_reader.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,18 +20,39 @@ size_t round_up(size_t n) {
 }
 }  // namespace
 
-void AlignedBuffer::Free::operator()(uint8_t* p) const {
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void ReadArena::Free::operator()(uint8_t* p) const {
   std::free(p);
 }
 
-AlignedBuffer::AlignedBuffer(size_t capacity) : capacity_(round_up(capacity == 0 ? 1 : capacity)) {
+ReadArena::ReadArena(size_t bytes) : size_(bytes) {
+  const size_t alignment = bytes >= kHugePage ? kHugePage : kIoAlignment;
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   void* p = nullptr;
-  if (::posix_memalign(&p, kIoAlignment, capacity_) != 0) throw std::bad_alloc();
+  if (::posix_memalign(&p, alignment, rounded == 0 ? alignment : rounded) != 0)
+    throw std::bad_alloc();
   data_.reset(static_cast<uint8_t*>(p));
+  if (rounded >= kHugePage) ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: may be ignored
 }
 
-void AlignedBuffer::set_size(size_t n) {
-  size_ = n <= capacity_ ? n : capacity_;
+ReadBatch make_read_batch(std::span<const ReadRequest> requests) {
+  ReadBatch batch;
+  std::vector<size_t> slot_sizes;
+  size_t total = 0;
+  for (const ReadRequest& r : requests) {
+    // One page beyond the expected size shows a file that grew (it then fails verification).
+    slot_sizes.push_back(round_up(r.expected_size + kIoAlignment));
+    total += slot_sizes.back();
+  }
+  batch.arena = std::make_shared<ReadArena>(total);
+  batch.results.resize(requests.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    batch.results[i].slot = {batch.arena->data() + offset, slot_sizes[i]};
+    offset += slot_sizes[i];
+  }
+  return batch;
 }
 
 int open_for_read(const std::filesystem::path& path, bool direct_io) {
@@ -41,18 +63,15 @@ int open_for_read(const std::filesystem::path& path, bool direct_io) {
   return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
-ReadResult read_file_pread(const ReadRequest& request, bool direct_io) {
-  ReadResult result;
+void read_file_pread(const ReadRequest& request, bool direct_io, ReadResult& result) {
   UniqueFd fd(open_for_read(request.path, direct_io));
   if (!fd) {
     result.error = errno;
-    return result;
+    return;
   }
-  // One aligned page beyond the expected size shows a file that grew (it fails verification).
-  result.bytes = AlignedBuffer(request.expected_size + kIoAlignment);
   size_t done = 0;
-  while (done < result.bytes.capacity()) {
-    const ssize_t n = ::pread(fd.get(), result.bytes.data() + done, result.bytes.capacity() - done,
+  while (done < result.slot.size()) {
+    const ssize_t n = ::pread(fd.get(), result.slot.data() + done, result.slot.size() - done,
                               static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -63,8 +82,7 @@ ReadResult read_file_pread(const ReadRequest& request, bool direct_io) {
     done += static_cast<size_t>(n);
     if (done % kIoAlignment != 0) break;  // a short read that is not page-aligned ends the file
   }
-  result.bytes.set_size(done);
-  return result;
+  result.size = done;
 }
 
 namespace {
@@ -72,11 +90,11 @@ namespace {
 class SequentialReader final : public BlockReader {
  public:
   explicit SequentialReader(bool direct_io) : direct_io_(direct_io) {}
-  std::vector<ReadResult> read_all(std::span<const ReadRequest> requests) override {
-    std::vector<ReadResult> results;
-    results.reserve(requests.size());
-    for (const ReadRequest& r : requests) results.push_back(read_file_pread(r, direct_io_));
-    return results;
+  ReadBatch read_all(std::span<const ReadRequest> requests) override {
+    ReadBatch batch = make_read_batch(requests);
+    for (size_t i = 0; i < requests.size(); ++i)
+      read_file_pread(requests[i], direct_io_, batch.results[i]);
+    return batch;
   }
   std::string_view name() const override { return direct_io_ ? "pread-seq-direct" : "pread-seq"; }
 
@@ -87,14 +105,14 @@ class SequentialReader final : public BlockReader {
 class ThreadPoolReader final : public BlockReader {
  public:
   ThreadPoolReader(int threads, bool direct_io) : pool_(threads), direct_io_(direct_io) {}
-  std::vector<ReadResult> read_all(std::span<const ReadRequest> requests) override {
-    std::vector<ReadResult> results(requests.size());
+  ReadBatch read_all(std::span<const ReadRequest> requests) override {
+    ReadBatch batch = make_read_batch(requests);
     std::vector<std::function<void()>> jobs;
     jobs.reserve(requests.size());
     for (size_t i = 0; i < requests.size(); ++i)
-      jobs.push_back([&, i] { results[i] = read_file_pread(requests[i], direct_io_); });
+      jobs.push_back([&, i] { read_file_pread(requests[i], direct_io_, batch.results[i]); });
     pool_.run_all(std::move(jobs));
-    return results;
+    return batch;
   }
   std::string_view name() const override { return direct_io_ ? "pread-pool-direct" : "pread-pool"; }
 

@@ -37,19 +37,17 @@ class UringReader final : public BlockReader {
  public:
   explicit UringReader(const ReaderOptions& options) : options_(options) {}
 
-  std::vector<ReadResult> read_all(std::span<const ReadRequest> requests) override {
-    std::vector<ReadResult> results(requests.size());
+  ReadBatch read_all(std::span<const ReadRequest> requests) override {
+    ReadBatch batch = make_read_batch(requests);
+    std::vector<ReadResult>& results = batch.results;
     std::vector<Slot> slots(requests.size());
     std::deque<size_t> ready;  // reads to (re)submit
     for (size_t i = 0; i < requests.size(); ++i) {
       slots[i].fd = UniqueFd(open_for_read(requests[i].path, options_.direct_io));
-      if (!slots[i].fd) {
+      if (!slots[i].fd)
         results[i].error = errno;
-        slots[i].finished = true;
-        continue;
-      }
-      results[i].bytes = AlignedBuffer(requests[i].expected_size + kIoAlignment);
-      ready.push_back(i);
+      else
+        ready.push_back(i);
     }
     const unsigned depth =
         static_cast<unsigned>(options_.queue_depth > 0 ? options_.queue_depth : 1);
@@ -58,7 +56,7 @@ class UringReader final : public BlockReader {
     size_t in_flight = 0;
     while (!ready.empty() || in_flight > 0) {
       while (!ready.empty() && in_flight < depth) {
-        submit(ring, slots, results, ready.front());
+        submit(ring, slots[ready.front()], results[ready.front()], ready.front());
         ready.pop_front();
         ++in_flight;
       }
@@ -72,9 +70,8 @@ class UringReader final : public BlockReader {
       io_uring_cqe_seen(ring.get(), cqe);
       --in_flight;
     }
-    for (size_t i = 0; i < results.size(); ++i)
-      if (results[i].error == 0) results[i].bytes.set_size(slots[i].done);
-    return results;
+    for (size_t i = 0; i < results.size(); ++i) results[i].size = slots[i].done;
+    return batch;
   }
 
   std::string_view name() const override {
@@ -82,12 +79,10 @@ class UringReader final : public BlockReader {
   }
 
  private:
-  static void submit(Ring& ring, std::vector<Slot>& slots, std::vector<ReadResult>& results,
-                     size_t i) {
+  static void submit(Ring& ring, const Slot& slot, ReadResult& result, size_t i) {
     io_uring_sqe* sqe = io_uring_get_sqe(ring.get());
-    AlignedBuffer& buf = results[i].bytes;
-    io_uring_prep_read(sqe, slots[i].fd.get(), buf.data() + slots[i].done,
-                       static_cast<unsigned>(buf.capacity() - slots[i].done), slots[i].done);
+    io_uring_prep_read(sqe, slot.fd.get(), result.slot.data() + slot.done,
+                       static_cast<unsigned>(result.slot.size() - slot.done), slot.done);
     io_uring_sqe_set_data64(sqe, i);
   }
 
@@ -104,15 +99,15 @@ class UringReader final : public BlockReader {
       return;
     }
     slot.done += static_cast<size_t>(res);
-    const bool more =
-        res > 0 && slot.done % kIoAlignment == 0 && slot.done < result.bytes.capacity();
+    const bool more = res > 0 && slot.done % kIoAlignment == 0 && slot.done < result.slot.size();
     if (more) ready.push_back(i);
   }
 
-  std::vector<ReadResult> fall_back(std::span<const ReadRequest> requests) {
-    std::vector<ReadResult> results;
-    for (const ReadRequest& r : requests) results.push_back(read_file_pread(r, options_.direct_io));
-    return results;
+  ReadBatch fall_back(std::span<const ReadRequest> requests) {
+    ReadBatch batch = make_read_batch(requests);
+    for (size_t i = 0; i < requests.size(); ++i)
+      read_file_pread(requests[i], options_.direct_io, batch.results[i]);
+    return batch;
   }
 
   ReaderOptions options_;

@@ -67,13 +67,14 @@ void write_and_sync(const fs::path& temp, std::span<const std::span<const uint8_
   UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) throw_errno("create", temp, errno);
   for (const auto& part : parts) write_all(fd.get(), part, temp);
-  if (::fsync(fd.get()) != 0) throw_errno("fsync", temp, errno);
+  if (::fdatasync(fd.get()) != 0) throw_errno("fdatasync", temp, errno);
   if (::close(fd.release()) != 0) throw_errno("close", temp, errno);
 }
 
 }  // namespace
 
-void write_file_atomic(const fs::path& path, std::span<const std::span<const uint8_t>> parts) {
+void write_file_atomic(const fs::path& path, std::span<const std::span<const uint8_t>> parts,
+                       bool sync_folder) {
   const fs::path temp = temp_path_for(path);
   try {
     write_and_sync(temp, parts);
@@ -82,7 +83,7 @@ void write_file_atomic(const fs::path& path, std::span<const std::span<const uin
     ::unlink(temp.c_str());
     throw;
   }
-  fsync_directory(path.parent_path());
+  if (sync_folder) fsync_directory(path.parent_path());
 }
 
 void fsync_directory(const fs::path& dir) {

@@ -50,10 +50,11 @@ inline constexpr std::string_view kTempMarker = ".tmp-";
 std::filesystem::path temp_path_for(const std::filesystem::path& final_path);
 bool is_temp_name(const std::filesystem::path& path);
 
-// Writes the parts, in order, to a temporary file, fsyncs it, renames it to `path` and fsyncs the
-// folder. On any failure the temporary file is removed and the error thrown; `path` is untouched.
+// Writes the parts, in order, to a temporary file, syncs it (fdatasync: data and size), renames it
+// to `path` and, unless the caller batches that, fsyncs the folder (which makes the rename
+// durable). On any failure the temporary file is removed and the error thrown; `path` is untouched.
 void write_file_atomic(const std::filesystem::path& path,
-                       std::span<const std::span<const uint8_t>> parts);
+                       std::span<const std::span<const uint8_t>> parts, bool sync_folder = true);
 
 void fsync_directory(const std::filesystem::path& dir);
 

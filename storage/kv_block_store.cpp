@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "storage/file_util.h"
 #include "storage/kv_block_file.h"
@@ -44,13 +45,14 @@ std::string_view to_string(ReadStatus status) {
 
 std::span<const uint8_t> BlockRead::payload() const {
   if (status != ReadStatus::hit) return {};
-  return file.bytes().subspan(kBlockHeaderSize);
+  return file.subspan(kBlockHeaderSize);
 }
 
 namespace {
 
-std::unique_ptr<Database> open_index(const StorageLayout& layout) {
-  auto db = std::make_unique<Database>(Database::open(layout.database(), {.create = false}));
+std::unique_ptr<Database> open_index(const StorageLayout& layout, bool durable_commits) {
+  auto db = std::make_unique<Database>(
+      Database::open(layout.database(), {.create = false, .durable_commits = durable_commits}));
   if (const int64_t v = schema_version(*db); v != kSchemaVersion)
     throw FormatError(layout.database().string(), "schema version " + std::to_string(v) +
                                                       " is not " + std::to_string(kSchemaVersion) +
@@ -67,8 +69,10 @@ KvBlockStore::KvBlockStore(StorageLayout layout, KvBlockStoreOptions options)
                          std::to_string(options_.tokens_per_block));
   layout_.create_directories();
   reader_ = make_block_reader(options_.reader);
-  db_ = open_index(layout_);
-  writer_db_ = open_index(layout_);
+  // Readers' commits are LRU times and session links: losing the last few to a power cut is
+  // harmless, so they skip the fsync. A new block's row is durable.
+  db_ = open_index(layout_, false);
+  writer_db_ = open_index(layout_, true);
   if (options_.repair) reconcile_report_ = reconcile(*writer_db_);
   writer_ = std::thread([this] { run_writer(); });
 }
@@ -88,7 +92,7 @@ PrefixMatch KvBlockStore::match_prefix(std::string_view model_fingerprint,
   return match;
 }
 
-BlockRead KvBlockStore::verify(const BlockKey& key, const BlockRow& row, ReadResult&& read) {
+BlockRead KvBlockStore::verify(const BlockKey& key, const BlockRow& row, const ReadResult& read) {
   BlockRead out;
   out.key = key;
   const std::string file = block_file_path(layout_.kv_dir(), key).string();
@@ -103,7 +107,7 @@ BlockRead KvBlockStore::verify(const BlockKey& key, const BlockRow& row, ReadRes
     return out;
   }
   try {
-    const BlockHeader h = verify_block_file(read.bytes.bytes(), key, row.model_fingerprint, file);
+    const BlockHeader h = verify_block_file(read.bytes(), key, row.model_fingerprint, file);
     if (static_cast<int64_t>(h.token_count) != row.token_count ||
         h.payload_checksum != row.checksum)
       throw FormatError(file, "header disagrees with the index (token count or checksum)");
@@ -113,7 +117,7 @@ BlockRead KvBlockStore::verify(const BlockKey& key, const BlockRow& row, ReadRes
     return out;
   }
   out.status = ReadStatus::hit;
-  out.file = std::move(read.bytes);
+  out.file = read.bytes();
   return out;
 }
 
@@ -132,17 +136,22 @@ std::vector<BlockRead> KvBlockStore::get(std::span<const BlockKey> keys,
         {block_file_path(layout_.kv_dir(), keys[i]), static_cast<uint64_t>(rows[i]->file_size)});
     request_of.push_back(i);
   }
-  std::vector<ReadResult> results = reader_->read_all(requests);
+  const ReadBatch batch = reader_->read_all(requests);
 
   std::vector<BlockRead> out(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     out[i].key = keys[i];
     out[i].status = ReadStatus::not_stored;
   }
-  for (size_t r = 0; r < requests.size(); ++r) {
-    const size_t i = request_of[r];
-    out[i] = verify(keys[i], *rows[i], std::move(results[r]));
-  }
+  // Checksums in parallel: on a slow machine XXH3 over a restored session is tens of ms.
+  std::vector<std::function<void()>> jobs;
+  for (size_t r = 0; r < requests.size(); ++r)
+    jobs.push_back([&, r] {
+      const size_t i = request_of[r];
+      out[i] = verify(keys[i], *rows[i], batch.results[r]);
+      if (out[i].status == ReadStatus::hit) out[i].memory = batch.arena;
+    });
+  io_pool_.run_all(std::move(jobs));
   const int64_t now = options_.clock();
   std::lock_guard lock(db_mutex_);
   Transaction tx(*db_);

@@ -27,13 +27,14 @@
 #include <vector>
 
 #include "storage/block_reader.h"
+#include "storage/kv_block_index.h"
 #include "storage/kv_block_key.h"
 #include "storage/storage_layout.h"
+#include "storage/thread_pool.h"
 
 namespace flashdesk::storage {
 
 class Database;
-struct BlockRow;
 
 struct KvBlockStoreOptions {
   // Tokens per block: a multiple of every compress ratio (and of the indexer's candidate block).
@@ -80,8 +81,9 @@ std::string_view to_string(ReadStatus status);
 struct BlockRead {
   BlockKey key;
   ReadStatus status = ReadStatus::not_stored;
-  std::string message;  // why, when not a hit
-  AlignedBuffer file;   // the whole file when a hit
+  std::string message;                      // why, when not a hit
+  std::shared_ptr<const ReadArena> memory;  // keeps `file` alive (shared by one get()'s blocks)
+  std::span<const uint8_t> file;            // the whole file when a hit
 
   std::span<const uint8_t> payload() const;  // the engine's bytes (empty unless a hit)
 };
@@ -157,12 +159,19 @@ class KvBlockStore {
     std::promise<WriteOutcome> done;
   };
 
+  static constexpr size_t kMaxWriteBatch = 16;  // blocks per index transaction
+
   void run_writer();
-  WriteOutcome write_one(Database& db, BlockWrite& block);
+  std::vector<WriteOutcome> write_batch(Database& db, std::vector<Queued>& batch);
+  BlockRow write_block_file(const BlockWrite& block, const std::filesystem::path& path,
+                            int64_t now);
+  void index_batch(Database& db, std::vector<Queued>& batch,
+                   std::vector<std::optional<BlockRow>>& rows, std::vector<WriteOutcome>& outcomes,
+                   int64_t now);
   ReconcileReport reconcile(Database& db);
   EvictionReport evict_with(Database& db);
   void erase_blocks(Database& db, std::span<const BlockRow> rows);
-  BlockRead verify(const BlockKey& key, const BlockRow& row, ReadResult&& read);
+  BlockRead verify(const BlockKey& key, const BlockRow& row, const ReadResult& read);
 
   StorageLayout layout_;
   KvBlockStoreOptions options_;
@@ -187,6 +196,7 @@ class KvBlockStore {
   std::mutex error_mutex_;
   std::optional<std::string> last_write_error_;
 
+  ThreadPool io_pool_{4};  // writes a batch's files and verifies read blocks in parallel
   std::thread writer_;
 };
 

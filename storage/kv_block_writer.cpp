@@ -1,5 +1,7 @@
 // KvBlockStore's background writer: a bounded queue, one block file at a time (temporary name,
 // fsync, rename), then its index row; failures are reported to the caller and the store goes on.
+#include <functional>
+#include <map>
 #include <system_error>
 
 #include "storage/file_util.h"
@@ -62,42 +64,97 @@ void KvBlockStore::run_writer() {
   for (;;) {
     queue_wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping with nothing left
-    Queued item = std::move(queue_.front());
-    queue_.pop_front();
+    std::vector<Queued> batch;
+    while (!queue_.empty() && batch.size() < kMaxWriteBatch) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
     writing_ = true;
     lock.unlock();
-    WriteOutcome outcome;
+    std::vector<WriteOutcome> outcomes;
     try {
-      outcome = write_one(*writer_db_, item.block);
+      outcomes = write_batch(*writer_db_, batch);
     } catch (const std::exception& e) {  // the index could not be read: report, keep serving
-      outcome = {WriteStatus::failed, std::string("KV block not saved: ") + e.what()};
+      outcomes.assign(batch.size(),
+                      {WriteStatus::failed, std::string("KV block not saved: ") + e.what()});
     }
-    if (outcome.status == WriteStatus::written || outcome.status == WriteStatus::already_stored) {
-      ++writes_ok_;
-    } else {
-      ++writes_failed_;
-      std::lock_guard error_lock(error_mutex_);
-      last_write_error_ = outcome.message;
+    for (const WriteOutcome& outcome : outcomes) {
+      if (outcome.status == WriteStatus::written || outcome.status == WriteStatus::already_stored) {
+        ++writes_ok_;
+      } else {
+        ++writes_failed_;
+        std::lock_guard error_lock(error_mutex_);
+        last_write_error_ = outcome.message;
+      }
     }
     lock.lock();
-    queued_bytes_ -= item.block.payload.size();
-    queued_keys_.erase(item.block.key);  // before the caller hears: it may put the key again
+    for (const Queued& item : batch) {
+      queued_bytes_ -= item.block.payload.size();
+      queued_keys_.erase(item.block.key);  // before the caller hears: it may put the key again
+    }
     writing_ = false;
     if (queue_.empty()) queue_idle_.notify_all();
     lock.unlock();
-    item.done.set_value(outcome);
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].done.set_value(outcomes[i]);
     lock.lock();
   }
 }
 
-WriteOutcome KvBlockStore::write_one(Database& db, BlockWrite& block) {
+namespace {
+
+WriteOutcome failure(const Error& e) {
+  if (dynamic_cast<const DiskFullError*>(&e))
+    return {WriteStatus::disk_full, std::string("disk full, KV block not saved: ") + e.what()};
+  return {WriteStatus::failed, std::string("KV block not saved: ") + e.what()};
+}
+
+}  // namespace
+
+// Files first (each synced and renamed), then one fsync per folder, then one transaction for all
+// the index rows: a crash leaves at worst files without rows, which start-up removes.
+std::vector<WriteOutcome> KvBlockStore::write_batch(Database& db, std::vector<Queued>& batch) {
   const int64_t now = options_.clock();
-  if (block_index::contains(db, block.key)) {
-    block_index::touch(db, block.key, now);
-    if (block.session_id) block_index::link_session(db, *block.session_id, block.key);
-    return {WriteStatus::already_stored, {}};
+  std::vector<WriteOutcome> outcomes(batch.size());
+  std::vector<std::optional<BlockRow>> rows(batch.size());  // set for the files written
+  // Several files at once: their syncs overlap on the device instead of queueing one by one.
+  std::vector<std::function<void()>> jobs;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (block_index::contains(db, batch[i].block.key)) {
+      outcomes[i] = {WriteStatus::already_stored, {}};
+      continue;
+    }
+    jobs.push_back([&, i] {
+      try {
+        rows[i] = write_block_file(batch[i].block,
+                                   block_file_path(layout_.kv_dir(), batch[i].block.key), now);
+      } catch (const Error& e) {
+        outcomes[i] = failure(e);
+      }
+    });
   }
-  const std::filesystem::path path = block_file_path(layout_.kv_dir(), block.key);
+  io_pool_.run_all(std::move(jobs));
+  std::map<std::filesystem::path, std::vector<size_t>> by_folder;
+  for (size_t i = 0; i < batch.size(); ++i)
+    if (rows[i])
+      by_folder[block_file_path(layout_.kv_dir(), batch[i].block.key).parent_path()].push_back(i);
+  for (const auto& [folder, items] : by_folder) {
+    try {
+      fsync_directory(folder);
+    } catch (const Error& e) {
+      for (size_t i : items) {
+        remove_file_if_present(block_file_path(layout_.kv_dir(), batch[i].block.key));
+        rows[i].reset();
+        outcomes[i] = failure(e);
+      }
+    }
+  }
+  index_batch(db, batch, rows, outcomes, now);
+  evict_with(db);
+  return outcomes;
+}
+
+BlockRow KvBlockStore::write_block_file(const BlockWrite& block, const std::filesystem::path& path,
+                                        int64_t now) {
   BlockRow row{block.key,
                block.parent,
                block.model_fingerprint,
@@ -106,32 +163,55 @@ WriteOutcome KvBlockStore::write_one(Database& db, BlockWrite& block) {
                xxh3_64(block.payload),
                now,
                now};
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec)
+    throw IoError("cannot create folder " + path.parent_path().string() + ": " + ec.message());
+  const std::vector<uint8_t> header =
+      encode_block_header({row.key, row.parent, static_cast<uint32_t>(row.token_count),
+                           row.model_fingerprint, block.payload.size(), row.checksum});
+  const std::span<const uint8_t> parts[] = {header, block.payload};
+  write_file_atomic(path, parts, /*sync_folder=*/false);
+  return row;
+}
+
+// One transaction: rows of the files written, LRU and session links of blocks already stored.
+// A block whose session was deleted meanwhile is dropped; if the transaction fails, so do all the
+// files it would have indexed.
+void KvBlockStore::index_batch(Database& db, std::vector<Queued>& batch,
+                               std::vector<std::optional<BlockRow>>& rows,
+                               std::vector<WriteOutcome>& outcomes, int64_t now) {
+  std::vector<size_t> dropped;
   try {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    if (ec)
-      throw IoError("cannot create folder " + path.parent_path().string() + ": " + ec.message());
-    const std::vector<uint8_t> header =
-        encode_block_header({row.key, row.parent, static_cast<uint32_t>(row.token_count),
-                             row.model_fingerprint, block.payload.size(), row.checksum});
-    const std::span<const uint8_t> parts[] = {header, block.payload};
-    write_file_atomic(path, parts);
     Transaction tx(db);
-    block_index::insert(db, row);
-    if (block.session_id && !block_index::link_session(db, *block.session_id, block.key)) {
-      remove_file_if_present(path);  // the session was deleted while the block waited
-      return {WriteStatus::dropped, "the session was deleted"};
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const BlockWrite& block = batch[i].block;
+      if (outcomes[i].status == WriteStatus::already_stored) {
+        block_index::touch(db, block.key, now);
+        if (block.session_id) block_index::link_session(db, *block.session_id, block.key);
+        continue;
+      }
+      if (!rows[i]) continue;
+      block_index::insert(db, *rows[i]);
+      if (block.session_id && !block_index::link_session(db, *block.session_id, block.key)) {
+        block_index::erase(db, block.key);
+        dropped.push_back(i);
+      }
     }
     tx.commit();
-  } catch (const DiskFullError& e) {
-    remove_file_if_present(path);  // the index row, if any, was rolled back
-    return {WriteStatus::disk_full, std::string("disk full, KV block not saved: ") + e.what()};
   } catch (const Error& e) {
-    remove_file_if_present(path);
-    return {WriteStatus::failed, std::string("KV block not saved: ") + e.what()};
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (rows[i]) {
+        remove_file_if_present(block_file_path(layout_.kv_dir(), batch[i].block.key));
+        rows[i].reset();
+        outcomes[i] = failure(e);
+      }
+    return;
   }
-  evict_with(db);
-  return {WriteStatus::written, {}};
+  for (size_t i : dropped) {
+    remove_file_if_present(block_file_path(layout_.kv_dir(), batch[i].block.key));
+    outcomes[i] = {WriteStatus::dropped, "the session was deleted"};
+  }
 }
 
 }  // namespace flashdesk::storage

@@ -139,7 +139,7 @@ Database Database::open(const fs::path& path, const OpenOptions& options) {
   db.exec("PRAGMA foreign_keys = ON");
   if (!options.read_only) {
     db.exec("PRAGMA journal_mode = WAL");
-    db.exec("PRAGMA synchronous = FULL");
+    db.exec(options.durable_commits ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
     db.exec("PRAGMA secure_delete = ON");
   }
   return db;

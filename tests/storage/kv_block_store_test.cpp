@@ -363,6 +363,7 @@ TEST_F(KvStoreTest, ConcurrentWritersAndReadersNeverSeeADamagedBlock) {
             ++bad;
           }
         }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     });
   for (int i = 0; i < 4; ++i) threads[i].join();
