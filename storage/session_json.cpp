@@ -170,7 +170,7 @@ SessionExport session_from_json(std::string_view text, const std::string& source
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers too large for a double
     throw FormatError(source, std::string("not valid JSON: ") + e.what());
   }
   const FieldReader r(source);

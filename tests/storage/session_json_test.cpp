@@ -119,8 +119,9 @@ TEST(SessionJson, RejectsBadFieldsNamingThem) {
 }
 
 TEST(SessionJson, RejectsWhatIsNotJson) {
-  for (const char* text :
-       {"", "{", "[1, 2]", "null", "{\"format\": \"flashdesk-session\"", "\xff\xfe garbage"})
+  // The last overflows a double: the JSON library throws out_of_range, found by the fuzzer.
+  for (const char* text : {"", "{", "[1, 2]", "null", "{\"format\": \"flashdesk-session\"",
+                           "\xff\xfe garbage", "{\"version\": 42e4467}"})
     EXPECT_THROW(session_from_json(text, "x.json"), FormatError) << text;
 }
 
