@@ -24,7 +24,8 @@ namespace flashdesk::storage {
 struct SessionStoreOptions {
   Clock clock = system_now_ms;
   // Fold crashed answers and remove orphaned attachment files on open. Only the owner of the data
-  // folder (the holder of its InstanceLock) may repair: another live process may be mid-answer.
+  // folder (the holder of its InstanceLock) may repair, and only at start-up, before its own
+  // TokenLog begins an answer: a live answer must not be folded under its writer.
   bool repair = false;
   // VACUUM after a delete when the free pages exceed this many bytes.
   int64_t vacuum_threshold_bytes = 4 << 20;

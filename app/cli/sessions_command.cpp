@@ -2,6 +2,12 @@
 // the data folder (default: the XDG data and cache folders; --data-dir puts everything in one).
 #ifdef FLASHDESK_HAVE_STORAGE
 
+// GCC 12 with sanitizers reports a false "maybe uninitialized" inside std::regex, which cxxopts
+// uses; the warning is not about our code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <cstdio>
 #include <cxxopts.hpp>
 #include <fstream>

@@ -104,6 +104,7 @@ TEST(Kill9, TokenLoggingLosesNoCommittedToken) {
   }  // no database connection may cross fork()
   std::mt19937 rng(static_cast<unsigned>(env_int("FLASHDESK_KILL9_SEED", 1)));
   std::vector<int64_t> recovered_counts, lost_after_commit;
+  int64_t last_message = -1, last_count = 0;
   int before_answer = 0;
   for (int round = 0; round < rounds(); ++round) {
     Child child([&](Child& c) { generate_until_killed(c, layout, session); });
@@ -128,6 +129,24 @@ TEST(Kill9, TokenLoggingLosesNoCommittedToken) {
     EXPECT_EQ(it->text, text) << "round " << round;
     recovered_counts.push_back(n);
     lost_after_commit.push_back(n - r.committed);  // >= 0: committed but not yet reported
+    last_message = r.message_id;
+    last_count = n;
+  }
+  // The last crashed answer can be continued where it stopped, and then completes.
+  if (last_message >= 0) {
+    {
+      TokenLog log(layout.database());
+      const AnswerHandle more = log.continue_answer(last_message);
+      log.append(more, std::vector<TokenId>{synthetic_token(last_count)}, token_text(last_count));
+      log.finish(more);
+    }
+    SessionStore store(layout);
+    for (const Message& m : store.messages(session))
+      if (m.id == last_message) {
+        EXPECT_EQ(m.status, MessageStatus::complete);
+        EXPECT_EQ(static_cast<int64_t>(m.token_ids.size()), last_count + 1);
+        EXPECT_EQ(m.token_ids.back(), synthetic_token(last_count));
+      }
   }
   std::sort(recovered_counts.begin(), recovered_counts.end());
   std::printf(
