@@ -1,0 +1,48 @@
+"""Shared fixtures of the trainer tests: paths, the every-role config, a stand-in Engram hasher,
+random samples."""
+import os
+import sys
+
+import numpy as np
+
+TOOLS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(TOOLS)
+if TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+
+from train.batch import Sample  # noqa: E402
+from train.config import load_model_config  # noqa: E402
+from train.engram import EngramHasher, engram_multipliers  # noqa: E402
+
+EVERY_ROLE = os.path.join(REPO, "assets", "configs", "test-every-role.json")
+
+
+def every_role_config(**overrides):
+    import json
+    from train.config import ModelConfig
+    with open(EVERY_ROLE) as f:
+        raw = json.load(f)
+    raw["text_config"].update(overrides)
+    return ModelConfig(raw, where=EVERY_ROLE)
+
+
+def stand_in_hasher(cfg):
+    """Token map id % compressed vocab (a stand-in for the tokenizer's map) and the real
+    multiplier rule."""
+    token_map = np.arange(cfg.vocab_size) % cfg.engram_compressed_vocab_size
+    mult = engram_multipliers(cfg.engram_layer_ids, cfg.engram_max_ngram_size,
+                              cfg.engram_compressed_vocab_size)
+    return EngramHasher(cfg, token_map, mult)
+
+
+def random_samples(n, lo, hi, vocab, seed=0, answer_frac=0.5):
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        L = int(rng.integers(lo, hi))
+        ids = rng.integers(3, vocab, L).astype(np.int64)
+        P = int(L * answer_frac)
+        tgt = np.zeros(L, bool)
+        tgt[P:] = True
+        out.append(Sample("random", ids, tgt, P))
+    return out
