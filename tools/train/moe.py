@@ -1,7 +1,7 @@
 """MoE of every block (MODEL-REFERENCE §5, docs/numerics.md §MoE): sqrt-softplus gate with
 aux-loss-free bias routing (separate text and image biases, updated from the load after each
-optimizer step), normalised weights x routed_scaling_factor, FP4 routed experts computed as one
-batched GEMM over capacity-padded expert slots, FP8 shared expert, SwiGLU clamp on both.
+optimizer step), normalised weights x routed_scaling_factor, FP4 routed experts (token-expert
+pairs sorted by expert, one GEMM per expert), FP8 shared expert, SwiGLU clamp on both.
 """
 import torch
 import torch.nn as nn
@@ -57,46 +57,49 @@ class MoE(nn.Module):
         return ids, w * self.cfg.routed_scaling_factor, s
 
     def forward(self, num, x, ctx, layer):
-        """x [B, N, dim] (after ffn_norm) -> [B, N, dim]; records loads and a balance loss."""
+        """x [B, N, dim] (after ffn_norm) -> [B, N, dim]; padding rows are not routed (zero
+        output); records loads and a balance loss."""
         B, N, dim = x.shape
-        xt = x.reshape(B * N, dim)
-        img = ctx.is_image.reshape(-1)
-        ids, w, s = self.route(xt, img)
         valid = ctx.valid.reshape(-1)
+        rows = torch.nonzero(valid).squeeze(1)
+        xt = x.reshape(B * N, dim)[rows]
+        img = ctx.is_image.reshape(-1)[rows]
+        ids, w, s = self.route(xt, img)
         if self.training:
-            self._count(ids, valid, img)
-            ctx.moe_stats.append((layer, self._balance(ids, s, ctx.valid)))
+            self._count(ids, img)
+            ctx.moe_stats.append((layer, self._balance(ids, s, ctx.valid, rows)))
         if ctx.record is not None:
-            ctx.record.setdefault("expert_ids", {})[layer] = ids.view(B, N, -1)
-            ctx.record.setdefault("expert_weights", {})[layer] = w.detach().view(B, N, -1)
+            full = torch.full((B * N, self.k), -1, dtype=ids.dtype, device=ids.device)
+            ctx.record.setdefault("expert_ids", {})[layer] = full.index_copy(0, rows, ids).view(B, N, -1)
+            fw = torch.zeros(B * N, self.k, device=w.device).index_copy(0, rows, w.detach())
+            ctx.record.setdefault("expert_weights", {})[layer] = fw.view(B, N, -1)
         xq = num.act_quant(xt)
-        fn = self._experts
         if self.use_checkpoint and torch.is_grad_enabled():
-            y = checkpoint(fn, num, xq, ids, w, use_reentrant=False)
+            y = checkpoint(self._experts, num, xq, ids, w, use_reentrant=False)
         else:
-            y = fn(num, xq, ids, w)
-        return num.rb(y).view(B, N, dim)
+            y = self._experts(num, xq, ids, w)
+        out = x.new_zeros(B * N, dim).index_copy(0, rows, num.rb(y).to(x.dtype))
+        return out.view(B, N, dim)
 
     def _experts(self, num, xq, ids, w):
-        """FP32 [T, dim]: sum of the routed experts' outputs (weighted) and the shared one."""
+        """FP32 [T, dim]: sum of the routed experts' outputs (weighted) and the shared one.
+        Token-expert pairs are sorted by expert; one GEMM per expert on its contiguous slice."""
         T, dim = xq.shape
         flat = ids.reshape(-1)
         order = torch.argsort(flat)
-        counts = torch.bincount(flat, minlength=self.E)
-        cap = int(counts.max())
-        sorted_e = flat[order]
-        start = torch.cumsum(counts, 0) - counts
-        slot = sorted_e * cap + (torch.arange(flat.numel(), device=xq.device) - start[sorted_e])
-        tok = torch.div(order, self.k, rounding_mode="floor")
-        buf = xq.new_zeros(self.E * cap, dim).index_copy(0, slot, xq[tok]).view(self.E, cap, dim)
-        w1, w3, w2 = (num.w_fp4(p) for p in (self.experts_w1, self.experts_w3, self.experts_w2))
-        gw = w.new_zeros(self.E * cap).index_copy(0, slot, w.reshape(-1)[order])
-        a = self._swiglu(num, torch.bmm(buf, w1.transpose(1, 2)), torch.bmm(buf, w3.transpose(1, 2)))
-        a = num.act_quant(num.rb(a * gw.view(self.E, cap, 1)))
-        out = num.rb(torch.bmm(a, w2.transpose(1, 2))).view(self.E * cap, dim)
-        per_slot = torch.empty(flat.numel(), dim, dtype=out.dtype, device=out.device)
-        per_slot = per_slot.index_copy(0, order, out[slot])
-        y = per_slot.view(T, self.k, dim).to(F32).sum(1)
+        counts = torch.bincount(flat, minlength=self.E).tolist()
+        xs = xq[torch.div(order, self.k, rounding_mode="floor")]
+        w13 = num.w_fp4(torch.cat((self.experts_w1, self.experts_w3), dim=1))   # [E, 2I, dim]
+        w2 = num.w_fp4(self.experts_w2)
+        h = torch.cat([torch.matmul(part, w13[e].t())
+                       for e, part in enumerate(torch.split(xs, counts)) if counts[e]])
+        g, u = h.chunk(2, dim=-1)
+        a = self._swiglu(num, g, u) * w.reshape(-1)[order].unsqueeze(1)
+        a = num.act_quant(num.rb(a))
+        out = torch.cat([torch.matmul(part, w2[e].t())
+                         for e, part in enumerate(torch.split(a, counts)) if counts[e]])
+        per_pair = torch.empty_like(out).index_copy(0, order, num.rb(out))
+        y = per_pair.view(T, self.k, dim).to(F32).sum(1)
         if self.shared_experts is not None:
             se = self.shared_experts
             a = self._swiglu(num, torch.matmul(xq, num.w_fp8(se.w1.weight).t()),
@@ -114,20 +117,23 @@ class MoE(nn.Module):
         return F.silu(g) * u
 
     @torch.no_grad()
-    def _count(self, ids, valid, img):
-        for kind, sel in ((0, valid & ~img), (1, valid & img)):
+    def _count(self, ids, img):
+        for kind, sel in ((0, ~img), (1, img)):
             if sel.any():
                 self.gate.load[kind] += torch.bincount(ids[sel].reshape(-1), minlength=self.E).to(F32)
 
-    def _balance(self, ids, s, valid):
-        """Sequence-wise balance loss sum_i f_i P_i (DeepSeek-V3 form), averaged over rows."""
+    def _balance(self, ids, s, valid, rows):
+        """Sequence-wise balance loss sum_i f_i P_i (DeepSeek-V3 form), averaged over rows;
+        ids/s are of the valid tokens `rows` (flat indices into [B, N])."""
         B, N = valid.shape
-        vf = valid.to(F32).view(B, N, 1)
-        n = vf.sum(1).clamp_min(1)                                            # [B, 1]
-        hits = F.one_hot(ids, self.E).sum(1).to(F32).view(B, N, self.E)
-        f = (hits * vf).sum(1) * self.E / (self.k * n)
-        p = ((s / s.sum(-1, keepdim=True)).view(B, N, self.E) * vf).sum(1) / n
-        return (f * p).sum(-1).mean()
+        row_of = torch.div(rows, N, rounding_mode="floor")
+        n = valid.sum(1).clamp_min(1).to(F32).unsqueeze(1)                   # [B, 1]
+        hits = torch.zeros(B, self.E, device=s.device).index_add_(
+            0, row_of, F.one_hot(ids, self.E).sum(1).to(F32))
+        p = torch.zeros(B, self.E, device=s.device).index_add(
+            0, row_of, s / s.sum(-1, keepdim=True))
+        f = hits * self.E / (self.k * n)
+        return (f * p / n).sum(-1).mean()
 
     @torch.no_grad()
     def update_bias(self, rate):

@@ -26,6 +26,24 @@ def every_role_config(**overrides):
     return ModelConfig(raw, where=EVERY_ROLE)
 
 
+MICRO = dict(hidden_size=64, head_dim=64, qk_rope_head_dim=32, q_lora_rank=32, o_lora_rank=32,
+             moe_intermediate_size=32, index_head_dim=32)
+
+
+def micro_config(vision=False):
+    """The every-role layer layout with small widths, so CPU tests run in seconds."""
+    import json
+    from train.config import ModelConfig
+    with open(EVERY_ROLE) as f:
+        raw = json.load(f)
+    raw["text_config"].update(MICRO)
+    if vision:
+        raw["image_token_id"] = 511
+        raw["vision_config"] = dict(num_hidden_layers=1, hidden_size=64, num_attention_heads=1,
+                                    intermediate_size=64, patch_size=14, downsample_ratio=3)
+    return ModelConfig(raw, where=EVERY_ROLE + " (micro widths)")
+
+
 def stand_in_hasher(cfg):
     """Token map id % compressed vocab (a stand-in for the tokenizer's map) and the real
     multiplier rule."""
