@@ -240,14 +240,21 @@ def compare(A, B, tol, roles=None, show_all=False):
                 if errs is not None and not np.isnan(errs[l]):
                     rep.check(errs[l] <= tol["block"], f"block {l} {kind} relative error {errs[l]:.3e} > {tol['block']:.1e}")
     rep.add("")
+    pooled = {}
     for (name, layer), (rate, rows) in sorted(rates.items(), key=lambda kv: (kv[0][0], kv[0][1] or -1)):
-        kind = name.split(".layer")[0].split("_", 1)[1]
-        limit = tol["hash"] if kind == "engram_hash_ids" else tol["ids"]
-        if kind in ("expert_ids", "topk_idxs", "engram_hash_ids"):
-            rep.check(rate >= limit, f"{name}{'' if layer is None or '.layer' in name else f'[{layer}]'} "
-                                     f"match rate {rate:.4f} < {limit}")
+        prefix, kind = name.split("_", 1)[0], name.split(".layer")[0].split("_", 1)[1]
         if kind != "expert_ids":
             rep.add(f"{name:40s} rows {rows:6d}  match {rate:.4f}")
+        total = pooled.setdefault((prefix, kind), [0.0, 0])
+        total[0] += rate * rows
+        total[1] += rows
+    for (prefix, kind), (matched, rows) in sorted(pooled.items()):
+        rate = matched / rows if rows else 1.0
+        if kind == "candidates":
+            continue
+        limit = tol["hash"] if kind == "engram_hash_ids" else tol["ids"]
+        rep.add(f"{prefix + '_' + kind + ' (all layers)':40s} rows {rows:6d}  match {rate:.4f}")
+        rep.check(rate >= limit - 1e-12, f"{prefix}_{kind} match rate {rate:.4f} < {limit}")
     for name in sorted(A.t):
         if name not in B.t or A[name].dtype != np.float32 or "logits" in name:
             continue

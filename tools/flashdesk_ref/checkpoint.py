@@ -158,8 +158,8 @@ def load_engram_map(model_dir, cfg):
     token_map = np.array(f.get("token_map"))
     mult = np.array(f.get("multipliers"))
     want = (len(cfg.engram_layer_ids), cfg.engram_max_ngram_size)
-    if token_map.ndim != 1 or token_map.shape[0] < cfg.vocab_size:
-        raise FormatError(f"{path}: token_map shape {token_map.shape}, needs >= {cfg.vocab_size} ids")
+    if token_map.ndim != 1 or token_map.shape[0] <= cfg.engram_pad_token_id:
+        raise FormatError(f"{path}: token_map shape {token_map.shape} does not cover the pad id")
     if token_map.min() < 0 or token_map.max() >= cfg.engram_compressed_vocab_size:
         raise FormatError(f"{path}: token_map values outside 0..{cfg.engram_compressed_vocab_size - 1}")
     if mult.shape != want:

@@ -76,7 +76,11 @@ class EngramHasher:
 
     def shifted_ids(self, token_ids, dead, positions):
         """[T, max_ngram] compressed ids c[p-k] with the pad rule, for each p in positions."""
-        c = self.token_map[np.asarray(token_ids, dtype=np.int64)]
+        token_ids = np.asarray(token_ids, dtype=np.int64)
+        if token_ids.size and token_ids.max() >= len(self.token_map):
+            raise ValueError(f"token id {int(token_ids.max())} is beyond the Engram token map "
+                             f"({len(self.token_map)} ids: len(tokenizer))")
+        c = self.token_map[token_ids]
         dead = np.asarray(dead, dtype=bool)
         out = np.full((len(positions), self.max_ngram), self.pad, dtype=np.int64)
         for row, p in enumerate(positions):
