@@ -9,7 +9,9 @@ A is the reference. Per tensor: max abs error, relative RMS error RMS(B-A)/RMS(A
 (for logits) argmax agreement. Per block: RMS(B.block_out - A.block_out) / RMS(A.block_out -
 A.block_in) (block_in = the previous block's output, or the embedding copied to the hc streams),
 over the positions both files ran (prefill_positions_run). Id tensors: the share of rows whose
-sets agree (expert ids, published top-k) or that are equal (candidates, Engram hash ids).
+sets agree (expert ids, published top-k) or that are equal (candidates, Engram hash ids), per
+layer in the table and pooled over all layers for the tolerance (candidates are reported only).
+Greedy decode runs are compared up to the first step whose input ids differ.
 Exit status: 0 within the tolerances, 1 beyond them, 2 when the files cannot be compared.
 """
 import argparse

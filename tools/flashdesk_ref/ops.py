@@ -125,11 +125,21 @@ def hc_mixes(R, X, fn, base, scale, norm_eps, hc_eps, iters):
     post = 2.0 * torch.sigmoid(m[..., hc:2 * hc] * scale[1] + base[hc:2 * hc])
     comb = (m[..., 2 * hc:] * scale[2] + base[2 * hc:]).unflatten(-1, (hc, hc))
     comb = R.softmax(comb, dim=-1) + hc_eps
-    comb = comb / (R.sum(comb, -2, keepdim=True) + hc_eps)
+    comb = comb / (_ordered_sum(comb, -2) + hc_eps)
     for _ in range(iters - 1):
-        comb = comb / (R.sum(comb, -1, keepdim=True) + hc_eps)
-        comb = comb / (R.sum(comb, -2, keepdim=True) + hc_eps)
+        comb = comb / (_ordered_sum(comb, -1) + hc_eps)
+        comb = comb / (_ordered_sum(comb, -2) + hc_eps)
     return pre, post, comb
+
+
+def _ordered_sum(x, dim):
+    """FP32 sum over a short dim (hc streams) in index order: ((x0 + x1) + x2) + ..., kept dim.
+    MODEL-REFERENCE §14: keep the Sinkhorn iteration in FP32 in the same order."""
+    parts = x.unbind(dim)
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = acc + p
+    return acc.unsqueeze(dim)
 
 
 def hc_collapse(R, X, pre):
