@@ -50,6 +50,7 @@ def parse_args(argv):
     ap.add_argument("--block-inputs")
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = leave torch's default)")
+    ap.add_argument("--device", default="cpu", help="torch device for weights and state (cpu, cuda, ...)")
     args = ap.parse_args(argv)
     if args.prompt is not None or args.image is not None:
         ap.error("--prompt/--image are not supported by the oracle: tokenise with "
@@ -122,7 +123,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        model = Model(Checkpoint(args.model))
+        model = Model(Checkpoint(args.model), device=args.device)
         cfg = model.cfg
         overrides = BlockInputs(args.block_inputs, cfg) if args.block_inputs else None
     except FormatError as e:
@@ -148,7 +149,7 @@ def main(argv=None):
                             overrides=overrides, all_logits=args.all_positions)
     except ValueError as e:
         raise SystemExit(f"ref_logits: {e}")
-    out["prefill_logits"] = ("F32", logits.numpy())
+    out["prefill_logits"] = ("F32", logits.cpu().numpy())
     if args.dump:
         out.update(dump.to_file_tensors("prefill_", dump.step_tensors(trace, cfg.num_hidden_layers)))
         out.update(dump.to_file_tensors("prefill_", dump.cache_tensors(state)))
@@ -156,7 +157,7 @@ def main(argv=None):
     inputs, rows, step_dicts = [], [], []
     last = logits[-1]
     for t in range(steps):
-        token = forced[t] if forced is not None else int(np.argmax(last.numpy()))
+        token = forced[t] if forced is not None else int(np.argmax(last.cpu().numpy()))
         trace = dump.Trace(1) if args.dump else None
         if overrides is not None:
             overrides.decode_step = t
@@ -165,7 +166,7 @@ def main(argv=None):
         except ValueError as e:
             raise SystemExit(f"ref_logits: decode step {t}: {e}")
         inputs.append(token)
-        rows.append(last.numpy())
+        rows.append(last.cpu().numpy())
         if args.dump:
             step_dicts.append(dump.step_tensors(trace, cfg.num_hidden_layers))
     if steps:

@@ -26,8 +26,9 @@ class Attention:
             yarn = (float(rs["factor"]), float(rs["original_max_position_embeddings"]),
                     float(rs["beta_fast"]), float(rs["beta_slow"]))
         base = cfg.compress_rope_theta if self.m > 0 else cfg.rope_theta
-        self.freqs = ops.rope_freqs(self.r, float(base), yarn)
-        self.scale = torch.tensor(self.D ** -0.5, dtype=F32)
+        self.device = weights["embed.weight"].device
+        self.freqs = ops.rope_freqs(self.r, float(base), yarn).to(self.device)
+        self.scale = torch.tensor(self.D ** -0.5, dtype=F32, device=self.device)
         self.index_scale = cfg.index_head_dim ** -0.5 * cfg.index_n_heads ** -0.5
 
     def norm(self, x, name):
@@ -90,7 +91,7 @@ class Attention:
             weights = R.softmax(sc[:n].unflatten(0, (groups, m)), dim=1)       # per channel
             pooled = R.bf16(R.sum(weights * kv[:n].unflatten(0, (groups, m)), 1))
             latent = self.norm(pooled, "compressor.norm")
-            first = source.entries * m + m * torch.arange(groups, dtype=torch.long)
+            first = source.entries * m + m * torch.arange(groups, dtype=torch.long, device=x.device)
         if latent.shape[0] == 0:
             return
         cos, sin = ops.rope_cos_sin(self.freqs, first)
@@ -114,10 +115,10 @@ class Attention:
         dots = torch.relu(R.einsum("thd,sd->ths", qi, source.index_k))
         score = R.sum(dots * w[..., None], -2)                               # [R, E]
         visible = (positions + 1) // self.m                                 # entries j < visible
-        score = score.masked_fill(torch.arange(E)[None, :] >= visible[:, None], NEG_INF)
+        score = score.masked_fill(torch.arange(E, device=score.device)[None, :] >= visible[:, None], NEG_INF)
         row0 = int(positions[0] - step.pos0)
         if self.role.builds_candidates:
-            cand = candidate_mask(score, visible, cfg.candidate_block_size, cfg.candidate_topk_blocks)
+            cand = candidate_mask(score.detach(), visible, cfg.candidate_block_size, cfg.candidate_topk_blocks)
             step.candidates[l] = (row0, cand)
             trace.put("candidates", l, cand.to(torch.uint8), row0)
         if self.role.candidate_source >= 0:
@@ -127,14 +128,14 @@ class Attention:
         ids = ops.stable_topk_desc(score, k).sort(dim=-1).values
         ids = torch.where(ids < visible[:, None], ids, torch.full_like(ids, -1))
         step.topk[l] = (row0, ids)
-        published = torch.full((ids.shape[0], cfg.index_topk), -1, dtype=torch.long)
+        published = torch.full((ids.shape[0], cfg.index_topk), -1, dtype=torch.long, device=ids.device)
         published[:, :k] = torch.where(ids >= 0, ids + step.offset, ids)
         trace.put("topk_idxs", l, published, row0)
 
 
 def selection_mask(ids, entries):
     """[R, k] entry ids (-1 = none) -> [R, entries] bool."""
-    mask = torch.zeros(ids.shape[0], entries + 1, dtype=torch.bool)
+    mask = torch.zeros(ids.shape[0], entries + 1, dtype=torch.bool, device=ids.device)
     mask.scatter_(1, torch.where(ids >= 0, ids, torch.full_like(ids, entries)), True)
     return mask[:, :entries]
 
@@ -145,7 +146,7 @@ def candidate_mask(score, visible, block, top_blocks):
     `top_blocks` blocks (ties: lower block) kept when their score is not -inf."""
     R, E = score.shape
     nb = -(-E // block)
-    padded = torch.full((R, nb * block), NEG_INF)
+    padded = torch.full((R, nb * block), NEG_INF, device=score.device)
     padded[:, :E] = score
     blocks = padded.unflatten(-1, (nb, block)).amax(-1)                 # [R, nb]
     newest = visible - 1
@@ -153,6 +154,6 @@ def candidate_mask(score, visible, block, top_blocks):
     forced = torch.where(has, newest // block, torch.zeros_like(newest))
     blocks[has.nonzero().flatten(), forced[has]] = float("inf")
     chosen = ops.stable_topk_desc(blocks, min(top_blocks, nb))
-    keep = torch.zeros(R, nb, dtype=torch.bool)
+    keep = torch.zeros(R, nb, dtype=torch.bool, device=score.device)
     keep.scatter_(1, chosen, torch.gather(blocks, 1, chosen) > NEG_INF)
     return keep.repeat_interleave(block, dim=1)[:, :E]

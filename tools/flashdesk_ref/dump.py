@@ -1,7 +1,6 @@
 """Collects per-block tensors during steps and assembles them into the names and shapes of
 docs/logits-dump.md (prefix prefill_ / decode_)."""
 import numpy as np
-import torch
 
 # per-layer tensors stacked over all main layers: name -> (numpy dtype, value of rows not run)
 STACKED = {"block_out": (np.float32, 0), "block_pre_mix": (np.float32, 0),
@@ -28,7 +27,7 @@ class Trace:
         """numpy [count, ...] with the recorded rows in place and `fill` elsewhere."""
         row0, t = self.data[(name, layer)]
         out = np.full((self.count,) + tuple(t.shape[1:]), fill, dtype=dtype)
-        out[row0:row0 + t.shape[0]] = t.numpy().astype(dtype)
+        out[row0:row0 + t.shape[0]] = t.cpu().numpy().astype(dtype)
         return out
 
     def layers_with(self, name):
@@ -53,10 +52,10 @@ def cache_tensors(state):
     """Dequantised caches of a sequence: compressed KV and index keys of KV sources, rings."""
     out = {}
     for l, src in state.sources.items():
-        out[f"compress_kv.layer{l}"] = src.comp_kv.numpy().astype(np.float32)
-        out[f"index_k.layer{l}"] = src.index_k.numpy().astype(np.float32)
+        out[f"compress_kv.layer{l}"] = src.comp_kv.detach().cpu().numpy().astype(np.float32)
+        out[f"index_k.layer{l}"] = src.index_k.detach().cpu().numpy().astype(np.float32)
     for l, cache in enumerate(state.layers):
-        out[f"window_kv_cache.layer{l}"] = cache.kv.numpy().astype(np.float32)
+        out[f"window_kv_cache.layer{l}"] = cache.kv.detach().cpu().numpy().astype(np.float32)
     return out
 
 
@@ -80,6 +79,3 @@ def to_file_tensors(prefix, tensors):
     kinds = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64", np.dtype(np.uint8): "U8"}
     return {prefix + k: (kinds[v.dtype], v) for k, v in tensors.items()}
 
-
-def as_numpy(t):
-    return t.detach().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)

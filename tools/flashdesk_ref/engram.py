@@ -16,7 +16,7 @@ class Engram:
         """X [R, hc, dim], hash_ids [R, cols] (offsets included), dead_rows [R] bool."""
         cfg, R = self.cfg, self.R
         hc, dim = X.shape[-2], X.shape[-1]
-        rows = self.table.gather(hash_ids).flatten(-2)                     # [R, cols*head_dim]
+        rows = self.table.gather(hash_ids.cpu()).to(X.device).flatten(-2)                     # [R, cols*head_dim]
         kv = ops.fp8_linear(R, R.bf16(rows), self.w["wkv.weight"])         # [R, (hc+1)*dim]
         key = kv[:, :hc * dim].unflatten(-1, (hc, dim))
         value = kv[:, hc * dim:]

@@ -62,16 +62,20 @@ class Block:
         X2 = ops.hc_expand(R, X1, y, post_f, comb_f)
         for name, t in (("attn_out", a), ("ffn_out", y), ("expert_ids", ids),
                         ("expert_weights", weights), ("block_out", X2), ("block_pre_mix", pre_f),
-                        ("positions_run", torch.ones(X2.shape[0], dtype=torch.uint8))):
+                        ("positions_run", torch.ones(X2.shape[0], dtype=torch.uint8, device=X2.device))):
             trace.put(name, l, t, row0)
         return X2, pre_f
 
 
 class Model:
-    def __init__(self, checkpoint, ste=False):
+    def __init__(self, checkpoint, rounding=None, device="cpu"):
+        """rounding: ops.Rounding() (inference, the default) or ops.Rounding(ste=True,
+        exact_sums=False) for quantisation-aware training. device: where weights and state live
+        (the Engram tables stay in host memory; gathered rows are moved)."""
         cfg = self.cfg = checkpoint.config
-        self.R = ops.Rounding(ste)
-        w = checkpoint.tensors
+        self.R = rounding or ops.Rounding()
+        self.device = torch.device(device)
+        w = {k: v.to(self.device) for k, v in checkpoint.tensors.items()}
         self.embed, self.head, self.norm_w = w["embed.weight"], w["head.weight"], w["norm.weight"]
         self.hasher = None
         engram_of = {}
@@ -89,7 +93,7 @@ class Model:
         self.blocks = [Block(cfg, r, w, self.R, engram_of.get(r.layer)) for r in cfg.roles]
 
     def new_state(self):
-        return SequenceState(self.cfg)
+        return SequenceState(self.cfg, self.device)
 
     def step(self, state, tokens, bounded=False, trace=None, overrides=None, dead=None,
              all_logits=False):
@@ -102,20 +106,21 @@ class Model:
         T = len(tokens)
         self._check_tokens(state, tokens)
         dead = list(dead) if dead is not None else [False] * T
-        step = Step(state.pos, T, cfg.sliding_window)
+        dev = self.device
+        step = Step(state.pos, T, cfg.sliding_window, dev)
         state.tokens.extend(int(t) for t in tokens)
         state.dead.extend(dead)
         positions = step.positions
-        dead_rows = torch.tensor(dead, dtype=torch.bool)
+        dead_rows = torch.tensor(dead, dtype=torch.bool, device=dev)
 
-        emb = self.embed[torch.tensor(tokens, dtype=torch.long)]           # [T, dim]
+        emb = self.embed[torch.tensor(tokens, dtype=torch.long, device=dev)]           # [T, dim]
         trace.put("embed", None, emb)
         X = emb[:, None, :].expand(T, cfg.hc_mult, cfg.hidden_size).clone()
-        pre = torch.zeros(T, cfg.hc_mult, dtype=F32)
+        pre = torch.zeros(T, cfg.hc_mult, dtype=F32, device=dev)
         pre[:, 0] = 1.0
         hashes = None
         if self.hasher is not None:
-            hashes = torch.from_numpy(self.hasher.hash_ids(state.tokens, state.dead, positions.tolist()))
+            hashes = torch.from_numpy(self.hasher.hash_ids(state.tokens, state.dead, positions.tolist())).to(dev)
             trace.put("engram_hash_ids", None, hashes)
 
         row0 = 0
@@ -124,7 +129,7 @@ class Model:
             if overrides is not None:
                 replaced = overrides(l, step)
                 if replaced is not None:
-                    X, pre = replaced[0][row0:], replaced[1][row0:]
+                    X, pre = replaced[0][row0:].to(dev), replaced[1][row0:].to(dev)
             compress_done = False
             if bounded and l == cfg.decoder_first_layer and step.pos0 == 0:
                 # decoder bounded replay: the first decoder layer's compressor sees every token,

@@ -139,6 +139,18 @@ class ModelTest(unittest.TestCase):
             for b in kept:                                         # whole blocks are kept
                 self.assertTrue(bool(cand[t][b * bs:min(P, (b + 1) * bs)].all()))
 
+    def test_training_rounding_keeps_values_and_passes_gradients(self):
+        from flashdesk_ref import ops
+        ck = Checkpoint(self.dir)
+        weight = ck.tensors["layers.3.attn.wq_a.weight"].requires_grad_(True)
+        ids = prompt(20)
+        ste = Model(ck, ops.Rounding(ste=True))
+        logits = ste.step(ste.new_state(), ids, all_logits=True)
+        plain = self.model.step(self.model.new_state(), ids, all_logits=True)
+        self.assertTrue(torch.equal(logits.detach(), plain))       # STE: same forward values
+        torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:])).backward()
+        self.assertGreater(weight.grad.abs().sum().item(), 0.0)
+
     def test_missing_engram_map_is_a_clear_error(self):
         other = os.path.join(self.tmp, "no-map")
         shutil.copytree(self.dir, other)
