@@ -108,20 +108,23 @@ class Model:
         dead = list(dead) if dead is not None else [False] * T
         dev = self.device
         step = Step(state.pos, T, cfg.sliding_window, dev)
+        positions = step.positions
+        hashes = None
+        if self.hasher is not None:   # n-grams look back into earlier steps' tokens
+            hashes = self.hasher.hash_ids(state.tokens + [int(t) for t in tokens], state.dead + dead,
+                                          positions.tolist())
+            hashes = torch.from_numpy(hashes).to(dev)
         state.tokens.extend(int(t) for t in tokens)
         state.dead.extend(dead)
-        positions = step.positions
         dead_rows = torch.tensor(dead, dtype=torch.bool, device=dev)
 
         emb = self.embed[torch.tensor(tokens, dtype=torch.long, device=dev)]           # [T, dim]
         trace.put("embed", None, emb)
+        if hashes is not None:
+            trace.put("engram_hash_ids", None, hashes)
         X = emb[:, None, :].expand(T, cfg.hc_mult, cfg.hidden_size).clone()
         pre = torch.zeros(T, cfg.hc_mult, dtype=F32, device=dev)
         pre[:, 0] = 1.0
-        hashes = None
-        if self.hasher is not None:
-            hashes = torch.from_numpy(self.hasher.hash_ids(state.tokens, state.dead, positions.tolist())).to(dev)
-            trace.put("engram_hash_ids", None, hashes)
 
         row0 = 0
         for blk in self.blocks:
