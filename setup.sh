@@ -45,7 +45,8 @@ run_tests() {
   chmod 700 "$XDG_RUNTIME_DIR"
   ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 900
   if [ -d tests/tools ]; then
-    python3 -m unittest discover -s tests/tools -p '*_test.py' -v
+    # Debian's python3 (with python3-numpy); a python3 earlier on PATH may lack numpy.
+    /usr/bin/python3 -m unittest discover -s tests/tools -p '*_test.py' -v
   fi
 }
 
