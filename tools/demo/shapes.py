@@ -6,6 +6,8 @@ colour (6), size (small/large), cell. Images are uint8 [S, S, 3], S = 168 by def
 (= 12x12 ViT patches of 14 px = a 4x4 grid of LLM image tokens at downsample 3).
 """
 
+import math
+
 import numpy as np
 
 from demo.lexicon import SHAPE_PLURALS, SHAPES
@@ -36,12 +38,13 @@ def _convex_mask(xs, ys, vertices):
 
 def _star_mask(xs, ys, cx, cy, r):
     """Five-pointed star = inner pentagon + five convex point triangles (no even-odd edge cases)."""
+    # Vertices with Python's math (libm), not numpy's SIMD trig, so pixels match on every machine.
     outer, inner = [], []
     for k in range(5):
-        a = -np.pi / 2 + k * 2 * np.pi / 5
-        outer.append((cx + r * np.cos(a), cy + r * np.sin(a)))
-        b = a + np.pi / 5
-        inner.append((cx + 0.5 * r * np.cos(b), cy + 0.5 * r * np.sin(b)))
+        a = -math.pi / 2 + k * 2 * math.pi / 5
+        outer.append((cx + r * math.cos(a), cy + r * math.sin(a)))
+        b = a + math.pi / 5
+        inner.append((cx + 0.5 * r * math.cos(b), cy + 0.5 * r * math.sin(b)))
     mask = _convex_mask(xs, ys, inner)
     for k in range(5):
         mask |= _convex_mask(xs, ys, [inner[k - 1], outer[k], inner[k]])
