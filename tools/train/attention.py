@@ -139,7 +139,7 @@ class Attention(nn.Module):
             scores = ix.index_scores(qi, ik, w, n_vis)
             if r.builds_candidates:
                 ctx.cand[r.layer] = ix.candidate_mask(scores, n_vis, cfg.candidate_block_size,
-                                                      cfg.candidate_topk_blocks)
+                                                      cfg.candidate_topk_blocks, ctx.stable_topk)
             if r.candidate_source >= 0:
                 scores = scores.masked_fill(~ctx.cand[r.candidate_source], float("-inf"))
             k = min(cfg.index_topk, ik.shape[1])

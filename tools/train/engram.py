@@ -2,51 +2,18 @@
 device and the gated memory update of the hc streams.
 
 Hash inputs come from engram_map.safetensors (token_map I64 [n_tokens]: compressed token ids;
-multipliers I64 [n_engram_layers, max_ngram]); primes and offsets are derived from the config.
-The numpy oracle (tools/flashdesk_ref/engram_hash.py) computes the same ids token by token.
+multipliers I64 [n_engram_layers, max_ngram]); primes and offsets from the oracle's
+tools/flashdesk_ref/engram_hash.py, which also computes the same ids token by token (tested).
 """
 import numpy as np
 import torch
 import torch.nn as nn
+from flashdesk_ref.engram_hash import engram_offsets, engram_primes
 
 from . import quant
 from .common import Weight
 
 F32 = torch.float32
-
-
-def engram_primes(vocab_size, max_ngram, n_heads, n_layers):
-    """int64 [n_layers, max_ngram-1, n_heads]: per (layer, n-gram size, head) in that order the
-    first prime > the previous head's prime (starting above vocab_size - 1 for each n-gram size)
-    that no earlier table used."""
-    def is_prime(n):
-        if n < 2 or n % 2 == 0:
-            return n == 2
-        d = 3
-        while d * d <= n:
-            if n % d == 0:
-                return False
-            d += 2
-        return True
-
-    used, out = set(), np.zeros((n_layers, max_ngram - 1, n_heads), np.int64)
-    for e in range(n_layers):
-        for n in range(max_ngram - 1):
-            cand = vocab_size - 1
-            for h in range(n_heads):
-                cand += 1
-                while not is_prime(cand) or cand in used:
-                    cand += 1
-                used.add(cand)
-                out[e, n, h] = cand
-    return out
-
-
-def engram_multipliers(layer_ids, max_ngram, compressed_vocab_size):
-    """int64 [n_layers, max_ngram] odd multipliers from default_rng(10007 * layer)."""
-    bound = max(1, (np.iinfo(np.int64).max // compressed_vocab_size) // 2)
-    return np.stack([np.random.default_rng(10007 * int(l)).integers(
-        0, bound, size=max_ngram, dtype=np.int64) * 2 + 1 for l in layer_ids])
 
 
 class EngramHasher:
@@ -57,8 +24,7 @@ class EngramHasher:
         primes = engram_primes(cfg.engram_vocab_size, self.max_ngram, self.n_heads,
                                len(cfg.engram_layer_ids))
         flat = primes.reshape(len(primes), -1)
-        offsets = np.concatenate([np.zeros((len(flat), 1), np.int64),
-                                  np.cumsum(flat, axis=1)[:, :-1]], axis=1)
+        offsets = engram_offsets(primes).reshape(len(primes), -1)
         rows = flat.sum(axis=1)
         if list(rows) != list(cfg.engram_num_embeddings):
             raise ValueError(f"engram_num_embeddings {cfg.engram_num_embeddings} != prime sums "

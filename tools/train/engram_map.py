@@ -3,8 +3,10 @@ multipliers I64 [n_engram_layers, max_ngram]) as written by tools/engram_map.py,
 map for raw-id toy runs (id mod engram_compressed_vocab_size, real multiplier rule)."""
 import numpy as np
 
-from .engram import EngramHasher, engram_multipliers
-from .st_io import SafeTensorsFile
+from flashdesk_ref.engram_hash import engram_multipliers
+from flashdesk_ref.safetensors import SafeTensorsFile, write_safetensors
+
+from .engram import EngramHasher
 
 
 def load_hasher(cfg, path=None):
@@ -27,7 +29,6 @@ def load_hasher(cfg, path=None):
 
 def write_stand_in_map(path, cfg):
     """engram_map.safetensors for a toy model (the exporter ships one with every model)."""
-    from .st_io import write_safetensors
     h = load_hasher(cfg)
     write_safetensors(path, {"token_map": ("I64", h.token_map.numpy()),
                              "multipliers": ("I64", h.multipliers.numpy())})

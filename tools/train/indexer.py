@@ -31,9 +31,10 @@ def index_scores(qi, ik, w, n_vis, max_elems=1 << 27):
 
 
 @torch.no_grad()
-def candidate_mask(scores, n_vis, block, keep_blocks):
+def candidate_mask(scores, n_vis, block, keep_blocks, stable=False):
     """[B, N, E] bool: entries of the top `keep_blocks` blocks of `block` entries by block max
-    score, the block of the newest visible entry forced in, blocks scoring -inf dropped."""
+    score, the block of the newest visible entry forced in, blocks scoring -inf dropped.
+    `stable`: equal block scores go to the lower block index."""
     B, N, E = scores.shape
     nblk = math.ceil(E / block)
     padded = F.pad(scores, (0, nblk * block - E), value=NEG_INF)
@@ -41,9 +42,14 @@ def candidate_mask(scores, n_vis, block, keep_blocks):
     newest = torch.div(n_vis - 1, block, rounding_mode="floor").clamp_min(0)
     force = F.one_hot(newest, nblk).bool() & (n_vis >= 1).unsqueeze(1)
     bs = bs.masked_fill(force.unsqueeze(0), float("inf"))
-    top = bs.topk(min(keep_blocks, nblk), dim=-1)
+    kk = min(keep_blocks, nblk)
+    if stable:
+        vals, order = torch.sort(bs, dim=-1, descending=True, stable=True)
+        vals, order = vals[..., :kk], order[..., :kk]
+    else:
+        vals, order = bs.topk(kk, dim=-1)
     keep = torch.zeros(B, N, nblk, dtype=torch.bool, device=scores.device)
-    keep.scatter_(-1, top.indices, top.values > NEG_INF)
+    keep.scatter_(-1, order, vals > NEG_INF)
     return keep.repeat_interleave(block, dim=-1)[..., :E]
 
 

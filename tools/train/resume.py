@@ -16,7 +16,8 @@ import os
 import numpy as np
 import torch
 
-from .st_io import SafeTensorsFile, bf16_bits_to_f32, f32_to_bf16_bits, write_safetensors
+from flashdesk_ref.formats import bf16_bits_to_f32, f32_to_bf16_bits
+from flashdesk_ref.safetensors import SafeTensorsFile, write_safetensors
 
 FILE_LIMIT = 15 * 1024 * 1024
 KEEP_F32 = ("hc_", "attn_sink", "gate.bias", "gate.bias_vl")

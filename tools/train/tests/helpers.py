@@ -12,7 +12,8 @@ if TOOLS not in sys.path:
 
 from train.batch import Sample  # noqa: E402
 from train.config import load_model_config  # noqa: E402
-from train.engram import EngramHasher, engram_multipliers  # noqa: E402
+from flashdesk_ref.engram_hash import engram_multipliers  # noqa: E402
+from train.engram import EngramHasher  # noqa: E402
 
 EVERY_ROLE = os.path.join(REPO, "assets", "configs", "test-every-role.json")
 

@@ -132,3 +132,16 @@ class StraightThrough(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AgainstOracle(unittest.TestCase):
+    """The oracle's quantisers (tools/flashdesk_ref/quant.py), written independently."""
+
+    def test_same_values(self):
+        from flashdesk_ref import quant as oq
+        g = torch.Generator().manual_seed(11)
+        x = torch.randn(512, 64, generator=g) * torch.logspace(-5, 3, 512).unsqueeze(1)
+        for mine, theirs, block in ((quant.act_quant, oq.act_quant, 32),
+                                    (quant.fp4_e8m0, oq.fp4_e8m0, 32),
+                                    (quant.fp4_e4m3, oq.fp4_e4m3, 16)):
+            self.assertTrue(torch.equal(mine(x, block), theirs(x, block)), mine.__name__)
