@@ -30,6 +30,7 @@ class Sample:
     answer_start: int               # P: first position of the final answer
     images: List[SampleImage] = field(default_factory=list)
     image_mask: Optional[np.ndarray] = None   # bool [L]: positions inside image spans
+    answer_from: Optional[int] = None         # first token after the final answer's </think>
 
     def __len__(self):
         return len(self.ids)
@@ -56,6 +57,7 @@ class Batch:
     is_image: torch.Tensor       # [B, N] bool
     bounded_start: torch.Tensor  # [B] int64, -1 for exact rows
     answer_start: torch.Tensor   # [B] int64 (P)
+    answer_from: torch.Tensor    # [B] int64: first answer token after </think> (P if none)
     images: List[ImageGroup]
     tasks: List[str]
 
@@ -106,6 +108,8 @@ def collate(samples, pad_multiple, window, bounded, keep_prefix_loss=True, pad_i
     return Batch(torch.from_numpy(ids), torch.from_numpy(targets), torch.from_numpy(tgt_mask),
                  torch.from_numpy(valid), torch.from_numpy(img), torch.from_numpy(bstart),
                  torch.tensor([s.answer_start for s in samples], dtype=torch.int64),
+                 torch.tensor([s.answer_start if s.answer_from is None else s.answer_from
+                               for s in samples], dtype=torch.int64),
                  _image_groups(samples), [s.task for s in samples])
 
 

@@ -43,9 +43,9 @@ def step_samples(source, tasks, weights, seed, step, step_tokens, max_len=None):
     return out
 
 
-def eval_samples(source, task, task_index, seed, n, max_len=None):
-    return [source.sample(task, sample_seed(seed, EVAL_STREAM, task_index, j), max_len=max_len)
-            for j in range(n)]
+def eval_samples(source, task, task_index, seed, n, max_len=None, options=None):
+    return [source.sample(task, sample_seed(seed, EVAL_STREAM, task_index, j), max_len=max_len,
+                          **dict(options or {})) for j in range(n)]
 
 
 # ---- worker pool -------------------------------------------------------------------------

@@ -9,9 +9,15 @@ from flashdesk_ref.safetensors import SafeTensorsFile, write_safetensors
 from .engram import EngramHasher
 
 
-def load_hasher(cfg, path=None):
+def load_hasher(cfg, path=None, tokenizer=None):
+    """From an engram_map.safetensors file, else built from a tokenizer.json with the oracle's
+    builder (tools/engram_map.py), else the raw-id stand-in."""
     if not cfg.engram_layer_ids:
         return None
+    if path is None and tokenizer is not None:
+        import engram_map as builder  # tools/engram_map.py
+        token_map, mult = builder.build(tokenizer, cfg)
+        return EngramHasher(cfg, token_map, mult)
     if path is None:
         token_map = np.arange(cfg.vocab_size) % cfg.engram_compressed_vocab_size
         mult = engram_multipliers(cfg.engram_layer_ids, cfg.engram_max_ngram_size,

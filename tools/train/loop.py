@@ -11,15 +11,15 @@ import torch
 
 from . import resume as rs
 from .batch import collate, plan_microbatches
-from .data import StepStream, eval_samples, make_task_source
-from .evaluate import evaluate
+from .data import StepStream, make_task_source
+from .evaluate import evaluate, make_eval_sets
 from .objective import Phase, batch_losses
 from .optim import lr_at, make_optimizer, set_lr
 from .settings import phase_flags
 
 TRAIN_FIELDS = ["step", "tokens", "lr", "loss", "ce", "kl", "balance", "grad_norm", "qat",
                 "dense", "step_s", "tok_per_s", "elapsed_s"]
-EVAL_FIELDS = ["step", "task", "mode", "exact_match", "token_acc", "n"]
+EVAL_FIELDS = ["step", "task", "mode", "exact_match", "answer_match", "token_acc", "n"]
 
 
 class Trainer:
@@ -122,8 +122,7 @@ class Trainer:
         start_time = time.time()
         source = make_task_source(s["task_source"], cfg, s["task_options"])
         names = list(s["tasks"])
-        evalsets = {t: eval_samples(source, t, i, s["seed"], s["eval_samples"], s["max_len"])
-                    for i, t in enumerate(names)}
+        evalsets = make_eval_sets(source, s) if s["eval_every"] else {}
         stream = StepStream(s["task_source"], cfg, s["task_options"], names,
                             [s["tasks"][t] for t in names], s["seed"], s["step_tokens"],
                             self.step, s["workers"], lambda st: phase_flags(s, st)[2])

@@ -6,7 +6,9 @@ DEFAULTS = dict(
     task_source="demo",           # "demo" (tools/demo) or "toy" (stand-in raw-id tasks)
     task_options={},
     tasks={"chat": 1.0, "recall": 2.0, "arithmetic": 2.0, "image": 1.0},
-    engram_map=None,              # engram_map.safetensors; None: model dir's, or a stand-in map
+    tokenizer="assets/models/flash-tiny/tokenizer.json",   # demo tasks, Engram map, export
+    engram_map=None,              # engram_map.safetensors; None: model dir's, else built from
+                                  # the tokenizer (demo) or the raw-id stand-in (toy)
     seed=1234,
     step_tokens=131072,           # tokens per optimizer step (before padding)
     micro_tokens=65536,           # padded tokens per micro-batch
@@ -21,6 +23,7 @@ DEFAULTS = dict(
     keep_prefix_loss=True,        # bounded rows also train targets before the replay start
     kl_weight=1.0, balance_weight=1e-4, bias_update_rate=1e-3,
     eval_every=250, eval_samples=64, eval_max_tokens=32768,
+    eval_tasks=None,              # {name: generator options incl. "task"}; None: the train tasks
     checkpoint=dict(attention=True, experts=True, mixes=True),
     compile="none",               # "none" | "ops" (torch.compile of elementwise helpers)
     workers=8,

@@ -23,11 +23,12 @@ class ToyTasks:
         if self.image_id < LETTER0 + 8 and cfg.vision is not None:
             raise ValueError("image_token_id collides with toy letters")
 
-    def sample(self, task, seed, max_len=None):
+    def sample(self, name, seed, max_len=None, **options):
         rng = np.random.default_rng(seed)
-        s = getattr(self, "_" + task)(rng)
+        s = getattr(self, "_" + options.get("task", name))(rng)
+        s.task = name
         if max_len is not None and len(s) > max_len:
-            return self.sample(task, seed + 7919, max_len)
+            return self.sample(name, seed + 7919, max_len, **options)
         return s
 
     def _letters(self, rng, n):

@@ -60,6 +60,8 @@ def main(argv=None):
     t0 = time.time()
     a = parse_args(argv)
     s = load_settings(a.settings, overrides(a.set))
+    if s["task_source"] == "demo":
+        s["task_options"] = dict(s["task_options"], tokenizer=resolve(s["tokenizer"]))
     device = torch.device(a.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -69,9 +71,10 @@ def main(argv=None):
     model = Transformer(cfg).to(device)
     num = Numerics(emulate_fp32=a.emulate_fp32 or device.type == "cpu",
                    block=cfg.weight_block)
-    engram_map = s["engram_map"] or os.path.join(os.path.dirname(resolve(s["model_config"])),
-                                                 "engram_map.safetensors")
-    hasher = load_hasher(cfg, engram_map if os.path.exists(engram_map) else None)
+    engram_map = resolve(s["engram_map"]) or os.path.join(
+        os.path.dirname(resolve(s["model_config"])), "engram_map.safetensors")
+    tokenizer = resolve(s["tokenizer"]) if s["task_source"] == "demo" else None
+    hasher = load_hasher(cfg, engram_map if os.path.exists(engram_map) else None, tokenizer)
     if hasher is not None:
         hasher.to(device)
     trainer = Trainer(model, num, hasher, s, device, a.out)
@@ -84,16 +87,15 @@ def main(argv=None):
     export_s = 30.0 if a.export else 0.0
     trainer.run(budget - export_s, a.max_steps, log=lambda m: print(m, flush=True))
     if a.final_eval:
-        from train.data import eval_samples, make_task_source
+        from train.data import make_task_source
+        from train.evaluate import make_eval_sets
         source = make_task_source(s["task_source"], cfg, s["task_options"])
-        sets = {t: eval_samples(source, t, i, s["seed"], s["eval_samples"], s["max_len"])
-                for i, t in enumerate(s["tasks"])}
-        trainer.run_eval(sets, log=lambda m: print(m, flush=True))
+        trainer.run_eval(make_eval_sets(source, s), log=lambda m: print(m, flush=True))
     trainer.save(a.out, a.full_state)
     print(f"saved step {trainer.step} to {a.out} after {time.time() - t0:.0f} s", flush=True)
     if a.export:
         from train.export import export_model
-        export_model(model, cfg, a.export, tokenizer_dir=os.path.dirname(resolve(s["model_config"])),
+        export_model(model, cfg, a.export, tokenizer_dir=os.path.dirname(resolve(s["tokenizer"])),
                      hasher=hasher)
         print(f"exported to {a.export}", flush=True)
 
