@@ -70,17 +70,19 @@ class Attention(nn.Module):
         B, N, _ = x.shape
         eps = cfg.rms_norm_eps
         cos, sin = ctx.rope.get(r.ratio > 0, N, x.device)
-        qr = num.rms_norm(num.linear_fp8(x, self.wq_a.weight), self.q_norm.weight, eps)
-        q = num.linear_fp8(qr, self.wq_b.weight).view(B, N, self.H, self.D)
+        xq = num.act_quant(x)
+        qr = num.rms_norm(num.linear_fp8_q(xq, self.wq_a.weight), self.q_norm.weight, eps)
+        qrq = num.act_quant(qr)
+        q = num.linear_fp8_q(qrq, self.wq_b.weight).view(B, N, self.H, self.D)
         q = apply_rope(num, q, cos.unsqueeze(1), sin.unsqueeze(1))
-        kv = num.rms_norm(num.linear_fp8(x, self.wkv.weight), self.kv_norm.weight, eps)
+        kv = num.rms_norm(num.linear_fp8_q(xq, self.wkv.weight), self.kv_norm.weight, eps)
         kv = num.kv_fp8(apply_rope(num, kv, cos, sin))
         comp = {}
         if r.role != WINDOW:
             if r.role == FULL:
                 self._compress(num, x, ctx, cos, sin)
             if r.role in (FULL, REINDEX):
-                self._index(num, x, qr, ctx, cos, sin)
+                self._index(num, x, qrq, ctx, cos, sin)
             kvc, _ = ctx.kv[r.kv_source]
             sel = ctx.sel[r.index_source]
             comp = dict(kvc=kvc, idx=sel.idx, valid=sel.valid, n_vis=ctx.n_visible(r.ratio))
@@ -122,14 +124,15 @@ class Attention(nn.Module):
             ctx.record[f"compress_kv.layer{self.role.layer}"] = kvc.detach()
             ctx.record[f"index_k.layer{self.role.layer}"] = ik.detach()
 
-    def _index(self, num, x, qr, ctx, cos, sin):
-        """Runs this index source: scores, candidates, selection -> ctx.sel / ctx.index_state."""
+    def _index(self, num, x, qrq, ctx, cos, sin):
+        """Runs this index source: scores, candidates, selection -> ctx.sel / ctx.index_state.
+        qrq: the act_quant'ed query latent (shared with wq_b)."""
         cfg, r = self.cfg, self.role
         B, N, _ = x.shape
         nh, d = cfg.index_n_heads, cfg.index_head_dim
         _, ik = ctx.kv[r.kv_source]
         ixp = self.indexer
-        qi = num.linear_fp8(qr.detach(), ixp.wq_b.weight).view(B, N, nh, d)
+        qi = num.linear_fp8_q(qrq.detach(), ixp.wq_b.weight).view(B, N, nh, d)
         qi = num.index_fp4(apply_rope(num, qi, cos.unsqueeze(1), sin.unsqueeze(1)))
         w = num.linear_bf16(x.detach(), ixp.weights_proj.weight).to(F32) * (d ** -0.5 * nh ** -0.5)
         n_vis = ctx.n_visible(r.ratio)

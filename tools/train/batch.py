@@ -54,6 +54,8 @@ class Batch:
     targets: torch.Tensor        # [B, N] int64: token at position n+1 (logit-aligned)
     loss_mask: torch.Tensor      # [B, N] bool: logit position n is trained
     valid: torch.Tensor          # [B, N] bool: real tokens
+    valid_rows: torch.Tensor     # [n_valid] flat indices of real tokens (computed on the host)
+    loss_rows: torch.Tensor      # [n_loss] flat indices of trained logit positions
     is_image: torch.Tensor       # [B, N] bool
     bounded_start: torch.Tensor  # [B] int64, -1 for exact rows
     answer_start: torch.Tensor   # [B] int64 (P)
@@ -71,7 +73,11 @@ class Batch:
 
     @property
     def n_loss_tokens(self):
-        return int(self.loss_mask.sum())
+        return int(self.loss_rows.numel())
+
+    @property
+    def n_valid(self):
+        return int(self.valid_rows.numel())
 
 
 def collate(samples, pad_multiple, window, bounded, keep_prefix_loss=True, pad_id=2):
@@ -106,7 +112,9 @@ def collate(samples, pad_multiple, window, bounded, keep_prefix_loss=True, pad_i
         tgt_mask[i] = m
     targets = np.concatenate([ids[:, 1:], np.full((B, 1), pad_id, np.int64)], axis=1)
     return Batch(torch.from_numpy(ids), torch.from_numpy(targets), torch.from_numpy(tgt_mask),
-                 torch.from_numpy(valid), torch.from_numpy(img), torch.from_numpy(bstart),
+                 torch.from_numpy(valid), torch.from_numpy(np.flatnonzero(valid)),
+                 torch.from_numpy(np.flatnonzero(tgt_mask)), torch.from_numpy(img),
+                 torch.from_numpy(bstart),
                  torch.tensor([s.answer_start for s in samples], dtype=torch.int64),
                  torch.tensor([s.answer_start if s.answer_from is None else s.answer_from
                                for s in samples], dtype=torch.int64),

@@ -34,6 +34,7 @@ class IndexState:
 class ForwardContext:
     ids: torch.Tensor                 # [B, N] token ids
     valid: torch.Tensor               # [B, N] real (non-padding) positions
+    valid_rows: torch.Tensor          # [n_valid] flat indices of the real positions
     is_image: torch.Tensor            # [B, N] image-span positions (bias_vl, Engram dead)
     window: int
     lo_encoder: torch.Tensor          # [B, N] lowest window key position per query

@@ -31,8 +31,8 @@ class EngramHasher:
                              f"{list(rows)}")
         self.primes = torch.from_numpy(flat)          # [n_layers, (max_ngram-1)*n_heads]
         self.offsets = torch.from_numpy(offsets)
-        self.token_map = torch.as_tensor(np.asarray(token_map, np.int64))
-        self.multipliers = torch.as_tensor(np.asarray(multipliers, np.int64))
+        self.token_map = torch.from_numpy(np.array(token_map, np.int64))
+        self.multipliers = torch.from_numpy(np.array(multipliers, np.int64))
         self.pad = int(self.token_map[cfg.engram_pad_token_id])
         self._device = torch.device("cpu")
 

@@ -31,6 +31,8 @@ class Trainer:
         self.train_rows, self.eval_rows = [], []
         ck = settings["checkpoint"]
         model.set_checkpointing(ck["attention"], ck["experts"], ck["mixes"])
+        impl = settings["moe_impl"]
+        model.set_moe_impl(impl if impl != "auto" else ("dense" if device.type == "cuda" else "sorted"))
 
     # ---- state ------------------------------------------------------------------------------
     def state(self):
@@ -40,9 +42,8 @@ class Trainer:
     def restore(self, compact_dir=None, full_path=None):
         """Resumes from the newer of the full (FP32 + moments) and compact checkpoints."""
         compact = rs.read_state(compact_dir) if compact_dir else None
-        full_ok = full_path and os.path.exists(full_path)
-        full_step = torch.load(full_path, map_location="cpu")["state"]["step"] if full_ok else -1
-        if full_ok and (compact is None or full_step >= compact["step"]):
+        full_step = rs.full_step(full_path) if full_path else -1
+        if full_step >= 0 and (compact is None or full_step >= compact["step"]):
             st = rs.load_full(full_path, self.model, self.opt)
             source = "full"
         elif compact is not None:
@@ -89,29 +90,30 @@ class Trainer:
                            s["keep_prefix_loss"]) for g in groups]
         n_loss = max(1, sum(b.n_loss_tokens for b in batches))
         n_tok = sum(len(x) for x in samples)
-        ce_t = kl_t = bal_t = 0.0
+        sums = torch.zeros(3, device=self.device)       # ce, kl, balance (no host sync per batch)
         for b in batches:
+            frac = b.n_valid / n_tok
             b = b.to(self.device)
-            frac = b.valid.sum().item() / n_tok
             out = batch_losses(model, self.num, b, phase, self.hasher)
             loss = out["ce_sum"] / n_loss
-            ce_t += out["ce_sum"].item() / n_loss
+            sums[0] += out["ce_sum"].detach() / n_loss
             if out["kl"] is not None:
                 loss = loss + s["kl_weight"] * frac * out["kl"]
-                kl_t += out["kl"].item() * frac
+                sums[1] += out["kl"].detach() * frac
             if out["balance"] is not None:
                 loss = loss + s["balance_weight"] * frac * out["balance"]
-                bal_t += out["balance"].item() * frac
+                sums[2] += out["balance"].detach() * frac
             loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), s["grad_clip"])
         lr = lr_at(step, s, self.rewarm_from)
         set_lr(self.opt, lr)
-        if math.isfinite(float(gn)):
+        if math.isfinite(float(gn)):      # the step's one host sync
             self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         for moe in model.moe_layers():
             moe.update_bias(s["bias_update_rate"])
         self.tokens += n_tok
+        ce_t, kl_t, bal_t = sums.tolist()
         return dict(step=step, tokens=self.tokens, lr=lr, ce=ce_t, kl=kl_t, balance=bal_t,
                     loss=ce_t + s["kl_weight"] * kl_t, grad_norm=float(gn), qat=int(qat),
                     dense=int(dense))
@@ -127,7 +129,7 @@ class Trainer:
                             [s["tasks"][t] for t in names], s["seed"], s["step_tokens"],
                             self.step, s["workers"], lambda st: phase_flags(s, st)[2])
         last = time.time()
-        step_times = []
+        step_times, eval_s = [], 30.0
         self.model.train()
         try:
             while max_steps is None or self.step < max_steps:
@@ -149,8 +151,11 @@ class Trainer:
                 self.step += 1
                 if self.step % s["log_every"] == 0 or self.step == 1:
                     log(" ".join(f"{k}={_fmt(row[k])}" for k in TRAIN_FIELDS))
-                if s["eval_every"] and self.step % s["eval_every"] == 0:
+                left = budget_s - (time.time() - start_time) - save_s_estimate
+                if s["eval_every"] and self.step % s["eval_every"] == 0 and left > 2 * eval_s:
+                    t_eval = time.time()
                     self.run_eval(evalsets, log)
+                    eval_s = time.time() - t_eval
                     last = time.time()
         finally:
             stream.close()

@@ -88,6 +88,11 @@ class Transformer(nn.Module):
             for name in ("image_start", "image_end", "image_newline"):
                 setattr(self, name, nn.Parameter(torch.randn(dim) * 0.5))
 
+    def set_moe_impl(self, impl):
+        """"sorted" (per-expert GEMMs on routed tokens) or "dense" (see MoE.impl)."""
+        for blk in self.layers:
+            blk.ffn.impl = impl
+
     def set_checkpointing(self, attention=False, experts=False, mixes=False):
         for blk in self.layers:
             blk.attn.use_checkpoint = attention

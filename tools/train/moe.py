@@ -44,6 +44,9 @@ class MoE(nn.Module):
         self.shared_experts = (SharedExperts(dim, cfg.n_shared_experts * inter)
                                if cfg.n_shared_experts else None)
         self.use_checkpoint = False
+        self.impl = "sorted"   # "sorted": GEMMs per expert on its tokens; "dense": every expert
+        #                        on every token, weight 0 where not routed (no host syncs; for
+        #                        small experts on a GPU the extra FLOPs are cheaper than syncs)
 
     def route(self, x, is_image):
         """(ids [T, k], weights [T, k] FP32, scores [T, E]) for tokens x [T, dim]."""
@@ -60,9 +63,8 @@ class MoE(nn.Module):
         """x [B, N, dim] (after ffn_norm) -> [B, N, dim]; padding rows are not routed (zero
         output); records loads and a balance loss."""
         B, N, dim = x.shape
-        valid = ctx.valid.reshape(-1)
-        rows = torch.nonzero(valid).squeeze(1)
-        xt = x.reshape(B * N, dim)[rows]
+        rows = ctx.valid_rows
+        xt = x.reshape(B * N, dim).index_select(0, rows)
         img = ctx.is_image.reshape(-1)[rows]
         ids, w, s = self.route(xt, img)
         if self.training:
@@ -74,10 +76,11 @@ class MoE(nn.Module):
             fw = torch.zeros(B * N, self.k, device=w.device).index_copy(0, rows, w.detach())
             ctx.record.setdefault("expert_weights", {})[layer] = fw.view(B, N, -1)
         xq = num.act_quant(xt)
+        fn = self._experts_dense if self.impl == "dense" else self._experts
         if self.use_checkpoint and torch.is_grad_enabled():
-            y = checkpoint(self._experts, num, xq, ids, w, use_reentrant=False)
+            y = checkpoint(fn, num, xq, ids, w, use_reentrant=False)
         else:
-            y = self._experts(num, xq, ids, w)
+            y = fn(num, xq, ids, w)
         out = x.new_zeros(B * N, dim).index_copy(0, rows, num.rb(y).to(x.dtype))
         return out.view(B, N, dim)
 
@@ -107,6 +110,24 @@ class MoE(nn.Module):
             y = y + num.linear_fp8(num.rb(a), se.w2.weight).to(F32)
         return y
 
+    def _experts_dense(self, num, xq, ids, w):
+        """Same values as _experts: routed weight 0 for the experts a token does not use."""
+        T, dim = xq.shape
+        E = self.E
+        gates = torch.zeros(T, E, dtype=F32, device=xq.device).scatter(1, ids, w)
+        w13 = num.w_fp4(torch.cat((self.experts_w1, self.experts_w3), dim=1))    # [E, 2I, dim]
+        h = torch.matmul(xq, w13.reshape(-1, dim).t()).view(T, E, -1)           # [T, E, 2I]
+        g, u = h.chunk(2, dim=-1)
+        a = num.act_quant(num.rb(self._swiglu(num, g, u) * gates.unsqueeze(-1)))
+        out = torch.bmm(a.transpose(0, 1), num.w_fp4(self.experts_w2).transpose(1, 2))
+        y = num.rb(out).to(F32).sum(0)
+        if self.shared_experts is not None:
+            se = self.shared_experts
+            a = self._swiglu(num, torch.matmul(xq, num.w_fp8(se.w1.weight).t()),
+                             torch.matmul(xq, num.w_fp8(se.w3.weight).t()))
+            y = y + num.linear_fp8(num.rb(a), se.w2.weight).to(F32)
+        return y
+
     def _swiglu(self, num, g, u):
         """silu(min(g, lim)) * clamp(u, ±lim) in FP32 from the bf16 GEMM outputs."""
         g, u = num.rb(g).to(F32), num.rb(u).to(F32)
@@ -118,9 +139,10 @@ class MoE(nn.Module):
 
     @torch.no_grad()
     def _count(self, ids, img):
-        for kind, sel in ((0, ~img), (1, img)):
-            if sel.any():
-                self.gate.load[kind] += torch.bincount(ids[sel].reshape(-1), minlength=self.E).to(F32)
+        """Adds this batch's routed tokens per expert to the text (0) and image (1) loads."""
+        kind = img.long().unsqueeze(1).expand_as(ids)
+        self.gate.load.view(-1).index_add_(0, (kind * self.E + ids).reshape(-1),
+                                           torch.ones(ids.numel(), device=ids.device))
 
     def _balance(self, ids, s, valid, rows):
         """Sequence-wise balance loss sum_i f_i P_i (DeepSeek-V3 form), averaged over rows;
@@ -140,6 +162,5 @@ class MoE(nn.Module):
         """bias += rate * sign(mean load - load) per kind seen since the last update."""
         for kind, bias in ((0, self.gate.bias), (1, self.gate.bias_vl)):
             load = self.gate.load[kind]
-            if load.sum() > 0:
-                bias += rate * torch.sign(load.mean() - load)
+            bias += rate * torch.sign(load.mean() - load) * (load.sum() > 0)
         self.gate.load.zero_()

@@ -56,6 +56,10 @@ class Numerics:
         """FP8 checkpoint weight: act_quant(x) per 32 along K, FP32 accumulation, output bf16."""
         return self.rb(F.linear(self.act_quant(x), self.w_fp8(w)))
 
+    def linear_fp8_q(self, xq, w):
+        """linear_fp8 of an input already act_quant'ed (one quantisation feeding two linears)."""
+        return self.rb(F.linear(xq, self.w_fp8(w)))
+
     def linear_bf16(self, x, w, b=None):
         """BF16 weight: FP32 accumulation of bf16 products, output bf16."""
         return self.rb(F.linear(x, self.w_bf16(w), None if b is None else self.w_bf16(b)))

@@ -25,7 +25,8 @@ def make_context(model, batch, phase, hasher=None, record=None):
     cfg = model.cfg
     B, N = batch.ids.shape
     lo_e, lo_d = window_bounds(N, cfg.sliding_window, batch.bounded_start, batch.ids.device)
-    ctx = ForwardContext(ids=batch.ids, valid=batch.valid, is_image=batch.is_image,
+    ctx = ForwardContext(ids=batch.ids, valid=batch.valid, valid_rows=batch.valid_rows,
+                         is_image=batch.is_image,
                          window=cfg.sliding_window, lo_encoder=lo_e, lo_decoder=lo_d,
                          rope=model.rope, dense=phase.dense, stable_topk=phase.stable_topk,
                          distill=phase.distill, record=record)
@@ -55,14 +56,15 @@ def batch_losses(model, num, batch, phase, hasher=None):
     balance (mean over MoE layers)."""
     ctx = make_context(model, batch, phase, hasher)
     h = model(num, batch, ctx)
-    m = batch.loss_mask
-    ce_sum = cross_entropy_sum(model, num, h[m], batch.targets[m])
+    rows = batch.loss_rows
+    ce_sum = cross_entropy_sum(model, num, h.flatten(0, 1).index_select(0, rows),
+                               batch.targets.reshape(-1).index_select(0, rows))
     kls = []
     for st in ctx.index_state.values():
         out = ix.distill_loss(st, batch.valid)
         if out is not None:
             kls.append(out[0])
     bal = [b for _, b in ctx.moe_stats]
-    return dict(ce_sum=ce_sum, n_tokens=int(m.sum()),
+    return dict(ce_sum=ce_sum, n_tokens=rows.numel(),
                 kl=torch.stack(kls).mean() if kls else None,
                 balance=torch.stack(bal).mean() if bal else None)

@@ -154,14 +154,29 @@ def _load_moments(stored, model, optimizer, steps):
 
 
 def save_full(path, model, optimizer, state):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    """torch.save of FP32 weights, optimizer state and `state`; its step also in PATH.json."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": state},
                path + ".tmp")
     os.replace(path + ".tmp", path)
+    with open(path + ".json", "w") as f:
+        json.dump({"step": state["step"]}, f)
+
+
+def full_step(path):
+    """Step of a full state file, or -1 when there is none."""
+    try:
+        with open(path + ".json") as f:
+            return int(json.load(f)["step"]) if os.path.exists(path) else -1
+    except (OSError, ValueError, KeyError):
+        return -1
 
 
 def load_full(path, model, optimizer):
-    blob = torch.load(path, map_location="cpu")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=False)  # our own file
+    except TypeError:  # torch < 1.13 has no weights_only
+        blob = torch.load(path, map_location="cpu")
     model.load_state_dict(blob["model"])
     optimizer.load_state_dict(blob["optimizer"])
     return blob["state"]

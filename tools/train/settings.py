@@ -26,6 +26,7 @@ DEFAULTS = dict(
     eval_tasks=None,              # {name: generator options incl. "task"}; None: the train tasks
     checkpoint=dict(attention=True, experts=True, mixes=True),
     compile="none",               # "none" | "ops" (torch.compile of elementwise helpers)
+    moe_impl="auto",              # "sorted" | "dense" | "auto" (dense on CUDA, sorted on CPU)
     workers=8,
     save_moments=False,           # 8-bit AdamW moments in the compact checkpoint
     log_every=10,

@@ -33,9 +33,13 @@ def parse_args(argv=None):
                    help="override one setting, e.g. --set lr=1e-3")
     p.add_argument("--minutes", type=float, default=8.0, help="wall-clock budget of this run")
     p.add_argument("--max-steps", type=int, help="stop at this global step")
+    p.add_argument("--steps", type=int, help="stop after this many steps of this run")
+    p.add_argument("--deadline", type=float,
+                   help="epoch seconds by which the run must have saved (overrides --minutes)")
+    p.add_argument("--no-save", action="store_true", help="write no resume checkpoint (export only)")
     p.add_argument("--resume", help="compact resume directory to start from (if it exists)")
     p.add_argument("--full-state", help="FP32+moments state file kept on this machine")
-    p.add_argument("--out", required=True, help="directory for the new compact checkpoint + logs")
+    p.add_argument("--out", help="directory for the new compact checkpoint + logs")
     p.add_argument("--export", help="also export the model directory here")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--emulate-fp32", action="store_true",
@@ -59,6 +63,8 @@ def resolve(path):
 def main(argv=None):
     t0 = time.time()
     a = parse_args(argv)
+    if not a.no_save and not a.out:
+        raise SystemExit("train.py: --out is required unless --no-save")
     s = load_settings(a.settings, overrides(a.set))
     if s["task_source"] == "demo":
         s["task_options"] = dict(s["task_options"], tokenizer=resolve(s["tokenizer"]))
@@ -66,6 +72,9 @@ def main(argv=None):
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    if s["compile"] == "ops":
+        from train import compile_ops
+        compile_ops.enable(log=lambda m: print(m, flush=True))
     cfg = load_model_config(resolve(s["model_config"]))
     torch.manual_seed(s["seed"])
     model = Transformer(cfg).to(device)
@@ -83,16 +92,21 @@ def main(argv=None):
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model {cfg.name}: {n_params / 1e6:.2f}M parameters; start step {trainer.step} "
           f"({src or 'fresh'}); device {device}; torch {torch.__version__}", flush=True)
-    budget = a.minutes * 60 - (time.time() - t0)
+    budget = (a.deadline - time.time()) if a.deadline else a.minutes * 60 - (time.time() - t0)
     export_s = 30.0 if a.export else 0.0
-    trainer.run(budget - export_s, a.max_steps, log=lambda m: print(m, flush=True))
+    stop = a.max_steps
+    if a.steps is not None:
+        stop = trainer.step + a.steps if stop is None else min(stop, trainer.step + a.steps)
+    if budget > export_s and (stop is None or stop > trainer.step):
+        trainer.run(budget - export_s, stop, log=lambda m: print(m, flush=True))
     if a.final_eval:
         from train.data import make_task_source
         from train.evaluate import make_eval_sets
         source = make_task_source(s["task_source"], cfg, s["task_options"])
         trainer.run_eval(make_eval_sets(source, s), log=lambda m: print(m, flush=True))
-    trainer.save(a.out, a.full_state)
-    print(f"saved step {trainer.step} to {a.out} after {time.time() - t0:.0f} s", flush=True)
+    if not a.no_save:
+        trainer.save(a.out, a.full_state)
+        print(f"saved step {trainer.step} to {a.out} after {time.time() - t0:.0f} s", flush=True)
     if a.export:
         from train.export import export_model
         export_model(model, cfg, a.export, tokenizer_dir=os.path.dirname(resolve(s["tokenizer"])),

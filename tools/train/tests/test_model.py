@@ -79,5 +79,25 @@ class ModelProperties(unittest.TestCase):
         self.assertEqual(missing, [])
 
 
+
+class MoeImplementations(unittest.TestCase):
+    def test_dense_equals_sorted(self):
+        torch.manual_seed(0)
+        cfg = micro_config()
+        model = Transformer(cfg).train()
+        num = Numerics(emulate_fp32=True)
+        b = collate(random_samples(2, 30, 50, 500, seed=6), 16, 16, [False, False])
+        outs, grads = [], []
+        for impl in ("sorted", "dense"):
+            model.set_moe_impl(impl)
+            model.zero_grad()
+            out = batch_losses(model, num, b, Phase(), stand_in_hasher(cfg))
+            out["ce_sum"].backward()
+            outs.append(float(out["ce_sum"]))
+            grads.append(model.layers[3].ffn.experts_w2.grad.clone())
+        self.assertAlmostEqual(outs[0], outs[1], delta=1e-3 * abs(outs[0]))
+        torch.testing.assert_close(grads[0], grads[1], rtol=1e-3, atol=1e-5)
+
+
 if __name__ == "__main__":
     unittest.main()
