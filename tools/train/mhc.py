@@ -33,11 +33,17 @@ def sinkhorn(c, iters, eps):
 
 
 def collapse(num, X, pre):
-    """bf16(sum_j pre_j X_j): the sublayer input [B, N, D]."""
-    return num.rb((pre.unsqueeze(-1) * X.to(F32)).sum(-2))
+    """bf16(sum_j pre_j X_j) summed over j in order: the sublayer input [B, N, D]."""
+    acc = pre[..., 0:1] * X[..., 0, :].to(F32)
+    for j in range(1, X.shape[-2]):
+        acc = acc + pre[..., j:j + 1] * X[..., j, :].to(F32)
+    return num.rb(acc)
 
 
 def expand(num, X, y, post, comb):
-    """X'_k = bf16(post_k * y + sum_j comb_jk X_j): the new streams [B, N, hc, D]."""
-    mixed = torch.matmul(comb.transpose(-1, -2), X.to(F32))
-    return num.rb(post.unsqueeze(-1) * y.to(F32).unsqueeze(-2) + mixed)
+    """X'_k = bf16(post_k * y + sum_j comb_jk X_j) (j in order): the new streams [B, N, hc, D].
+    Elementwise over j rather than a per-token [hc x hc] matmul (slow batched GEMMs on CPUs)."""
+    acc = post.unsqueeze(-1) * y.to(F32).unsqueeze(-2)
+    for j in range(X.shape[-2]):
+        acc = acc + comb[..., j, :].unsqueeze(-1) * X[..., j:j + 1, :].to(F32)
+    return num.rb(acc)
