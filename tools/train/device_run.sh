@@ -33,6 +33,7 @@ case "$ARG" in
       --variant 'mt64k:' --variant 'mt128k:micro_tokens=131072' \
       --variant 'mt32k:micro_tokens=32768' --variant 'ops:compile="ops"' \
       --variant 'nockpt:checkpoint={"attention":false,"experts":false,"mixes":false}' \
+      --variant 'sorted:moe_impl="sorted"' \
       "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   export)
