@@ -72,7 +72,7 @@ void BpeModel::build_vocab(std::vector<std::pair<std::string, int32_t>>& vocab,
     if (used_[id])
       throw FormatError(file, "model.vocab: duplicate id " + std::to_string(id) + " (" +
                                   quoted(spellings_[id]) + " and " + quoted(spelling) + ")");
-    if (!ids_.emplace(spelling, id).second)
+    if (!ids_.insert(spelling, id))
       throw FormatError(file, "model.vocab: duplicate token " + quoted(spelling));
     used_[id] = true;
     spellings_[id] = std::move(spelling);
@@ -84,7 +84,7 @@ void BpeModel::build_merges(const std::vector<std::pair<std::string, std::string
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto& [left, right] = merges[rank];
     const std::string field = "model.merges[" + std::to_string(rank) + "]: ";
-    const auto l = token_id(left), r = token_id(right), m = token_id(left + right);
+    const auto l = ids_.find(left), r = ids_.find(right), m = ids_.find_concat(left, right);
     if (!l) throw FormatError(file, field + "refers to unknown token " + quoted(left));
     if (!r) throw FormatError(file, field + "refers to unknown token " + quoted(right));
     if (!m)
@@ -95,9 +95,7 @@ void BpeModel::build_merges(const std::vector<std::pair<std::string, std::string
 }
 
 std::optional<int32_t> BpeModel::token_id(std::string_view spelling) const {
-  const auto it = ids_.find(spelling);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  return ids_.find(spelling);
 }
 
 const std::string* BpeModel::spelling(int32_t id) const {

@@ -3,27 +3,19 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "engine/tokenizer/merge_table.h"
+#include "engine/tokenizer/string_id_map.h"
 
 namespace flashdesk {
 
 // Ids index dense tables; a file claiming larger ones is malformed (real vocabs are < 2^18).
 constexpr int32_t kMaxTokenId = (1 << 24) - 1;
-
-// Hash for string-keyed maps that are searched with string_views without building a string.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using TokenIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 // The "model" object of tokenizer.json once parsed (type BPE).
 struct BpeSpec {
@@ -70,7 +62,7 @@ class BpeModel {
   void merge_large(BpeScratch& s) const;
   int32_t pair_rank(int32_t left, int32_t right) const;
 
-  TokenIdMap ids_;
+  StringIdMap ids_;
   std::vector<std::string> spellings_;  // by id; empty for ids the vocab does not use
   std::vector<bool> used_;
   MergeTable merges_;

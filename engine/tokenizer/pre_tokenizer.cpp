@@ -58,19 +58,16 @@ class PartSink {
 };
 
 // Splits the unit range of one piece by `step`, appending the resulting unit ranges.
-void split_piece(const SplitStep& step, const TextUnits& units, const Piece& piece,
+void split_piece(const SplitStep& step, PreTokenizerScratch& scratch, const Piece& piece,
                  std::vector<Piece>& out) {
+  scratch.matches.clear();
+  find_matches(step.pattern, scratch.units, piece.begin, piece.end, scratch.matches);
   PartSink sink(step.behavior, out);
   uint32_t gap = piece.begin;
-  for (uint32_t i = piece.begin; i < piece.end;) {
-    const auto m = static_cast<uint32_t>(match_at(step.pattern, units, i, piece.end));
-    if (m == i) {
-      ++i;
-      continue;
-    }
-    sink.add(gap, i, false);
-    sink.add(i, m, true);
-    i = gap = m;
+  for (const UnitRange& m : scratch.matches) {
+    sink.add(gap, m.begin, false);
+    sink.add(m.begin, m.end, true);
+    gap = m.end;
   }
   sink.add(gap, piece.end, false);
 }
@@ -78,8 +75,7 @@ void split_piece(const SplitStep& step, const TextUnits& units, const Piece& pie
 void run_steps(std::span<const SplitStep> steps, PreTokenizerScratch& scratch) {
   for (const SplitStep& step : steps) {
     scratch.next.clear();
-    for (const Piece& piece : scratch.current)
-      split_piece(step, scratch.units, piece, scratch.next);
+    for (const Piece& piece : scratch.current) split_piece(step, scratch, piece, scratch.next);
     scratch.current.swap(scratch.next);
   }
 }

@@ -45,7 +45,8 @@ struct Piece {
 struct PreTokenizerScratch {
   TextUnits units;
   std::vector<Piece> current, next;  // unit-index ranges while splitting
-  std::string with_spaces;           // the text with prefix spaces added (add_prefix_space)
+  std::vector<UnitRange> matches;
+  std::string with_spaces;  // the text with prefix spaces added (add_prefix_space)
 };
 
 // Splits `segment` into pieces, appended to `out` as byte ranges of the returned text: the

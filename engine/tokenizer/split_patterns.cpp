@@ -153,20 +153,40 @@ SplitPattern gpt2_pattern() {
   return SplitPattern{SplitPatternKind::kGpt2Words, {}};
 }
 
-size_t match_at(const SplitPattern& pattern, const TextUnits& text, size_t i, size_t end) {
+namespace {
+
+// The search loop, instantiated per pattern so the matcher is inlined (one call per unit was
+// the largest cost of pre-tokenization).
+template <class Match>
+void find_all(Match match, uint32_t begin, uint32_t end, std::vector<UnitRange>& matches) {
+  for (uint32_t i = begin; i < end;) {
+    const auto m = static_cast<uint32_t>(match(i));
+    if (m == i) {
+      ++i;
+    } else {
+      matches.push_back({i, m});
+      i = m;
+    }
+  }
+}
+
+}  // namespace
+
+void find_matches(const SplitPattern& pattern, const TextUnits& t, uint32_t begin, uint32_t end,
+                  std::vector<UnitRange>& matches) {
   switch (pattern.kind) {
     case SplitPatternKind::kDigitsUpTo3:
-      return match_digits(text, i, end);
+      return find_all([&](size_t i) { return match_digits(t, i, end); }, begin, end, matches);
     case SplitPatternKind::kCjkKanaRun:
-      return match_cjk(text, i, end);
+      return find_all([&](size_t i) { return match_cjk(t, i, end); }, begin, end, matches);
     case SplitPatternKind::kDeepSeekWords:
-      return match_deepseek(text, i, end);
+      return find_all([&](size_t i) { return match_deepseek(t, i, end); }, begin, end, matches);
     case SplitPatternKind::kGpt2Words:
-      return match_gpt2(text, i, end);
+      return find_all([&](size_t i) { return match_gpt2(t, i, end); }, begin, end, matches);
     case SplitPatternKind::kLiteral:
-      return match_literal(pattern.literal, text, i, end);
+      return find_all([&](size_t i) { return match_literal(pattern.literal, t, i, end); }, begin,
+                      end, matches);
   }
-  return i;
 }
 
 }  // namespace flashdesk

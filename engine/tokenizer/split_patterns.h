@@ -36,8 +36,16 @@ std::optional<SplitPattern> recognise_regex(std::string_view regex);
 // The GPT-2 pattern of the ByteLevel pre-tokenizer.
 SplitPattern gpt2_pattern();
 
-// End of the match of `pattern` that starts at unit i, looking no further than `end`; returns i
-// when the pattern does not match at i. No supported pattern matches the empty string.
-size_t match_at(const SplitPattern& pattern, const TextUnits& text, size_t i, size_t end);
+// A range [begin, end) of units.
+struct UnitRange {
+  uint32_t begin;
+  uint32_t end;
+};
+
+// Appends the successive leftmost matches of `pattern` in units [begin, end) to `matches`, as a
+// regex engine's find-all does: after a match the search resumes where it ended, after a
+// failure one unit later. No supported pattern matches the empty string.
+void find_matches(const SplitPattern& pattern, const TextUnits& text, uint32_t begin, uint32_t end,
+                  std::vector<UnitRange>& matches);
 
 }  // namespace flashdesk

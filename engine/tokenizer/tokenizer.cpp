@@ -58,7 +58,7 @@ struct Tokenizer::Impl {
   PreTokenizerSpec pre;
   AddedTokenMatcher raw_matcher;         // added tokens with normalized == false
   AddedTokenMatcher normalized_matcher;  // the others, matched after normalization
-  TokenIdMap added_ids;
+  StringIdMap added_ids;
   std::vector<std::string> bytes_by_id;  // what each id decodes to
   std::vector<TokenKind> kinds;
   mutable std::mutex cache_mutex;
@@ -100,10 +100,11 @@ struct Tokenizer::Impl {
       throw FormatError(source, field + ": id " + std::to_string(t.id) + " is \"" +
                                     *vocab_spelling + "\" in model.vocab, not \"" + t.content +
                                     "\"");
-    const auto [it, inserted] = added_ids.emplace(t.content, t.id);
-    if (!inserted && it->second != t.id)
+    const auto previous = added_ids.find(t.content);
+    if (previous && *previous != t.id)
       throw FormatError(source, field + ": \"" + t.content + "\" appears with ids " +
-                                    std::to_string(it->second) + " and " + std::to_string(t.id));
+                                    std::to_string(*previous) + " and " + std::to_string(t.id));
+    added_ids.insert(t.content, t.id);
     const bool id_taken = kinds[t.id] == TokenKind::kAdded || kinds[t.id] == TokenKind::kSpecial;
     if (id_taken && bytes_by_id[t.id] != t.content)
       throw FormatError(source, field + ": duplicate id " + std::to_string(t.id));
@@ -211,8 +212,7 @@ std::string_view Tokenizer::token_bytes(TokenId id, DecodeOptions options) const
 }
 
 std::optional<TokenId> Tokenizer::token_id(std::string_view spelling) const {
-  const auto it = impl_->added_ids.find(spelling);
-  if (it != impl_->added_ids.end()) return it->second;
+  if (const auto id = impl_->added_ids.find(spelling)) return id;
   return impl_->model.token_id(spelling);
 }
 

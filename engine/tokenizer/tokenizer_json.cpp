@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/tokenizer/split_patterns.h"
+#include "engine/tokenizer/tokenizer_json_reader.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/error.h"
 
@@ -11,6 +12,9 @@ namespace flashdesk {
 namespace {
 
 using nlohmann::json;
+
+// Nested Sequence objects are walked recursively; real files nest one level.
+constexpr int kMaxNesting = 16;
 
 // Reads fields of one JSON object, naming `path.key` in every error.
 class Fields {
@@ -66,45 +70,23 @@ std::string item(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-std::pair<std::string, std::string> parse_merge(const json& m, const std::string& path,
-                                                const Fields& f) {
-  if (m.is_string()) {  // "left right": exactly one space, as HF requires
-    const std::string s = m.get<std::string>();
-    const size_t sp = s.find(' ');
-    if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-      f.fail(path, "expected \"left right\" with one space, got \"" + s.substr(0, 64) + "\"");
-    return {s.substr(0, sp), s.substr(sp + 1)};
-  }
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-    return {m[0].get<std::string>(), m[1].get<std::string>()};
-  f.fail(path, "expected a merge string or a pair of strings");
-}
-
-BpeSpec parse_model(const json& j, const std::string& file) {
+BpeSpec parse_model(const json& j, TokenizerJsonDocument& doc, const std::string& file) {
   const Fields f(j, "model", file);
   // Old files omit model.type; HF then recognises BPE by its merges.
-  const std::string type = f.find("type") ? f.string("type") : (f.find("merges") ? "BPE" : "");
+  const std::string type = f.find("type") ? f.string("type") : (doc.merges ? "BPE" : "");
   if (type != "BPE")
     f.fail(f.at("type"), "unsupported tokenizer model type \"" + type + "\" (only BPE)");
-  if (f.find("dropout") && f.require("dropout").is_number() &&
-      f.require("dropout").get<double>() > 0)
+  const json* dropout = f.find("dropout");
+  if (dropout && (!dropout->is_number() || dropout->get<double>() > 0))
     f.fail(f.at("dropout"), "BPE dropout is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (f.find(key)) f.fail(f.at(key), "not supported");
+  if (!doc.vocab)
+    f.fail(f.at("vocab"), f.find("vocab") ? "expected an object of token -> id" : "missing");
+  if (!doc.merges) f.fail(f.at("merges"), f.find("merges") ? "expected an array" : "missing");
   BpeSpec spec;
-  const json& vocab = f.require("vocab");
-  if (!vocab.is_object()) f.fail(f.at("vocab"), "expected an object of token -> id");
-  const Fields v(vocab, f.at("vocab"), file);
-  for (const auto& [spelling, id_value] : vocab.items()) {
-    if (!id_value.is_number_integer() || id_value.get<int64_t>() < 0 ||
-        id_value.get<int64_t>() > INT32_MAX)
-      v.fail(v.at(spelling.c_str()), "expected a non-negative integer id");
-    spec.vocab.emplace_back(spelling, static_cast<int32_t>(id_value.get<int64_t>()));
-  }
-  const json& merges = f.require("merges");
-  if (!merges.is_array()) f.fail(f.at("merges"), "expected an array");
-  for (size_t i = 0; i < merges.size(); ++i)
-    spec.merges.push_back(parse_merge(merges[i], item(f.at("merges"), i), f));
+  spec.vocab = std::move(*doc.vocab);
+  spec.merges = std::move(*doc.merges);
   if (f.find("unk_token")) spec.unk_token = f.string("unk_token");
   spec.byte_fallback = f.boolean("byte_fallback", false);
   spec.ignore_merges = f.boolean("ignore_merges", false);
@@ -133,14 +115,15 @@ std::vector<AddedToken> parse_added_tokens(const json& root, const std::string& 
 }
 
 void parse_normalizer(const json& j, const std::string& path, const std::string& file,
-                      Normalizer& out) {
+                      Normalizer& out, int depth = 0) {
   const Fields f(j, path, file);
+  if (depth > kMaxNesting) f.fail(path, "Sequences nested too deeply");
   const std::string type = f.string("type");
   if (type == "Sequence") {
     const json& list = f.require("normalizers");
     if (!list.is_array()) f.fail(f.at("normalizers"), "expected an array");
     for (size_t i = 0; i < list.size(); ++i)
-      parse_normalizer(list[i], item(f.at("normalizers"), i), file, out);
+      parse_normalizer(list[i], item(f.at("normalizers"), i), file, out, depth + 1);
   } else if (type == "Replace") {
     const Fields pattern(f.require("pattern"), f.at("pattern"), file);
     if (!pattern.find("String"))
@@ -185,15 +168,16 @@ SplitPattern parse_split_pattern(const Fields& f) {
 }
 
 void parse_pre_tokenizer(const json& j, const std::string& path, const std::string& file,
-                         PreTokenizerSpec& out) {
+                         PreTokenizerSpec& out, int depth = 0) {
   const Fields f(j, path, file);
+  if (depth > kMaxNesting) f.fail(path, "Sequences nested too deeply");
   const std::string type = f.string("type");
   if (out.byte_level) f.fail(path, "a " + type + " step after ByteLevel is not supported");
   if (type == "Sequence") {
     const json& list = f.require("pretokenizers");
     if (!list.is_array()) f.fail(f.at("pretokenizers"), "expected an array");
     for (size_t i = 0; i < list.size(); ++i)
-      parse_pre_tokenizer(list[i], item(f.at("pretokenizers"), i), file, out);
+      parse_pre_tokenizer(list[i], item(f.at("pretokenizers"), i), file, out, depth + 1);
   } else if (type == "Split") {
     if (f.boolean("invert", false)) f.fail(f.at("invert"), "inverted splits are not supported");
     out.steps.push_back({parse_split_pattern(f), parse_behavior(f)});
@@ -207,14 +191,15 @@ void parse_pre_tokenizer(const json& j, const std::string& path, const std::stri
 }
 
 void parse_decoder(const json& j, const std::string& path, const std::string& file,
-                   DecoderSpec& out) {
+                   DecoderSpec& out, int depth = 0) {
   const Fields f(j, path, file);
+  if (depth > kMaxNesting) f.fail(path, "Sequences nested too deeply");
   const std::string type = f.string("type");
   if (type == "Sequence") {
     const json& list = f.require("decoders");
     if (!list.is_array()) f.fail(f.at("decoders"), "expected an array");
     for (size_t i = 0; i < list.size(); ++i)
-      parse_decoder(list[i], item(f.at("decoders"), i), file, out);
+      parse_decoder(list[i], item(f.at("decoders"), i), file, out, depth + 1);
   } else if (type == "ByteLevel") {
     out.byte_level = true;
   } else if (type == "ByteFallback") {
@@ -224,21 +209,14 @@ void parse_decoder(const json& j, const std::string& path, const std::string& fi
   }
 }
 
-json parse_json(std::string_view text, const std::string& file) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    throw FormatError(file, std::string("invalid JSON: ") + e.what());
-  }
-}
-
 }  // namespace
 
 TokenizerParts parse_tokenizer_json(std::string_view json_text, const std::string& file) {
-  const json root = parse_json(json_text, file);
+  TokenizerJsonDocument doc = read_tokenizer_json(json_text, file);
+  const json& root = doc.root;
   const Fields f(root, "", file);
   TokenizerParts parts;
-  parts.model = parse_model(f.require("model"), file);
+  parts.model = parse_model(f.require("model"), doc, file);
   parts.added_tokens = parse_added_tokens(root, file);
   if (const json* n = f.find("normalizer"))
     parse_normalizer(*n, "normalizer", file, parts.normalizer);
