@@ -64,7 +64,10 @@ int run_tokenize(int argc, char** argv) {
   }
   const auto ids = tokenizer.encode(input, {.match_added_tokens = args.count("plain") == 0});
   std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
   line += "\n";
   std::fwrite(line.data(), 1, line.size(), stdout);
   return 0;

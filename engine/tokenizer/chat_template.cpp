@@ -159,6 +159,10 @@ ChatMessage ChatMessage::assistant(std::string content, std::string reasoning) {
       Role::kAssistant, {ContentPart::of_text(std::move(content))}, std::move(reasoning), {}, {}};
 }
 
+ChatMessage ChatMessage::of_parts(Role role, std::vector<ContentPart> parts) {
+  return ChatMessage{role, std::move(parts), {}, {}, {}};
+}
+
 ChatTemplate::ChatTemplate(const Tokenizer& tokenizer)
     : tokenizer_(tokenizer), special_(SpecialTokenIds::from(tokenizer)) {}
 

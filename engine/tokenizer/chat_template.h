@@ -74,6 +74,7 @@ struct ChatMessage {
   static ChatMessage system(std::string text);
   static ChatMessage user(std::string text);
   static ChatMessage assistant(std::string content, std::string reasoning = {});
+  static ChatMessage of_parts(Role role, std::vector<ContentPart> parts);
 };
 
 struct ChatOptions {

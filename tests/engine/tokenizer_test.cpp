@@ -21,12 +21,14 @@ using nlohmann::json;
 // Byte ids are the byte values (see byte_level_tokenizer); merged tokens follow from 256.
 TEST(Bpe, MergesLowestRankFirst) {
   // ab (256), bc (257), abc = ab + c (258). "abc": (a,b) ranks before (b,c), then ab + c.
-  const auto tok = Tokenizer::from_json(byte_level_tokenizer({{"a", "b"}, {"b", "c"}, {"ab", "c"}}), "t");
+  const auto tok =
+      Tokenizer::from_json(byte_level_tokenizer({{"a", "b"}, {"b", "c"}, {"ab", "c"}}), "t");
   EXPECT_EQ(tok.encode("abc"), (Ids{258}));
   EXPECT_EQ(tok.encode("bc"), (Ids{257}));
   EXPECT_EQ(tok.encode("cab"), (Ids{'c', 256}));
   // With (b,c) ranked first, "abc" becomes a + bc and stops: no merge joins a with bc.
-  const auto other = Tokenizer::from_json(byte_level_tokenizer({{"b", "c"}, {"a", "b"}, {"ab", "c"}}), "t");
+  const auto other =
+      Tokenizer::from_json(byte_level_tokenizer({{"b", "c"}, {"a", "b"}, {"ab", "c"}}), "t");
   EXPECT_EQ(other.encode("abc"), (Ids{'a', 256}));
 }
 
@@ -38,7 +40,8 @@ TEST(Bpe, EqualRanksMergeLeftmostFirst) {
 
 // An independent, naive BPE (rescan everything after every merge) as the oracle for pieces long
 // enough to take the heap path.
-Ids naive_bpe(const std::string& word, const std::vector<std::pair<std::string, std::string>>& merges) {
+Ids naive_bpe(const std::string& word,
+              const std::vector<std::pair<std::string, std::string>>& merges) {
   std::vector<std::string> sym;
   for (char c : word) sym.emplace_back(1, c);
   for (;;) {
@@ -70,7 +73,8 @@ Ids naive_bpe(const std::string& word, const std::vector<std::pair<std::string, 
 
 TEST(Bpe, LongPiecesMergeLikeANaiveImplementation) {
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"a", "b"}, {"b", "a"}, {"a", "a"}, {"ab", "a"}, {"aa", "b"}, {"ba", "b"}, {"ab", "ab"}, {"b", "b"}, {"aab", "ba"}};
+      {"a", "b"},  {"b", "a"},   {"a", "a"}, {"ab", "a"},  {"aa", "b"},
+      {"ba", "b"}, {"ab", "ab"}, {"b", "b"}, {"aab", "ba"}};
   const auto tok = Tokenizer::from_json(byte_level_tokenizer(merges), "t");
   std::mt19937 rng(5);
   for (int round = 0; round < 200; ++round) {
@@ -97,7 +101,8 @@ TEST(AddedTokens, MatchedBeforePreTokenizationLongestFirst) {
 }
 
 TEST(AddedTokens, LstripAndRstripSwallowWhitespace) {
-  const json added = {with_flags(added_token(300, "<m>"), true, false), with_flags(added_token(301, "<r>"), false, true)};
+  const json added = {with_flags(added_token(300, "<m>"), true, false),
+                      with_flags(added_token(301, "<r>"), false, true)};
   const auto tok = Tokenizer::from_json(byte_level_tokenizer({}, added), "t");
   EXPECT_EQ(tok.encode("a  <m> b"), (Ids{'a', 300, ' ', 'b'}));
   EXPECT_EQ(tok.encode("a <r> \n b"), (Ids{'a', ' ', 301, 'b'}));
@@ -133,7 +138,9 @@ TEST(Tokenizer, InvalidUtf8IsEncodedByteForByte) {
 
 TEST(Tokenizer, LooksUpSpellingsAndFlags) {
   const auto tok = Tokenizer::from_json(
-      byte_level_tokenizer({{"a", "b"}}, json::array({added_token(400, "<s>"), added_token(401, "<t>", false)})), "t");
+      byte_level_tokenizer({{"a", "b"}},
+                           json::array({added_token(400, "<s>"), added_token(401, "<t>", false)})),
+      "t");
   EXPECT_EQ(tok.token_id("<s>"), 400);
   EXPECT_EQ(tok.token_id("ab"), 256);
   EXPECT_EQ(tok.token_id("\u0120"), ' ');  // the vocab spells bytes in the byte-level alphabet
@@ -161,7 +168,9 @@ void expect_format_error(const std::string& json_text, std::vector<std::string> 
   }
 }
 
-json valid_doc() { return json::parse(byte_level_tokenizer({{"a", "b"}})); }
+json valid_doc() {
+  return json::parse(byte_level_tokenizer({{"a", "b"}}));
+}
 
 TEST(TokenizerErrors, NameTheFileAndTheField) {
   expect_format_error("{\"model\": ", {"dir/tokenizer.json", "invalid JSON"});
@@ -192,7 +201,8 @@ TEST(TokenizerErrors, NameTheFileAndTheField) {
   expect_format_error(d.dump(), {"added_tokens[0]", "id 97"});
   d = valid_doc();
   d["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{N}+";
-  expect_format_error(d.dump(), {"pre_tokenizer.pretokenizers[0].pattern.Regex", "unsupported pre-tokenizer regex"});
+  expect_format_error(d.dump(), {"pre_tokenizer.pretokenizers[0].pattern.Regex",
+                                 "unsupported pre-tokenizer regex"});
   d = valid_doc();
   d["normalizer"] = {{"type", "NFKC"}};
   expect_format_error(d.dump(), {"normalizer.type", "unsupported normalizer type \"NFKC\""});

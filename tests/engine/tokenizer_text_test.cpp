@@ -37,24 +37,29 @@ TEST(Utf8, DecodesMaximalSubparts) {
   // Surrogates and overlongs are ill-formed at their second byte.
   EXPECT_EQ(units("\xED\xA0\x80"), (decltype(units("")){{kBad, 1}, {kBad, 1}, {kBad, 1}}));
   EXPECT_EQ(units("\xC0\xAF"), (decltype(units("")){{kBad, 1}, {kBad, 1}}));
-  EXPECT_EQ(units("\xF4\x90\x80\x80"), (decltype(units("")){{kBad, 1}, {kBad, 1}, {kBad, 1}, {kBad, 1}}));
+  EXPECT_EQ(units("\xF4\x90\x80\x80"),
+            (decltype(units("")){{kBad, 1}, {kBad, 1}, {kBad, 1}, {kBad, 1}}));
 }
 
 TEST(Utf8, ToValidAndIncompleteTail) {
-  EXPECT_EQ(utf8::to_valid("a\xE2\x82" "b"), "a\uFFFD" "b");
+  EXPECT_EQ(utf8::to_valid("a\xE2\x82"
+                           "b"),
+            "a\uFFFD"
+            "b");
   EXPECT_EQ(utf8::to_valid("\xF0\x9F\x98"), "\uFFFD");
   EXPECT_EQ(utf8::incomplete_tail("ab"), 0u);
   EXPECT_EQ(utf8::incomplete_tail("a\xF0\x9F\x98"), 3u);
   EXPECT_EQ(utf8::incomplete_tail("a\xE2\x82"), 2u);
   EXPECT_EQ(utf8::incomplete_tail("a\xC3"), 1u);
   EXPECT_EQ(utf8::incomplete_tail("a\xF0\x9F\x98\x80"), 0u);  // complete
-  EXPECT_EQ(utf8::incomplete_tail("a\xE2("), 0u);               // already ill-formed
-  EXPECT_EQ(utf8::incomplete_tail("a\x80\x80"), 0u);            // stray continuations
-  EXPECT_EQ(utf8::incomplete_tail("\xC0"), 0u);                 // can never be completed
+  EXPECT_EQ(utf8::incomplete_tail("a\xE2("), 0u);             // already ill-formed
+  EXPECT_EQ(utf8::incomplete_tail("a\x80\x80"), 0u);          // stray continuations
+  EXPECT_EQ(utf8::incomplete_tail("\xC0"), 0u);               // can never be completed
 }
 
 TEST(UnicodeClass, InlineAsciiTableMatchesGeneratedTable) {
-  for (uint32_t cp = 0; cp < 128; ++cp) EXPECT_EQ(unicode::class_flags(cp), unicode::class_flags_slow(cp)) << cp;
+  for (uint32_t cp = 0; cp < 128; ++cp)
+    EXPECT_EQ(unicode::class_flags(cp), unicode::class_flags_slow(cp)) << cp;
 }
 
 TEST(UnicodeClass, SpotValues) {
@@ -68,15 +73,15 @@ TEST(UnicodeClass, SpotValues) {
   EXPECT_TRUE(class_flags(0x00AB) & kPunct);    // «
   EXPECT_TRUE(class_flags(0x1F600) & kSymbol);  // 😀
   EXPECT_TRUE(class_flags(0x3000) & kSpace);
-  EXPECT_TRUE(class_flags(0x0085) & kSpace);    // White_Space, as in Oniguruma
-  EXPECT_FALSE(class_flags(0xFEFF) & kSpace);   // a format character
-  EXPECT_EQ(class_flags(0x200D), kWord);        // ZWJ: only \w
-  EXPECT_EQ(class_flags(0x0378), 0);            // unassigned
+  EXPECT_TRUE(class_flags(0x0085) & kSpace);   // White_Space, as in Oniguruma
+  EXPECT_FALSE(class_flags(0xFEFF) & kSpace);  // a format character
+  EXPECT_EQ(class_flags(0x200D), kWord);       // ZWJ: only \w
+  EXPECT_EQ(class_flags(0x0378), 0);           // unassigned
   EXPECT_EQ(class_flags(0x110000), 0);
 }
 
 TEST(ByteLevel, AlphabetIsABijection) {
-  EXPECT_EQ(byte_level::byte_to_code_point(' '), 0x120u);  // "Ġ"
+  EXPECT_EQ(byte_level::byte_to_code_point(' '), 0x120u);   // "Ġ"
   EXPECT_EQ(byte_level::byte_to_code_point('\n'), 0x10Au);  // "Ċ"
   EXPECT_EQ(byte_level::byte_to_code_point('A'), uint32_t('A'));
   for (int b = 0; b < 256; ++b) {
@@ -99,13 +104,14 @@ TEST(StreamingDecoder, HoldsBackSplitCharactersUntilComplete) {
   EXPECT_EQ(dec.pending(), 1u);
   EXPECT_EQ(dec.push('x'), "\uFFFDx");  // the held lead byte can no longer complete
   EXPECT_EQ(dec.push(0xF0), "");
-  EXPECT_EQ(dec.finish(), "\uFFFD");   // the stream ended inside a character
+  EXPECT_EQ(dec.finish(), "\uFFFD");  // the stream ended inside a character
 }
 
 TEST(StreamingDecoder, ConcatenationEqualsDecodeOnCorpus) {
   const auto tok = Tokenizer::from_file(test::tokenizer_data("tiny/tokenizer.json"));
   for (const char* doc : {"emoji.txt", "odd_unicode.txt", "zh_messages.txt", "random_03.txt"}) {
-    const auto ids = tok.encode(test::read_file(test::tokenizer_data(std::string("corpus/") + doc)));
+    const auto ids =
+        tok.encode(test::read_file(test::tokenizer_data(std::string("corpus/") + doc)));
     StreamingDecoder dec(tok);
     std::string streamed;
     for (TokenId id : ids) {
