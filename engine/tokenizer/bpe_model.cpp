@@ -49,7 +49,8 @@ BpeModel::BpeModel(BpeSpec spec, const std::string& file)
       byte_ids_[b] = *id;
     }
   }
-  for (int b = 0; b < 256; ++b) {
+  fallback_ids_.fill(-1);
+  for (int b = 0; b < 256 && byte_fallback_; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     fallback_ids_[b] = token_id(name).value_or(-1);

@@ -15,7 +15,7 @@
 namespace flashdesk {
 
 // Ids index dense tables; a file claiming larger ones is malformed (real vocabs are < 2^18).
-constexpr int32_t kMaxTokenId = (1 << 24) - 1;
+constexpr int32_t kMaxTokenId = (1 << 20) - 1;
 
 // The "model" object of tokenizer.json once parsed (type BPE).
 struct BpeSpec {

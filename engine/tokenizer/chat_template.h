@@ -13,6 +13,8 @@
 //   assistant turn: [{reasoning}</think> only when its header was
 //   <think>]{content}<｜end▁of▁sentence｜> generation prompt: the header that answers the last
 //   message.
+// Message text is encoded as the reference encodes its rendered string: an added token spelled
+// in the text becomes that token (the image placeholder is refused; images are parts).
 // Tools, DSML and task tokens are not implemented.
 //
 // Prefix rules (what makes the KV prefix cache hit across turns; tested in chat_template_test):
@@ -99,7 +101,8 @@ struct RenderedPrompt {
 
 class ChatTemplate {
  public:
-  // Resolves the special tokens by spelling: FormatError when the tokenizer lacks one.
+  // Resolves the special tokens by spelling: FormatError when the tokenizer lacks one. The
+  // tokenizer must outlive the template.
   explicit ChatTemplate(const Tokenizer& tokenizer);
 
   // InvalidRequest for conversations the format cannot express (an image in a system or
