@@ -18,8 +18,9 @@ uint64_t StringIdMap::hash(std::string_view a, std::string_view b) {
 bool StringIdMap::equals(const Entry& e, std::string_view a, std::string_view b) const {
   if (e.length != a.size() + b.size()) return false;
   const char* k = arena_.data() + e.offset;
-  return std::memcmp(k, a.data(), a.size()) == 0 &&
-         std::memcmp(k + a.size(), b.data(), b.size()) == 0;
+  // An empty string_view may hold a null pointer, which memcmp must not see even for 0 bytes.
+  return (a.empty() || std::memcmp(k, a.data(), a.size()) == 0) &&
+         (b.empty() || std::memcmp(k + a.size(), b.data(), b.size()) == 0);
 }
 
 void StringIdMap::reserve(size_t n) {
