@@ -17,10 +17,14 @@ int main(int argc, char** argv) {
   float v;
   while (std::fread(&v, sizeof v, 1, in) == 1) x.push_back(v);
   std::fclose(in);
-  if (std::strcmp(mode, "fp8") == 0) flashdesk::fake_quant_fp8(x.data(), x.size(), block);
-  else if (std::strcmp(mode, "fp4_e8m0") == 0) flashdesk::fake_quant_fp4_e8m0(x.data(), x.size(), block);
-  else if (std::strcmp(mode, "fp4_e4m3") == 0) flashdesk::fake_quant_fp4_e4m3(x.data(), x.size(), block);
-  else return 4;
+  if (std::strcmp(mode, "fp8") == 0)
+    flashdesk::fake_quant_fp8(x.data(), x.size(), block);
+  else if (std::strcmp(mode, "fp4_e8m0") == 0)
+    flashdesk::fake_quant_fp4_e8m0(x.data(), x.size(), block);
+  else if (std::strcmp(mode, "fp4_e4m3") == 0)
+    flashdesk::fake_quant_fp4_e4m3(x.data(), x.size(), block);
+  else
+    return 4;
   FILE* out = std::fopen(argv[4], "wb");
   if (!out) return 5;
   std::fwrite(x.data(), sizeof(float), x.size(), out);
