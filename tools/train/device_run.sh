@@ -24,7 +24,8 @@ RESUME=out/flash-tiny-resume
 STATE=out/flash-tiny-state/full.pt
 export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True}
 mkdir -p "$OUT"
-(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true) > "$OUT/gpu.txt" 2>&1
+# To the output, not a file: the device tool brings back at most 8 files and resume/ needs 7.
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 
 common=(--settings "$SETTINGS" --resume "$RESUME" --full-state "$STATE")
 case "$ARG" in
