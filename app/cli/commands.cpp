@@ -6,6 +6,7 @@
 namespace flashdesk::cli {
 
 int run_version(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
 #ifdef FLASHDESK_HAVE_STORAGE
 int run_sessions(int argc, char** argv);
 #endif
@@ -13,6 +14,7 @@ int run_sessions(int argc, char** argv);
 namespace {
 const std::array kCommands = {
     Command{"version", "print the engine version and build options", run_version},
+    Command{"tokenize", "encode stdin to token ids (or decode ids with --decode)", run_tokenize},
 #ifdef FLASHDESK_HAVE_STORAGE
     Command{"sessions", "list, show, rename, delete, export or import chat sessions", run_sessions},
 #endif
