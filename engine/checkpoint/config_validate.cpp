@@ -16,7 +16,7 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 4096;
 constexpr int64_t kMaxExperts = 65536;
 constexpr int64_t kMaxEngramVocab = int64_t{1} << 36;
-constexpr int64_t kMaxEngramTables = 1 << 16;  // primes drawn over all Engram layers
+constexpr int64_t kMaxEngramTables = 4096;  // primes drawn over all Engram layers
 
 // Names the field in every message; `path` is e.g. "text_config.hidden_size".
 class Checker {

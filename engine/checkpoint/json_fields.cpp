@@ -31,6 +31,8 @@ json parse_json_text(std::string_view text, const std::string& file, int max_dep
     throw FormatError(file, "invalid JSON: nested deeper than " + std::to_string(max_depth));
   } catch (const json::parse_error& e) {
     throw FormatError(file, "invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+  } catch (const json::exception& e) {  // e.g. out_of_range for a number like 5e555
+    throw FormatError(file, std::string("invalid JSON: ") + e.what());
   }
 }
 

@@ -107,6 +107,8 @@ TEST(Config, InvalidJsonNamesFileAndOffset) {
   expect_format_error("", {"invalid JSON"});
   expect_format_error(std::string(1000, '[') + std::string(1000, ']'), {"nested deeper"});
   expect_format_error("[1, 2]", {"expected a JSON object"});
+  expect_format_error(R"({"text_config": {"rope_theta": 5e555}})",
+                      {"invalid JSON", "overflow"});  // fuzz find
 }
 
 TEST(Config, WrongTypesNameTheField) {
