@@ -36,17 +36,20 @@ std::vector<int64_t> parse_layers(const std::string& text) {
 int run_make_random(int argc, char** argv) {
   cxxopts::Options opts("flashdesk-cli make-random",
                         "Write a random checkpoint directory in the V4.1 format for a config");
-  opts.add_options()("config", "config.json to use (copied into the directory)",
-                     cxxopts::value<std::string>())("out", "output directory (created if missing)",
-                                                    cxxopts::value<std::string>())(
-      "seed", "PRNG seed (the same seed writes the same bytes)",
-      cxxopts::value<uint64_t>()->default_value("0"))(
-      "layers", "only these main layers (comma list) plus their sources, embed, norm and head",
-      cxxopts::value<std::string>())(
-      "shard-mb", "largest shard in MiB (0: one file up to 4 GiB, else 4 GiB shards)",
-      cxxopts::value<uint64_t>()->default_value("0"))("threads", "generator threads (0: all)",
-                                                      cxxopts::value<int>()->default_value("0"))(
-      "h,help", "show this help");
+  // clang-format off
+  opts.add_options()
+      ("config", "config.json to use (copied into the directory)", cxxopts::value<std::string>())
+      ("out", "output directory (created if missing)", cxxopts::value<std::string>())
+      ("seed", "PRNG seed (the same seed writes the same bytes)",
+       cxxopts::value<uint64_t>()->default_value("0"))
+      ("layers", "only these main layers (comma list) plus their sources, embed, norm and head",
+       cxxopts::value<std::string>())
+      ("shard-mb", "largest shard in MiB (0: one file up to 4 GiB, else 4 GiB shards)",
+       cxxopts::value<uint64_t>()->default_value("0"))
+      ("threads", "generator threads (0: all)", cxxopts::value<int>()->default_value("0"))
+      ("skeleton", "headers only: tensor bytes are holes in sparse files (loader tests at full size)")
+      ("h,help", "show this help");
+  // clang-format on
   const auto args = opts.parse(argc, argv);
   if (args.count("help")) {
     std::printf("%s\n", opts.help().c_str());
@@ -59,6 +62,7 @@ int run_make_random(int argc, char** argv) {
   if (args.count("layers")) options.layers = parse_layers(args["layers"].as<std::string>());
   options.shard_bytes = args["shard-mb"].as<uint64_t>() << 20;
   options.threads = args["threads"].as<int>();
+  options.skeleton = args.count("skeleton") > 0;
   options.progress = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   const auto summary = write_random_checkpoint(args["config"].as<std::string>(),
                                                args["out"].as<std::string>(), options);

@@ -1,6 +1,7 @@
 // Typed JSON field reads with errors that name the file and the field.
 #include "engine/checkpoint/json_fields.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/util/error.h"
@@ -14,21 +15,36 @@ std::string type_name(const json& v) {
   return v.type_name();
 }
 
-// Thrown from the parser callback to stop at excessive depth; converted to FormatError below.
-struct TooDeep {};
+// Deepest bracket nesting outside strings. Checked before parsing because the DOM builder
+// recurses on destruction and a parser callback would cost O(n^2) on wide objects.
+int nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 }  // namespace
 
 json parse_json_text(std::string_view text, const std::string& file, int max_depth) {
-  const json::parser_callback_t limit_depth = [max_depth](int depth, json::parse_event_t,
-                                                          json&) -> bool {
-    if (depth > max_depth) throw TooDeep{};
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), limit_depth);
-  } catch (const TooDeep&) {
+  if (nesting_depth(text) > max_depth)
     throw FormatError(file, "invalid JSON: nested deeper than " + std::to_string(max_depth));
+  try {
+    return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     throw FormatError(file, "invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
   } catch (const json::exception& e) {  // e.g. out_of_range for a number like 5e555

@@ -62,6 +62,10 @@ uint64_t write_shard(const std::filesystem::path& path, const std::vector<Tensor
                      const std::map<std::string, std::string>& metadata, const ModelConfig& config,
                      const RandomCheckpointOptions& options, int threads) {
   SafetensorsWriter writer(path, specs, metadata);
+  if (options.skeleton) {
+    writer.commit_with_holes();
+    return writer.file_size();
+  }
   std::vector<std::function<void()>> jobs;
   for (const RandomTensorPlan& plan : plan_random_tensors(specs))
     add_random_tensor_jobs(plan, config.text, options.seed, writer, kElementsPerJob, jobs);
@@ -126,7 +130,9 @@ RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& con
       options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   std::map<std::string, std::string> metadata = {
       {"format", "pt"},
-      {"flashdesk.generator", "make-random seed " + std::to_string(options.seed)}};
+      {"flashdesk.generator",
+       std::string(options.skeleton ? "make-random --skeleton" : "make-random") + " seed " +
+           std::to_string(options.seed)}};
   if (!summary.layers.empty())
     metadata[std::string(kPartialLayersKey)] = layer_list_text(summary.layers);
 

@@ -23,6 +23,9 @@ struct RandomCheckpointOptions {
   uint64_t shard_bytes = 0;
   int threads = 0;                                   // 0: all hardware threads
   std::function<void(const std::string&)> progress;  // one line per file written
+  // Headers and file sizes only: tensor bytes are holes (zeros) in sparse files. Lets tests
+  // open and validate a full-size layout (475 GiB) that takes megabytes of disk.
+  bool skeleton = false;
 };
 
 struct RandomCheckpointSummary {

@@ -58,6 +58,10 @@ void SafetensorsWriter::commit() {
   out_.commit();
 }
 
+void SafetensorsWriter::commit_with_holes() {
+  out_.commit();
+}
+
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorData>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   std::vector<TensorSpec> specs;

@@ -32,6 +32,9 @@ class SafetensorsWriter {
   void write(std::string_view name, std::span<const uint8_t> bytes, uint64_t offset = 0);
   // Checks that every tensor byte was written, then syncs and renames the file into place.
   void commit();
+  // Renames the file into place with unwritten tensor bytes left as holes (read as zeros; the
+  // file stays sparse): loader tests at full size without writing hundreds of GiB.
+  void commit_with_holes();
 
   uint64_t file_size() const { return file_size_; }
   const std::filesystem::path& path() const { return out_.path(); }

@@ -22,6 +22,7 @@ inline RandomCheckpointOptions random_options(uint64_t seed, uint64_t shard_byte
   o.shard_bytes = shard_bytes;
   o.threads = threads;
   o.layers = std::move(layers);
+  o.skeleton = false;
   return o;
 }
 
