@@ -2,8 +2,8 @@
 // index, the Engram token map and config.json.
 #include "engine/checkpoint/random_checkpoint.h"
 
+#include <cctype>
 #include <cstdio>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -74,14 +74,24 @@ uint64_t write_shard(const std::filesystem::path& path, const std::vector<Tensor
   return writer.file_size();
 }
 
+// "model-00001-of-00048.safetensors": the shard names this writer (and the HF tools) use.
+bool is_shard_name(std::string_view name) {
+  constexpr std::string_view kPattern = "model-#####-of-#####.safetensors";
+  if (name.size() != kPattern.size()) return false;
+  for (size_t i = 0; i < name.size(); ++i)
+    if (kPattern[i] == '#' ? !std::isdigit(static_cast<unsigned char>(name[i]))
+                           : name[i] != kPattern[i])
+      return false;
+  return true;
+}
+
 // Removes model files of an earlier layout that this run did not write.
 void remove_stale_files(const std::filesystem::path& dir, const std::set<std::string>& keep) {
-  static const std::regex kOurs(
-      R"(model\.safetensors|model\.safetensors\.index\.json|model-\d{5}-of-\d{5}\.safetensors|engram_map\.safetensors)");
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, kOurs) && !keep.contains(name))
-      std::filesystem::remove(entry.path());
+    const bool ours = name == "model.safetensors" || name == "model.safetensors.index.json" ||
+                      name == kEngramMapFile || is_shard_name(name);
+    if (ours && !keep.contains(name)) std::filesystem::remove(entry.path());
   }
 }
 
