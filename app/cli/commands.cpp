@@ -10,6 +10,8 @@ int run_tokenize(int argc, char** argv);
 #ifdef FLASHDESK_HAVE_STORAGE
 int run_sessions(int argc, char** argv);
 #endif
+int run_inspect(int argc, char** argv);
+int run_make_random(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
@@ -18,6 +20,10 @@ const std::array kCommands = {
 #ifdef FLASHDESK_HAVE_STORAGE
     Command{"sessions", "list, show, rename, delete, export or import chat sessions", run_sessions},
 #endif
+    Command{"inspect", "summarise a model directory or config.json: roles, sizes, KV bytes",
+            run_inspect},
+    Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
+            run_make_random},
 };
 }  // namespace
 

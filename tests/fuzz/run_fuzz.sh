@@ -26,9 +26,11 @@ for name in "${targets[@]}"; do
   mkdir -p "$corpus" "$artifacts"
   dirs=("$corpus")
   [ -d "$seeds" ] && dirs+=("$seeds")
+  dict=()
+  [ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
   # UBSan findings must stop the run and count as crashes, not scroll by.
   if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$bin" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$artifacts" \
-       -rss_limit_mb=4096 "${dirs[@]}" >"$log" 2>&1; then
+       -rss_limit_mb=4096 "${dict[@]}" "${dirs[@]}" >"$log" 2>&1; then
     crashes=$(grep -c "runtime error" "$log" || true)
     [ "$crashes" -gt 0 ] && status=1
   else
