@@ -22,10 +22,10 @@ TEST(Bf16, RoundsToNearestEven) {
 
 TEST(E4M3, DecodesKnownCodes) {
   EXPECT_EQ(e4m3_to_f32(0x00), 0.0f);
-  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);        // exp 7, mant 0
-  EXPECT_EQ(e4m3_to_f32(0x7E), 448.0f);      // largest finite
-  EXPECT_EQ(e4m3_to_f32(0x01), 0x1p-9f);     // smallest subnormal
-  EXPECT_EQ(e4m3_to_f32(0x08), 0x1p-6f);     // smallest normal
+  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);     // exp 7, mant 0
+  EXPECT_EQ(e4m3_to_f32(0x7E), 448.0f);   // largest finite
+  EXPECT_EQ(e4m3_to_f32(0x01), 0x1p-9f);  // smallest subnormal
+  EXPECT_EQ(e4m3_to_f32(0x08), 0x1p-6f);  // smallest normal
   EXPECT_EQ(e4m3_to_f32(0xBC), -1.5f);
   EXPECT_TRUE(std::isnan(e4m3_to_f32(0x7F)));
 }
