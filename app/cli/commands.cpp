@@ -13,6 +13,8 @@ const std::array kCommands = {
 };
 }  // namespace
 
-std::span<const Command> commands() { return kCommands; }
+std::span<const Command> commands() {
+  return kCommands;
+}
 
 }  // namespace flashdesk::cli

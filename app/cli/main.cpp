@@ -9,7 +9,8 @@
 namespace {
 
 void print_usage() {
-  std::fprintf(stderr, "usage: flashdesk-cli <command> [options]   (<command> --help for its options)\n\n");
+  std::fprintf(stderr,
+               "usage: flashdesk-cli <command> [options]   (<command> --help for its options)\n\n");
   for (const auto& c : flashdesk::cli::commands())
     std::fprintf(stderr, "  %-12.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
                  static_cast<int>(c.summary.size()), c.summary.data());

@@ -28,9 +28,13 @@ constexpr std::array<DTypeInfo, 10> kTypes = {{
 
 }  // namespace
 
-size_t dtype_size(DType t) { return kTypes[static_cast<size_t>(t)].size; }
+size_t dtype_size(DType t) {
+  return kTypes[static_cast<size_t>(t)].size;
+}
 
-std::string_view dtype_name(DType t) { return kTypes[static_cast<size_t>(t)].name; }
+std::string_view dtype_name(DType t) {
+  return kTypes[static_cast<size_t>(t)].name;
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& info : kTypes)

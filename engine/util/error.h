@@ -36,13 +36,14 @@ class InvalidRequest : public Error {
   using Error::Error;
 };
 
-[[noreturn]] void check_failed(const char* expr, const char* file, int line, const std::string& msg);
+[[noreturn]] void check_failed(const char* expr, const char* file, int line,
+                               const std::string& msg);
 
 }  // namespace flashdesk
 
 // Invariant check that stays on in release builds: the model code is cheap to check per call,
 // and a wrong shape deep in a kernel is far harder to find than a message naming it.
-#define FD_CHECK(cond, msg)                                              \
-  do {                                                                   \
+#define FD_CHECK(cond, msg)                                                   \
+  do {                                                                        \
     if (!(cond)) ::flashdesk::check_failed(#cond, __FILE__, __LINE__, (msg)); \
   } while (0)

@@ -32,8 +32,11 @@ constexpr std::array<float, 256> kE4M3Table = make_e4m3_table();
 
 const float kE4M3ToF32[256] = {
 #define FD_E(i) kE4M3Table[i]
-#define FD_E8(i) FD_E(i), FD_E(i + 1), FD_E(i + 2), FD_E(i + 3), FD_E(i + 4), FD_E(i + 5), FD_E(i + 6), FD_E(i + 7)
-#define FD_E64(i) FD_E8(i), FD_E8(i + 8), FD_E8(i + 16), FD_E8(i + 24), FD_E8(i + 32), FD_E8(i + 40), FD_E8(i + 48), FD_E8(i + 56)
+#define FD_E8(i) \
+  FD_E(i), FD_E(i + 1), FD_E(i + 2), FD_E(i + 3), FD_E(i + 4), FD_E(i + 5), FD_E(i + 6), FD_E(i + 7)
+#define FD_E64(i)                                                                     \
+  FD_E8(i), FD_E8(i + 8), FD_E8(i + 16), FD_E8(i + 24), FD_E8(i + 32), FD_E8(i + 40), \
+      FD_E8(i + 48), FD_E8(i + 56)
     FD_E64(0), FD_E64(64), FD_E64(128), FD_E64(192)
 #undef FD_E64
 #undef FD_E8
@@ -69,14 +72,22 @@ uint8_t f32_to_e2m1(float f) {
   const uint8_t sign = std::signbit(f) ? 0x8 : 0x0;
   const float a = std::fabs(f);
   uint8_t code;
-  if (a <= 0.25f) code = 0;
-  else if (a < 0.75f) code = 1;
-  else if (a <= 1.25f) code = 2;
-  else if (a < 1.75f) code = 3;
-  else if (a <= 2.5f) code = 4;
-  else if (a < 3.5f) code = 5;
-  else if (a <= 5.0f) code = 6;
-  else code = 7;  // also NaN-free saturation of large values
+  if (a <= 0.25f)
+    code = 0;
+  else if (a < 0.75f)
+    code = 1;
+  else if (a <= 1.25f)
+    code = 2;
+  else if (a < 1.75f)
+    code = 3;
+  else if (a <= 2.5f)
+    code = 4;
+  else if (a < 3.5f)
+    code = 5;
+  else if (a <= 5.0f)
+    code = 6;
+  else
+    code = 7;  // also NaN-free saturation of large values
   return static_cast<uint8_t>(sign | code);
 }
 

@@ -8,13 +8,14 @@
 namespace flashdesk {
 
 // FP8 E4M3 codes with one power-of-two (UE8M0) scale per block: amax floored at 1e-4,
-// scale = 2^ceil(log2(amax * fp32(1/448))), code = e4m3(clamp(x/scale, ±448)). Returns the scale's code.
+// scale = 2^ceil(log2(amax * fp32(1/448))), code = e4m3(clamp(x/scale, ±448)). Returns the scale's
+// code.
 uint8_t quantize_block_fp8(const float* x, size_t n, uint8_t* codes);
 void dequantize_block_fp8(const uint8_t* codes, size_t n, uint8_t scale_code, float* out);
 
 // FP4 E2M1 packed in pairs (low nibble = even element) with a UE8M0 scale per block (block 32:
-// indexer keys and queries, expert weights): amax floored at 6*2^-126, scale = 2^ceil(log2(amax * fp32(1/6))).
-// n must be even; `packed` receives n/2 bytes. Returns the scale's code.
+// indexer keys and queries, expert weights): amax floored at 6*2^-126, scale = 2^ceil(log2(amax *
+// fp32(1/6))). n must be even; `packed` receives n/2 bytes. Returns the scale's code.
 uint8_t quantize_block_fp4_e8m0(const float* x, size_t n, uint8_t* packed);
 
 // FP4 E2M1 packed in pairs with an E4M3 scale per block (block 16: compressed main KV): amax

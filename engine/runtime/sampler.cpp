@@ -1,0 +1,93 @@
+// Greedy and nucleus sampling over FP32 logits.
+#include "engine/runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "engine/util/error.h"
+
+namespace flashdesk {
+namespace {
+
+// splitmix64: a tiny, well-mixed generator whose sequence is fixed by the seed on every platform.
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || temperature > 100.0f)
+    throw InvalidRequest("temperature must be between 0 and 100, got " +
+                         std::to_string(temperature));
+  if (!(top_p > 0.0f) || top_p > 1.0f)
+    throw InvalidRequest("top_p must be in (0, 1], got " + std::to_string(top_p));
+}
+
+int64_t argmax(std::span<const float> values) {
+  int64_t best = -1;
+  float best_value = 0.0f;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (std::isnan(values[i])) continue;
+    if (best < 0 || values[i] > best_value) {
+      best = static_cast<int64_t>(i);
+      best_value = values[i];
+    }
+  }
+  return best < 0 ? 0 : best;
+}
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), state_(params.seed) {
+  params_.validate();
+}
+
+double Sampler::next_uniform() {
+  return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+}
+
+int64_t Sampler::sample(std::span<const float> logits) {
+  FD_CHECK(!logits.empty(), "sampling needs at least one logit");
+  if (params_.temperature == 0.0f) return argmax(logits);
+
+  // Softmax at the temperature, in double so that tiny probabilities still order correctly.
+  const float max_logit = logits[argmax(logits)];
+  scratch_.clear();
+  double total = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double p = std::exp((static_cast<double>(logits[i]) - max_logit) / params_.temperature);
+    if (p > 0.0) {
+      scratch_.emplace_back(static_cast<float>(p), static_cast<int64_t>(i));
+      total += p;
+    }
+  }
+  // Most likely first; equal probabilities keep id order so the result never depends on sort.
+  std::sort(scratch_.begin(), scratch_.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  size_t keep = scratch_.size();
+  if (params_.top_p < 1.0f) {
+    double mass = 0.0;
+    for (size_t i = 0; i < scratch_.size(); ++i) {
+      mass += scratch_[i].first / total;
+      if (mass >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double kept_mass = 0.0;
+  for (size_t i = 0; i < keep; ++i) kept_mass += scratch_[i].first;
+  const double target = next_uniform() * kept_mass;
+  double acc = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += scratch_[i].first;
+    if (target < acc) return scratch_[i].second;
+  }
+  return scratch_[keep - 1].second;
+}
+
+}  // namespace flashdesk

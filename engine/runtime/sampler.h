@@ -1,0 +1,38 @@
+// Picks the next token from FP32 logits: greedy, or temperature + top-p sampling with a seeded
+// generator, so a (prompt, seed) pair always gives the same answer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace flashdesk {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy (argmax, lowest id on ties)
+  float top_p = 1.0f;        // nucleus: smallest set of most likely tokens with mass >= top_p
+  uint64_t seed = 0;
+
+  // Throws InvalidRequest naming the field when a value is out of range.
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  int64_t sample(std::span<const float> logits);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  double next_uniform();  // in [0, 1)
+
+  SamplingParams params_;
+  uint64_t state_;
+  std::vector<std::pair<float, int64_t>> scratch_;  // (probability, id), reused across calls
+};
+
+// Index of the largest value; the lowest index wins ties. NaN never wins.
+int64_t argmax(std::span<const float> values);
+
+}  // namespace flashdesk
