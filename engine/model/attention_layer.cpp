@@ -136,7 +136,8 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
   for (const SeqRows& s : seqs_) {
     const GlobalKv& g = s.state->global[static_cast<size_t>(role.kv_source)];
     std::vector<int64_t> visible(static_cast<size_t>(s.n_rows));
-    for (int64_t j = 0; j < s.n_rows; ++j) visible[static_cast<size_t>(j)] = (s.first_position + j + 1) / m;
+    for (int64_t j = 0; j < s.n_rows; ++j)
+      visible[static_cast<size_t>(j)] = (s.first_position + j + 1) / m;
     const Tensor q_s = qi.rows(s.first_row, s.n_rows), w_s = w.rows(s.first_row, s.n_rows);
     IndexerArgs args;
     args.q = &q_s;
@@ -150,7 +151,8 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
     Tensor cand;
     if (role.builds_candidates) {
       const int64_t n_blocks = (g.n_entries + args.block_size - 1) / args.block_size;
-      cand = be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.candidate_topk_blocks, n_blocks)});
+      cand =
+          be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.candidate_topk_blocks, n_blocks)});
     }
     be_.indexer_select(args, topk, role.builds_candidates ? &cand : nullptr);
     if (obs_) obs_->on_topk(layer, row_info(s), to_host(topk));

@@ -29,8 +29,8 @@ EngramHasher::EngramHasher(const TextConfig& text, EngramHashTables tables,
   const int64_t bound = std::numeric_limits<int64_t>::max() / std::max<int64_t>(1, vocab_c);
   for (size_t l = 0; l < n_layers; ++l) {
     if (static_cast<int64_t>(tables_.multipliers[l].size()) != max_ngram_)
-      throw FormatError(source, "multipliers: expected " + std::to_string(max_ngram_) +
-                                    " per layer");
+      throw FormatError(source,
+                        "multipliers: expected " + std::to_string(max_ngram_) + " per layer");
     for (int64_t m : tables_.multipliers[l])
       if (m <= 0 || m > bound)
         throw FormatError(source, "multipliers: value " + std::to_string(m) + " out of range");
@@ -48,9 +48,8 @@ EngramHasher::EngramHasher(const TextConfig& text, EngramHashTables tables,
   }
 }
 
-void EngramHasher::hash(int64_t li, std::span<const int32_t> tokens,
-                        std::span<const uint8_t> dead, std::span<const int64_t> positions,
-                        int64_t* out) const {
+void EngramHasher::hash(int64_t li, std::span<const int32_t> tokens, std::span<const uint8_t> dead,
+                        std::span<const int64_t> positions, int64_t* out) const {
   const auto& mult = tables_.multipliers[static_cast<size_t>(li)];
   const auto& primes = tables_.primes[static_cast<size_t>(li)];
   const auto& offsets = offsets_[static_cast<size_t>(li)];

@@ -24,6 +24,7 @@ class EngramHasher {
   // throws FormatError naming `source` and the field.
   EngramHasher(const TextConfig& text, EngramHashTables tables, const std::string& source);
 
+  int64_t map_size() const { return static_cast<int64_t>(tables_.token_map.size()); }
   int64_t n_layers() const { return static_cast<int64_t>(tables_.primes.size()); }
   // Ids per token and layer: (max_ngram - 1) * heads, n-gram size major, head minor.
   int64_t columns() const { return columns_; }

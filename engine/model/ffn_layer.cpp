@@ -33,9 +33,11 @@ void StepRunner::engram(int64_t layer) {
   std::vector<uint8_t> masked(static_cast<size_t>(n), 0);
   for (const SeqRows& s : seqs_) {
     const SequenceState& st = *s.state;
-    hasher.hash(li, st.tokens, st.dead, positions(s), ids.as<int64_t>().data() + s.first_row * cols);
+    hasher.hash(li, st.tokens, st.dead, positions(s),
+                ids.as<int64_t>().data() + s.first_row * cols);
     for (int64_t j = 0; j < s.n_rows; ++j)
-      masked[static_cast<size_t>(s.first_row + j)] = st.dead[static_cast<size_t>(s.first_position + j)];
+      masked[static_cast<size_t>(s.first_row + j)] =
+          st.dead[static_cast<size_t>(s.first_position + j)];
   }
   Tensor id_t = be_.alloc(DType::I64, Shape{n, cols});
   be_.write(id_t, ids.bytes.data(), ids.bytes.size());
@@ -43,8 +45,7 @@ void StepRunner::engram(int64_t layer) {
   be_.engram_gather(G.table, id_t, e);
   Tensor kv = f32(Shape{n, G.wkv.out});
   be_.linear(e, G.wkv, kQuantLinear, kv);
-  be_.engram_update(X_, kv, G.q_weight, G.k_weight, masked,
-                    static_cast<float>(text_.rms_norm_eps));
+  be_.engram_update(X_, kv, G.q_weight, G.k_weight, masked, static_cast<float>(text_.rms_norm_eps));
   if (obs_) obs_->on_engram(layer, rows_, ids, to_host(X_));
 }
 

@@ -29,8 +29,8 @@ class ForwardObserver {
   virtual void on_attn_out(int64_t, std::span<const RowInfo>, const HostTensor&) {}
   virtual void on_ffn_out(int64_t, std::span<const RowInfo>, const HostTensor&) {}
   // Selected experts [n, k] (I32, descending biased score) and their weights [n, k].
-  virtual void on_experts(int64_t, std::span<const RowInfo>, const HostTensor&,
-                          const HostTensor&) {}
+  virtual void on_experts(int64_t, std::span<const RowInfo>, const HostTensor&, const HostTensor&) {
+  }
   // Index sources: the published top-k [n, k] (I32 entry ids, ascending, -1 = none) of the rows
   // of one sequence; k = min(index_topk, entries).
   virtual void on_topk(int64_t, std::span<const RowInfo>, const HostTensor&) {}

@@ -34,8 +34,8 @@ class WeightLoader {
     const bool has_scale = ckpt_.has(module + ".scale");
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
     const ShardSplit split = shard_split(module + ".weight");
-    if (plan_.world == 1 || split == ShardSplit::Replicated ||
-        split == ShardSplit::ExpertsByRank || split == ShardSplit::FirstRankOnly)
+    if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
+        split == ShardSplit::FirstRankOnly)
       return be_.upload_linear(w, has_scale ? &s : nullptr);
     if (split == ShardSplit::ColumnsByGroup) return column_slice(w, has_scale ? &s : nullptr);
     return row_slice(w, has_scale ? &s : nullptr);

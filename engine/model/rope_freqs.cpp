@@ -10,7 +10,8 @@ namespace flashdesk {
 namespace {
 
 double correction_dim(double rotations, double dim, double base, double max_seq_len) {
-  return dim * std::log(max_seq_len / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+  return dim * std::log(max_seq_len / (rotations * 2.0 * std::numbers::pi)) /
+         (2.0 * std::log(base));
 }
 
 }  // namespace

@@ -8,8 +8,7 @@ namespace flashdesk {
 int64_t SequenceState::global_bytes() const {
   int64_t bytes = 0;
   for (const auto& g : global)
-    if (g.entries.defined())
-      bytes += g.n_entries * (g.entries.dim(1) + g.index_keys.dim(1));
+    if (g.entries.defined()) bytes += g.n_entries * (g.entries.dim(1) + g.index_keys.dim(1));
   return bytes;
 }
 

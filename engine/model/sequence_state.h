@@ -29,10 +29,10 @@ struct GlobalKv {
 };
 
 struct SequenceState {
-  std::vector<int32_t> tokens;   // every token processed, position 0 first
-  std::vector<uint8_t> dead;     // per token: 1 = image-span token (cuts Engram look-back)
-  std::vector<WindowRing> rings; // one per main layer
-  std::vector<GlobalKv> global;  // one per main layer; ratio 0 for layers that own none
+  std::vector<int32_t> tokens;    // every token processed, position 0 first
+  std::vector<uint8_t> dead;      // per token: 1 = image-span token (cuts Engram look-back)
+  std::vector<WindowRing> rings;  // one per main layer
+  std::vector<GlobalKv> global;   // one per main layer; ratio 0 for layers that own none
 
   int64_t position() const { return static_cast<int64_t>(tokens.size()); }
   // Bytes of global KV held per token (what a prefix cache persists), for reports.

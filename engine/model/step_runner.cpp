@@ -84,8 +84,8 @@ void StepRunner::run_block(int64_t layer) {
   const LayerRole& role = model_.roles_[static_cast<size_t>(layer)];
   const LayerWeights& L = w_.layers[static_cast<size_t>(layer)];
   const int64_t hc = text_.hc_mult, D = text_.hidden_size;
-  const HcSettings hs{hc, static_cast<float>(text_.rms_norm_eps),
-                      static_cast<float>(text_.hc_eps), text_.hc_sinkhorn_iters};
+  const HcSettings hs{hc, static_cast<float>(text_.rms_norm_eps), static_cast<float>(text_.hc_eps),
+                      text_.hc_sinkhorn_iters};
   override_input(layer);
   if (role.engram) engram(layer);
   bool compressed_done = false;
@@ -126,7 +126,8 @@ void StepRunner::shrink_to_decoder_rows() {
   std::vector<RowInfo> rows;
   int64_t next = 0;
   for (SeqRows& s : seqs_) {
-    const int64_t from = std::max(batch_[static_cast<size_t>(s.seq)].decoder_from, s.first_position);
+    const int64_t from =
+        std::max(batch_[static_cast<size_t>(s.seq)].decoder_from, s.first_position);
     const int64_t skip = from - s.first_position;
     for (int64_t j = skip; j < s.n_rows; ++j) {
       keep.push_back(s.first_row + j);

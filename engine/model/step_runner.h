@@ -15,7 +15,7 @@ namespace flashdesk {
 
 // One sequence's rows in the current row set (its positions are consecutive).
 struct SeqRows {
-  int64_t seq = 0;              // index into the batch
+  int64_t seq = 0;  // index into the batch
   SequenceState* state = nullptr;
   int64_t first_row = 0;
   int64_t n_rows = 0;
@@ -53,8 +53,8 @@ class StepRunner {
                                                    static_cast<size_t>(s.n_rows));
   }
   std::span<const int64_t> positions(const SeqRows& s) const {
-    return std::span<const int64_t>(positions_).subspan(static_cast<size_t>(s.first_row),
-                                                        static_cast<size_t>(s.n_rows));
+    return std::span<const int64_t>(positions_)
+        .subspan(static_cast<size_t>(s.first_row), static_cast<size_t>(s.n_rows));
   }
   void all_reduce_and_round(Tensor& t);
 
