@@ -104,9 +104,11 @@ void Model::step(std::span<SequenceStep> batch, ForwardObserver* observer) {
       if (engram_ && id >= engram_->map_size())
         throw InvalidRequest("token id " + std::to_string(id) + " has no Engram compressed id");
     }
-    if (s.decoder_from >= end)
+    if (s.decoder_from < -1)
+      throw InvalidRequest("decoder_from must be a position or -1");
+    if (s.decoder_from >= end && s.logits != LogitsWanted::None)
       throw InvalidRequest("decoder_from " + std::to_string(s.decoder_from) +
-                           " is beyond the step's last position");
+                           " leaves no row for the logits of this step");
   }
   StepRunner(*this, batch, observer).run();
 }
