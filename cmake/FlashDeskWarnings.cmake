@@ -1,8 +1,14 @@
 # Warnings as errors on our own code only; third-party headers come in as SYSTEM includes.
 function(flashdesk_warnings target)
+  # -Wshadow=local is GCC's spelling; clang (the fuzz preset) calls it -Wshadow-uncaptured-local.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    set(shadow -Wshadow=local)
+  else()
+    set(shadow -Wshadow-uncaptured-local)
+  endif()
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     target_compile_options(${target} PRIVATE
-      $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow=local -Wnon-virtual-dtor -Werror>)
+      $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra ${shadow} -Wnon-virtual-dtor -Werror>)
   endif()
   # GCC 12 reports -Wrestrict false positives inside libstdc++'s string concatenation at -O3
   # (GCC bug 105329); the warning stays on for every other compiler.
