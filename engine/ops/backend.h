@@ -1,0 +1,188 @@
+// The backend interface: every op the V4.1 forward pass needs, written once by the model code
+// and implemented by each backend (CPU reference in engine/ops/cpu/, later an optimised CPU
+// backend and CUDA). docs/engine-ops.md lists the ops and how a backend plugs in.
+//
+// Goals: a narrow, explicit op set whose numerics are fixed by docs/numerics.md, so that every
+// backend can be tested op by op against the reference. Activations are F32 tensors holding
+// bf16-rounded values wherever the reference holds BF16; caches hold real codes and scales.
+// Small per-step index metadata (positions, token ids, window slots) is passed as host spans;
+// a device backend uploads it. Non-goals: a general tensor library, autograd, broadcasting.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/ops/kv_format.h"
+#include "engine/ops/tensor.h"
+#include "engine/ops/weights.h"
+
+namespace flashdesk {
+
+// ---- argument bundles -------------------------------------------------------------------------
+
+// mHC parameters of one sublayer: fn [(2+hc)*hc, hc*D], base [(2+hc)*hc], scale [3] (all F32).
+struct HcParams {
+  Tensor fn;
+  Tensor base;
+  Tensor scale;
+};
+
+struct HcSettings {
+  int64_t hc = 4;
+  float norm_eps = 1e-20f;  // rms_norm_eps: the weightless RMS over hc*D
+  float hc_eps = 1e-6f;
+  int64_t sinkhorn_iters = 20;
+};
+
+// The window keys of one sequence: the ring (earlier steps) and this step's rows.
+struct WindowKv {
+  const Tensor* ring = nullptr;             // U8 [W, row]: Fp8Window rows, slot = pos mod W
+  std::span<const int64_t> ring_positions;  // [W] position held by each slot, -1 = empty
+  const Tensor* step = nullptr;             // U8 [n_step, row]: this step's window KV
+  int64_t step_first_position = 0;          // position of step row 0 (rows are consecutive)
+  int64_t window = 0;                       // W: query p sees positions [p-W+1, p] that exist
+};
+
+// A KV source's compressed entries (Fp4Entry rows) or index keys (Fp4Key rows).
+struct EntryCache {
+  const Tensor* rows = nullptr;  // U8 [capacity, row bytes]
+  int64_t n_entries = 0;         // rows [0, n_entries) are valid
+};
+
+struct AttentionArgs {
+  const Tensor* q = nullptr;           // [n, H, D] F32 (bf16 values, RoPE applied)
+  std::span<const int64_t> positions;  // [n] query positions
+  WindowKv window;
+  EntryCache compressed;         // rows == nullptr: window-only layer
+  const Tensor* topk = nullptr;  // [n, k] I32 entry ids (-1 = none); null: no entries
+  const Tensor* sink = nullptr;  // [H] F32
+  float softmax_scale = 1.0f;    // D^-1/2
+};
+
+struct IndexerArgs {
+  const Tensor* q = nullptr;           // [n, n_ih, d_ih] F32, FP4-valued (fake-quantised)
+  const Tensor* weights = nullptr;     // [n, n_ih] F32 head weights (scaled)
+  std::span<const int64_t> n_visible;  // [n] query t sees entries s < n_visible[t]
+  EntryCache keys;                     // Fp4Key rows
+  // Candidate restriction (Reindex layers): [n, C] I32 block ids, -1 = none; entries outside
+  // these blocks score -inf. Null: no restriction.
+  const Tensor* restrict_blocks = nullptr;
+  int64_t block_size = 8;  // candidate block size (entries)
+};
+
+struct RouteSettings {
+  int64_t topk = 6;
+  float gate_temp = 1.0f;
+  float route_scale = 1.5f;
+  bool norm_topk_prob = true;
+};
+
+// ---- the interface ----------------------------------------------------------------------------
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // -- memory --
+  virtual Tensor alloc(DType dtype, Shape shape) = 0;  // contents undefined
+  Tensor zeros(DType dtype, Shape shape);
+  virtual void fill_zero(Tensor& t) = 0;
+  virtual void write(Tensor& dst, const void* src, size_t bytes) = 0;  // host -> tensor
+  virtual void read(const Tensor& src, void* dst, size_t bytes) = 0;   // tensor -> host
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;               // same byte size
+  // dst row i = src row rows[i] (any dtype; row = everything but dim 0).
+  virtual void gather_rows(const Tensor& src, std::span<const int64_t> rows, Tensor& dst) = 0;
+  // dst row dst_rows[i] = src row src_rows[i].
+  virtual void scatter_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
+                            std::span<const int64_t> dst_rows) = 0;
+
+  // -- weights (uploaded once; a host backend may keep pointers into the mapped checkpoint,
+  //    which must then outlive the weights) --
+  virtual Tensor upload(const TensorView& t) = 0;      // as stored
+  virtual Tensor upload_f32(const TensorView& t) = 0;  // BF16 / F32 widened to F32 (exact)
+  // A linear in its stored format: F8_E4M3 + scale, I8 (packed FP4) + scale, BF16 or F32.
+  LinearWeight upload_linear(const TensorView& w, const TensorView* scale);
+
+  // -- dense ops over rows (tokens) --
+  // y [n, out] = x [n, in] . W^T with the numerics of `mode` (docs/numerics.md).
+  virtual void linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) = 0;
+  // The grouped wo_a: x [n, G*in_g], w [G*out_g, in_g] used as BF16; y [n, G*out_g] bf16, group g
+  // reads x[:, g*in_g : (g+1)*in_g] and rows [g*out_g, (g+1)*out_g) of w.
+  virtual void grouped_linear(const Tensor& x, const LinearWeight& w, int64_t groups,
+                              Tensor& y) = 0;
+  // y = bf16(w * x * rsqrt(mean(x^2) + eps)) per row of length x.dim(last); w [d] F32 or null.
+  virtual void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& y) = 0;
+  // Interleaved RoPE on the last rope_dim of each head_dim-vector of x [n, ..., head_dim] (in
+  // place): pairs (2i, 2i+1) rotated by angle pos * inv_freq[i] (FP32), result bf16.
+  // inverse = conjugate rotation (attention output). inv_freq: host [rope_dim/2].
+  virtual void rope(Tensor& x, int64_t head_dim, std::span<const int64_t> positions,
+                    std::span<const float> inv_freq, bool inverse) = 0;
+  virtual void scale(Tensor& x, float factor) = 0;  // x *= factor (FP32)
+  virtual void round_bf16(Tensor& x) = 0;           // x = bf16(x)
+  // Quantise-dequantise FP4 with UE8M0 scales per `block` along the last dim (index queries).
+  virtual void fake_quant_fp4_e8m0(Tensor& x, int64_t block) = 0;
+
+  // -- embedding and mHC --
+  // X [n, hc, D] = table row ids[i] (BF16 [V, D]) copied into every stream; rows [n, D] too.
+  virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows,
+                     Tensor& X) = 0;
+  // Per row: pre [n, hc], post [n, hc], comb [n, hc, hc] from X [n, hc, D] (MODEL-REFERENCE 4.1).
+  virtual void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
+                        Tensor& post, Tensor& comb) = 0;
+  // u [n, D] = bf16(sum_j pre[j] * X_j).
+  virtual void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) = 0;
+  // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j); out must not alias X.
+  virtual void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
+                         Tensor& out) = 0;
+
+  // -- KV caches --
+  // Rows of x [n, dim] quantised into dst rows [first_row, first_row + n) in `format`.
+  virtual void quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, int64_t first_row) = 0;
+  // out [n, dim] F32 = dequantised src rows [first_row, first_row + n).
+  virtual void dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row,
+                               Tensor& out) = 0;
+  // Ratio-m compressor pooling (non-overlapping, per-channel softmax over the m tokens of a
+  // group): kv, score [n, D] F32 follow the n_pending tokens held in pending_kv/pending_score
+  // [m, D]; every complete group becomes one row of out [(n_pending + n) / m, D] (bf16 values);
+  // the trailing incomplete group is left pending and n_pending updated.
+  virtual void compressor_pool(const Tensor& kv, const Tensor& score, int64_t ratio,
+                               Tensor& pending_kv, Tensor& pending_score, int64_t& n_pending,
+                               Tensor& out) = 0;
+
+  // -- indexer and attention (one sequence) --
+  // Scores I(t,s) = sum_h w[t,h] relu(q[t,h] . k[s]) (s >= n_visible[t] -> -inf, outside the
+  // restriction -> -inf); topk [n, k] I32 = the k best (ties: lower entry first), sorted
+  // ascending, entries >= n_visible[t] published as -1. With candidates (the candidate source):
+  // candidates [n, C] I32 = the C best blocks by block score (max over block_size entries), the
+  // block of entry n_visible[t]-1 forced first, -inf blocks dropped (-1), sorted ascending.
+  virtual void indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) = 0;
+  // out [n, H, D] bf16: attention over the window keys and the top-k compressed entries with the
+  // per-head sink (docs/numerics.md "Sparse attention").
+  virtual void sparse_attention(const AttentionArgs& args, Tensor& out) = 0;
+
+  // -- MoE --
+  // ids [n, k] I32 (descending biased score; ties: lower expert first), weights [n, k] F32 from
+  // FP32 gate logits [n, E]. image_rows[i] != 0 selects bias_image for row i (may be empty).
+  virtual void moe_route(const Tensor& logits, const Tensor& bias, const Tensor* bias_image,
+                         std::span<const uint8_t> image_rows, const RouteSettings& s, Tensor& ids,
+                         Tensor& weights) = 0;
+  // y [n, D] F32 (no rounding) = sum over the routed experts of each row, ascending expert id,
+  // then the shared expert. experts[e] == nullptr: expert e lives on another device (skipped).
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                           std::span<const ExpertWeights* const> experts,
+                           const ExpertWeights* shared, float swiglu_limit, Tensor& y) = 0;
+
+  // -- Engram --
+  // e [n, cols * width] = dequantised table rows ids [n, cols] (I64), concatenated per row.
+  virtual void engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) = 0;
+  // X [n, hc, D] += gate_k * value per stream, bf16 (docs/numerics.md "Engram"); kv [n,(hc+1)*D]
+  // bf16 = [key (hc x D) | value (D)]; q_weight, k_weight [hc, D] F32; masked rows gate 0.
+  virtual void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight,
+                             const Tensor& k_weight, std::span<const uint8_t> masked_rows,
+                             float eps) = 0;
+};
+
+}  // namespace flashdesk

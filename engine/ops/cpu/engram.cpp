@@ -1,0 +1,56 @@
+// Engram on the CPU reference backend (MODEL-REFERENCE §7, docs/numerics.md "Engram"): gather of
+// FP8 table rows and the per-stream sigmoid gate that adds the value to the hc streams.
+#include <cmath>
+#include <vector>
+
+#include "engine/ops/cpu/cpu_backend.h"
+#include "engine/ops/cpu/kernels.h"
+
+namespace flashdesk {
+
+void CpuReferenceBackend::engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) {
+  const int64_t n = ids.rows(), cols = ids.dim(1), width = table.width(), rows = table.rows();
+  check_dtype(ids, DType::I64, "engram ids");
+  check_shape(e, Shape{n, cols * width}, "engram gathered rows");
+  check_shape(table.scales, Shape{rows, width / 32}, "engram table scales");
+  const uint8_t* codes = table.codes.bytes();
+  const uint8_t* scales = table.scales.bytes();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t r = ids.data<int64_t>()[i * cols + c];
+      FD_CHECK(r >= 0 && r < rows, "engram: row id out of range");
+      float* o = e.data<float>() + (i * cols + c) * width;
+      for (int64_t j = 0; j < width; ++j)
+        o[j] = e4m3_to_f32(codes[r * width + j]) * e8m0_to_f32(scales[r * (width / 32) + j / 32]);
+    }
+}
+
+void CpuReferenceBackend::engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight,
+                                        const Tensor& k_weight,
+                                        std::span<const uint8_t> masked_rows, float eps) {
+  const int64_t n = X.rows(), hc = q_weight.dim(0), d = q_weight.dim(1);
+  check_shape(X, Shape{n, hc, d}, "engram streams");
+  check_shape(kv, Shape{n, (hc + 1) * d}, "engram kv");
+  check_shape(k_weight, q_weight.shape(), "engram k_weight");
+  const float inv_sqrt_d = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const float* qw = q_weight.data<float>();
+  const float* kw = k_weight.data<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const bool masked = !masked_rows.empty() && masked_rows[static_cast<size_t>(i)];
+    const float* value = kv.data<float>() + i * (hc + 1) * d + hc * d;
+    for (int64_t k = 0; k < hc; ++k) {
+      float* x = X.data<float>() + (i * hc + k) * d;
+      const float* key = kv.data<float>() + i * (hc + 1) * d + k * d;
+      float dot = 0.0f;
+      for (int64_t j = 0; j < d; ++j) dot += x[j] * (qw[k * d + j] * kw[k * d + j]) * key[j];
+      const float rx = 1.0f / std::sqrt(cpu::dot(x, x, d) / static_cast<float>(d) + eps);
+      const float rk = 1.0f / std::sqrt(cpu::dot(key, key, d) / static_cast<float>(d) + eps);
+      dot = dot * rx * rk * inv_sqrt_d;
+      const float mag = std::sqrt(std::max(std::fabs(dot), 1e-6f));
+      const float gate = masked ? 0.0f : cpu::sigmoid(dot < 0 ? -mag : (dot > 0 ? mag : 0.0f));
+      for (int64_t j = 0; j < d; ++j) x[j] = flashdesk::round_bf16(x[j] + gate * value[j]);
+    }
+  }
+}
+
+}  // namespace flashdesk

@@ -1,0 +1,54 @@
+// Small scalar building blocks shared by the CPU reference ops: dot products, weight-row
+// dequantisation, the activation quantiser applied to a row.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "engine/ops/kv_format.h"
+#include "engine/ops/weights.h"
+#include "engine/util/numeric.h"
+
+namespace flashdesk::cpu {
+
+// FP32 dot product with eight interleaved partial sums (a fixed order that compilers vectorise
+// without reassociation), combined pairwise at the end.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; ++i) acc[i & 7] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+// Rows per thread task so that a task holds at least ~64K multiply-adds: smaller ops run on the
+// calling thread, where waking the pool would cost more than the work.
+inline int64_t rows_per_task(int64_t work_per_row) {
+  return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, work_per_row));
+}
+
+inline float load_bf16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return bf16_to_f32(h);
+}
+
+// Row `row` of a linear weight as FP32 values [w.in] (exact: every stored format widens exactly).
+void dequantize_weight_row(const LinearWeight& w, int64_t row, float* out);
+
+// The reference act_quant applied to one row: per block of 32 along the row, FP8 E4M3 with a
+// UE8M0 scale, returned dequantised (docs/numerics.md "Quantisers").
+void act_quant_row(const float* x, int64_t n, float* out);
+
+// One cache row (kv_format.h layout) quantised from / dequantised to `dim` FP32 values.
+void quantize_kv_row(KvFormat f, const float* x, int64_t dim, uint8_t* row);
+void dequantize_kv_row(KvFormat f, const uint8_t* row, int64_t dim, float* out);
+
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+}  // namespace flashdesk::cpu

@@ -1,0 +1,64 @@
+// Engram ops of every backend: gathering FP8 rows with per-32 scales (exact), and the gated
+// update against a double-precision implementation of docs/numerics.md "Engram"
+// (tolerance: 1 BF16 ulp of each stream value).
+#include <cmath>
+#include <vector>
+
+#include "tests/engine/backend_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+using EngramTest = BackendTest;
+
+TEST_P(EngramTest, GatherDequantisesRowsWithTheirScales) {
+  // 3 rows of width 64; row r has code 0x38 (1.0) everywhere, scales [r, r+1] + 127.
+  std::vector<uint8_t> codes(3 * 64, 0x38), scales = {127, 128, 128, 129, 129, 130};
+  QuantTable t{make(DType::F8_E4M3, Shape{3, 64}, codes),
+               make(DType::F8_E8M0, Shape{3, 2}, scales)};
+  Tensor ids = make(DType::I64, Shape{1, 2}, std::vector<int64_t>{2, 0});
+  Tensor e = be().alloc(DType::F32, Shape{1, 128});
+  be().engram_gather(t, ids, e);
+  const auto v = host<float>(e);
+  EXPECT_EQ(v[0], 4.0f);    // row 2, first block: 2^(129-127)
+  EXPECT_EQ(v[32], 8.0f);   // row 2, second block
+  EXPECT_EQ(v[64], 1.0f);   // row 0, first block
+  EXPECT_EQ(v[127], 2.0f);  // row 0, second block
+}
+
+TEST_P(EngramTest, GateMatchesDoublePrecisionAndMaskedRowsStay) {
+  const int64_t n = 2, hc = 4, d = 32;
+  const auto x = bf16_values(static_cast<size_t>(n * hc * d), 1, 2.0f);
+  const auto kv = bf16_values(static_cast<size_t>(n * (hc + 1) * d), 2, 1.5f);
+  const auto qw = bf16_values(static_cast<size_t>(hc * d), 3, 1.0f);
+  const auto kw = bf16_values(static_cast<size_t>(hc * d), 4, 1.0f);
+  Tensor X = f32(Shape{n, hc, d}, x);
+  const std::vector<uint8_t> masked = {0, 1};
+  be().engram_update(X, f32(Shape{n, (hc + 1) * d}, kv), f32(Shape{hc, d}, qw),
+                     f32(Shape{hc, d}, kw), masked, 1e-20f);
+  const auto got = host<float>(X);
+  for (int64_t k = 0; k < hc; ++k) {
+    const float* xs = &x[k * d];
+    const float* key = &kv[k * d];
+    const float* value = &kv[hc * d];
+    double dot = 0, mx = 0, mk = 0;
+    for (int64_t j = 0; j < d; ++j) {
+      dot += double(xs[j]) * qw[k * d + j] * kw[k * d + j] * key[j];
+      mx += double(xs[j]) * xs[j];
+      mk += double(key[j]) * key[j];
+    }
+    dot = dot / std::sqrt(mx / d) / std::sqrt(mk / d) / std::sqrt(double(d));
+    const double sgn = dot > 0 ? 1 : (dot < 0 ? -1 : 0);
+    const double gate = 1 / (1 + std::exp(-sgn * std::sqrt(std::max(std::fabs(dot), 1e-6))));
+    for (int64_t j = 0; j < d; ++j) {
+      const double want = xs[j] + gate * value[j];
+      EXPECT_LE(bf16_ulps(got[k * d + j], want), 1.0) << k << "," << j;
+      EXPECT_EQ(got[(hc + k) * d + j], x[(hc + k) * d + j]);  // row 1 is masked: gate 0
+    }
+  }
+}
+
+FD_BACKEND_TEST_SUITE(EngramTest);
+
+}  // namespace
+}  // namespace flashdesk::test
