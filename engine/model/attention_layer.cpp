@@ -89,18 +89,21 @@ void StepRunner::compress(int64_t layer, const Tensor& x) {
   }
   for (const SeqRows& s : seqs_) {
     GlobalKv& g = s.state->global[static_cast<size_t>(layer)];
+    // Rows whose global KV exists already (a replay after a restore) are not compressed again.
+    const int64_t covered = g.n_entries * m + g.n_pending;
+    const int64_t skip = std::clamp<int64_t>(covered - s.first_position, 0, s.n_rows);
+    FD_CHECK(s.first_position + skip == covered,
+             "compressor of layer " + std::to_string(layer) + " would skip positions");
+    const int64_t first = s.first_row + skip, rows = s.n_rows - skip;
     Tensor latent;
     if (m == 1) {
-      latent = kv.rows(s.first_row, s.n_rows);
+      latent = kv.rows(first, rows);
     } else {
-      const int64_t e = (g.n_pending + s.n_rows) / m;
-      latent = f32(Shape{e, D});
-      be_.compressor_pool(kv.rows(s.first_row, s.n_rows), score.rows(s.first_row, s.n_rows), m,
-                          g.pending_kv, g.pending_score, g.n_pending, latent);
+      latent = f32(Shape{(g.n_pending + rows) / m, D});
+      be_.compressor_pool(kv.rows(first, rows), score.rows(first, rows), m, g.pending_kv,
+                          g.pending_score, g.n_pending, latent);
     }
     const int64_t e = latent.rows();
-    FD_CHECK((g.n_entries + e) * m + g.n_pending == s.first_position + s.n_rows,
-             "compressor of layer " + std::to_string(layer) + " out of step with the positions");
     if (e == 0) continue;
     Tensor lat = f32(Shape{e, D});
     be_.rms_norm(latent, &C.norm, eps, lat);

@@ -40,6 +40,18 @@ void check_supported(const TextConfig& t, const std::string& file, int world) {
   need(t.candidate_block_size > 0, "candidate_block_size must be positive");
 }
 
+// A replayed prefix tail must be the state's own last tokens.
+void check_replay(const SequenceStep& s) {
+  const int64_t n = static_cast<int64_t>(s.tokens.size()), pos = s.state->position();
+  if (s.replay < 0 || s.replay > n || s.replay > pos)
+    throw InvalidRequest("replay of " + std::to_string(s.replay) +
+                         " tokens does not fit the sequence");
+  for (int64_t i = 0; i < s.replay; ++i)
+    if (s.tokens[static_cast<size_t>(i)] !=
+        s.state->tokens[static_cast<size_t>(pos - s.replay + i)])
+      throw InvalidRequest("replayed tokens differ from the sequence's tokens");
+}
+
 }  // namespace
 
 Model::Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
@@ -93,7 +105,9 @@ void Model::step(std::span<SequenceStep> batch, ForwardObserver* observer) {
     FD_CHECK(s.state != nullptr, "step without a sequence state");
     if (!seen.insert(s.state).second) throw InvalidRequest("a sequence appears twice in one step");
     if (s.tokens.empty()) throw InvalidRequest("a step needs at least one token per sequence");
-    const int64_t n = static_cast<int64_t>(s.tokens.size()), end = s.state->position() + n;
+    check_replay(s);
+    const int64_t n = static_cast<int64_t>(s.tokens.size()) - s.replay;
+    const int64_t end = s.state->position() + n;
     if (end > max_context_)
       throw InvalidRequest("sequence of " + std::to_string(end) +
                            " tokens exceeds the context limit of " + std::to_string(max_context_));
@@ -104,9 +118,10 @@ void Model::step(std::span<SequenceStep> batch, ForwardObserver* observer) {
       if (engram_ && id >= engram_->map_size())
         throw InvalidRequest("token id " + std::to_string(id) + " has no Engram compressed id");
     }
-    if (s.decoder_from >= end)
+    if (s.decoder_from < -1) throw InvalidRequest("decoder_from must be a position or -1");
+    if (s.decoder_from >= end && s.logits != LogitsWanted::None)
       throw InvalidRequest("decoder_from " + std::to_string(s.decoder_from) +
-                           " is beyond the step's last position");
+                           " leaves no row for the logits of this step");
   }
   StepRunner(*this, batch, observer).run();
 }
@@ -114,15 +129,18 @@ void Model::step(std::span<SequenceStep> batch, ForwardObserver* observer) {
 std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t> ids,
                                   const PrefillOptions& options, ForwardObserver* observer) {
   const int64_t P = static_cast<int64_t>(ids.size()), W = config().text.sliding_window;
+  const int64_t R = options.replay;
   if (P == 0) throw InvalidRequest("empty prompt");
+  if (R < 0 || R > P || R > state.position())
+    throw InvalidRequest("replay of " + std::to_string(R) + " tokens does not fit the sequence");
   if (options.all_positions && options.mode == PrefillMode::Bounded)
     throw InvalidRequest("logits of every position need exact prefill");
-  if (state.position() + P > max_context_)
-    throw InvalidRequest("prompt of " + std::to_string(state.position() + P) +
+  const int64_t first = state.position() - R, end = first + P;
+  if (end > max_context_)
+    throw InvalidRequest("prompt of " + std::to_string(end) +
                          " tokens exceeds the context limit of " + std::to_string(max_context_));
   const int64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : P;
-  const int64_t decoder_from =
-      options.mode == PrefillMode::Bounded ? state.position() + P - std::min(P, W) : -1;
+  const int64_t decoder_from = options.mode == PrefillMode::Bounded ? end - std::min(P, W) : -1;
   std::vector<float> logits;
   for (int64_t at = 0; at < P; at += chunk) {
     const int64_t n = std::min(chunk, P - at);
@@ -131,6 +149,7 @@ std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t>
     s.state = &state;
     s.tokens = ids.subspan(static_cast<size_t>(at), static_cast<size_t>(n));
     s.decoder_from = decoder_from;
+    s.replay = std::clamp<int64_t>(R - at, 0, n);
     s.logits = options.all_positions ? LogitsWanted::All
                                      : (last ? LogitsWanted::Last : LogitsWanted::None);
     step(std::span<SequenceStep>(&s, 1), observer);

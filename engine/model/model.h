@@ -39,6 +39,10 @@ struct SequenceStep {
   // Bounded replay: the decoder blocks run only on positions >= decoder_from (the first decoder
   // layer still turns every row into global KV). -1: every row runs every layer.
   int64_t decoder_from = -1;
+  // Encoder bounded replay after a restore: the first `replay` tokens are the state's last
+  // tokens (their global KV is present); they run again to rebuild window KV (and pending
+  // compressor tokens), their global KV is neither recomputed nor overwritten.
+  int64_t replay = 0;
   LogitsWanted logits = LogitsWanted::Last;
 
   // Outputs: logits [logit_positions.size(), vocab] F32, row-major.
@@ -50,6 +54,7 @@ struct PrefillOptions {
   PrefillMode mode = PrefillMode::Exact;
   int64_t chunk_tokens = 0;    // tokens per step; 0 = the whole prompt in one step
   bool all_positions = false;  // logits of every position (exact mode only)
+  int64_t replay = 0;          // leading ids already in the state (SequenceStep::replay)
 };
 
 struct ModelOptions {

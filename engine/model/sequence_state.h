@@ -39,6 +39,18 @@ struct SequenceState {
   int64_t global_bytes() const;
 };
 
+// Persisted global KV of a KV source: entries [first, first + n) and their index keys, as the
+// raw cache rows (kv_format.h layouts).
+struct GlobalKvRows {
+  int64_t n = 0;
+  std::vector<uint8_t> entries;     // n x kv_row_bytes(Fp4Entry, head_dim)
+  std::vector<uint8_t> index_keys;  // n x kv_row_bytes(Fp4Key, index_head_dim)
+};
+GlobalKvRows read_global_kv(Backend& backend, const GlobalKv& kv, int64_t first, int64_t n);
+// Restore: the source's entries become exactly `rows` (entries 0..n-1); pending compressor tokens
+// are cleared, a replay of the prefix tail recomputes them.
+void restore_global_kv(Backend& backend, GlobalKv& kv, const GlobalKvRows& rows);
+
 // Grows a KV source's entry and key buffers to hold at least `n` entries (doubling), keeping
 // their contents.
 void reserve_entries(Backend& backend, GlobalKv& kv, int64_t n);

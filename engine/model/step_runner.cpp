@@ -18,13 +18,13 @@ StepRunner::StepRunner(Model& model, std::span<SequenceStep> batch, ForwardObser
   for (size_t i = 0; i < batch.size(); ++i) {
     SequenceStep& s = batch[i];
     const int64_t n = static_cast<int64_t>(s.tokens.size());
-    SeqRows r{static_cast<int64_t>(i), s.state, n_rows_, n, s.state->position()};
+    SeqRows r{static_cast<int64_t>(i), s.state, n_rows_, n, s.state->position() - s.replay};
     for (int64_t j = 0; j < n; ++j) {
       positions_.push_back(r.first_position + j);
       rows_.push_back(RowInfo{r.seq, r.first_position + j});
     }
     // The step's tokens join the history first: Engram hashing reads them.
-    s.state->tokens.insert(s.state->tokens.end(), s.tokens.begin(), s.tokens.end());
+    s.state->tokens.insert(s.state->tokens.end(), s.tokens.begin() + s.replay, s.tokens.end());
     s.state->dead.resize(s.state->tokens.size(), 0);
     n_rows_ += n;
     seqs_.push_back(r);

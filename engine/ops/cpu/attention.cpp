@@ -44,53 +44,55 @@ void CpuReferenceBackend::sparse_attention(const AttentionArgs& a, Tensor& out) 
   const int64_t entry_bytes = kv_row_bytes(KvFormat::Fp4Entry, d);
   if (a.topk) FD_CHECK(a.compressed.rows->dim(1) == entry_bytes, "attention: entry row size");
 
-  pool_->parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> keys;
-    std::vector<float> entries(static_cast<size_t>(std::max<int64_t>(k_cols, 1) * d));
-    std::vector<float> logits, acc(static_cast<size_t>(d));
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t p = a.positions[static_cast<size_t>(t)];
-      keys.clear();
-      for (int64_t pos = std::max<int64_t>(0, p - w.window + 1); pos <= p; ++pos) {
-        if (pos >= w.step_first_position) {
-          FD_CHECK(pos - w.step_first_position < n_step, "attention: query beyond the step's KV");
-          keys.push_back(&step[(pos - w.step_first_position) * d]);
-        } else if (w.ring_positions[static_cast<size_t>(pos % w.window)] == pos) {
-          keys.push_back(&ring[(pos % w.window) * d]);
+  pool_->parallel_for(
+      n, cpu::rows_per_task((w.window + k_cols) * heads * d), [&](int64_t begin, int64_t end) {
+        std::vector<const float*> keys;
+        std::vector<float> entries(static_cast<size_t>(std::max<int64_t>(k_cols, 1) * d));
+        std::vector<float> logits, acc(static_cast<size_t>(d));
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t p = a.positions[static_cast<size_t>(t)];
+          keys.clear();
+          for (int64_t pos = std::max<int64_t>(0, p - w.window + 1); pos <= p; ++pos) {
+            if (pos >= w.step_first_position) {
+              FD_CHECK(pos - w.step_first_position < n_step,
+                       "attention: query beyond the step's KV");
+              keys.push_back(&step[(pos - w.step_first_position) * d]);
+            } else if (w.ring_positions[static_cast<size_t>(pos % w.window)] == pos) {
+              keys.push_back(&ring[(pos % w.window) * d]);
+            }
+          }
+          for (int64_t c = 0; c < k_cols; ++c) {
+            const int32_t j = a.topk->data<int32_t>()[t * k_cols + c];
+            if (j < 0) continue;
+            FD_CHECK(j < a.compressed.n_entries, "attention: top-k entry beyond the cache");
+            float* e = &entries[static_cast<size_t>(c * d)];
+            cpu::dequantize_kv_row(KvFormat::Fp4Entry, a.compressed.rows->bytes() + j * entry_bytes,
+                                   d, e);
+            keys.push_back(e);
+          }
+          logits.resize(keys.size());
+          for (int64_t h = 0; h < heads; ++h) {
+            const float* qh = q.data<float>() + (t * heads + h) * d;
+            float* o = out.data<float>() + (t * heads + h) * d;
+            if (keys.empty()) {
+              std::fill(o, o + d, 0.0f);
+              continue;
+            }
+            float mx = sink[h];
+            for (size_t i = 0; i < keys.size(); ++i)
+              mx = std::max(mx, logits[i] = cpu::dot(qh, keys[i], d) * a.softmax_scale);
+            float denom = 0.0f;
+            std::fill(acc.begin(), acc.end(), 0.0f);
+            for (size_t i = 0; i < keys.size(); ++i) {
+              const float pi = std::exp(logits[i] - mx);
+              denom += pi;
+              for (int64_t e = 0; e < d; ++e) acc[e] += pi * keys[i][e];
+            }
+            denom += std::exp(sink[h] - mx);
+            for (int64_t e = 0; e < d; ++e) o[e] = flashdesk::round_bf16(acc[e] / denom);
+          }
         }
-      }
-      for (int64_t c = 0; c < k_cols; ++c) {
-        const int32_t j = a.topk->data<int32_t>()[t * k_cols + c];
-        if (j < 0) continue;
-        FD_CHECK(j < a.compressed.n_entries, "attention: top-k entry beyond the cache");
-        float* e = &entries[static_cast<size_t>(c * d)];
-        cpu::dequantize_kv_row(KvFormat::Fp4Entry, a.compressed.rows->bytes() + j * entry_bytes, d,
-                               e);
-        keys.push_back(e);
-      }
-      logits.resize(keys.size());
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* qh = q.data<float>() + (t * heads + h) * d;
-        float* o = out.data<float>() + (t * heads + h) * d;
-        if (keys.empty()) {
-          std::fill(o, o + d, 0.0f);
-          continue;
-        }
-        float mx = sink[h];
-        for (size_t i = 0; i < keys.size(); ++i)
-          mx = std::max(mx, logits[i] = cpu::dot(qh, keys[i], d) * a.softmax_scale);
-        float denom = 0.0f;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (size_t i = 0; i < keys.size(); ++i) {
-          const float pi = std::exp(logits[i] - mx);
-          denom += pi;
-          for (int64_t e = 0; e < d; ++e) acc[e] += pi * keys[i][e];
-        }
-        denom += std::exp(sink[h] - mx);
-        for (int64_t e = 0; e < d; ++e) o[e] = flashdesk::round_bf16(acc[e] / denom);
-      }
-    }
-  });
+      });
 }
 
 }  // namespace flashdesk

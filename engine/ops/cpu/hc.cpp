@@ -52,7 +52,7 @@ void CpuReferenceBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcS
   const float* fn = p.fn.data<float>();
   const float* base = p.base.data<float>();
   const float* sc = p.scale.data<float>();
-  pool_->parallel_for(n, 1, [&](int64_t begin, int64_t end) {
+  pool_->parallel_for(n, cpu::rows_per_task(n_mix * flat), [&](int64_t begin, int64_t end) {
     std::vector<float> m(static_cast<size_t>(n_mix));
     for (int64_t i = begin; i < end; ++i) {
       const float* x = X.data<float>() + i * flat;

@@ -62,40 +62,44 @@ void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
   FD_CHECK(d % 32 == 0, "indexer: head dim must be a multiple of 32");
   if (a.restrict_blocks) FD_CHECK(a.restrict_blocks->rows() == n, "indexer: restriction rows");
   const int64_t k_cols = topk.dim(1), row_bytes = kv_row_bytes(KvFormat::Fp4Key, d);
-  pool_->parallel_for(n, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> score(static_cast<size_t>(E)), key(static_cast<size_t>(d));
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t visible = std::min(a.n_visible[static_cast<size_t>(t)], E);
-      std::vector<uint8_t> allowed;
-      if (a.restrict_blocks) {
-        const int64_t c = a.restrict_blocks->dim(1);
-        allowed = candidate_mask(a.restrict_blocks->data<int32_t>() + t * c, c, a.block_size, E);
-      }
-      const float* qt = q.data<float>() + t * heads * d;
-      const float* wt = a.weights->data<float>() + t * heads;
-      std::fill(score.begin(), score.end(), kNegInf);
-      for (int64_t s = 0; s < visible; ++s) {
-        if (!allowed.empty() && !allowed[s]) continue;
-        const uint8_t* row = a.keys.rows->bytes() + s * row_bytes;
-        cpu::dequantize_kv_row(KvFormat::Fp4Key, row, d, key.data());
-        float acc = 0.0f;
-        for (int64_t h = 0; h < heads; ++h)
-          acc += wt[h] * std::max(0.0f, cpu::dot(qt + h * d, key.data(), d));
-        score[s] = acc;
-      }
-      select_best(
-          score, a.n_visible[static_cast<size_t>(t)], false,
-          std::span<int32_t>(topk.data<int32_t>() + t * k_cols, static_cast<size_t>(k_cols)));
-      if (!candidates) continue;
-      const int64_t bs = a.block_size, n_blocks = (E + bs - 1) / bs, c_cols = candidates->dim(1);
-      std::vector<float> block_score(static_cast<size_t>(n_blocks), kNegInf);
-      for (int64_t s = 0; s < E; ++s) block_score[s / bs] = std::max(block_score[s / bs], score[s]);
-      if (visible >= 1) block_score[(visible - 1) / bs] = kPosInf;
-      select_best(block_score, n_blocks, true,
-                  std::span<int32_t>(candidates->data<int32_t>() + t * c_cols,
-                                     static_cast<size_t>(c_cols)));
-    }
-  });
+  pool_->parallel_for(
+      n, cpu::rows_per_task(std::max<int64_t>(E, 1) * heads * d), [&](int64_t begin, int64_t end) {
+        std::vector<float> score(static_cast<size_t>(E)), key(static_cast<size_t>(d));
+        for (int64_t t = begin; t < end; ++t) {
+          const int64_t visible = std::min(a.n_visible[static_cast<size_t>(t)], E);
+          std::vector<uint8_t> allowed;
+          if (a.restrict_blocks) {
+            const int64_t c = a.restrict_blocks->dim(1);
+            allowed =
+                candidate_mask(a.restrict_blocks->data<int32_t>() + t * c, c, a.block_size, E);
+          }
+          const float* qt = q.data<float>() + t * heads * d;
+          const float* wt = a.weights->data<float>() + t * heads;
+          std::fill(score.begin(), score.end(), kNegInf);
+          for (int64_t s = 0; s < visible; ++s) {
+            if (!allowed.empty() && !allowed[s]) continue;
+            const uint8_t* row = a.keys.rows->bytes() + s * row_bytes;
+            cpu::dequantize_kv_row(KvFormat::Fp4Key, row, d, key.data());
+            float acc = 0.0f;
+            for (int64_t h = 0; h < heads; ++h)
+              acc += wt[h] * std::max(0.0f, cpu::dot(qt + h * d, key.data(), d));
+            score[s] = acc;
+          }
+          select_best(
+              score, a.n_visible[static_cast<size_t>(t)], false,
+              std::span<int32_t>(topk.data<int32_t>() + t * k_cols, static_cast<size_t>(k_cols)));
+          if (!candidates) continue;
+          const int64_t bs = a.block_size, n_blocks = (E + bs - 1) / bs,
+                        c_cols = candidates->dim(1);
+          std::vector<float> block_score(static_cast<size_t>(n_blocks), kNegInf);
+          for (int64_t s = 0; s < E; ++s)
+            block_score[s / bs] = std::max(block_score[s / bs], score[s]);
+          if (visible >= 1) block_score[(visible - 1) / bs] = kPosInf;
+          select_best(block_score, n_blocks, true,
+                      std::span<int32_t>(candidates->data<int32_t>() + t * c_cols,
+                                         static_cast<size_t>(c_cols)));
+        }
+      });
 }
 
 }  // namespace flashdesk

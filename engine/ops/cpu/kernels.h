@@ -2,6 +2,7 @@
 // dequantisation, the activation quantiser applied to a row.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +22,12 @@ inline float dot(const float* a, const float* b, int64_t n) {
     for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
   for (; i < n; ++i) acc[i & 7] += a[i] * b[i];
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+// Rows per thread task so that a task holds at least ~64K multiply-adds: smaller ops run on the
+// calling thread, where waking the pool would cost more than the work.
+inline int64_t rows_per_task(int64_t work_per_row) {
+  return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, work_per_row));
 }
 
 inline float load_bf16(const uint8_t* p) {

@@ -1,6 +1,7 @@
 // Linear layers of the CPU reference backend: the input as the mode says (FP8 act_quant or as
 // is), weights dequantised row by row, FP32 accumulation, BF16 or FP32 output.
 #include <algorithm>
+#include <bit>
 #include <vector>
 
 #include "engine/ops/cpu/cpu_backend.h"
@@ -11,30 +12,40 @@ namespace flashdesk {
 namespace cpu {
 
 void dequantize_weight_row(const LinearWeight& w, int64_t row, float* out) {
-  const int64_t in = w.in;
+  const int64_t in = w.in, block = w.block;
   const uint8_t* data = w.data.bytes();
   switch (w.format) {
     case WeightFormat::Fp8Block: {
       const uint8_t* codes = data + row * in;
-      const int64_t scale_cols = w.scale.dim(1);
-      const uint8_t* scales = w.scale.bytes() + (row / w.block) * scale_cols;
-      for (int64_t c = 0; c < in; ++c)
-        out[c] = e4m3_to_f32(codes[c]) * e8m0_to_f32(scales[c / w.block]);
+      const uint8_t* scales = w.scale.bytes() + (row / block) * w.scale.dim(1);
+      for (int64_t b0 = 0; b0 < in; b0 += block) {
+        const float s = e8m0_to_f32(scales[b0 / block]);  // one power of two per 32x32 tile
+        const int64_t end = std::min(in, b0 + block);
+        for (int64_t c = b0; c < end; ++c) out[c] = kE4M3ToF32[codes[c]] * s;
+      }
       break;
     }
     case WeightFormat::Fp4Row: {
       const uint8_t* packed = data + row * (in / 2);
-      const uint8_t* scales = w.scale.bytes() + row * (in / w.block);
-      for (int64_t c = 0; c < in; c += 2) {
-        const float s = e8m0_to_f32(scales[c / w.block]);
-        out[c] = e2m1_to_f32(e2m1_low(packed[c / 2])) * s;
-        out[c + 1] = e2m1_to_f32(e2m1_high(packed[c / 2])) * s;
+      const uint8_t* scales = w.scale.bytes() + row * (in / block);
+      for (int64_t b0 = 0; b0 < in; b0 += block) {
+        const float s = e8m0_to_f32(scales[b0 / block]);
+        for (int64_t c = b0; c < b0 + block; c += 2) {
+          out[c] = kE2M1ToF32[packed[c / 2] & 0xF] * s;
+          out[c + 1] = kE2M1ToF32[packed[c / 2] >> 4] * s;
+        }
       }
       break;
     }
-    case WeightFormat::Bf16:
-      for (int64_t c = 0; c < in; ++c) out[c] = load_bf16(data + 2 * (row * in + c));
+    case WeightFormat::Bf16: {
+      const uint8_t* src = data + 2 * row * in;
+      for (int64_t c = 0; c < in; ++c) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * c, 2);
+        out[c] = std::bit_cast<float>(uint32_t{h} << 16);
+      }
       break;
+    }
     case WeightFormat::F32:
       std::memcpy(out, data + 4 * row * in, static_cast<size_t>(in) * 4);
       break;
@@ -73,16 +84,17 @@ void CpuReferenceBackend::linear(const Tensor& x, const LinearWeight& w, LinearM
   const float* xq = prepared_input(x, k, mode.input, xq_storage);
   float* yd = y.data<float>();
   const bool round = mode.output == LinearOutput::Bf16;
-  pool_->parallel_for(out, 8, [&](int64_t begin, int64_t end) {
-    std::vector<float> wrow(static_cast<size_t>(k));
-    for (int64_t o = begin; o < end; ++o) {
-      cpu::dequantize_weight_row(w, o, wrow.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = cpu::dot(xq + i * k, wrow.data(), k);
-        yd[i * out + o] = round ? flashdesk::round_bf16(v) : v;
-      }
-    }
-  });
+  pool_->parallel_for(out, cpu::rows_per_task(k * std::max<int64_t>(n, 1)),
+                      [&](int64_t begin, int64_t end) {
+                        std::vector<float> wrow(static_cast<size_t>(k));
+                        for (int64_t o = begin; o < end; ++o) {
+                          cpu::dequantize_weight_row(w, o, wrow.data());
+                          for (int64_t i = 0; i < n; ++i) {
+                            const float v = cpu::dot(xq + i * k, wrow.data(), k);
+                            yd[i * out + o] = round ? flashdesk::round_bf16(v) : v;
+                          }
+                        }
+                      });
 }
 
 void CpuReferenceBackend::grouped_linear(const Tensor& x, const LinearWeight& w, int64_t groups,
@@ -94,16 +106,17 @@ void CpuReferenceBackend::grouped_linear(const Tensor& x, const LinearWeight& w,
   FD_CHECK(y.rows() == n && y.shape().row_numel() == out, w.name + ": grouped output");
   const float* xd = x.data<float>();
   float* yd = y.data<float>();
-  pool_->parallel_for(out, 8, [&](int64_t begin, int64_t end) {
-    std::vector<float> wrow(static_cast<size_t>(in_g));
-    for (int64_t o = begin; o < end; ++o) {
-      cpu::dequantize_weight_row(w, o, wrow.data());
-      const int64_t g = o / out_g;
-      for (int64_t i = 0; i < n; ++i)
-        yd[i * out + o] =
-            flashdesk::round_bf16(cpu::dot(xd + i * x_cols + g * in_g, wrow.data(), in_g));
-    }
-  });
+  pool_->parallel_for(
+      out, cpu::rows_per_task(in_g * std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+        std::vector<float> wrow(static_cast<size_t>(in_g));
+        for (int64_t o = begin; o < end; ++o) {
+          cpu::dequantize_weight_row(w, o, wrow.data());
+          const int64_t g = o / out_g;
+          for (int64_t i = 0; i < n; ++i)
+            yd[i * out + o] =
+                flashdesk::round_bf16(cpu::dot(xd + i * x_cols + g * in_g, wrow.data(), in_g));
+        }
+      });
 }
 
 }  // namespace flashdesk
