@@ -9,6 +9,7 @@ int run_version(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_make_random(int argc, char** argv);
 int run_logits(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
@@ -19,6 +20,7 @@ const std::array kCommands = {
             run_make_random},
     Command{"logits", "logits and per-block dumps of a prefill and decode steps (cross-checking)",
             run_logits},
+    Command{"tokenize", "encode stdin to token ids (or decode ids with --decode)", run_tokenize},
 };
 }  // namespace
 

@@ -1,50 +1,42 @@
 #!/usr/bin/env bash
-# Builds the `fuzz` preset (clang, libFuzzer, ASan + UBSan) and runs every tests/fuzz/*_fuzz.cpp
-# target for N seconds each (default 60), starting from the committed seeds in
-# tests/fuzz/corpus/<name>/ (plus <name>.dict when present). Prints executions and crashes per
-# target; exits non-zero when any target found a crash, timeout or OOM.
-#   usage: tests/fuzz/run_fuzz.sh [seconds-per-target] [target-name ...]
-set -uo pipefail
-cd "$(dirname "$(readlink -f "$0")")/../.."
-
-secs="${1:-60}"
+# Builds the libFuzzer targets (cmake --preset fuzz: clang, ASan, UBSan) and runs each
+# tests/fuzz/*_fuzz for SECONDS (default 60), printing executions and crashes per target.
+# Usage: tests/fuzz/run_fuzz.sh [SECONDS] [TARGET...]   Exit status 1 when any target crashed.
+set -euo pipefail
+seconds=${1:-60}
 shift || true
-if [ $# -gt 0 ]; then
-  names=("$@")
-else
-  names=()
-  for src in tests/fuzz/*_fuzz.cpp; do names+=("$(basename "$src" .cpp)"); done
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for src in tests/fuzz/*_fuzz.cpp; do targets+=("$(basename "$src" .cpp)"); done
 fi
 
-[ -f build/fuzz/CMakeCache.txt ] || cmake --preset fuzz >/dev/null || exit 1
-cmake --build build/fuzz -j "$(nproc)" --target "${names[@]}" >/dev/null || {
-  echo "run_fuzz: build failed (cmake --build build/fuzz)" >&2; exit 1; }
+cmake --preset fuzz >/dev/null
+cmake --build build/fuzz -j"$(nproc)" --target "${targets[@]}"
 
-artifacts=build/fuzz/artifacts
-mkdir -p "$artifacts"
-failed=0
-printf '%-26s %8s %14s %8s %8s\n' target seconds executions exec/s crashes
-for name in "${names[@]}"; do
-  short="${name%_fuzz}"
-  seeds="tests/fuzz/corpus/$short"
-  work="tests/fuzz/corpus-$short"  # grows across runs; ignored by git
-  mkdir -p "$work"
-  args=(-max_total_time="$secs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
-        -artifact_prefix="$artifacts/$short-")
-  [ -f "tests/fuzz/$short.dict" ] && args+=(-dict="tests/fuzz/$short.dict")
-  log="$artifacts/$short.log"
-  before=$(ls "$artifacts" | grep -c "^$short-" || true)
-  "build/fuzz/tests/$name" "${args[@]}" "$work" $([ -d "$seeds" ] && echo "$seeds") >"$log" 2>&1
-  rc=$?
-  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | awk '{print $2}' | tail -1)
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | awk '{print $2}' | tail -1)
-  after=$(ls "$artifacts" | grep -c "^$short-" || true)
-  crashes=$((after - before))
-  [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ] && crashes=1
-  printf '%-26s %8s %14s %8s %8s\n' "$name" "$secs" "${execs:-?}" "${rate:-?}" "$crashes"
-  if [ "$crashes" -ne 0 ]; then
-    failed=1
-    echo "  see $log and $artifacts/$short-*" >&2
+status=0
+for name in "${targets[@]}"; do
+  bin=$(find build/fuzz -name "$name" -type f -perm -u+x | head -n1)
+  corpus="tests/fuzz/corpus-$name"  # git-ignored; grows across runs
+  seeds="tests/fuzz/seeds/$name"
+  artifacts="build/fuzz/artifacts-$name/"
+  log="build/fuzz/$name.log"
+  mkdir -p "$corpus" "$artifacts"
+  dirs=("$corpus")
+  [ -d "$seeds" ] && dirs+=("$seeds")
+  # UBSan findings must stop the run and count as crashes, not scroll by.
+  if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$bin" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$artifacts" \
+       -rss_limit_mb=4096 "${dirs[@]}" >"$log" 2>&1; then
+    crashes=$(grep -c "runtime error" "$log" || true)
+    [ "$crashes" -gt 0 ] && status=1
+  else
+    crashes=$(ls "$artifacts" | wc -l)
+    [ "$crashes" -eq 0 ] && crashes=1
+    status=1
   fi
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  echo "$name: ${seconds}s, $execs executions, $crashes crashes (log: $log, artifacts: $artifacts)"
 done
-exit "$failed"
+exit $status
