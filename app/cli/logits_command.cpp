@@ -17,11 +17,28 @@
 #include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
 #include "engine/ops/cpu/cpu_backend.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
 #include "engine/util/token_ids_file.h"
 
 namespace flashdesk::cli {
 namespace {
+
+// One user turn rendered as the chat template renders it (BOS, the effort line in thinking
+// mode, the generation prompt).
+std::vector<int32_t> render_prompt(const std::filesystem::path& model_dir, const std::string& text,
+                                   const std::string& thinking, const std::string& effort) {
+  if (thinking != "on" && thinking != "off") throw InvalidRequest("--thinking must be on or off");
+  const Tokenizer tokenizer = Tokenizer::from_file(model_dir / "tokenizer.json");
+  const ChatTemplate chat(tokenizer);
+  ChatOptions options;
+  options.mode = thinking == "on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  options.effort = ReasoningEffort::parse(effort);
+  const ChatMessage message = ChatMessage::user(text);
+  const RenderedPrompt rendered = chat.render(std::span<const ChatMessage>(&message, 1), options);
+  return std::vector<int32_t>(rendered.ids.begin(), rendered.ids.end());
+}
 
 NamedTensors read_all(const std::string& path) {
   SafetensorsFile f(path);
@@ -99,9 +116,10 @@ int run_logits(int argc, char** argv) {
                         "(docs/logits-dump.md)");
   opts.add_options()("model", "model directory", cxxopts::value<std::string>())(
       "ids", "prompt token ids: JSON array or whitespace-separated integers",
-      cxxopts::value<std::string>())("prompt", "prompt text (rendered with the tokenizer)",
+      cxxopts::value<std::string>())(
+      "prompt", "prompt text: one user turn, rendered with tokenizer.json and the chat template",
+      cxxopts::value<std::string>())("image", "an image for the prompt",
                                      cxxopts::value<std::string>())(
-      "image", "an image for the prompt", cxxopts::value<std::string>())(
       "decode", "greedy decode steps after the prefill",
       cxxopts::value<int64_t>()->default_value("0"))(
       "decode-ids", "teacher-forced decode ids (file, as --ids)", cxxopts::value<std::string>())(
@@ -111,6 +129,9 @@ int run_logits(int argc, char** argv) {
       "block-inputs", "replace every block's input with the ones recorded in FILE",
       cxxopts::value<std::string>())("out", "output safetensors file",
                                      cxxopts::value<std::string>())(
+      "thinking", "with --prompt: on | off", cxxopts::value<std::string>()->default_value("on"))(
+      "effort", "with --prompt: reasoning effort 1-100, low, high or max",
+      cxxopts::value<std::string>()->default_value("high"))(
       "threads", "CPU threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
       "h,help", "this help");
   cxxopts::ParseResult args;
@@ -126,12 +147,9 @@ int run_logits(int argc, char** argv) {
   if (!args.count("model") || !args.count("out"))
     throw InvalidRequest("logits needs --model DIR and --out FILE");
   if (args.count("image")) throw InvalidRequest("--image: image input is not available yet");
-  if (args.count("prompt"))
-    throw InvalidRequest(
-        "--prompt: the tokenizer and chat template are not available yet; use --ids");
   const bool block_inputs = args.count("block-inputs") > 0;
-  if (!block_inputs && !args.count("ids"))
-    throw InvalidRequest("logits needs --ids FILE (or --block-inputs FILE)");
+  if (!block_inputs && args.count("ids") + args.count("prompt") != 1)
+    throw InvalidRequest("logits needs one of --ids FILE, --prompt TEXT or --block-inputs FILE");
   if (args.count("decode-ids") && args["decode"].as<int64_t>() > 0)
     throw InvalidRequest("--decode and --decode-ids exclude each other");
   if (args["decode"].as<int64_t>() < 0) throw InvalidRequest("--decode must be >= 0");
@@ -145,6 +163,10 @@ int run_logits(int argc, char** argv) {
     prompt = ids_from(inputs, "prompt_ids", path, true);
     forced = ids_from(inputs, "decode_input_ids", path, false);
     teacher = true;
+  } else if (args.count("prompt")) {
+    prompt = render_prompt(args["model"].as<std::string>(), args["prompt"].as<std::string>(),
+                           args["thinking"].as<std::string>(), args["effort"].as<std::string>());
+    if (teacher) forced = read_token_ids(args["decode-ids"].as<std::string>());
   } else {
     prompt = read_token_ids(args["ids"].as<std::string>());
     if (teacher) forced = read_token_ids(args["decode-ids"].as<std::string>());

@@ -3,6 +3,8 @@
 // reproduce it exactly), and bad options / inputs as clear errors.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -153,7 +155,8 @@ TEST_F(LogitsCli, BadRequestsAreClearErrors) {
   };
   expect_error("--ids " + ids_file() + " --prefill bounded --all-positions", "exact prefill");
   expect_error("--ids " + ids_file() + " --prefill fast", "prefill mode");
-  expect_error("--prompt hello", "not available yet");
+  expect_error("--prompt hello", "tokenizer.json");  // a random checkpoint has no tokenizer
+  expect_error("--prompt hello --ids " + ids_file(), "one of --ids");
   std::ofstream(out("bad_ids.txt")) << "5 six 7";
   expect_error("--ids " + out("bad_ids.txt"), "bad_ids.txt");
   std::ofstream(out("range_ids.txt")) << "[5, 512]";
@@ -162,6 +165,33 @@ TEST_F(LogitsCli, BadRequestsAreClearErrors) {
   const auto r = run_cli("logits --ids " + ids_file());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("--model"), std::string::npos) << r.output;
+}
+
+TEST_F(LogitsCli, PromptIsRenderedWithTheChatTemplate) {
+  // The test tokenizer's ids reach 564: a model with 576 vocabulary rows.
+  const auto src = std::filesystem::path(FD_SOURCE_DIR);
+  nlohmann::json cfg =
+      nlohmann::json::parse(std::ifstream(src / "assets/configs/test-every-role.json"));
+  cfg["text_config"]["vocab_size"] = 576;
+  const std::string cfg_path = out("vocab576.json"), dir = out("vocab576");
+  std::ofstream(cfg_path) << cfg.dump(2);
+  ASSERT_EQ(run_cli("make-random --config " + cfg_path + " --out " + dir + " --seed 4").exit_code,
+            0);
+  test::add_engram_multipliers(dir);
+  std::filesystem::copy_file(src / "tests/data/tokenizers/tiny/tokenizer.json",
+                             std::filesystem::path(dir) / "tokenizer.json");
+  for (const char* thinking : {"on", "off"}) {
+    const auto r = run_cli("logits --model " + dir + " --prompt hello --thinking " + thinking +
+                           " --decode 1 --out " + out("p.safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    SafetensorsFile f(out("p.safetensors"));
+    const auto ids = values<int64_t>(f, "prompt_ids");
+    ASSERT_GE(ids.size(), 4u);
+    EXPECT_EQ(ids.front(), 561);                                   // <｜begin▁of▁sentence｜>
+    EXPECT_NE(std::find(ids.begin(), ids.end(), 558), ids.end());  // <｜User｜>
+    EXPECT_EQ(ids[ids.size() - 2], 559);                           // <｜Assistant｜>
+    EXPECT_EQ(ids.back(), std::string(thinking) == "on" ? 556 : 557);  // <think> / </think>
+  }
 }
 
 }  // namespace
