@@ -38,12 +38,12 @@ void dequantize_weight_row(const LinearWeight& w, int64_t row, float* out) {
       break;
     }
     case WeightFormat::Bf16: {
-      const uint8_t* src = data + 2 * row * in;
-      for (int64_t c = 0; c < in; ++c) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * c, 2);
-        out[c] = std::bit_cast<float>(uint32_t{h} << 16);
-      }
+      // BF16 -> F32 is a 16-bit shift; the row's bytes may be unaligned in the mapped file, so
+      // they are copied to an aligned scratch row first.
+      thread_local std::vector<uint16_t> bits;
+      bits.resize(static_cast<size_t>(in));
+      std::memcpy(bits.data(), data + 2 * row * in, static_cast<size_t>(in) * 2);
+      for (int64_t c = 0; c < in; ++c) out[c] = std::bit_cast<float>(uint32_t{bits[c]} << 16);
       break;
     }
     case WeightFormat::F32:
