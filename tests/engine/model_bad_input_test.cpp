@@ -49,7 +49,7 @@ TEST(ModelBadInput, TokenIdsOutsideTheVocabularyAreRefused) {
 // A copy of the every-role model directory whose files a test may break.
 class BrokenModelDir {
  public:
-  BrokenModelDir() : dir_("broken-model") {
+  BrokenModelDir() {
     for (const auto& e : std::filesystem::directory_iterator(every_role_model_dir()))
       std::filesystem::copy(e.path(), dir_.path() / e.path().filename());
   }

@@ -1,7 +1,6 @@
 // The every-role random checkpoint and small helpers shared by the model tests.
 #include "tests/engine/model_test_util.h"
 
-#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -10,20 +9,8 @@
 
 namespace flashdesk::test {
 
-TempDir::TempDir(const std::string& tag) {
-  path_ = std::filesystem::temp_directory_path() /
-          ("flashdesk-" + tag + "-" + std::to_string(::getpid()) + "-" +
-           std::to_string(std::random_device{}()));
-  std::filesystem::create_directories(path_);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 const std::filesystem::path& every_role_model_dir() {
-  static TempDir dir("every-role");
+  static TempDir dir;
   static const bool made = [] {
     RandomCheckpointOptions o;
     o.seed = 1;

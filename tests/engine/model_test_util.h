@@ -15,21 +15,11 @@
 #include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
 #include "engine/ops/cpu/cpu_backend.h"
+#include "tests/engine/checkpoint_test_util.h"
 
 namespace flashdesk::test {
 
-// A directory removed at destruction.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag);
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using TempDir = ::flashdesk::testing::TempDir;  // tests/engine/checkpoint_test_util.h
 
 // The every-role random checkpoint (seed 1), made on first use and shared by all tests.
 const std::filesystem::path& every_role_model_dir();
