@@ -40,7 +40,8 @@ void check_supported(const TextConfig& t, const std::string& file, int world) {
   need(t.candidate_block_size > 0, "candidate_block_size must be positive");
 }
 
-// A replayed prefix tail must be the state's own last tokens.
+// A replayed prefix tail must be the state's own last tokens, and together with the global KV
+// present (a restore) it must leave no position uncompressed.
 void check_replay(const SequenceStep& s) {
   const int64_t n = static_cast<int64_t>(s.tokens.size()), pos = s.state->position();
   if (s.replay < 0 || s.replay > n || s.replay > pos)
@@ -50,6 +51,14 @@ void check_replay(const SequenceStep& s) {
     if (s.tokens[static_cast<size_t>(i)] !=
         s.state->tokens[static_cast<size_t>(pos - s.replay + i)])
       throw InvalidRequest("replayed tokens differ from the sequence's tokens");
+  for (const GlobalKv& g : s.state->global) {
+    if (g.ratio == 0) continue;
+    const int64_t covered = g.n_entries * g.ratio + g.n_pending;
+    if (covered < pos - s.replay || covered > pos)
+      throw InvalidRequest("the global KV covers " + std::to_string(covered) +
+                           " positions; the step must replay from there (it starts at " +
+                           std::to_string(pos - s.replay) + ")");
+  }
 }
 
 }  // namespace

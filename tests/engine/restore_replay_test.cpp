@@ -82,6 +82,12 @@ TEST(RestoreReplay, ReplayMustRepeatTheStatesOwnTokens) {
   EXPECT_THROW(m.model->prefill(a, ids, PrefillOptions{PrefillMode::Exact, 0, false, 9}),
                InvalidRequest);
   EXPECT_EQ(a.position(), 8);
+  // A restore whose replay does not reach back to the end of the restored global KV.
+  SequenceState b = restore_from(*m.model, a);  // 8 tokens, 4 entries at m = 2, none pending
+  b.global[2].n_entries = 3;                    // as if one entry had not been persisted
+  const std::vector<int32_t> tail(ids.end() - 1, ids.end());
+  EXPECT_THROW(m.model->prefill(b, tail, PrefillOptions{PrefillMode::Exact, 0, false, 1}),
+               InvalidRequest);
 }
 
 }  // namespace
