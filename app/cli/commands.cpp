@@ -12,6 +12,7 @@ int run_sessions(int argc, char** argv);
 #endif
 int run_inspect(int argc, char** argv);
 int run_make_random(int argc, char** argv);
+int run_logits(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
@@ -24,6 +25,8 @@ const std::array kCommands = {
             run_inspect},
     Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
             run_make_random},
+    Command{"logits", "logits and per-block dumps of a prefill and decode steps (cross-checking)",
+            run_logits},
 };
 }  // namespace
 

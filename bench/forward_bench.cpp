@@ -1,0 +1,123 @@
+// Forward-pass timing on the CPU reference backend: a 256-token prefill (exact and bounded) and
+// 32 greedy decode steps on a random checkpoint of a config (default: the every-role test
+// model), with 1 thread as the same-run baseline. Prints a table of medians over the runs.
+//
+//   forward_bench [--model DIR | --config FILE] [--prompt N] [--decode N] [--runs N]
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/random_checkpoint.h"
+#include "engine/model/model.h"
+#include "engine/ops/cpu/cpu_backend.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Timing {
+  double prefill_s = 0;
+  double decode_s = 0;  // all decode steps
+};
+
+Timing run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_t decode,
+                flashdesk::PrefillMode mode) {
+  flashdesk::SequenceState s = model.new_sequence();
+  Timing t;
+  auto t0 = Clock::now();
+  std::vector<float> logits = model.prefill(s, prompt, flashdesk::PrefillOptions{mode, 0, false});
+  t.prefill_s = seconds_since(t0);
+  t0 = Clock::now();
+  for (int64_t i = 0; i < decode; ++i) {
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    logits = model.decode(s, next);
+  }
+  t.decode_s = seconds_since(t0);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Default: the every-role test model, found from this source file's place in the tree.
+  std::string config = (std::filesystem::path(__FILE__).parent_path().parent_path() /
+                        "assets/configs/test-every-role.json")
+                           .string();
+  std::string model_dir;
+  int64_t prompt_len = 256, decode = 32, runs = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--config")
+      config = argv[i + 1];
+    else if (a == "--model")
+      model_dir = argv[i + 1];
+    else if (a == "--prompt")
+      prompt_len = std::stoll(argv[i + 1]);
+    else if (a == "--decode")
+      decode = std::stoll(argv[i + 1]);
+    else if (a == "--runs")
+      runs = std::stoll(argv[i + 1]);
+  }
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("flashdesk-forward-bench-" + std::to_string(::getpid()));
+  if (model_dir.empty()) {
+    flashdesk::RandomCheckpointOptions o;
+    o.seed = 1;
+    flashdesk::write_random_checkpoint(config, dir, o);
+    model_dir = dir.string();
+  }
+  std::shared_ptr<const flashdesk::Checkpoint> ckpt = flashdesk::Checkpoint::open(model_dir);
+  const int64_t V = ckpt->config().text.vocab_size;
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+  for (auto& id : prompt) id = static_cast<int32_t>(3 + rng() % static_cast<uint32_t>(V - 3));
+
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("forward_bench: %s, prompt %lld, decode %lld, median of %lld runs, cpu-reference\n\n",
+              ckpt->config().name.c_str(), static_cast<long long>(prompt_len),
+              static_cast<long long>(decode), static_cast<long long>(runs));
+  std::printf(
+      "| threads | prefill | prefill s | prefill tok/s | decode tok/s | total s | vs 1 thread |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  double baseline = 0;
+  for (int threads : {1, hw}) {
+    if (threads == hw && hw == 1) break;
+    flashdesk::CpuReferenceBackend be(threads);
+    flashdesk::Model model(ckpt, be);
+    for (auto mode : {flashdesk::PrefillMode::Exact, flashdesk::PrefillMode::Bounded}) {
+      std::vector<double> pf, dc;
+      for (int64_t r = 0; r < runs; ++r) {
+        const Timing t = run_once(model, prompt, decode, mode);
+        pf.push_back(t.prefill_s);
+        dc.push_back(t.decode_s);
+      }
+      const double p = median(pf), d = median(dc), total = p + d;
+      if (baseline == 0) baseline = total;
+      std::printf("| %d | %s | %.3f | %.0f | %.1f | %.3f | %.2fx |\n", threads,
+                  mode == flashdesk::PrefillMode::Exact ? "exact" : "bounded", p, prompt_len / p,
+                  decode / d, total, baseline / total);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return 0;
+}
