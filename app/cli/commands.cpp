@@ -7,11 +7,17 @@ namespace flashdesk::cli {
 
 int run_version(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
+int run_inspect(int argc, char** argv);
+int run_make_random(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
     Command{"version", "print the engine version and build options", run_version},
     Command{"tokenize", "encode stdin to token ids (or decode ids with --decode)", run_tokenize},
+    Command{"inspect", "summarise a model directory or config.json: roles, sizes, KV bytes",
+            run_inspect},
+    Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
+            run_make_random},
 };
 }  // namespace
 

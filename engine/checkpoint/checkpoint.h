@@ -16,7 +16,9 @@
 
 namespace flashdesk {
 
-// A tensor inside a mapped shard. Valid as long as the Checkpoint lives.
+// A tensor inside a mapped shard. Valid as long as the Checkpoint lives. `data` is only
+// guaranteed byte-aligned (files written by flashdesk and by the safetensors library align each
+// tensor to its element size, but a hand-made file need not).
 struct TensorView {
   std::string_view name;
   DType dtype = DType::F32;
@@ -32,12 +34,26 @@ struct TensorView {
   int64_t dim(size_t i) const { return shape[i]; }
 };
 
+struct CheckpointOptions {
+  // Accept a partial checkpoint (`make-random --layers`: some main layers plus embed, norm and
+  // head, marked in every shard's metadata); it is then validated against that subset.
+  bool allow_partial = false;
+};
+
+// Metadata key (in every shard's __metadata__) listing the main layers a partial checkpoint
+// holds, comma-separated, ascending.
+inline constexpr std::string_view kPartialLayersKey = "flashdesk.partial_layers";
+// The Engram token map beside the shards (docs/checkpoint-format.md).
+inline constexpr std::string_view kEngramMapFile = "engram_map.safetensors";
+
 class Checkpoint {
  public:
-  // Reads config.json, maps model.safetensors or the shards of model.safetensors.index.json,
-  // and validates them against expected_tensors(): every missing, unknown, mis-shaped or
-  // mis-typed tensor is listed by name in one FormatError.
-  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
+  // Reads config.json, maps model.safetensors.index.json's shards (preferred when both exist)
+  // or model.safetensors, and validates them against expected_tensors(): every missing, unknown,
+  // mis-shaped or mis-typed tensor is listed by name in one FormatError. A missing shard is
+  // named; an engram_map.safetensors present is validated too.
+  static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir,
+                                          const CheckpointOptions& options = {});
 
   virtual ~Checkpoint() = default;
   virtual const std::filesystem::path& dir() const = 0;
@@ -48,7 +64,14 @@ class Checkpoint {
   virtual TensorView tensor(std::string_view name) const = 0;
   virtual std::vector<std::string> tensor_names() const = 0;
   // A stable digest of config.json and every shard's header and size: keys cached KV.
+  // SHA-256 in lowercase hex (64 characters); docs/checkpoint-format.md gives the byte stream.
   virtual std::string fingerprint() const = 0;
+  // The main layers held when partial (ascending); empty for a complete checkpoint.
+  virtual const std::vector<int64_t>& partial_layers() const = 0;
+  // The Engram compressed-token map (one id per token id), empty when the file is absent.
+  virtual std::span<const int64_t> engram_token_map() const = 0;
+  // The safetensors files mapped (shards, then the Engram map), for reports.
+  virtual std::vector<std::filesystem::path> files() const = 0;
 };
 
 }  // namespace flashdesk

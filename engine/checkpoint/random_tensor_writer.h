@@ -1,0 +1,35 @@
+// Generates one random tensor (with its scale, for quantised weights) in row chunks and writes
+// the bytes through a SafetensorsWriter; the chunks are independent jobs for a thread pool.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/checkpoint/config.h"
+#include "engine/checkpoint/safetensors_writer.h"
+#include "engine/checkpoint/tensor_spec.h"
+
+namespace flashdesk {
+
+// A weight as the model sees it, plus how it is stored.
+struct RandomTensorPlan {
+  enum class Format { Plain, Fp8Tiles, Fp8Rows, Fp4Rows };
+  const TensorSpec* weight = nullptr;
+  const TensorSpec* scale = nullptr;  // F8_E8M0 sibling of FP8 / FP4 weights
+  Format format = Format::Plain;
+  int64_t rows = 0, cols = 0;  // logical [rows, cols] (packed FP4: cols = 2 x bytes)
+};
+
+// Pairs each ".weight" with its ".scale" and classifies the storage format.
+std::vector<RandomTensorPlan> plan_random_tensors(const std::vector<TensorSpec>& specs);
+
+// Splits a tensor into row-chunk jobs of about `elements_per_job` values each.
+void add_random_tensor_jobs(const RandomTensorPlan& plan, const TextConfig& text, uint64_t seed,
+                            SafetensorsWriter& writer, int64_t elements_per_job,
+                            std::vector<std::function<void()>>& jobs);
+
+// Runs jobs on `threads` threads (the calling thread included); rethrows the first error.
+void run_jobs(std::vector<std::function<void()>>& jobs, int threads);
+
+}  // namespace flashdesk

@@ -1,0 +1,98 @@
+// MappedFile, the crash-safe writer and SHA-256 (FIPS 180-4 test vectors).
+#include <gtest/gtest.h>
+
+#include "engine/util/error.h"
+#include "engine/util/file_io.h"
+#include "engine/util/mapped_file.h"
+#include "engine/util/sha256.h"
+#include "tests/engine/checkpoint_test_util.h"
+
+namespace flashdesk {
+namespace {
+
+using testing::TempDir;
+
+TEST(MappedFile, MapsContents) {
+  TempDir dir;
+  testing::write_text(dir / "a.bin", "hello mapped world");
+  MappedFile f(dir / "a.bin");
+  ASSERT_EQ(f.size(), 18u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f.data()), f.size()), "hello mapped world");
+  MappedFile moved(std::move(f));
+  EXPECT_EQ(moved.size(), 18u);
+  EXPECT_EQ(f.size(), 0u);
+  EXPECT_EQ(moved.bytes()[0], 'h');
+}
+
+TEST(MappedFile, EmptyFileIsAnEmptySpan) {
+  TempDir dir;
+  testing::write_text(dir / "empty", "");
+  MappedFile f(dir / "empty");
+  EXPECT_EQ(f.size(), 0u);
+  EXPECT_TRUE(f.bytes().empty());
+}
+
+TEST(MappedFile, MissingFileNamesIt) {
+  TempDir dir;
+  try {
+    MappedFile f(dir / "nope.safetensors");
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("nope.safetensors"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(MappedFile{dir.path()}, IoError);  // a directory is not a file
+}
+
+TEST(AtomicFileWriter, AppearsOnlyOnCommit) {
+  TempDir dir;
+  {
+    AtomicFileWriter w(dir / "out.bin");
+    const uint8_t bytes[3] = {1, 2, 3};
+    w.resize(6);
+    w.write_at(3, bytes);
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.bin"));
+    w.commit();
+  }
+  EXPECT_EQ(testing::read_bytes(dir / "out.bin"), (std::vector<uint8_t>{0, 0, 0, 1, 2, 3}));
+  { AtomicFileWriter abandoned(dir / "other.bin"); }
+  EXPECT_FALSE(std::filesystem::exists(dir / "other.bin"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator()),
+            1);  // no temporary left behind
+}
+
+TEST(ReadSmallFile, RefusesLargeFiles) {
+  TempDir dir;
+  testing::write_text(dir / "f", std::string(100, 'x'));
+  EXPECT_EQ(read_small_file(dir / "f").size(), 100u);
+  EXPECT_THROW(read_small_file(dir / "f", 10), IoError);
+  EXPECT_THROW(read_small_file(dir / "missing"), IoError);
+}
+
+std::string sha_hex(std::string_view s) {
+  Sha256 h;
+  h.update(s);
+  return Sha256::hex(h.finish());
+}
+
+TEST(Sha256, FipsVectors) {
+  EXPECT_EQ(sha_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  Sha256 million;
+  const std::string chunk(1000, 'a');
+  for (int i = 0; i < 1000; ++i) million.update(chunk);
+  EXPECT_EQ(Sha256::hex(million.finish()),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, SplitUpdatesEqualOneUpdate) {
+  const std::string text(200, 'q');
+  Sha256 a;
+  for (char c : text) a.update(std::string_view(&c, 1));
+  EXPECT_EQ(Sha256::hex(a.finish()), sha_hex(text));
+}
+
+}  // namespace
+}  // namespace flashdesk
