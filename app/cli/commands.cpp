@@ -9,6 +9,8 @@ int run_version(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_make_random(int argc, char** argv);
+int run_generate(int argc, char** argv);
+int run_chat(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
@@ -16,6 +18,8 @@ const std::array kCommands = {
     Command{"tokenize", "encode stdin to token ids (or decode ids with --decode)", run_tokenize},
     Command{"inspect", "summarise a model directory or config.json: roles, sizes, KV bytes",
             run_inspect},
+    Command{"generate", "answer one prompt (streamed, or --json)", run_generate},
+    Command{"chat", "chat in the terminal (one turn per line when piped)", run_chat},
     Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
             run_make_random},
 };
