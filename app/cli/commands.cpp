@@ -11,6 +11,7 @@ int run_inspect(int argc, char** argv);
 int run_make_random(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_chat(int argc, char** argv);
+int run_eval(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
@@ -20,6 +21,7 @@ const std::array kCommands = {
             run_inspect},
     Command{"generate", "answer one prompt (streamed, or --json)", run_generate},
     Command{"chat", "chat in the terminal (one turn per line when piped)", run_chat},
+    Command{"eval", "evaluate a model on the demo suite (accuracy table)", run_eval},
     Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
             run_make_random},
 };
