@@ -13,6 +13,9 @@ int run_sessions(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_make_random(int argc, char** argv);
 int run_logits(int argc, char** argv);
+int run_generate(int argc, char** argv);
+int run_chat(int argc, char** argv);
+int run_eval(int argc, char** argv);
 
 namespace {
 const std::array kCommands = {
@@ -23,6 +26,9 @@ const std::array kCommands = {
 #endif
     Command{"inspect", "summarise a model directory or config.json: roles, sizes, KV bytes",
             run_inspect},
+    Command{"generate", "answer one prompt (streamed, or --json)", run_generate},
+    Command{"chat", "chat in the terminal (one turn per line when piped)", run_chat},
+    Command{"eval", "evaluate a model on the demo suite (accuracy table)", run_eval},
     Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
             run_make_random},
     Command{"logits", "logits and per-block dumps of a prefill and decode steps (cross-checking)",

@@ -1,0 +1,104 @@
+// Declares and reads the generation options of the CLI; formats answers as JSON.
+#include "app/cli/turn_options.h"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/util/error.h"
+
+namespace flashdesk::cli {
+
+void add_model_options(cxxopts::Options& options) {
+  options.add_options("model")("model", "model directory", cxxopts::value<std::string>())(
+      "backend", "compute backend: cpu or cpu-reference",
+      cxxopts::value<std::string>()->default_value("cpu"))(
+      "threads", "CPU threads (0 = every core)", cxxopts::value<int>()->default_value("0"))(
+      "max-context", "longest sequence in tokens (0 = the model's)",
+      cxxopts::value<int64_t>()->default_value("0"));
+}
+
+void add_turn_options(cxxopts::Options& options) {
+  options.add_options("generation")("effort",
+                                    "reasoning effort: 1-100, low (50), high (75) or max (100)",
+                                    cxxopts::value<std::string>()->default_value("high"))(
+      "thinking", "thinking mode: on or off", cxxopts::value<std::string>()->default_value("on"))(
+      "max-tokens", "most tokens to generate per answer",
+      cxxopts::value<int64_t>()->default_value("2048"))(
+      "temperature", "sampling temperature (0 = greedy)",
+      cxxopts::value<float>()->default_value("0"))("top-p", "nucleus sampling mass",
+                                                   cxxopts::value<float>()->default_value("1"))(
+      "seed", "sampling seed", cxxopts::value<uint64_t>()->default_value("0"))(
+      "prefill", "prefill mode: bounded (decoder bounded replay) or exact",
+      cxxopts::value<std::string>()->default_value("bounded"))(
+      "chunk", "prefill chunk in tokens (0 = whole prompt)",
+      cxxopts::value<int64_t>()->default_value("0"))("json",
+                                                     "print each answer as one JSON object");
+}
+
+EngineOptions engine_options(const cxxopts::ParseResult& args) {
+  if (!args.count("model")) throw InvalidRequest("--model DIR is required");
+  EngineOptions e;
+  e.backend = args["backend"].as<std::string>();
+  e.threads = args["threads"].as<int>();
+  e.max_context = args["max-context"].as<int64_t>();
+  if (e.threads < 0) throw InvalidRequest("--threads must be 0 or more");
+  return e;
+}
+
+TurnOptions turn_options(const cxxopts::ParseResult& args) {
+  TurnOptions t;
+  t.effort = ReasoningEffort::parse(args["effort"].as<std::string>());
+  const std::string thinking = args["thinking"].as<std::string>();
+  if (thinking != "on" && thinking != "off")
+    throw InvalidRequest("--thinking must be on or off, not '" + thinking + "'");
+  t.mode = thinking == "on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  GenerationOptions& g = t.generation;
+  g.max_new_tokens = args["max-tokens"].as<int64_t>();
+  if (g.max_new_tokens < 1) throw InvalidRequest("--max-tokens must be at least 1");
+  g.sampling.temperature = args["temperature"].as<float>();
+  g.sampling.top_p = args["top-p"].as<float>();
+  g.sampling.seed = args["seed"].as<uint64_t>();
+  g.sampling.validate();
+  g.prefill.mode = parse_prefill_mode(args["prefill"].as<std::string>());
+  g.prefill.chunk_tokens = args["chunk"].as<int64_t>();
+  if (g.prefill.chunk_tokens < 0) throw InvalidRequest("--chunk must be 0 or more");
+  return t;
+}
+
+std::string turn_json(const TurnResult& turn) {
+  const GenerationResult& g = turn.generation;
+  const GenerationStats& s = g.stats;
+  std::vector<TokenId> ids = g.reasoning_ids;
+  ids.insert(ids.end(), g.content_ids.begin(), g.content_ids.end());
+  nlohmann::json j = {
+      {"thinking", g.reasoning},
+      {"answer", g.content},
+      {"reasoning_ids", g.reasoning_ids},
+      {"answer_ids", g.content_ids},
+      {"finish", std::string(finish_reason_name(g.finish))},
+      {"stats",
+       {{"prompt_tokens", s.prompt_tokens},
+        {"reused_tokens", s.reused_tokens},
+        {"computed_tokens", s.computed_tokens},
+        {"generated_tokens", s.generated_tokens},
+        {"thinking_tokens", s.thinking_tokens},
+        {"prefill_ms", s.prefill_ms},
+        {"ttft_ms", s.ttft_ms},
+        {"decode_tokens_per_s", s.decode_tokens_per_s()}}},
+  };
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string stats_line(const GenerationStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "[%lld prompt tokens: %lld reused, %lld computed | TTFT %.0f ms | %lld generated "
+                "(%lld thinking) at %.1f tokens/s]",
+                (long long)s.prompt_tokens, (long long)s.reused_tokens,
+                (long long)s.computed_tokens, s.ttft_ms, (long long)s.generated_tokens,
+                (long long)s.thinking_tokens, s.decode_tokens_per_s());
+  return buf;
+}
+
+}  // namespace flashdesk::cli

@@ -1,0 +1,24 @@
+// Options shared by `generate` and `chat`: model, backend, reasoning effort, thinking mode,
+// sampling and prefill, declared once and validated where they are read.
+#pragma once
+
+#include <string>
+
+#include <cxxopts.hpp>
+
+#include "engine/runtime/chat_engine.h"
+
+namespace flashdesk::cli {
+
+void add_model_options(cxxopts::Options& options);
+void add_turn_options(cxxopts::Options& options);
+
+EngineOptions engine_options(const cxxopts::ParseResult& args);
+TurnOptions turn_options(const cxxopts::ParseResult& args);
+
+// One answer as a JSON object (thinking, answer, token ids, finish reason, stats), one line.
+std::string turn_json(const TurnResult& turn);
+// Per-turn stats in one human-readable line.
+std::string stats_line(const GenerationStats& stats);
+
+}  // namespace flashdesk::cli

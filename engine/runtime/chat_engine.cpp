@@ -1,0 +1,96 @@
+// Loading a model directory and running chat turns with live-KV reuse.
+#include "engine/runtime/chat_engine.h"
+
+#include <algorithm>
+
+#include "engine/runtime/backend_factory.h"
+#include "engine/util/error.h"
+
+namespace flashdesk {
+
+std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_dir,
+                                             const EngineOptions& options) {
+  std::unique_ptr<ChatEngine> e(new ChatEngine());
+  e->checkpoint_ = Checkpoint::open(model_dir);
+  const auto tokenizer_file = model_dir / "tokenizer.json";
+  if (!std::filesystem::exists(tokenizer_file))
+    throw FormatError(tokenizer_file.string(), "the model directory has no tokenizer.json");
+  e->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_file(tokenizer_file));
+  const int64_t vocab = e->checkpoint_->config().text.vocab_size;
+  if (e->tokenizer_->id_bound() > vocab)
+    throw FormatError(tokenizer_file.string(),
+                      "the tokenizer has ids up to " + std::to_string(e->tokenizer_->id_bound()) +
+                          " but the model's vocab_size is " + std::to_string(vocab));
+  e->template_ = std::make_unique<ChatTemplate>(*e->tokenizer_);
+  e->backend_ = make_backend(options.backend, options.threads);
+  e->model_ = std::make_unique<Model>(e->checkpoint_, *e->backend_,
+                                      ModelOptions{.max_context = options.max_context});
+  e->generator_ = std::make_unique<Generator>(*e->model_, *e->tokenizer_);
+  const std::string& config_name = e->checkpoint_->config().name;
+  e->name_ = config_name.empty() ? model_dir.filename().string() : config_name;
+  return e;
+}
+
+ChatEngine::~ChatEngine() = default;
+
+size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+ChatSession::ChatSession(ChatEngine& engine) : engine_(engine) {}
+
+void ChatSession::set_system_prompt(std::string text) {
+  system_prompt_ = text.empty() ? std::nullopt : std::optional<std::string>(std::move(text));
+}
+
+void ChatSession::reset() {
+  messages_.clear();
+  live_.reset();
+}
+
+TurnResult ChatSession::send(ChatMessage user, const TurnOptions& options,
+                             const StreamCallbacks& callbacks, const std::atomic<bool>* stop) {
+  if (user.role != Role::kUser) throw InvalidRequest("a turn starts with a user message");
+  std::vector<ChatMessage> conversation;
+  if (system_prompt_) conversation.push_back(ChatMessage::system(*system_prompt_));
+  conversation.insert(conversation.end(), messages_.begin(), messages_.end());
+  conversation.push_back(user);
+
+  const ChatOptions chat{.mode = options.mode, .effort = options.effort};
+  TurnResult turn;
+  turn.prompt_ids = engine_.chat_template().render(conversation, chat).ids;
+
+  // Reuse the live KV when the new prompt extends it; the state cannot roll back, so anything
+  // else (an edited or re-rendered history) starts a new sequence.
+  size_t reuse = 0;
+  if (live_) {
+    reuse = common_prefix(live_->tokens, turn.prompt_ids);
+    if (reuse != live_->tokens.size() || reuse == turn.prompt_ids.size()) {
+      live_.reset();
+      reuse = 0;
+    }
+  }
+  if (!live_) live_ = engine_.model().new_sequence();
+
+  GenerationOptions gen = options.generation;
+  gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;
+  const std::span<const TokenId> suffix = std::span<const TokenId>(turn.prompt_ids).subspan(reuse);
+  try {
+    turn.generation = engine_.generator().generate(*live_, suffix, gen, callbacks, stop);
+  } catch (...) {
+    live_.reset();  // a failed step may have left the state half-updated
+    throw;
+  }
+
+  messages_.push_back(std::move(user));
+  ChatMessage answer = ChatMessage::assistant(turn.generation.content, turn.generation.reasoning);
+  answer.content_ids = turn.generation.content_ids;
+  if (options.mode == ThinkingMode::kThinking) answer.reasoning_ids = turn.generation.reasoning_ids;
+  messages_.push_back(std::move(answer));
+  return turn;
+}
+
+}  // namespace flashdesk

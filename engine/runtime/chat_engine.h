@@ -1,0 +1,98 @@
+// The engine's request API: a loaded model (checkpoint, backend, tokenizer, chat format) and the
+// chat sessions that talk to it. The CLI and the desktop app use only this layer.
+//
+// Goals: load a model directory in one call with clear errors; keep each session's KV live
+// between turns and reuse it whenever the next rendering extends it; report per turn what was
+// reused and computed. Non-goals (later layers): SSD block restore and the DRAM window pool
+// (storage/), images (vision), several requests in one batch.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/model.h"
+#include "engine/ops/backend.h"
+#include "engine/runtime/generator.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace flashdesk {
+
+struct EngineOptions {
+  std::string backend = "cpu";  // see backend_names()
+  int threads = 0;              // 0: every core
+  int64_t max_context = 0;      // 0: the model's max_position_embeddings
+};
+
+class ChatEngine {
+ public:
+  // Opens and validates the directory (config.json, safetensors, tokenizer.json, and
+  // engram_map.safetensors for Engram models) and uploads the weights. Throws Error subclasses
+  // naming the file and what is wrong.
+  static std::unique_ptr<ChatEngine> load(const std::filesystem::path& model_dir,
+                                          const EngineOptions& options = {});
+  ~ChatEngine();
+
+  const ModelConfig& config() const { return model_->config(); }
+  const std::string& name() const { return name_; }
+  std::string fingerprint() const { return checkpoint_->fingerprint(); }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const ChatTemplate& chat_template() const { return *template_; }
+  Model& model() { return *model_; }
+  Generator& generator() { return *generator_; }
+  Backend& backend() { return *backend_; }
+
+ private:
+  ChatEngine() = default;
+  std::shared_ptr<const Checkpoint> checkpoint_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<Generator> generator_;
+  std::string name_;
+};
+
+struct TurnOptions {
+  ThinkingMode mode = ThinkingMode::kThinking;
+  ReasoningEffort effort;
+  GenerationOptions generation;  // starts_in_thinking is set from `mode`
+};
+
+struct TurnResult {
+  GenerationResult generation;
+  std::vector<TokenId> prompt_ids;  // the rendered prompt of this turn
+};
+
+// One conversation with its live KV state. Not thread-safe: one turn at a time.
+class ChatSession {
+ public:
+  explicit ChatSession(ChatEngine& engine);
+
+  void set_system_prompt(std::string text);
+  const std::vector<ChatMessage>& messages() const { return messages_; }
+  // Appends `user`, renders the conversation, reuses the live KV where the rendering extends it
+  // (else starts a new sequence), generates, and appends the answer with its exact ids.
+  TurnResult send(ChatMessage user, const TurnOptions& options, const StreamCallbacks& callbacks,
+                  const std::atomic<bool>* stop = nullptr);
+  // Forgets the conversation and the KV.
+  void reset();
+  // Tokens whose KV is live (for status displays).
+  int64_t live_tokens() const { return live_ ? live_->position() : 0; }
+
+ private:
+  ChatEngine& engine_;
+  std::optional<std::string> system_prompt_;
+  std::vector<ChatMessage> messages_;
+  std::optional<SequenceState> live_;
+};
+
+// Length of the common prefix of two id sequences.
+size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b);
+
+}  // namespace flashdesk

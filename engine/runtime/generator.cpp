@@ -1,0 +1,133 @@
+// The prefill-then-decode loop with streaming, thinking/answer split and timing.
+#include "engine/runtime/generator.h"
+
+#include <chrono>
+
+#include "engine/tokenizer/streaming_decoder.h"
+#include "engine/util/error.h"
+
+namespace flashdesk {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Routes generated ids to the reasoning or the answer, turning them into text as it completes.
+// </think> switches channel and is not shown; EOS ends the stream and is not shown.
+class ChannelSplitter {
+ public:
+  ChannelSplitter(const Tokenizer& tokenizer, const SpecialTokenIds& special, bool thinking,
+                  GenerationResult& result, const StreamCallbacks& callbacks)
+      : decoder_(tokenizer, DecodeOptions{.skip_special = true}),
+        special_(special),
+        channel_(thinking ? StreamChannel::kThinking : StreamChannel::kAnswer),
+        result_(result),
+        callbacks_(callbacks) {}
+
+  void push(TokenId id) {
+    if (id == special_.think_end && channel_ == StreamChannel::kThinking) {
+      emit(decoder_.finish());
+      channel_ = StreamChannel::kAnswer;
+      saw_think_end_ = true;
+      return;
+    }
+    (channel_ == StreamChannel::kThinking ? result_.reasoning_ids : result_.content_ids)
+        .push_back(id);
+    emit(decoder_.push(id));
+  }
+  void finish() { emit(decoder_.finish()); }
+  bool saw_think_end() const { return saw_think_end_; }
+
+ private:
+  void emit(const std::string& text) {
+    if (text.empty()) return;
+    (channel_ == StreamChannel::kThinking ? result_.reasoning : result_.content) += text;
+    if (callbacks_.on_text) callbacks_.on_text(channel_, text);
+  }
+
+  StreamingDecoder decoder_;
+  const SpecialTokenIds& special_;
+  StreamChannel channel_;
+  GenerationResult& result_;
+  const StreamCallbacks& callbacks_;
+  bool saw_think_end_ = false;
+};
+
+}  // namespace
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContextFull:
+      return "context_full";
+    case FinishReason::kStopped:
+      return "stopped";
+  }
+  return "?";
+}
+
+double GenerationStats::decode_tokens_per_s() const {
+  return decode_ms > 0.0 ? static_cast<double>(generated_tokens - 1) * 1000.0 / decode_ms : 0.0;
+}
+
+Generator::Generator(Model& model, const Tokenizer& tokenizer)
+    : model_(model), tokenizer_(tokenizer), special_(SpecialTokenIds::from(tokenizer)) {}
+
+GenerationResult Generator::generate(SequenceState& state, std::span<const TokenId> new_prompt,
+                                     const GenerationOptions& options,
+                                     const StreamCallbacks& callbacks,
+                                     const std::atomic<bool>* stop) {
+  if (options.max_new_tokens < 1) throw InvalidRequest("max_new_tokens must be at least 1");
+  Sampler sampler(options.sampling);
+  GenerationResult result;
+  result.stats.reused_tokens = state.position();
+  result.stats.computed_tokens = static_cast<int64_t>(new_prompt.size());
+  result.stats.prompt_tokens = state.position() + result.stats.computed_tokens;
+
+  const auto t0 = Clock::now();
+  std::vector<float> logits = model_.prefill(state, new_prompt, options.prefill);
+  result.stats.prefill_ms = ms_since(t0);
+
+  ChannelSplitter splitter(tokenizer_, special_, options.starts_in_thinking, result, callbacks);
+  Clock::time_point first_token_time;
+  result.finish = FinishReason::kLength;
+  for (int64_t n = 0; n < options.max_new_tokens; ++n) {
+    const TokenId id = static_cast<TokenId>(sampler.sample(logits));
+    if (n == 0) {
+      first_token_time = Clock::now();
+      result.stats.ttft_ms = ms_since(t0);
+    }
+    ++result.stats.generated_tokens;
+    if (callbacks.on_token) callbacks.on_token(id);
+    if (id == special_.eos) {
+      result.finish = FinishReason::kEos;
+      break;
+    }
+    splitter.push(id);
+    if (stop && stop->load(std::memory_order_relaxed)) {
+      result.finish = FinishReason::kStopped;
+      break;
+    }
+    if (n + 1 == options.max_new_tokens) break;
+    if (state.position() + 1 > model_.max_context()) {
+      result.finish = FinishReason::kContextFull;
+      break;
+    }
+    // The sampled token enters the KV state; EOS never does here (the next turn's prompt
+    // brings it in), so a finished sequence's state ends at the last visible token.
+    logits = model_.decode(state, id);
+  }
+  splitter.finish();
+  result.stats.thinking_tokens =
+      static_cast<int64_t>(result.reasoning_ids.size()) + (splitter.saw_think_end() ? 1 : 0);
+  if (result.stats.generated_tokens > 0) result.stats.decode_ms = ms_since(first_token_time);
+  return result;
+}
+
+}  // namespace flashdesk

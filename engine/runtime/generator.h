@@ -1,0 +1,82 @@
+// The generation loop of one sequence: prefill the new prompt tokens, then sample and decode
+// until EOS, the token budget, the context limit or a stop request, streaming text as it forms.
+//
+// Goals: one loop for the CLI, the desktop app and the eval, with thinking and answer streamed
+// on separate channels and per-request stats. Non-goals: batching several requests (the model
+// step already takes a batch; a scheduler comes later), speculative decoding.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/runtime/sampler.h"
+#include "engine/tokenizer/special_tokens.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace flashdesk {
+
+enum class StreamChannel { kThinking, kAnswer };
+
+struct StreamCallbacks {
+  // Text that became complete (whole UTF-8 characters), on its channel.
+  std::function<void(StreamChannel, std::string_view)> on_text;
+  // Every generated id, as sampled (EOS included), e.g. for the session's token log.
+  std::function<void(TokenId)> on_token;
+};
+
+struct GenerationOptions {
+  int64_t max_new_tokens = 2048;
+  SamplingParams sampling;
+  // The prompt ends with <think>: the first tokens are reasoning until </think>.
+  bool starts_in_thinking = false;
+  PrefillOptions prefill;  // mode (bounded by default for generation) and chunking
+};
+
+enum class FinishReason { kEos, kLength, kContextFull, kStopped };
+std::string_view finish_reason_name(FinishReason reason);
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0;     // the whole rendered prompt
+  int64_t reused_tokens = 0;     // prompt tokens whose KV was already live
+  int64_t computed_tokens = 0;   // prompt tokens run through the model now
+  int64_t generated_tokens = 0;  // sampled tokens, EOS included
+  int64_t thinking_tokens = 0;   // generated tokens before </think>
+  double prefill_ms = 0.0;
+  double ttft_ms = 0.0;    // request start to the first sampled token
+  double decode_ms = 0.0;  // after the first token
+  double decode_tokens_per_s() const;
+};
+
+struct GenerationResult {
+  std::vector<TokenId> reasoning_ids;  // before </think> (thinking mode)
+  std::vector<TokenId> content_ids;    // the answer, without EOS
+  std::string reasoning;
+  std::string content;
+  FinishReason finish = FinishReason::kEos;
+  GenerationStats stats;
+};
+
+class Generator {
+ public:
+  Generator(Model& model, const Tokenizer& tokenizer);
+
+  // Prefills `new_prompt` (the prompt tokens not yet in `state`) and generates. `stop`, when
+  // set by another thread, ends generation after the current token. Throws InvalidRequest for
+  // an empty new prompt or one beyond the context; the state is then unchanged.
+  GenerationResult generate(SequenceState& state, std::span<const TokenId> new_prompt,
+                            const GenerationOptions& options, const StreamCallbacks& callbacks,
+                            const std::atomic<bool>* stop = nullptr);
+
+ private:
+  Model& model_;
+  const Tokenizer& tokenizer_;
+  SpecialTokenIds special_;
+};
+
+}  // namespace flashdesk
