@@ -45,14 +45,16 @@ run_tests() {
   chmod 700 "$XDG_RUNTIME_DIR"
   ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 900
   if [ -d tests/tools ]; then
-    python3 -m unittest discover -s tests/tools -p '*_test.py' -v
+    # Debian's python3 (with python3-numpy); a python3 earlier on PATH may lack numpy.
+    /usr/bin/python3 -m unittest discover -s tests/tools -p '*_test.py' -v
   fi
 }
 
 start_app() {
   local model=assets/models/flash-tiny
   local missing=()
-  [ -d "$model" ] || missing+=("the demo model ($model: issue 4)")
+  [ -f "$model/config.json" ] && ls "$model"/*.safetensors >/dev/null 2>&1 ||
+    missing+=("the demo model's weights ($model: issue 4)")
   [ -x build/release/bin/flashdesk ] || missing+=("the desktop app (issue 7)")
   if [ ${#missing[@]} -gt 0 ]; then
     echo "FlashDesk is not complete yet; missing: $(IFS=';'; echo "${missing[*]}")."
@@ -62,7 +64,7 @@ start_app() {
   fi
   [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && echo "No display found: starting the terminal chat."
   if build/release/bin/flashdesk-cli --help 2>&1 | grep -q "^  chat "; then
-    if [ -d "$model" ]; then
+    if [ -f "$model/config.json" ]; then
       exec build/release/bin/flashdesk-cli chat --model "$model" "$@"
     fi
     echo "The terminal chat needs a model: flashdesk-cli chat --model DIR"

@@ -1,0 +1,166 @@
+// CSA2 attention of one layer (MODEL-REFERENCE §3.5-3.7, docs/numerics.md "Attention"): query
+// and window KV, the KV source's compressor (global KV and index keys), the indexer (top-k,
+// candidate blocks, Reindex restriction), sparse attention over window + top-k entries with the
+// sink, inverse RoPE and the grouped output projection.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/model/step_runner.h"
+
+namespace flashdesk {
+
+Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_done) {
+  const LayerRole& role = model_.roles_[static_cast<size_t>(layer)];
+  const AttentionWeights& A = w_.layers[static_cast<size_t>(layer)].attn;
+  const std::vector<float>& freq = model_.rope_[static_cast<size_t>(layer)];
+  const int64_t n = n_rows_, D = text_.head_dim, H = A.sink.dim(0);
+  const float eps = static_cast<float>(text_.rms_norm_eps);
+
+  Tensor qr = f32(Shape{n, text_.q_lora_rank});
+  be_.linear(x, A.wq_a, kQuantLinear, qr);
+  be_.rms_norm(qr, &A.q_norm, eps, qr);
+  Tensor q = f32(Shape{n, H, D});
+  be_.linear(qr, A.wq_b, kQuantLinear, q);
+  be_.rope(q, D, positions_, freq, false);
+
+  Tensor kv = f32(Shape{n, D});
+  be_.linear(x, A.wkv, kQuantLinear, kv);
+  be_.rms_norm(kv, &A.kv_norm, eps, kv);
+  be_.rope(kv, D, positions_, freq, false);
+  Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
+  be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
+
+  if (A.compressor && !compressed_done) compress(layer, x);
+  if (A.indexer) index(layer, qr, x);
+
+  Tensor o = f32(Shape{n, H, D});
+  const int64_t W = text_.sliding_window;
+  for (const SeqRows& s : seqs_) {
+    SequenceState& st = *s.state;
+    WindowRing& ring = st.rings[static_cast<size_t>(layer)];
+    const Tensor q_s = q.rows(s.first_row, s.n_rows);
+    const Tensor kv_s = step_kv.rows(s.first_row, s.n_rows);
+    Tensor o_s = o.rows(s.first_row, s.n_rows);
+    AttentionArgs args;
+    args.q = &q_s;
+    args.positions = positions(s);
+    args.window = WindowKv{&ring.rows, ring.positions, &kv_s, s.first_position, W};
+    args.sink = &A.sink;
+    args.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+    if (role.compress_ratio > 0) {
+      const GlobalKv& g = st.global[static_cast<size_t>(role.kv_source)];
+      args.compressed = EntryCache{&g.entries, g.n_entries};
+      args.topk = &topk_[static_cast<size_t>(s.seq)].at(role.index_source);
+    }
+    be_.sparse_attention(args, o_s);
+    // The last min(n, W) rows of this step enter the ring.
+    std::vector<int64_t> src, slots;
+    for (int64_t j = std::max<int64_t>(0, s.n_rows - W); j < s.n_rows; ++j) {
+      src.push_back(j);
+      slots.push_back((s.first_position + j) % W);
+      ring.positions[static_cast<size_t>(slots.back())] = s.first_position + j;
+    }
+    be_.scatter_rows(kv_s, src, ring.rows, slots);
+  }
+
+  be_.rope(o, D, positions_, freq, true);
+  const int64_t groups = A.wo_a.out / text_.o_lora_rank;
+  Tensor z = f32(Shape{n, A.wo_a.out});
+  be_.grouped_linear(o, A.wo_a, groups, z);
+  Tensor a = f32(Shape{n, text_.hidden_size});
+  be_.linear(z, A.wo_b, LinearMode{LinearInput::ActQuantFp8, LinearOutput::F32}, a);
+  all_reduce_and_round(a);
+  return a;
+}
+
+void StepRunner::compress(int64_t layer, const Tensor& x) {
+  const CompressorWeights& C = *w_.layers[static_cast<size_t>(layer)].attn.compressor;
+  const int64_t m = model_.roles_[static_cast<size_t>(layer)].compress_ratio;
+  const int64_t D = text_.head_dim, d_ih = text_.index_head_dim, n = n_rows_;
+  const float eps = static_cast<float>(text_.rms_norm_eps);
+  const std::vector<float>& freq = model_.rope_[static_cast<size_t>(layer)];
+  Tensor kv = f32(Shape{n, D}), score;
+  if (m == 1) {
+    be_.linear(x, C.wkv, kBf16Linear, kv);
+  } else {
+    score = f32(Shape{n, D});
+    be_.linear(x, C.wkv, kF32Linear, kv);
+    be_.linear(x, C.wgate, kF32Linear, score);
+  }
+  for (const SeqRows& s : seqs_) {
+    GlobalKv& g = s.state->global[static_cast<size_t>(layer)];
+    Tensor latent;
+    if (m == 1) {
+      latent = kv.rows(s.first_row, s.n_rows);
+    } else {
+      const int64_t e = (g.n_pending + s.n_rows) / m;
+      latent = f32(Shape{e, D});
+      be_.compressor_pool(kv.rows(s.first_row, s.n_rows), score.rows(s.first_row, s.n_rows), m,
+                          g.pending_kv, g.pending_score, g.n_pending, latent);
+    }
+    const int64_t e = latent.rows();
+    FD_CHECK((g.n_entries + e) * m + g.n_pending == s.first_position + s.n_rows,
+             "compressor of layer " + std::to_string(layer) + " out of step with the positions");
+    if (e == 0) continue;
+    Tensor lat = f32(Shape{e, D});
+    be_.rms_norm(latent, &C.norm, eps, lat);
+    std::vector<int64_t> entry_pos(static_cast<size_t>(e));
+    for (int64_t j = 0; j < e; ++j) entry_pos[static_cast<size_t>(j)] = (g.n_entries + j) * m;
+    reserve_entries(be_, g, g.n_entries + e);
+    Tensor k = f32(Shape{e, d_ih});
+    be_.linear(lat, C.index_wk, kBf16Linear, k);
+    be_.rms_norm(k, &C.index_k_norm, eps, k);
+    be_.rope(k, d_ih, entry_pos, freq, false);
+    be_.quantize_rows(KvFormat::Fp4Key, k, g.index_keys, g.n_entries);
+    be_.rope(lat, D, entry_pos, freq, false);
+    be_.quantize_rows(KvFormat::Fp4Entry, lat, g.entries, g.n_entries);
+    g.n_entries += e;
+  }
+}
+
+void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
+  const LayerRole& role = model_.roles_[static_cast<size_t>(layer)];
+  const IndexerWeights& I = *w_.layers[static_cast<size_t>(layer)].attn.indexer;
+  const std::vector<float>& freq = model_.rope_[static_cast<size_t>(layer)];
+  const int64_t n = n_rows_, n_ih = text_.index_n_heads, d_ih = text_.index_head_dim;
+  const int64_t m = role.compress_ratio;
+  Tensor qi = f32(Shape{n, n_ih, d_ih});
+  be_.linear(qr, I.wq_b, kQuantLinear, qi);
+  be_.rope(qi, d_ih, positions_, freq, false);
+  be_.fake_quant_fp4_e8m0(qi, 32);
+  Tensor w = f32(Shape{n, n_ih});
+  be_.linear(x, I.weights_proj, kBf16Linear, w);
+  be_.scale(w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_ih) * n_ih)));
+
+  const bool restricted = role.candidate_source >= 0 && !role.builds_candidates;
+  for (const SeqRows& s : seqs_) {
+    const GlobalKv& g = s.state->global[static_cast<size_t>(role.kv_source)];
+    std::vector<int64_t> visible(static_cast<size_t>(s.n_rows));
+    for (int64_t j = 0; j < s.n_rows; ++j)
+      visible[static_cast<size_t>(j)] = (s.first_position + j + 1) / m;
+    const Tensor q_s = qi.rows(s.first_row, s.n_rows), w_s = w.rows(s.first_row, s.n_rows);
+    IndexerArgs args;
+    args.q = &q_s;
+    args.weights = &w_s;
+    args.n_visible = visible;
+    args.keys = EntryCache{&g.index_keys, g.n_entries};
+    args.block_size = text_.candidate_block_size;
+    auto& seq_cand = candidates_[static_cast<size_t>(s.seq)];
+    if (restricted) args.restrict_blocks = &seq_cand.at(role.candidate_source);
+    Tensor topk = be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.index_topk, g.n_entries)});
+    Tensor cand;
+    if (role.builds_candidates) {
+      const int64_t n_blocks = (g.n_entries + args.block_size - 1) / args.block_size;
+      cand =
+          be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.candidate_topk_blocks, n_blocks)});
+    }
+    be_.indexer_select(args, topk, role.builds_candidates ? &cand : nullptr);
+    if (obs_) obs_->on_topk(layer, row_info(s), to_host(topk));
+    if (obs_ && role.builds_candidates)
+      obs_->on_candidates(layer, row_info(s), to_host(cand), args.block_size, g.n_entries);
+    topk_[static_cast<size_t>(s.seq)][layer] = topk;
+    if (role.builds_candidates) seq_cand[layer] = cand;
+  }
+}
+
+}  // namespace flashdesk

@@ -1,0 +1,52 @@
+// The MoE sublayer (MODEL-REFERENCE §5) and the Engram update of the streams (§7).
+#include <algorithm>
+
+#include "engine/model/engram_hash.h"
+#include "engine/model/step_runner.h"
+
+namespace flashdesk {
+
+Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
+  const MoeWeights& M = w_.layers[static_cast<size_t>(layer)].ffn;
+  const int64_t n = n_rows_, E = text_.n_routed_experts, k = text_.num_experts_per_tok;
+  Tensor logits = f32(Shape{n, E});
+  be_.linear(x, M.gate, kF32Linear, logits);
+  Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = f32(Shape{n, k});
+  const RouteSettings rs{k, static_cast<float>(text_.gate_temp),
+                         static_cast<float>(text_.routed_scaling_factor), text_.norm_topk_prob};
+  be_.moe_route(logits, M.bias, &M.bias_vl, {}, rs, ids, weights);
+  if (obs_) obs_->on_experts(layer, rows_, to_host(ids), to_host(weights));
+  Tensor y = f32(Shape{n, text_.hidden_size});
+  be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr,
+                  static_cast<float>(text_.swiglu_limit), y);
+  all_reduce_and_round(y);
+  return y;
+}
+
+void StepRunner::engram(int64_t layer) {
+  const EngramWeights& G = *w_.layers[static_cast<size_t>(layer)].engram;
+  const EngramHasher& hasher = *model_.engram_;
+  const auto& ids_of = text_.engram_layer_ids;
+  const int64_t li = std::find(ids_of.begin(), ids_of.end(), layer) - ids_of.begin();
+  const int64_t n = n_rows_, cols = hasher.columns();
+  HostTensor ids = HostTensor::zeros(DType::I64, {n, cols});
+  std::vector<uint8_t> masked(static_cast<size_t>(n), 0);
+  for (const SeqRows& s : seqs_) {
+    const SequenceState& st = *s.state;
+    hasher.hash(li, st.tokens, st.dead, positions(s),
+                ids.as<int64_t>().data() + s.first_row * cols);
+    for (int64_t j = 0; j < s.n_rows; ++j)
+      masked[static_cast<size_t>(s.first_row + j)] =
+          st.dead[static_cast<size_t>(s.first_position + j)];
+  }
+  Tensor id_t = be_.alloc(DType::I64, Shape{n, cols});
+  be_.write(id_t, ids.bytes.data(), ids.bytes.size());
+  Tensor e = f32(Shape{n, cols * G.table.width()});
+  be_.engram_gather(G.table, id_t, e);
+  Tensor kv = f32(Shape{n, G.wkv.out});
+  be_.linear(e, G.wkv, kQuantLinear, kv);
+  be_.engram_update(X_, kv, G.q_weight, G.k_weight, masked, static_cast<float>(text_.rms_norm_eps));
+  if (obs_) obs_->on_engram(layer, rows_, ids, to_host(X_));
+}
+
+}  // namespace flashdesk

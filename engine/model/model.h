@@ -1,0 +1,109 @@
+// The DeepSeek-V4.1 text forward pass (MODEL-REFERENCE §11.2) for any V4.1-style config, written
+// once against the backend interface: embedding into hc streams, Engram, single-pass mHC blocks
+// with CSA2 attention in every role and MoE, final collapse, norm and FP32 logits.
+//
+// Goals: one step function for chunked prefill, bounded replay, decode and multi-token
+// verification over a batch of sequences, each with its own SequenceState; numerics exactly as
+// docs/numerics.md. Non-goals here: sampling and the generation loop (engine/runtime), vision
+// input, DSpark drafting (later issues).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/forward_observer.h"
+#include "engine/model/sequence_state.h"
+#include "engine/ops/backend.h"
+#include "engine/ops/collective.h"
+
+namespace flashdesk {
+
+struct ModelWeights;
+class EngramHasher;
+
+enum class PrefillMode {
+  Exact,    // every layer over every prompt token (the reference)
+  Bounded,  // decoder bounded replay: decoder blocks over the last min(P, W) tokens only
+};
+PrefillMode parse_prefill_mode(std::string_view text);  // "exact" | "bounded", else InvalidRequest
+
+enum class LogitsWanted { None, Last, All };
+
+// One sequence's part of a step: `tokens` enter at positions state->position() onwards.
+struct SequenceStep {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  // Bounded replay: the decoder blocks run only on positions >= decoder_from (the first decoder
+  // layer still turns every row into global KV). -1: every row runs every layer.
+  int64_t decoder_from = -1;
+  LogitsWanted logits = LogitsWanted::Last;
+
+  // Outputs: logits [logit_positions.size(), vocab] F32, row-major.
+  std::vector<float> out_logits;
+  std::vector<int64_t> logit_positions;
+};
+
+struct PrefillOptions {
+  PrefillMode mode = PrefillMode::Exact;
+  int64_t chunk_tokens = 0;    // tokens per step; 0 = the whole prompt in one step
+  bool all_positions = false;  // logits of every position (exact mode only)
+};
+
+struct ModelOptions {
+  int64_t max_context = 0;  // longest sequence accepted; 0 = max_position_embeddings
+};
+
+class Model {
+ public:
+  // Loads (uploads) the weights of `checkpoint` to `backend`; both must outlive the model, and
+  // so must `comm` (null: a single device). Throws FormatError when the Engram map is missing.
+  Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
+        const ModelOptions& options = {}, Collective* comm = nullptr);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return checkpoint_->config(); }
+  const std::vector<LayerRole>& roles() const { return roles_; }
+  int64_t decoder_first() const { return decoder_first_; }
+  int64_t max_context() const { return max_context_; }
+  Backend& backend() { return backend_; }
+
+  SequenceState new_sequence() const;
+
+  // Runs one step over a batch. Throws InvalidRequest for empty or out-of-range token ids, a
+  // sequence beyond max_context, or a bad decoder_from; no state changes then.
+  void step(std::span<SequenceStep> batch, ForwardObserver* observer = nullptr);
+
+  // Prefill of `ids` (from the state's current position) in chunks; returns the logits of the
+  // last position [V], or of every position [P, V] with all_positions.
+  std::vector<float> prefill(SequenceState& state, std::span<const int32_t> ids,
+                             const PrefillOptions& options, ForwardObserver* observer = nullptr);
+  // One token at the next position; returns its logits [V].
+  std::vector<float> decode(SequenceState& state, int32_t id, ForwardObserver* observer = nullptr);
+
+  // The global KV / window ring of a layer dequantised to F32, for dumps and tests:
+  // entries [n_entries, head_dim], keys [n_entries, index_head_dim], ring [W, head_dim] (empty
+  // slots 0).
+  std::vector<float> dequantized_entries(const SequenceState& s, int64_t layer);
+  std::vector<float> dequantized_index_keys(const SequenceState& s, int64_t layer);
+  std::vector<float> dequantized_ring(const SequenceState& s, int64_t layer);
+
+ private:
+  friend class StepRunner;
+  std::shared_ptr<const Checkpoint> checkpoint_;
+  Backend& backend_;
+  Collective* comm_;
+  SingleDevice single_;
+  std::vector<LayerRole> roles_;
+  int64_t decoder_first_ = 0;
+  int64_t max_context_ = 0;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<EngramHasher> engram_;
+  std::vector<std::vector<float>> rope_;  // inv_freq per main layer
+};
+
+}  // namespace flashdesk

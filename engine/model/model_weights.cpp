@@ -1,0 +1,178 @@
+// Uploads the model's weights to a backend, taking this rank's slice of each tensor as the
+// sharding table says.
+#include "engine/model/model_weights.h"
+
+#include <array>
+#include <cstring>
+#include <string>
+
+namespace flashdesk {
+namespace {
+
+class WeightLoader {
+ public:
+  WeightLoader(const Checkpoint& ckpt, Backend& backend, const ShardPlan& plan)
+      : ckpt_(ckpt), be_(backend), plan_(plan), text_(ckpt.config().text) {}
+
+  Tensor vec(const std::string& name) {
+    TensorView v = ckpt_.tensor(name);
+    if (shard_split(name) != ShardSplit::VectorByHead || plan_.world == 1) return be_.upload_f32(v);
+    const int64_t n = v.dim(0) / plan_.world;
+    std::array<int64_t, 1> shape = {n};
+    TensorView part = v;
+    part.data = v.data + plan_.rank * n * static_cast<int64_t>(dtype_size(v.dtype));
+    part.shape = shape;
+    part.nbytes = static_cast<size_t>(n) * dtype_size(v.dtype);
+    return be_.upload_f32(part);
+  }
+
+  Tensor raw(const std::string& name) { return be_.upload(ckpt_.tensor(name)); }
+
+  // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
+  LinearWeight linear(const std::string& module) {
+    TensorView w = ckpt_.tensor(module + ".weight");
+    const bool has_scale = ckpt_.has(module + ".scale");
+    TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
+    const ShardSplit split = shard_split(module + ".weight");
+    if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
+        split == ShardSplit::FirstRankOnly)
+      return be_.upload_linear(w, has_scale ? &s : nullptr);
+    if (split == ShardSplit::ColumnsByGroup) return column_slice(w, has_scale ? &s : nullptr);
+    return row_slice(w, has_scale ? &s : nullptr);
+  }
+
+  ExpertWeights expert(const std::string& prefix) {
+    return {linear(prefix + "w1"), linear(prefix + "w3"), linear(prefix + "w2")};
+  }
+
+  const ShardPlan& plan() const { return plan_; }
+
+ private:
+  // This rank's contiguous share of the output rows (whole 32-row scale tiles).
+  LinearWeight row_slice(const TensorView& w, const TensorView* s) {
+    const int64_t rows = w.dim(0) / plan_.world, first = plan_.rank * rows;
+    FD_CHECK(w.dim(0) % plan_.world == 0 && rows % 32 == 0,
+             std::string(w.name) + ": rows do not split into whole 32-row tiles");
+    std::array<int64_t, 2> wshape = {rows, w.dim(1)}, sshape = {0, 0};
+    TensorView wp = w, sp;
+    const size_t row_bytes = w.nbytes / static_cast<size_t>(w.dim(0));
+    wp.data = w.data + static_cast<size_t>(first) * row_bytes;
+    wp.shape = wshape;
+    wp.nbytes = static_cast<size_t>(rows) * row_bytes;
+    if (s) {
+      sp = *s;
+      sshape = {rows / 32, s->dim(1)};
+      sp.data = s->data + static_cast<size_t>(first / 32) * static_cast<size_t>(s->dim(1));
+      sp.shape = sshape;
+      sp.nbytes = static_cast<size_t>(sshape[0] * sshape[1]);
+    }
+    return be_.upload_linear(wp, s ? &sp : nullptr);
+  }
+
+  // This rank's share of the input columns, copied (not contiguous in the file).
+  LinearWeight column_slice(const TensorView& w, const TensorView* s) {
+    const int64_t cols = w.dim(1) / plan_.world, first = plan_.rank * cols;
+    FD_CHECK(w.dtype == DType::F8_E4M3 && s && w.dim(1) % plan_.world == 0 && cols % 32 == 0,
+             std::string(w.name) + ": columns do not split into whole 32-column tiles");
+    LinearWeight lw;
+    lw.format = WeightFormat::Fp8Block;
+    lw.name = std::string(w.name);
+    lw.out = w.dim(0);
+    lw.in = cols;
+    lw.data = copy_columns(w.data, w.dim(0), w.dim(1), first, cols, DType::F8_E4M3);
+    lw.scale = copy_columns(s->data, s->dim(0), s->dim(1), first / 32, cols / 32, DType::F8_E8M0);
+    return lw;
+  }
+
+  Tensor copy_columns(const uint8_t* src, int64_t rows, int64_t cols, int64_t first, int64_t n,
+                      DType dtype) {
+    std::vector<uint8_t> buf(static_cast<size_t>(rows * n));
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(&buf[static_cast<size_t>(r * n)], src + r * cols + first, static_cast<size_t>(n));
+    Tensor t = be_.alloc(dtype, Shape{rows, n});
+    be_.write(t, buf.data(), buf.size());
+    return t;
+  }
+
+  const Checkpoint& ckpt_;
+  Backend& be_;
+  ShardPlan plan_;
+  const TextConfig& text_;
+};
+
+AttentionWeights load_attention(WeightLoader& ld, const std::string& p, const LayerRole& role) {
+  AttentionWeights a;
+  a.wq_a = ld.linear(p + "attn.wq_a");
+  a.q_norm = ld.vec(p + "attn.q_norm.weight");
+  a.wq_b = ld.linear(p + "attn.wq_b");
+  a.wkv = ld.linear(p + "attn.wkv");
+  a.kv_norm = ld.vec(p + "attn.kv_norm.weight");
+  a.wo_a = ld.linear(p + "attn.wo_a");
+  a.wo_b = ld.linear(p + "attn.wo_b");
+  a.sink = ld.vec(p + "attn.attn_sink");
+  const bool kv_source = role.kv_source == role.layer && role.compress_ratio > 0;
+  if (kv_source) {
+    CompressorWeights c;
+    c.wkv = ld.linear(p + "attn.compressor.wkv");
+    if (role.compress_ratio > 1) c.wgate = ld.linear(p + "attn.compressor.wgate");
+    c.norm = ld.vec(p + "attn.compressor.norm.weight");
+    c.index_wk = ld.linear(p + "attn.indexer.wk");
+    c.index_k_norm = ld.vec(p + "attn.indexer.k_norm.weight");
+    a.compressor = std::move(c);
+  }
+  if (role.compress_ratio > 0 && role.index_source == role.layer)
+    a.indexer = IndexerWeights{ld.linear(p + "attn.indexer.wq_b"),
+                               ld.linear(p + "attn.indexer.weights_proj")};
+  return a;
+}
+
+MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t) {
+  MoeWeights m;
+  m.gate = ld.linear(p + "ffn.gate");
+  m.bias = ld.vec(p + "ffn.gate.bias");
+  m.bias_vl = ld.vec(p + "ffn.gate.bias_vl");
+  const int64_t E = t.n_routed_experts, world = ld.plan().world, rank = ld.plan().rank;
+  const int64_t first = rank * E / world, last = (rank + 1) * E / world;
+  m.local_experts.reserve(static_cast<size_t>(last - first));  // pointers below stay valid
+  m.experts.assign(static_cast<size_t>(E), nullptr);
+  for (int64_t e = first; e < last; ++e) {
+    m.local_experts.push_back(ld.expert(p + "ffn.experts." + std::to_string(e) + "."));
+    m.experts[static_cast<size_t>(e)] = &m.local_experts.back();
+  }
+  if (t.n_shared_experts > 0 && rank == 0) m.shared = ld.expert(p + "ffn.shared_experts.");
+  return m;
+}
+
+}  // namespace
+
+ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerRole>& roles,
+                                Backend& backend, const ShardPlan& plan) {
+  const TextConfig& t = ckpt.config().text;
+  WeightLoader ld(ckpt, backend, plan);
+  ModelWeights w;
+  w.embed = ld.raw("embed.weight");
+  w.head = ld.linear(t.tie_word_embeddings ? "embed" : "head");
+  w.norm = ld.vec("norm.weight");
+  for (const LayerRole& role : roles) {
+    const std::string p = "layers." + std::to_string(role.layer) + ".";
+    LayerWeights L;
+    L.attn_norm = ld.vec(p + "attn_norm.weight");
+    L.ffn_norm = ld.vec(p + "ffn_norm.weight");
+    L.hc_attn = {ld.vec(p + "hc_attn_fn"), ld.vec(p + "hc_attn_base"), ld.vec(p + "hc_attn_scale")};
+    L.hc_ffn = {ld.vec(p + "hc_ffn_fn"), ld.vec(p + "hc_ffn_base"), ld.vec(p + "hc_ffn_scale")};
+    L.attn = load_attention(ld, p, role);
+    L.ffn = load_moe(ld, p, t);
+    if (role.engram) {
+      EngramWeights e;
+      e.table = QuantTable{ld.raw(p + "engram.embed.weight"), ld.raw(p + "engram.embed.scale")};
+      e.wkv = ld.linear(p + "engram.wkv");
+      e.q_weight = ld.vec(p + "engram.q_weight");
+      e.k_weight = ld.vec(p + "engram.k_weight");
+      L.engram = std::move(e);
+    }
+    w.layers.push_back(std::move(L));
+  }
+  return w;
+}
+
+}  // namespace flashdesk

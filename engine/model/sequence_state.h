@@ -1,0 +1,46 @@
+// The per-sequence state of the forward pass: every token so far, a window ring per main layer,
+// and the global KV (compressed entries, index keys, pending compressor tokens) of each KV
+// source. docs/engine-ops.md ("Sequence state") describes the layout and how a restore fills it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/ops/backend.h"
+
+namespace flashdesk {
+
+// The 128-slot (sliding_window) ring of one layer: FP8 window KV of the last W positions.
+struct WindowRing {
+  Tensor rows;                     // U8 [W, kv_row_bytes(Fp8Window, head_dim)], slot = pos mod W
+  std::vector<int64_t> positions;  // [W] the position each slot holds, -1 = empty
+};
+
+// The global KV a KV-source layer owns, read by the layers that reuse it.
+struct GlobalKv {
+  int64_t ratio = 0;                 // compress ratio m: entry j covers positions [j*m, j*m+m)
+  Tensor entries;                    // U8 [capacity, kv_row_bytes(Fp4Entry, head_dim)]
+  Tensor index_keys;                 // U8 [capacity, kv_row_bytes(Fp4Key, index_head_dim)]
+  int64_t n_entries = 0;             // rows [0, n_entries) hold entries 0..n_entries-1
+  Tensor pending_kv, pending_score;  // F32 [m, head_dim]: projections of an incomplete group
+  int64_t n_pending = 0;             // tokens of the incomplete group (< m)
+
+  int64_t capacity() const { return entries.defined() ? entries.rows() : 0; }
+};
+
+struct SequenceState {
+  std::vector<int32_t> tokens;    // every token processed, position 0 first
+  std::vector<uint8_t> dead;      // per token: 1 = image-span token (cuts Engram look-back)
+  std::vector<WindowRing> rings;  // one per main layer
+  std::vector<GlobalKv> global;   // one per main layer; ratio 0 for layers that own none
+
+  int64_t position() const { return static_cast<int64_t>(tokens.size()); }
+  // Bytes of global KV held per token (what a prefix cache persists), for reports.
+  int64_t global_bytes() const;
+};
+
+// Grows a KV source's entry and key buffers to hold at least `n` entries (doubling), keeping
+// their contents.
+void reserve_entries(Backend& backend, GlobalKv& kv, int64_t n);
+
+}  // namespace flashdesk

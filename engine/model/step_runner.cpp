@@ -1,0 +1,191 @@
+// The step driver: embedding, the blocks top to bottom (single-pass mHC around attention and
+// MoE), the bounded-replay row cut at the first decoder layer, final collapse and logits.
+#include "engine/model/step_runner.h"
+
+#include <algorithm>
+
+namespace flashdesk {
+
+StepRunner::StepRunner(Model& model, std::span<SequenceStep> batch, ForwardObserver* observer)
+    : model_(model),
+      be_(model.backend_),
+      text_(model.config().text),
+      w_(*model.weights_),
+      batch_(batch),
+      obs_(observer),
+      topk_(batch.size()),
+      candidates_(batch.size()) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    SequenceStep& s = batch[i];
+    const int64_t n = static_cast<int64_t>(s.tokens.size());
+    SeqRows r{static_cast<int64_t>(i), s.state, n_rows_, n, s.state->position()};
+    for (int64_t j = 0; j < n; ++j) {
+      positions_.push_back(r.first_position + j);
+      rows_.push_back(RowInfo{r.seq, r.first_position + j});
+    }
+    // The step's tokens join the history first: Engram hashing reads them.
+    s.state->tokens.insert(s.state->tokens.end(), s.tokens.begin(), s.tokens.end());
+    s.state->dead.resize(s.state->tokens.size(), 0);
+    n_rows_ += n;
+    seqs_.push_back(r);
+  }
+}
+
+HostTensor StepRunner::to_host(const Tensor& t) {
+  std::vector<int64_t> shape;
+  for (int i = 0; i < t.shape().rank(); ++i) shape.push_back(t.dim(i));
+  HostTensor h = HostTensor::zeros(t.dtype(), shape);
+  be_.read(t, h.bytes.data(), h.bytes.size());
+  return h;
+}
+
+void StepRunner::all_reduce_and_round(Tensor& t) {
+  model_.comm_->all_reduce_sum(t);
+  be_.round_bf16(t);
+}
+
+void StepRunner::run() {
+  embed();
+  const int64_t n_layers = text_.num_hidden_layers;
+  for (int64_t layer = 0; layer < n_layers && n_rows_ > 0; ++layer) run_block(layer);
+  compute_logits();
+}
+
+void StepRunner::embed() {
+  const int64_t D = text_.hidden_size, hc = text_.hc_mult;
+  std::vector<int32_t> ids;
+  for (const auto& s : batch_) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
+  Tensor rows = f32(Shape{n_rows_, D});
+  X_ = f32(Shape{n_rows_, hc, D});
+  be_.embed(w_.embed, ids, rows, X_);
+  std::vector<float> pre(static_cast<size_t>(n_rows_ * hc), 0.0f);
+  for (int64_t i = 0; i < n_rows_; ++i) pre[static_cast<size_t>(i * hc)] = 1.0f;  // [1, 0, ...]
+  pre_ = f32(Shape{n_rows_, hc});
+  be_.write(pre_, pre.data(), pre.size() * sizeof(float));
+  if (obs_) obs_->on_embed(rows_, to_host(rows));
+}
+
+void StepRunner::override_input(int64_t layer) {
+  if (!obs_ || !obs_->overrides_block_inputs()) return;
+  HostTensor X = to_host(X_), pre = to_host(pre_);
+  obs_->override_block_input(layer, rows_, X, pre);
+  be_.write(X_, X.bytes.data(), X.bytes.size());
+  be_.write(pre_, pre.bytes.data(), pre.bytes.size());
+}
+
+Tensor StepRunner::attn_input(const Tensor& X, const Tensor& pre, const Tensor& norm) {
+  Tensor u = f32(Shape{X.rows(), text_.hidden_size});
+  be_.hc_collapse(X, pre, u);
+  be_.rms_norm(u, &norm, static_cast<float>(text_.rms_norm_eps), u);
+  return u;
+}
+
+void StepRunner::run_block(int64_t layer) {
+  const LayerRole& role = model_.roles_[static_cast<size_t>(layer)];
+  const LayerWeights& L = w_.layers[static_cast<size_t>(layer)];
+  const int64_t hc = text_.hc_mult, D = text_.hidden_size;
+  const HcSettings hs{hc, static_cast<float>(text_.rms_norm_eps), static_cast<float>(text_.hc_eps),
+                      text_.hc_sinkhorn_iters};
+  override_input(layer);
+  if (role.engram) engram(layer);
+  bool compressed_done = false;
+  if (layer == model_.decoder_first_) {
+    // Bounded replay: every row becomes global KV; the decoder blocks then run on the tail.
+    const bool cut = std::any_of(seqs_.begin(), seqs_.end(), [&](const SeqRows& s) {
+      return batch_[static_cast<size_t>(s.seq)].decoder_from > s.first_position;
+    });
+    if (cut && L.attn.compressor) {
+      compress(layer, attn_input(X_, pre_, L.attn_norm));
+      compressed_done = true;
+    }
+    if (cut) shrink_to_decoder_rows();
+    if (n_rows_ == 0) return;
+  }
+  const int64_t n = n_rows_;
+  Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
+  be_.hc_mixes(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
+  Tensor a = attention(layer, attn_input(X_, pre_, L.attn_norm), compressed_done);
+  if (obs_) obs_->on_attn_out(layer, rows_, to_host(a));
+  Tensor X1 = f32(Shape{n, hc, D});
+  be_.hc_expand(X_, a, post_a, comb_a, X1);
+
+  Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
+  be_.hc_mixes(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
+  Tensor y = moe(layer, attn_input(X1, pre_a, L.ffn_norm));
+  if (obs_) obs_->on_ffn_out(layer, rows_, to_host(y));
+  Tensor X2 = f32(Shape{n, hc, D});
+  be_.hc_expand(X1, y, post_f, comb_f, X2);
+  X_ = X2;
+  pre_ = pre_f;
+  if (obs_) obs_->on_block_out(layer, rows_, to_host(X_), to_host(pre_));
+}
+
+void StepRunner::shrink_to_decoder_rows() {
+  std::vector<int64_t> keep;
+  std::vector<int64_t> positions;
+  std::vector<RowInfo> rows;
+  int64_t next = 0;
+  for (SeqRows& s : seqs_) {
+    const int64_t from =
+        std::max(batch_[static_cast<size_t>(s.seq)].decoder_from, s.first_position);
+    const int64_t skip = from - s.first_position;
+    for (int64_t j = skip; j < s.n_rows; ++j) {
+      keep.push_back(s.first_row + j);
+      positions.push_back(positions_[static_cast<size_t>(s.first_row + j)]);
+      rows.push_back(rows_[static_cast<size_t>(s.first_row + j)]);
+    }
+    s.first_row = next;
+    s.n_rows -= skip;
+    s.first_position = from;
+    next += s.n_rows;
+  }
+  const int64_t hc = text_.hc_mult, D = text_.hidden_size, n = static_cast<int64_t>(keep.size());
+  Tensor X = f32(Shape{n, hc, D}), pre = f32(Shape{n, hc});
+  if (n > 0) {
+    be_.gather_rows(X_, keep, X);
+    be_.gather_rows(pre_, keep, pre);
+  }
+  X_ = X;
+  pre_ = pre;
+  positions_ = std::move(positions);
+  rows_ = std::move(rows);
+  n_rows_ = n;
+  // Top-k rows of earlier layers belong to the old row set; decoder layers compute their own.
+  for (auto& m : topk_) m.clear();
+  for (auto& m : candidates_) m.clear();
+}
+
+void StepRunner::compute_logits() {
+  std::vector<int64_t> sel;
+  for (const SeqRows& s : seqs_) {
+    SequenceStep& st = batch_[static_cast<size_t>(s.seq)];
+    st.out_logits.clear();
+    st.logit_positions.clear();
+    if (st.logits == LogitsWanted::None || s.n_rows == 0) continue;
+    const int64_t first = st.logits == LogitsWanted::All ? 0 : s.n_rows - 1;
+    for (int64_t j = first; j < s.n_rows; ++j) {
+      sel.push_back(s.first_row + j);
+      st.logit_positions.push_back(s.first_position + j);
+    }
+  }
+  if (sel.empty()) return;
+  const int64_t n = static_cast<int64_t>(sel.size()), hc = text_.hc_mult, D = text_.hidden_size;
+  const int64_t V = text_.vocab_size;
+  Tensor X = f32(Shape{n, hc, D}), pre = f32(Shape{n, hc});
+  be_.gather_rows(X_, sel, X);
+  be_.gather_rows(pre_, sel, pre);
+  Tensor h = attn_input(X, pre, w_.norm);
+  Tensor logits = f32(Shape{n, V});
+  be_.linear(h, w_.head, kF32Linear, logits);
+  std::vector<float> host(static_cast<size_t>(n * V));
+  be_.read(logits, host.data(), host.size() * sizeof(float));
+  int64_t at = 0;
+  for (const SeqRows& s : seqs_) {
+    SequenceStep& st = batch_[static_cast<size_t>(s.seq)];
+    const size_t count = st.logit_positions.size() * static_cast<size_t>(V);
+    st.out_logits.assign(host.begin() + at, host.begin() + at + static_cast<int64_t>(count));
+    at += static_cast<int64_t>(count);
+  }
+}
+
+}  // namespace flashdesk

@@ -1,0 +1,79 @@
+// One step of the forward pass over a batch (internal to engine/model): the rows of every
+// sequence stacked for the dense ops, per-sequence slices for attention, and the per-step
+// scratch (top-k and candidate blocks by layer) the Reuse and Reindex layers read.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/model/model_weights.h"
+
+namespace flashdesk {
+
+// One sequence's rows in the current row set (its positions are consecutive).
+struct SeqRows {
+  int64_t seq = 0;  // index into the batch
+  SequenceState* state = nullptr;
+  int64_t first_row = 0;
+  int64_t n_rows = 0;
+  int64_t first_position = 0;
+};
+
+class StepRunner {
+ public:
+  StepRunner(Model& model, std::span<SequenceStep> batch, ForwardObserver* observer);
+  void run();
+
+ private:
+  // step_runner.cpp: the driver
+  void embed();
+  void run_block(int64_t layer);
+  void shrink_to_decoder_rows();
+  void compute_logits();
+  void override_input(int64_t layer);
+  Tensor attn_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
+
+  // attention_layer.cpp
+  Tensor attention(int64_t layer, const Tensor& x, bool compressed_done);
+  void compress(int64_t layer, const Tensor& x);
+  void index(int64_t layer, const Tensor& qr, const Tensor& x);
+
+  // ffn_layer.cpp
+  Tensor moe(int64_t layer, const Tensor& x);
+  void engram(int64_t layer);
+
+  // helpers
+  Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
+  HostTensor to_host(const Tensor& t);
+  std::span<const RowInfo> row_info(const SeqRows& s) const {
+    return std::span<const RowInfo>(rows_).subspan(static_cast<size_t>(s.first_row),
+                                                   static_cast<size_t>(s.n_rows));
+  }
+  std::span<const int64_t> positions(const SeqRows& s) const {
+    return std::span<const int64_t>(positions_)
+        .subspan(static_cast<size_t>(s.first_row), static_cast<size_t>(s.n_rows));
+  }
+  void all_reduce_and_round(Tensor& t);
+
+  Model& model_;
+  Backend& be_;
+  const TextConfig& text_;
+  const ModelWeights& w_;
+  std::span<SequenceStep> batch_;
+  ForwardObserver* obs_;
+
+  std::vector<SeqRows> seqs_;
+  int64_t n_rows_ = 0;
+  std::vector<int64_t> positions_;  // per row of the current row set
+  std::vector<RowInfo> rows_;       // per row of the current row set
+  Tensor X_;                        // [n_rows, hc, D] the residual streams
+  Tensor pre_;                      // [n_rows, hc] the incoming pre-mix of the next block
+  // Per sequence: top-k [n_rows, k] I32 of each index source, candidate blocks of the candidate
+  // source, by layer.
+  std::vector<std::map<int64_t, Tensor>> topk_, candidates_;
+};
+
+}  // namespace flashdesk

@@ -1,0 +1,97 @@
+"""Task generators: determinism by seed, arithmetic correctness, effort monotonicity, recall distance."""
+
+import hashlib
+import re
+import unittest
+
+import demo_support
+from demo import arithmetic, conversation, mixture, prose, recall, shapes
+from demo.sample import score_answer
+
+
+def _digest(sample):
+    h = hashlib.sha256(repr((sample.task, sample.messages, sample.mode, sample.effort, sample.expected)).encode())
+    for img in sample.images:
+        h.update(img.tobytes())
+    return h.hexdigest()
+
+
+class DeterminismTest(unittest.TestCase):
+    def test_same_seed_same_sample_different_seed_different(self):
+        for k in range(40):
+            a, b = mixture.generate_sample("train", 3, k), mixture.generate_sample("train", 3, k)
+            self.assertEqual(_digest(a), _digest(b))
+        train = {_digest(mixture.generate_sample("train", 3, k)) for k in range(40)}
+        evals = {_digest(mixture.generate_sample("eval", 3, k)) for k in range(40)}
+        self.assertEqual(len(train), 40)
+        self.assertFalse(train & evals)
+
+    def test_every_task_generates(self):
+        for gen in (arithmetic.generate, conversation.generate, prose.generate, shapes.generate, recall.generate):
+            for seed in range(25):
+                s = gen(seed)
+                self.assertEqual(s.messages[-1]["role"], "assistant")
+                self.assertEqual(s.effort is None, s.mode == "chat")
+
+
+class ArithmeticTest(unittest.TestCase):
+    def test_answers_and_written_work_are_correct(self):
+        for seed in range(300):
+            s = arithmetic.generate(seed, effort=100, mode="thinking")
+            a, b, op = s.meta["a"], s.meta["b"], s.meta["op"]
+            want = {"add": a + b, "sub": a - b, "mul": a * b}[op]
+            self.assertEqual(s.final_answer(), str(want))
+            thinking = s.final_thinking()
+            self.assertTrue(thinking.endswith(f"answer {want}"))
+            # Every column step holds: x+y+c=s, x-y-b=d, x*d+c=p (three-operand terms only).
+            steps = re.findall(r"(?<![\d+])(\d+)([+*-])(\d)([+-])(\d)=(\d+)", thinking)
+            self.assertTrue(steps)
+            for x, sym, y, sym2, c, r in steps:
+                x, y, c, r = int(x), int(y), int(c), int(r)
+                got = {"+": x + y, "*": x * y, "-": x - y}[sym]
+                got = got + c if sym2 == "+" else got - c
+                self.assertEqual(got, r, thinking)
+
+    def test_thinking_grows_with_effort(self):
+        for seed in range(60):
+            lengths = [len(arithmetic.generate(seed, effort=e, mode="thinking").final_thinking()) for e in range(1, 101)]
+            self.assertEqual(lengths, sorted(lengths))
+            self.assertEqual(lengths[0], 0)
+            self.assertGreater(lengths[99], lengths[74])
+            self.assertGreater(lengths[74], lengths[49])
+            self.assertGreater(lengths[49], lengths[24])
+        self.assertEqual([arithmetic.thinking_level(e) for e in (1, 20, 21, 40, 41, 60, 61, 85, 86, 100)],
+                         [0, 0, 1, 1, 2, 2, 3, 3, 4, 4])
+
+    def test_same_problem_at_every_effort(self):
+        seen = {(s.meta["a"], s.meta["b"], s.meta["op"]) for s in
+                (arithmetic.generate(7, effort=e, mode="thinking") for e in (25, 50, 75, 100))}
+        self.assertEqual(len(seen), 1)
+
+
+class RecallTest(unittest.TestCase):
+    def test_distance_follows_the_request(self):
+        tok = demo_support.tokenizer()
+
+        def count(text):
+            return len(tok.encode(text))
+
+        for target in (200, 1000, 4000):
+            for k in range(3):
+                s = recall.generate(100 * target + k, distance=target, count_tokens=count, final_only=True)
+                d = recall.measure_distance(s, tok)
+                self.assertLessEqual(abs(d - target), 0.1 * target + 40, (target, d))
+                self.assertTrue(score_answer(s.expected, s.final_answer(), s.match, s.distractors))
+                rendered = "".join(m["content"] for m in s.messages[:2] if isinstance(m["content"], str))
+                self.assertIn(s.expected, rendered + s.meta["mentions"][0])
+
+    def test_answer_scoring(self):
+        self.assertTrue(score_answer("teal", "Your favourite colour is teal.", distractors=["red"]))
+        self.assertFalse(score_answer("teal", "Your favourite colour is red.", distractors=["red"]))
+        self.assertFalse(score_answer("top", "It is at the top left.", distractors=["top left"]))
+        self.assertTrue(score_answer("42", "42", match="exact"))
+        self.assertFalse(score_answer("42", "420", match="exact"))
+
+
+if __name__ == "__main__":
+    unittest.main()

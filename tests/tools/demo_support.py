@@ -1,0 +1,16 @@
+"""Shared setup for the demo-data tests: puts <repo>/tools on sys.path and loads the shipped tokenizer."""
+
+import functools
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+TOKENIZER_JSON = os.path.join(REPO, "assets", "models", "flash-tiny", "tokenizer.json")
+
+
+@functools.lru_cache(maxsize=1)
+def tokenizer():
+    from demo.bpe import Tokenizer
+
+    return Tokenizer.from_file(TOKENIZER_JSON)

@@ -1,0 +1,100 @@
+"""Writes the held-out eval set (eval seeds only) as JSONL + PNG images for `flashdesk-cli eval`.
+
+One line per item:
+  id, task, mode, effort, messages (the prompt: image parts are {"type": "image", "path": "images/..png"}),
+  prompt_text (the rendered prompt incl. the generation prompt: the C++ chat template must match it),
+  expected, match ("exact" | "contains"), distractors, reference {thinking, answer}, meta
+  (recall: distance_target, distance_tokens, distance_bucket; arithmetic: op, a, b, digits, level;
+   image: question_kind).
+Scoring (sample.score_answer): exact -> the answer after </think>, stripped, equals expected;
+contains -> expected occurs as a whole-word sequence (case-insensitive) and no distractor does.
+Cells: recall x EVAL_DISTANCES; arithmetic x {add 4-digit, sub 4-digit, mul 3x2} x efforts
+25/50/75/100 (the same problems at every effort); images x question kinds.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from demo import arithmetic, chat_format, png, recall, shapes  # noqa: E402
+from demo.make_dataset import DEFAULT_TOKENIZER, load_tokenizer  # noqa: E402
+from demo.rng import derive_seed  # noqa: E402
+
+EVAL_EFFORTS = (25, 50, 75, 100)
+ARITH_CELLS = (("add", (4, 4, 4, 4)), ("sub", (4, 4, 4, 4)), ("mul", (3, 3, 2, 2)))
+
+
+def _item(sample, item_id, image_paths=()):
+    messages, paths = [], list(image_paths)
+    for m in sample.prompt_messages():
+        parts = chat_format.content_parts(m)
+        if any(p["type"] == "image" for p in parts):
+            m = dict(m, content=[{"type": "image", "path": paths.pop(0)} if p["type"] == "image" else p
+                                 for p in parts])
+        messages.append(m)
+    return {"id": item_id, "task": sample.task, "mode": sample.mode, "effort": sample.effort, "messages": messages,
+            "prompt_text": chat_format.render_prompt(sample.prompt_messages(), sample.mode, sample.effort),
+            "expected": sample.expected, "match": sample.match, "distractors": sample.distractors,
+            "reference": {"thinking": sample.final_thinking(), "answer": sample.final_answer()},
+            "meta": {k: v for k, v in sample.meta.items() if k not in ("scene", "mentions")}}
+
+
+def recall_items(tokenizer, n, seed, max_len):
+    def count(text):
+        return len(tokenizer.encode(text))
+
+    for bucket in recall.EVAL_DISTANCES:
+        for k in range(n):
+            s = recall.generate(derive_seed("eval", "recall", seed, bucket, k), distance=bucket, mode="thinking",
+                                effort=75, count_tokens=count, max_tokens=max_len, final_only=True)
+            item = _item(s, f"recall-{bucket}-{k}")
+            item["meta"]["distance_bucket"] = bucket
+            item["meta"]["distance_tokens"] = recall.measure_distance(s, tokenizer)
+            yield item
+
+
+def arithmetic_items(n, seed):
+    for op, digits in ARITH_CELLS:
+        for k in range(n):
+            problem_seed = derive_seed("eval", "arithmetic", seed, op, k)
+            for effort in EVAL_EFFORTS:
+                s = arithmetic.generate(problem_seed, effort=effort, mode="thinking", op=op, digits=digits)
+                yield _item(s, f"arith-{op}-{k}-e{effort}")
+
+
+def image_items(n, seed, out_dir):
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    for k in range(n):
+        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
+        if s.meta["question_kind"] == "describe":
+            continue
+        rel = f"images/image-{k}.png"
+        png.write_png(os.path.join(out_dir, rel), s.images[0])
+        yield _item(s, f"image-{k}", [rel])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write the flash-tiny eval set.")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n", type=int, default=50, help="items per cell")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-len", type=int, default=4096)
+    ap.add_argument("--tokenizer", default=DEFAULT_TOKENIZER)
+    args = ap.parse_args(argv)
+    tok = load_tokenizer(args.tokenizer)
+    os.makedirs(args.out, exist_ok=True)
+    counts = {}
+    with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
+        for gen in (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
+                    image_items(args.n * 4, args.seed, args.out)):
+            for item in gen:
+                f.write(json.dumps(item, ensure_ascii=False) + "\n")
+                counts[item["task"]] = counts.get(item["task"], 0) + 1
+    print(f"wrote {counts} to {args.out}/eval.jsonl", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Recall: facts stated early in a chat, asked for after a controlled number of tokens of other turns.
+
+The distance (tokens from the end of the fact's last mention to the first generated answer token)
+is steered by the filler between fact and question: small talk, arithmetic, prose passages.
+Pass count_tokens (e.g. len(tokenizer.encode(text))) for exact steering; without it a
+characters-per-token estimate is used. measure_distance() gives the exact figure after rendering.
+Answers are short sentences holding the value once, scored with sample.score_answer.
+"""
+
+from demo import arithmetic, chat_format, conversation, prose
+from demo.lexicon import CITIES, COUNTRIES, FAVOURITES, FIRST_NAMES, PET_NAMES
+from demo.rng import Rng
+from demo.sample import Sample
+
+EVAL_DISTANCES = (200, 500, 1000, 2000, 4000)
+TURN_OVERHEAD = 4  # <｜User｜>, <｜Assistant｜>, </think>, EOS around each exchange
+
+
+class Fact:
+    """One fact: its key (unique within a chat), value, how it is said, asked and answered."""
+
+    def __init__(self, key, value, statements, questions, answer, echo, pool):
+        self.key, self.value = key, value
+        self.statements, self.questions, self.answer, self.echo = statements, questions, answer, echo
+        self.pool = pool  # other values of the same kind (for distractors and absent-fact questions)
+
+
+def _code(rng):
+    letters = "ABCDEFGHJKLMNPQRSTUVWXYZ"
+    return "".join(rng.choice(letters) if rng.chance(0.5) else str(rng.below(10)) for _ in range(rng.randint(4, 6)))
+
+
+def make_fact(rng, kind):
+    if kind == "name":
+        v = rng.choice(FIRST_NAMES)
+        return Fact("name", v, ["My name is {v}.", "I'm {v}.", "Call me {v}.", "You can call me {v}."],
+                    ["What is my name?", "Do you remember my name?", "What did I say my name was?"],
+                    "Your name is {v}.", "Nice to meet you, {v}.", FIRST_NAMES)
+    if kind == "favourite":
+        cat = rng.choice(sorted(FAVOURITES))
+        pool = FAVOURITES[cat]
+        v = rng.choice(pool)
+        return Fact("fav_" + cat, v, [f"My favourite {cat} is {{v}}.", f"I really like {{v}}; it's my favourite {cat}."],
+                    [f"What is my favourite {cat}?", f"Which {cat} did I say was my favourite?",
+                     f"Do you remember my favourite {cat}?"], f"Your favourite {cat} is {{v}}.",
+                    f"Noted: your favourite {cat} is {{v}}.", pool)
+    if kind == "number":
+        what, lo, hi = rng.choice([("locker number", 100, 9999), ("room number", 100, 999), ("lucky number", 1, 99),
+                                   ("house number", 1, 300), ("bus number", 1, 199), ("seat number", 1, 80),
+                                   ("order number", 10000, 99999), ("table number", 1, 40)])
+        v = str(rng.randint(lo, hi))
+        pool = [str(rng.randint(lo, hi)) for _ in range(8)]
+        return Fact(what, v, [f"My {what} is {{v}}.", f"Remember that my {what} is {{v}}."],
+                    [f"What is my {what}?", f"What was my {what}?", f"Do you remember my {what}?"],
+                    f"Your {what} is {{v}}.", f"Got it, {what} {{v}}.", pool)
+    if kind == "code":
+        what = rng.choice(["access code", "booking reference", "parcel code", "gate code", "ticket code"])
+        v = _code(rng)
+        return Fact(what, v, [f"The {what} is {{v}}.", f"Please remember the {what}: {{v}}."],
+                    [f"What is the {what}?", f"What was the {what}?", f"Can you tell me the {what} again?"],
+                    f"The {what} is {{v}}.", f"OK, the {what} is {{v}}.", [_code(rng) for _ in range(8)])
+    if kind == "place":
+        verb, q, a, pool = rng.choice([("I live in", "Where do I live?", "You live in", CITIES),
+                                       ("I was born in", "Where was I born?", "You were born in", CITIES),
+                                       ("I work in", "Where do I work?", "You work in", CITIES),
+                                       ("Next month I am travelling to", "Where am I travelling to next month?",
+                                        "You are travelling to", COUNTRIES)])
+        v = rng.choice(pool)
+        return Fact("place:" + verb, v, [f"{verb} {{v}}."], [q], f"{a} {{v}}.", f"{verb} {{v}}, noted.".replace(
+            "I ", "you ").capitalize(), pool)
+    if kind == "pet":
+        animal = rng.choice(["dog", "cat", "rabbit", "parrot", "hamster", "tortoise"])
+        v = rng.choice(PET_NAMES)
+        return Fact("pet", v, [f"My {animal} is called {{v}}.", f"I have a {animal} named {{v}}."],
+                    [f"What is my {animal} called?", f"What is the name of my {animal}?"],
+                    f"Your {animal} is called {{v}}.", f"{{v}} is a lovely name for a {animal}.", PET_NAMES)
+    if kind == "relative":
+        rel = rng.choice(["sister", "brother", "friend", "teacher", "neighbour", "cousin", "boss"])
+        v = rng.choice(FIRST_NAMES)
+        return Fact("rel_" + rel, v, [f"My {rel} is called {{v}}.", f"My {rel}'s name is {{v}}."],
+                    [f"What is my {rel}'s name?", f"What is my {rel} called?"], f"Your {rel} is called {{v}}.",
+                    f"Your {rel} is {{v}}, got it.", FIRST_NAMES)
+    event = rng.choice(["meeting", "dentist appointment", "train", "class", "dinner", "flight"])
+    v = f"{rng.randint(1, 12)}:{rng.below(12) * 5:02d}"
+    return Fact("time_" + event, v, [f"My {event} is at {{v}}.", f"I have a {event} at {{v}}."],
+                [f"When is my {event}?", f"What time is my {event}?"], f"Your {event} is at {{v}}.",
+                f"OK, {event} at {{v}}.", [f"{h}:{m:02d}" for h in range(1, 13) for m in (0, 15, 30, 45)])
+
+
+FACT_KINDS = (("name", 1.0), ("favourite", 2.5), ("number", 1.5), ("code", 1.0), ("place", 1.2), ("pet", 0.8),
+              ("relative", 1.0), ("time", 0.8))
+ACKS = ("Got it.", "I'll remember that.", "OK, noted.", "Thanks, I will keep that in mind.", "Understood.")
+QUESTION_PREFIXES = ("", "", "", "By the way, ", "Quick question: ", "Earlier I told you something. ", "Now, ")
+
+
+def _approx_tokens(text):
+    return max(1, len(text) * 10 // 42)
+
+
+def _fill_exchange(rng, budget, count):
+    """One filler (user, assistant) pair costing at most about budget tokens, or None if none fits."""
+    for _ in range(6):
+        kind = rng.weighted([("prose", 0.45), ("chat", 0.3), ("arith", 0.25)])
+        if kind == "prose":
+            user, reply = prose.exchange(rng)
+        elif kind == "chat":
+            _, user, reply, _ = conversation.exchange(rng, 1)
+        else:
+            op, a, b = arithmetic.sample_problem(rng)
+            user, reply = rng.choice(arithmetic.QUESTION_TEMPLATES[op]).format(a=a, b=b), str(arithmetic.solve(op, a, b))
+        if count(user) + count(reply) + TURN_OVERHEAD <= budget:
+            return user, reply
+    if budget < 24:
+        return None
+    words, text = prose.random_passage(rng).split(), ""
+    while words and count(text + " " + words[0]) + 8 + TURN_OVERHEAD <= budget:
+        text = (text + " " + words.pop(0)).strip()
+    return (f"Here is a note: {text}", "Noted.") if text else None
+
+
+def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max_tokens=4096, n_facts=None,
+             final_only=False):
+    """A recall chat: 1-3 facts, filler of about `distance` tokens, then a question on one fact.
+
+    final_only=True (eval) asks only the final question; training samples may also ask about other
+    facts midway, or about a fact never given (answered "you have not told me").
+    """
+    rng = Rng(seed)
+    count = count_tokens or _approx_tokens
+    mode = mode or ("thinking" if rng.chance(0.6) else "chat")
+    effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None
+    distance = distance or rng.log_uniform_int(20, 4000)
+    facts = _distinct_facts(rng, n_facts or rng.weighted([(1, 0.4), (2, 0.35), (3, 0.25)]))
+    messages = []
+    if rng.chance(0.3):
+        messages.append({"role": "system", "content": rng.choice(conversation.SYSTEM_PROMPTS)})
+    mentions = {f.key: [] for f in facts}
+    _state_facts(rng, facts, messages, mentions)
+    target = facts[rng.below(len(facts))]
+    question = rng.choice(QUESTION_PREFIXES) + rng.choice(target.questions)
+    answer = target.answer.format(v=target.value)
+    budget = min(distance, max_tokens - 120 - sum(count(_text(m)) for m in messages)) - count(question) - TURN_OVERHEAD
+    _add_filler(rng, messages, facts, target, budget, count, final_only)
+    thinking = ""
+    if mode == "thinking" and effort >= 61:
+        thinking = f"The user told me earlier: {mentions[target.key][0]}"
+    messages += [{"role": "user", "content": question},
+                 {"role": "assistant", "content": answer, "thinking": thinking}]
+    distractors = sorted({f.value for f in facts if f.key != target.key and f.value != target.value} |
+                         {v for v in target.pool[:6] if v != target.value})
+    meta = {"fact_key": target.key, "distance_target": distance, "mentions": mentions[target.key],
+            "n_facts": len(facts)}
+    return Sample("recall", messages, mode, effort, expected=target.value, distractors=distractors, meta=meta)
+
+
+def _text(message):
+    return chat_format._user_text(message) if message["role"] == "user" else chat_format._text_of(message)
+
+
+def _distinct_facts(rng, n):
+    facts, keys = [], set()
+    while len(facts) < n:
+        f = make_fact(rng, rng.weighted(FACT_KINDS))
+        if f.key not in keys and all(f.value != g.value for g in facts):
+            facts.append(f)
+            keys.add(f.key)
+    return facts
+
+
+def _state_facts(rng, facts, messages, mentions):
+    """Facts told in one or two user turns, each acknowledged (sometimes echoing the value)."""
+    groups = [facts] if len(facts) == 1 or rng.chance(0.5) else [facts[:1], facts[1:]]
+    for group in groups:
+        said = [rng.choice(f.statements).format(v=f.value) for f in group]
+        for f, s in zip(group, said):
+            mentions[f.key].append(s)
+        opener = rng.choice(["", "", "Hi! ", "Hello. ", "Before we start: ", "Some things about me. "])
+        echo = rng.chance(0.4)
+        if echo:
+            reply = " ".join(f.echo.format(v=f.value) for f in group)
+            for f in group:
+                mentions[f.key].append(f.echo.format(v=f.value))
+        else:
+            reply = rng.choice(ACKS)
+        messages.append({"role": "user", "content": opener + " ".join(said)})
+        messages.append({"role": "assistant", "content": reply, "thinking": ""})
+
+
+def _add_filler(rng, messages, facts, target, budget, count, final_only):
+    others = [f for f in facts if f.key != target.key]
+    while budget > 12:
+        roll = rng.random()
+        if not final_only and others and roll < 0.06:
+            f = rng.choice(others)  # an intermediate question about another fact
+            user, reply = rng.choice(f.questions), f.answer.format(v=f.value)
+        elif not final_only and roll < 0.09:
+            absent = make_fact(rng, rng.weighted(FACT_KINDS))
+            if any(absent.key == f.key for f in facts):
+                continue
+            user = rng.choice(absent.questions)
+            reply = rng.choice(["You haven't told me that yet.", "I don't know; you have not told me."])
+        else:
+            pair = _fill_exchange(rng, budget, count)
+            if pair is None:
+                break
+            user, reply = pair
+        budget -= count(user) + count(reply) + TURN_OVERHEAD
+        messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply, "thinking": ""}]
+
+
+def measure_distance(sample, tokenizer):
+    """Tokens from the end of the asked fact's last mention to the first generated answer token."""
+    segs = chat_format.render_segments(sample.prompt_messages(), sample.mode, sample.effort, add_generation_prompt=True)
+    text = "".join(t for t, _ in segs)
+    ids = tokenizer.encode(text)
+    ends, pos = [], 0
+    for i in ids:
+        pos += len(tokenizer.decode_bytes([i]))
+        ends.append(pos)
+    raw = text.encode("utf-8")
+    last_end = max(raw.rfind(m.encode("utf-8")) + len(m.encode("utf-8")) for m in sample.meta["mentions"])
+    token_index = next(k for k, e in enumerate(ends) if e >= last_end)
+    return len(ids) - 1 - token_index

@@ -1,0 +1,216 @@
+"""Image questions on rendered shapes: scenes drawn with numpy, questions with short exact answers.
+
+A scene is a 3x3 grid of cells (position names below); each object fills one cell, so objects never
+overlap and every position has one name. Objects: shape (circle, square, triangle, star, cross),
+colour (6), size (small/large), cell. Images are uint8 [S, S, 3], S = 168 by default
+(= 12x12 ViT patches of 14 px = a 4x4 grid of LLM image tokens at downsample 3).
+"""
+
+import math
+
+import numpy as np
+
+from demo.lexicon import SHAPE_PLURALS, SHAPES
+from demo.rng import Rng
+from demo.sample import Sample
+
+SHAPE_COLOURS = {
+    "red": (220, 40, 40), "green": (40, 160, 60), "blue": (40, 80, 220),
+    "yellow": (230, 195, 20), "purple": (140, 60, 180), "orange": (245, 135, 20),
+}
+BACKGROUNDS = ((255, 255, 255), (238, 238, 238), (250, 245, 230), (232, 240, 248))
+POSITIONS = (("top left", "top", "top right"), ("left", "centre", "right"),
+             ("bottom left", "bottom", "bottom right"))
+ALL_POSITIONS = [p for row in POSITIONS for p in row]
+SIZES = {"small": 0.22, "large": 0.42}  # radius as a fraction of the cell side
+DEFAULT_SIZE = 168
+
+
+def _convex_mask(xs, ys, vertices):
+    """Pixel centres inside a convex polygon (vertices in either winding order)."""
+    signs = []
+    n = len(vertices)
+    for k in range(n):
+        (x0, y0), (x1, y1) = vertices[k], vertices[(k + 1) % n]
+        signs.append((x1 - x0) * (ys - y0) - (y1 - y0) * (xs - x0))
+    return np.logical_and.reduce([sg >= 0 for sg in signs]) | np.logical_and.reduce([sg <= 0 for sg in signs])
+
+
+def _star_mask(xs, ys, cx, cy, r):
+    """Five-pointed star = inner pentagon + five convex point triangles (no even-odd edge cases)."""
+    # Vertices with Python's math (libm), not numpy's SIMD trig, so pixels match on every machine.
+    outer, inner = [], []
+    for k in range(5):
+        a = -math.pi / 2 + k * 2 * math.pi / 5
+        outer.append((cx + r * math.cos(a), cy + r * math.sin(a)))
+        b = a + math.pi / 5
+        inner.append((cx + 0.5 * r * math.cos(b), cy + 0.5 * r * math.sin(b)))
+    mask = _convex_mask(xs, ys, inner)
+    for k in range(5):
+        mask |= _convex_mask(xs, ys, [inner[k - 1], outer[k], inner[k]])
+    return mask
+
+
+def shape_mask(shape, xs, ys, cx, cy, r):
+    """Boolean mask of one shape centred at (cx, cy) with radius r, on pixel-centre grids xs, ys."""
+    dx, dy = xs - cx, ys - cy
+    if shape == "circle":
+        return dx * dx + dy * dy <= r * r
+    if shape == "square":
+        return (np.abs(dx) <= 0.85 * r) & (np.abs(dy) <= 0.85 * r)
+    if shape == "triangle":
+        return _convex_mask(xs, ys, [(cx, cy - r), (cx + 0.95 * r, cy + 0.8 * r), (cx - 0.95 * r, cy + 0.8 * r)])
+    if shape == "star":
+        return _star_mask(xs, ys, cx, cy, r)
+    if shape == "cross":
+        arm = 0.32 * r
+        return ((np.abs(dx) <= arm) & (np.abs(dy) <= r)) | ((np.abs(dy) <= arm) & (np.abs(dx) <= r))
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+def render_scene(scene, size=DEFAULT_SIZE):
+    """uint8 [size, size, 3] image of a scene dict {"background": rgb, "objects": [...]}."""
+    img = np.empty((size, size, 3), dtype=np.uint8)
+    img[:] = scene["background"]
+    ys, xs = np.mgrid[0:size, 0:size].astype(np.float64) + 0.5
+    cell = size / 3.0
+    for obj in scene["objects"]:
+        row, col = obj["cell"]
+        cx = (col + 0.5) * cell + obj["jitter"][0] * cell
+        cy = (row + 0.5) * cell + obj["jitter"][1] * cell
+        r = SIZES[obj["size"]] * cell
+        img[shape_mask(obj["shape"], xs, ys, cx, cy, r)] = SHAPE_COLOURS[obj["colour"]]
+    return img
+
+
+def random_scene(rng, n_objects=None):
+    n = n_objects or rng.randint(1, 6)
+    cells = rng.sample([(r, c) for r in range(3) for c in range(3)], n)
+    objects = []
+    for cell in cells:
+        size = rng.choice(list(SIZES))
+        slack = 0.5 - SIZES[size] - 0.04  # keep the shape inside its cell
+        jitter = (round((rng.random() * 2 - 1) * slack, 3), round((rng.random() * 2 - 1) * slack, 3))
+        objects.append({"shape": rng.choice(SHAPES), "colour": rng.choice(list(SHAPE_COLOURS)),
+                        "size": size, "cell": cell, "jitter": jitter})
+    return {"background": rng.choice(BACKGROUNDS), "objects": objects}
+
+
+def position_name(cell):
+    return POSITIONS[cell[0]][cell[1]]
+
+
+def position_phrase(pos):
+    return {"centre": "in the centre", "left": "on the left", "right": "on the right"}.get(pos, f"at the {pos}")
+
+
+def _count_answer(n):
+    return f"There is {n}." if n == 1 else f"There are {n}."
+
+
+def _numbers_except(n):
+    return [str(k) for k in range(10) if k != n]
+
+
+def _others(values, keep):
+    """Wrong values whose words are not part of the right one (so 'top' is no distractor of 'top left')."""
+    kw = keep.split()
+    return [v for v in values if v != keep and not all(w in kw for w in v.split())]
+
+
+def _unique(objects, key):
+    """Objects whose value of key (a function) no other object shares."""
+    values = [key(o) for o in objects]
+    return [o for o, v in zip(objects, values) if values.count(v) == 1]
+
+
+def _question(rng, scene):
+    """(question, answer, expected, distractors, kind) valid for the scene."""
+    objs = scene["objects"]
+    kinds = ["count_all", "count_shape", "count_colour", "count_both", "exists"]
+    by_shape = _unique(objs, lambda o: o["shape"])
+    by_colour = _unique(objs, lambda o: o["colour"])
+    by_both = _unique(objs, lambda o: (o["colour"], o["shape"]))
+    kinds += ["colour_of"] * bool(by_shape) + ["shape_of"] * bool(by_colour)
+    kinds += ["position", "position", "size"] * bool(by_both)
+    kind = rng.choice(kinds)
+    shape, colour = rng.choice(SHAPES), rng.choice(list(SHAPE_COLOURS))
+    if kind == "count_all":
+        n = len(objs)
+        q = rng.choice(["How many shapes are there?", "How many shapes can you see?", "Count the shapes.",
+                        "How many objects are in the picture?"])
+        return q, _count_answer(n), str(n), _numbers_except(n), kind
+    if kind in ("count_shape", "count_colour", "count_both"):
+        if rng.chance(0.8):  # mostly ask about something that is there
+            o = rng.choice(objs)
+            shape, colour = o["shape"], o["colour"]
+        match = {"count_shape": lambda o: o["shape"] == shape, "count_colour": lambda o: o["colour"] == colour,
+                 "count_both": lambda o: o["shape"] == shape and o["colour"] == colour}[kind]
+        n = sum(1 for o in objs if match(o))
+        what = {"count_shape": SHAPE_PLURALS[shape], "count_colour": f"{colour} shapes",
+                "count_both": f"{colour} {SHAPE_PLURALS[shape]}"}[kind]
+        q = rng.choice([f"How many {what} are there?", f"How many {what} can you see?", f"Count the {what}."])
+        return q, _count_answer(n), str(n), _numbers_except(n), kind
+    if kind == "exists":
+        if rng.chance(0.5):
+            o = rng.choice(objs)
+            shape, colour = o["shape"], o["colour"]
+        there = any(o["shape"] == shape and o["colour"] == colour for o in objs)
+        q = rng.choice([f"Is there a {colour} {shape}?", f"Do you see a {colour} {shape}?",
+                        f"Is there a {colour} {shape} in the image?"])
+        return q, "Yes." if there else "No.", "yes" if there else "no", ["no" if there else "yes"], kind
+    if kind == "colour_of":
+        o = rng.choice(by_shape)
+        q = rng.choice([f"What colour is the {o['shape']}?", f"Which colour is the {o['shape']}?"])
+        a = rng.choice([f"It is {o['colour']}.", f"The {o['shape']} is {o['colour']}."])
+        return q, a, o["colour"], _others(list(SHAPE_COLOURS), o["colour"]), kind
+    if kind == "shape_of":
+        o = rng.choice(by_colour)
+        q = rng.choice([f"What shape is the {o['colour']} one?", f"Which shape is {o['colour']}?"])
+        return q, f"It is a {o['shape']}.", o["shape"], _others(list(SHAPES), o["shape"]), kind
+    o = rng.choice(by_both)
+    name = f"{o['colour']} {o['shape']}"
+    if kind == "position":
+        pos = position_name(o["cell"])
+        q = rng.choice([f"Where is the {name}?", f"Where is the {name} in the image?"])
+        a = f"It is {position_phrase(pos)}."
+        return q, a, pos, _others(ALL_POSITIONS, pos), kind
+    q = rng.choice([f"Is the {name} small or large?", f"How big is the {name}, small or large?"])
+    return q, f"It is {o['size']}.", o["size"], _others(list(SIZES), o["size"]), kind
+
+
+def describe(scene):
+    """One sentence listing every object in reading order (the high-effort thinking)."""
+    objs = sorted(scene["objects"], key=lambda o: o["cell"])
+    parts = [f"a {o['size']} {o['colour']} {o['shape']} {position_phrase(position_name(o['cell']))}" for o in objs]
+    noun = "shape" if len(objs) == 1 else "shapes"
+    return f"I see {len(objs)} {noun}: " + ", ".join(parts) + "."
+
+
+DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do you see?",
+                      "Describe this picture.")
+DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the scene first
+
+
+def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE):
+    """One image sample: an image in the first user turn and 1-3 questions about it."""
+    rng = Rng(seed)
+    scene = random_scene(rng)
+    mode = mode or ("thinking" if rng.chance(0.7) else "chat")
+    effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None
+    n_q = n_questions or rng.weighted([(1, 0.6), (2, 0.25), (3, 0.15)])
+    messages = []
+    for k in range(n_q):
+        if rng.chance(0.1):
+            q, a, expected, distractors, kind = rng.choice(DESCRIBE_QUESTIONS), describe(scene), "", [], "describe"
+        else:
+            q, a, expected, distractors, kind = _question(rng, scene)
+        if k == 0:
+            messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]})
+        else:
+            messages.append({"role": "user", "content": q})
+        thinking = describe(scene) if effort and effort >= DESCRIBE_EFFORT and kind != "describe" else ""
+        messages.append({"role": "assistant", "content": a, "thinking": thinking})
+    meta = {"question_kind": kind, "scene": scene, "image_size": size}
+    return Sample("image", messages, mode, effort, images=[render_scene(scene, size)], expected=expected,
+                  distractors=distractors, meta=meta)
