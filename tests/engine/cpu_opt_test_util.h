@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct OptConfig {
   CpuIsa isa;
   int threads;
 };
+
+inline void PrintTo(const OptConfig& c, std::ostream* os) {
+  *os << cpu_isa_name(c.isa) << ", " << c.threads << " thread(s)";
+}
 
 inline std::vector<OptConfig> opt_configs() {
   std::vector<OptConfig> out;

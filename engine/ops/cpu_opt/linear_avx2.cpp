@@ -238,7 +238,7 @@ void act_quant_block32(const float* x, float* out) {
   __m256 v[4], amax = _mm256_setzero_ps();
   for (int i = 0; i < 4; ++i) {
     v[i] = _mm256_loadu_ps(x + 8 * i);
-    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+    amax = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), amax);  // NaN ignored, as std::max
   }
   const uint8_t code = e8m0_ceil_code(std::max(hmax(amax), 1e-4f) * (1.0f / 448.0f));
   if (code < 2 || code > 252) {  // outside any real activation range: the scalar path
@@ -251,8 +251,10 @@ void act_quant_block32(const float* x, float* out) {
   const __m256 lim = _mm256_set1_ps(448.0f), magic = _mm256_set1_ps(0x1p14f);
   const __m256 min_normal = _mm256_set1_ps(0x1p-6f);
   for (int i = 0; i < 4; ++i) {
-    const __m256 s = _mm256_max_ps(_mm256_min_ps(_mm256_mul_ps(v[i], inv), lim),
-                                   _mm256_sub_ps(_mm256_setzero_ps(), lim));
+    // clamp(x / scale, ±448) with NaN passed through (min / max return their second operand
+    // when one is NaN).
+    const __m256 s = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), lim),
+                                   _mm256_min_ps(lim, _mm256_mul_ps(v[i], inv)));
     const __m256 a = _mm256_andnot_ps(sign, s);
     // Subnormal E4M3 range: multiples of 2^-9, rounded to nearest even by adding 2^14.
     const __m256 sub = _mm256_sub_ps(_mm256_add_ps(a, magic), magic);

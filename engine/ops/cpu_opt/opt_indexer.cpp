@@ -108,7 +108,8 @@ void CpuOptimizedBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
     parallel_units(nb, 4 * E, [&](int64_t begin, int64_t end) {
       std::vector<float> score(static_cast<size_t>(E));
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t t = t0 + i, visible = std::min(a.n_visible[static_cast<size_t>(t)], E);
+        const int64_t t = t0 + i;
+        const int64_t visible = std::clamp<int64_t>(a.n_visible[static_cast<size_t>(t)], 0, E);
         std::copy(&scores[i * E], &scores[i * E] + E, score.begin());
         std::fill(score.begin() + visible, score.end(), kNegInf);
         if (a.restrict_blocks) {
