@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/ops/cpu_opt/attention_avx2.h"
 #include "engine/ops/cpu_opt/linear_avx2.h"
 #include "engine/ops/cpu_opt/simd_avx2.h"
 #include "engine/util/numeric.h"
@@ -164,19 +165,11 @@ void relu_weighted_sum(const float* dots, int64_t stride, const float* w, int64_
 }  // namespace avx2
 
 const Kernels* avx2_kernels() {
-  static const Kernels k{CpuIsa::Avx2,
-                         avx2::act_quant_row,
-                         avx2::linear_rows,
-                         avx2::dot,
-                         avx2::axpy,
-                         avx2::round_bf16_n,
-                         avx2::divide_round_bf16,
-                         avx2::rms_norm_row,
-                         avx2::rope_pairs,
-                         avx2::hc_collapse_row,
-                         avx2::hc_expand_row,
-                         avx2::dequantize_kv_row,
-                         avx2::relu_weighted_sum};
+  static const Kernels k{
+      CpuIsa::Avx2,        avx2::act_quant_row,     avx2::linear_rows,       avx2::dot,
+      avx2::axpy,          avx2::round_bf16_n,      avx2::divide_round_bf16, avx2::rms_norm_row,
+      avx2::rope_pairs,    avx2::hc_collapse_row,   avx2::hc_expand_row,     avx2::qk_logits,
+      avx2::pv_accumulate, avx2::dequantize_kv_row, avx2::relu_weighted_sum};
   return &k;
 }
 

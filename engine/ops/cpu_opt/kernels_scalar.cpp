@@ -81,6 +81,19 @@ void hc_expand_row(const float* x, const float* y, const float* post, const floa
     }
 }
 
+void qk_logits(const float* q, int64_t heads, const float* const* keys, int64_t nk, int64_t d,
+               float scale, float* logits) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < nk; ++i) logits[h * nk + i] = cpu::dot(q + h * d, keys[i], d) * scale;
+}
+
+void pv_accumulate(const float* p, int64_t heads, const float* const* keys, int64_t nk, int64_t d,
+                   float* acc) {
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < nk; ++i)
+      for (int64_t e = 0; e < d; ++e) acc[h * d + e] += p[h * nk + i] * keys[i][e];
+}
+
 void dequantize_kv_row(KvFormat f, const uint8_t* row, int64_t dim, float* out) {
   cpu::dequantize_kv_row(f, row, dim, out);
 }
@@ -102,10 +115,10 @@ void unsupported_weight(const LinearWeight& w) {
 }
 
 const Kernels& scalar_kernels() {
-  static const Kernels k{
-      CpuIsa::Scalar, act_quant_row,     linear_rows,      dot,        axpy,
-      round_bf16,     divide_round_bf16, rms_norm_row,     rope_pairs, hc_collapse_row,
-      hc_expand_row,  dequantize_kv_row, relu_weighted_sum};
+  static const Kernels k{CpuIsa::Scalar, act_quant_row,     linear_rows,       dot,
+                         axpy,           round_bf16,        divide_round_bf16, rms_norm_row,
+                         rope_pairs,     hc_collapse_row,   hc_expand_row,     qk_logits,
+                         pv_accumulate,  dequantize_kv_row, relu_weighted_sum};
   return k;
 }
 

@@ -111,11 +111,16 @@ void direct_tile(const F& f, const LinearJob& j, int64_t i0, int64_t o0) {
     for (int r = 0; r < NR; ++r) acc[m][r] = _mm256_setzero_ps();
   const float* x = j.x + i0 * j.x_stride;
   int64_t k0 = 0;
+  // Fully unrolled over rows and tokens so the MR x NR accumulators stay in registers and the
+  // NR independent FMA chains overlap (one chain per output is the fixed summation order).
   for (; k0 + 32 <= K; k0 += 32)
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
       __m256 w[4];
       f.block32(rows[r], k0, w);
+#pragma GCC unroll 4
       for (int m = 0; m < MR; ++m)
+#pragma GCC unroll 4
         for (int v = 0; v < 4; ++v)
           acc[m][r] =
               _mm256_fmadd_ps(_mm256_loadu_ps(x + m * j.x_stride + k0 + 8 * v), w[v], acc[m][r]);
@@ -172,9 +177,12 @@ void panel_tile(const float* x, int64_t xs, const float* wc, int64_t nvec, float
       a[m][r] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + (m * kPanelRows + r) * 8);
   for (int64_t v = 0; v < nvec; ++v) {
     __m256 xv[MR];
+#pragma GCC unroll 4
     for (int m = 0; m < MR; ++m) xv[m] = _mm256_loadu_ps(x + m * xs + 8 * v);
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const __m256 w = _mm256_loadu_ps(wc + r * kPanelCols + 8 * v);
+#pragma GCC unroll 4
       for (int m = 0; m < MR; ++m) a[m][r] = _mm256_fmadd_ps(xv[m], w, a[m][r]);
     }
   }

@@ -1,7 +1,7 @@
 // Sparse attention with sink on the optimised CPU backend (docs/numerics.md "Sparse
 // attention"): window rows and every top-k entry used by the step are decoded once (not once
-// per query), then each query runs on one thread: logits key by key for all heads (the key stays
-// in L1), the reference's softmax with std::exp, and the weighted sum of keys by FMA.
+// per query), then each (query, group of heads) runs on one thread: register-blocked logits,
+// the reference's softmax with std::exp, and the register-blocked weighted sum of the keys.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -76,53 +76,59 @@ void CpuOptimizedBackend::sparse_attention(const AttentionArgs& a, Tensor& out) 
       used.empty() ? std::vector<float>()
                    : decode_rows(*this, KvFormat::Fp4Entry, *a.compressed.rows, used, d);
   const float* sink = a.sink->data<float>();
-  const int64_t max_keys = w.window + k_cols;
-  parallel_units(n, max_keys * heads * d * 2, [&](int64_t begin, int64_t end) {
-    std::vector<const float*> keys;
-    std::vector<float> logits, acc(static_cast<size_t>(heads * d)), mx(static_cast<size_t>(heads)),
-        denom(static_cast<size_t>(heads));
-    for (int64_t t = begin; t < end; ++t) {
-      // Keys in the reference's order: window positions ascending, then top-k columns.
-      const int64_t p = a.positions[static_cast<size_t>(t)];
-      keys.clear();
-      for (int64_t pos = std::max<int64_t>(0, p - w.window + 1); pos <= p; ++pos) {
-        if (pos >= w.step_first_position) {
-          FD_CHECK(pos - w.step_first_position < n_step, "attention: query beyond the step's KV");
-          keys.push_back(&step[static_cast<size_t>((pos - w.step_first_position) * d)]);
-        } else if (w.ring_positions[static_cast<size_t>(pos % w.window)] == pos) {
-          keys.push_back(&ring[static_cast<size_t>((pos % w.window) * d)]);
+  // Units: (query, group of heads). Decode has one query, so its heads are split over the pool.
+  const int64_t groups = std::clamp<int64_t>((2 * pool().size() + n - 1) / n, 1, heads);
+  const int64_t per_group = (heads + groups - 1) / groups;
+  parallel_units(
+      n * groups, (w.window + k_cols) * per_group * d * 2, [&](int64_t begin, int64_t end) {
+        std::vector<const float*> keys;
+        std::vector<float> p, acc;
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t t = u / groups, h0 = (u % groups) * per_group;
+          const int64_t hg = std::min(per_group, heads - h0);
+          if (hg <= 0) continue;
+          // Keys in the reference's order: window positions ascending, then top-k columns.
+          const int64_t pos_t = a.positions[static_cast<size_t>(t)];
+          keys.clear();
+          for (int64_t pos = std::max<int64_t>(0, pos_t - w.window + 1); pos <= pos_t; ++pos) {
+            if (pos >= w.step_first_position) {
+              FD_CHECK(pos - w.step_first_position < n_step,
+                       "attention: query beyond the step's KV");
+              keys.push_back(&step[static_cast<size_t>((pos - w.step_first_position) * d)]);
+            } else if (w.ring_positions[static_cast<size_t>(pos % w.window)] == pos) {
+              keys.push_back(&ring[static_cast<size_t>((pos % w.window) * d)]);
+            }
+          }
+          for (int64_t c = 0; c < k_cols; ++c) {
+            const int32_t j = a.topk->data<int32_t>()[t * k_cols + c];
+            if (j >= 0)
+              keys.push_back(&entries[static_cast<size_t>(slot[static_cast<size_t>(j)]) * d]);
+          }
+          float* o = out.data<float>() + (t * heads + h0) * d;
+          if (keys.empty()) {
+            std::fill(o, o + hg * d, 0.0f);
+            continue;
+          }
+          const int64_t nk = static_cast<int64_t>(keys.size());
+          p.resize(static_cast<size_t>(hg * nk));
+          kernels().qk_logits(q.data<float>() + (t * heads + h0) * d, hg, keys.data(), nk, d,
+                              a.softmax_scale, p.data());
+          // The reference's softmax with the sink: FP32, std::exp, sums in key order.
+          std::vector<float> denom(static_cast<size_t>(hg));
+          for (int64_t h = 0; h < hg; ++h) {
+            float* l = &p[static_cast<size_t>(h * nk)];
+            const float mx = std::max(sink[h0 + h], *std::max_element(l, l + nk));
+            float sum = 0.0f;
+            for (int64_t i = 0; i < nk; ++i) sum += (l[i] = std::exp(l[i] - mx));
+            denom[static_cast<size_t>(h)] = sum + std::exp(sink[h0 + h] - mx);
+          }
+          acc.assign(static_cast<size_t>(hg * d), 0.0f);
+          kernels().pv_accumulate(p.data(), hg, keys.data(), nk, d, acc.data());
+          for (int64_t h = 0; h < hg; ++h)
+            kernels().divide_round_bf16(&acc[static_cast<size_t>(h * d)],
+                                        denom[static_cast<size_t>(h)], d, o + h * d);
         }
-      }
-      for (int64_t c = 0; c < k_cols; ++c) {
-        const int32_t j = a.topk->data<int32_t>()[t * k_cols + c];
-        if (j >= 0) keys.push_back(&entries[static_cast<size_t>(slot[static_cast<size_t>(j)]) * d]);
-      }
-      float* o = out.data<float>() + t * heads * d;
-      if (keys.empty()) {
-        std::fill(o, o + heads * d, 0.0f);
-        continue;
-      }
-      const int64_t nk = static_cast<int64_t>(keys.size());
-      const float* qt = q.data<float>() + t * heads * d;
-      logits.resize(static_cast<size_t>(heads * nk));
-      for (int64_t i = 0; i < nk; ++i)
-        for (int64_t h = 0; h < heads; ++h)
-          logits[h * nk + i] = kernels().dot(qt + h * d, keys[i], d) * a.softmax_scale;
-      for (int64_t h = 0; h < heads; ++h) {
-        float* l = &logits[h * nk];
-        mx[h] = std::max(sink[h], *std::max_element(l, l + nk));
-        denom[h] = 0.0f;
-        for (int64_t i = 0; i < nk; ++i) denom[h] += (l[i] = std::exp(l[i] - mx[h]));
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t i = 0; i < nk; ++i)
-        for (int64_t h = 0; h < heads; ++h)
-          kernels().axpy(logits[h * nk + i], keys[i], &acc[h * d], d);
-      for (int64_t h = 0; h < heads; ++h)
-        kernels().divide_round_bf16(&acc[h * d], denom[h] + std::exp(sink[h] - mx[h]), d,
-                                    o + h * d);
-    }
-  });
+      });
 }
 
 }  // namespace flashdesk

@@ -67,6 +67,15 @@ struct Kernels {
   void (*hc_expand_row)(const float* x, const float* y, const float* post, const float* comb,
                         int64_t hc, int64_t d, float* out);
 
+  // Attention logits of `heads` query rows (q [heads, d]) against nk keys (rows of d floats):
+  // logits[h * nk + i] = (q_h . key_i) * scale.
+  void (*qk_logits)(const float* q, int64_t heads, const float* const* keys, int64_t nk, int64_t d,
+                    float scale, float* logits);
+  // acc[h * d + e] += sum_i p[h * nk + i] * key_i[e], keys in order i (the reference's order
+  // per output; FMA allowed).
+  void (*pv_accumulate)(const float* p, int64_t heads, const float* const* keys, int64_t nk,
+                        int64_t d, float* acc);
+
   // One cache row (kv_format.h layout) to `dim` FP32 values (exact).
   void (*dequantize_kv_row)(KvFormat f, const uint8_t* row, int64_t dim, float* out);
   // Indexer head sum for m entries: score[s] = sum_h w[h] * max(0, dots[h * stride + s]), h

@@ -118,8 +118,7 @@ inline __m256 bf16x8(const uint8_t* p) {
 
 // E8M0 code -> 2^(code - 127) as FP32 (code 0 -> 2^-127, a subnormal).
 inline float e8m0(uint8_t code) {
-  if (code == 0) return 0x1p-127f;
-  uint32_t bits = uint32_t{code} << 23;
+  const uint32_t bits = code != 0 ? uint32_t{code} << 23 : 0x00400000u;  // branch-free
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
