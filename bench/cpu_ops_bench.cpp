@@ -171,7 +171,8 @@ class Bench {
     linear("demo", WeightFormat::Bf16, 1, 8192, 320, 4, kF32Linear);
     linear("demo", WeightFormat::Fp8Block, q ? 128 : 512, 512, 192, 1);
     linear("demo", WeightFormat::Fp4Row, q ? 128 : 512, 320, 320, 1);
-    // Full-size single layers; decode rotates over copies larger than the L3 cache.
+    // Full-size single layers (deepseek-v4.1-flash.json: expert w1 [2304, 5120] FP4, wo_b
+    // [5120, 8192] FP8); decode rotates over copies larger than the L3 cache.
     linear("full", WeightFormat::Fp4Row, 1, 2304, 5120, 8);
     linear("full", WeightFormat::Fp8Block, 1, 5120, 8192, 2);
     linear("full", WeightFormat::Fp4Row, q ? 16 : 64, 2304, 5120, 1);
@@ -183,12 +184,12 @@ class Bench {
     attention("full", 1, 64, 512, 128, 4096, 512);
     indexer("demo", 1, 4, 128, 4096, 64);
     indexer("demo", q ? 64 : 256, 4, 128, 4096, 64);
-    indexer("full", 1, 64, 128, 16384, 512);
+    indexer("full", 1, 32, 128, 16384, 512);
     mixes("demo", 1, 320);
     mixes("demo", q ? 64 : 256, 320);
-    mixes("full", 1, 4096);
+    mixes("full", 1, 5120);
     norm_rope("demo", q ? 64 : 256, 320, 4, 128, 64);
-    norm_rope("full", 16, 4096, 64, 512, 64);
+    norm_rope("full", 16, 5120, 64, 512, 64);
     print();
   }
 

@@ -87,7 +87,10 @@ TEST_P(CpuOptIndexerTest, TopKAndCandidatesEqualTheReference) {
     std::vector<float> qv = rng.bf16s(static_cast<size_t>(n * heads * d), 2.0f);
     fake_quant_fp4_e8m0(qv.data(), qv.size(), 32);  // the model's index queries are FP4 values
     Tensor q = f32(Shape{n, heads, d}, qv);
-    Tensor w = f32(Shape{n, heads}, rng.bf16s(static_cast<size_t>(n * heads), 1.0f));
+    // Head weights as the model makes them: bf16(weights_proj(x)) times an FP32 constant.
+    std::vector<float> wv = rng.bf16s(static_cast<size_t>(n * heads), 1.0f);
+    for (auto& v : wv) v *= 1.0f / std::sqrt(static_cast<float>(heads * d));
+    Tensor w = f32(Shape{n, heads}, wv);
     std::vector<int64_t> visible(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) visible[t] = E == 0 ? 0 : (E * (t + 1)) / n - (t % 3);
     const int64_t bs = 8, n_blocks = std::max<int64_t>(1, (E + bs - 1) / bs), C = 4;

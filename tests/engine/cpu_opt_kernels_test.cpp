@@ -120,9 +120,11 @@ TEST_P(CpuOptKernelsTest, RopeAndHcRowsGiveTheReferenceBits) {
   for (int64_t d : {64, 37}) {
     const int64_t n = 2, hc = 4;
     Tensor X = f32(Shape{n, hc, d}, rng.bf16s(static_cast<size_t>(n * hc * d), 2.0f));
-    Tensor pre = f32(Shape{n, hc}, rng.bf16s(static_cast<size_t>(n * hc), 1.0f));
-    Tensor post = f32(Shape{n, hc}, rng.bf16s(static_cast<size_t>(n * hc), 2.0f));
-    Tensor comb = f32(Shape{n, hc, hc}, rng.bf16s(static_cast<size_t>(n * hc * hc), 1.0f));
+    // The mixes are FP32 values (not BF16), so their products round: a fused multiply-add would
+    // show.
+    Tensor pre = f32(Shape{n, hc}, rng.floats(static_cast<size_t>(n * hc), 1.0f));
+    Tensor post = f32(Shape{n, hc}, rng.floats(static_cast<size_t>(n * hc), 2.0f));
+    Tensor comb = f32(Shape{n, hc, hc}, rng.floats(static_cast<size_t>(n * hc * hc), 1.0f));
     Tensor y = f32(Shape{n, d}, rng.bf16s(static_cast<size_t>(n * d), 2.0f));
     Tensor u_ref = ref().alloc(DType::F32, Shape{n, d}),
            u_opt = ref().alloc(DType::F32, Shape{n, d});
@@ -135,6 +137,39 @@ TEST_P(CpuOptKernelsTest, RopeAndHcRowsGiveTheReferenceBits) {
     opt().hc_expand(X, y, post, comb, o_opt);
     expect_same_bits(host<float>(o_opt), host<float>(o_ref), "hc_expand");
   }
+}
+
+TEST_P(CpuOptKernelsTest, MultiplyThenAddIsNotFused) {
+  // a * b = 4 + 2^-9 + 2^-10 + 2^-11 + 2^-21 + 2^-23 rounds (FP32) to p without the 2^-23, and
+  // p + c = 1 + 2^-8 exactly: a BF16 tie, which rounds to 1. A fused multiply-add keeps the
+  // 2^-23 and rounds the BF16 up to 1 + 2^-7 instead.
+  const float a = 1.0f + 0x1p-12f, b = 4.0f + 0x1p-9f + 0x1p-11f;
+  const float c = -3.0f + 0x1p-8f - 0x1p-9f - 0x1p-10f - 0x1p-11f - 0x1p-21f;
+  ASSERT_EQ(a * b + c, 1.0f + 0x1p-8f);  // (this file is built without FMA contraction)
+  // hc_collapse: u = bf16(1 * c + a * b).
+  std::vector<float> x(2 * 8), pre = {1.0f, a};
+  for (int e = 0; e < 8; ++e) {
+    x[e] = c;
+    x[8 + e] = b;
+  }
+  std::vector<float> u(8);
+  opt().kernels().hc_collapse_row(x.data(), pre.data(), 2, 8, u.data());
+  for (float v : u) EXPECT_EQ(v, 1.0f) << "hc_collapse";
+  // hc_expand: out_0 = bf16(post_0 * y + sum_j comb[j][0] * x_j) = bf16(a * b + c).
+  std::vector<float> y(8, b), post = {a, a}, comb = {1.0f, 0.0f, 0.0f, 0.0f}, out(2 * 8);
+  std::vector<float> xs(2 * 8, 0.0f);
+  for (int e = 0; e < 8; ++e) xs[e] = c;
+  opt().kernels().hc_expand_row(xs.data(), y.data(), post.data(), comb.data(), 2, 8, out.data());
+  for (int e = 0; e < 8; ++e) EXPECT_EQ(out[e], 1.0f) << "hc_expand";
+  // The indexer's head sum (FP32 output): every multiply and add rounds as in the reference.
+  Rng rng(13);
+  const int64_t heads = 5, m = 37;
+  const auto dots = rng.floats(static_cast<size_t>(heads * m), 3.0f);
+  const auto w = rng.floats(static_cast<size_t>(heads), 1.0f);
+  std::vector<float> want(static_cast<size_t>(m)), got(static_cast<size_t>(m));
+  cpu_opt::scalar_kernels().relu_weighted_sum(dots.data(), m, w.data(), heads, m, want.data());
+  opt().kernels().relu_weighted_sum(dots.data(), m, w.data(), heads, m, got.data());
+  expect_same_bits(got, want, "relu_weighted_sum");
 }
 
 FD_OPT_TEST_SUITE(CpuOptKernelsTest);

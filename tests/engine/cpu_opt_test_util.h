@@ -47,6 +47,11 @@ class Rng {
   uint32_t next() { return s_ = s_ * 1664525u + 1013904223u; }
   float uniform() { return static_cast<float>(next() >> 8) / static_cast<float>(1u << 24); }
   float symmetric(float amp) { return (2.0f * uniform() - 1.0f) * amp; }
+  std::vector<float> floats(size_t n, float amp) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = symmetric(amp);
+    return v;
+  }
   std::vector<float> bf16s(size_t n, float amp) {
     std::vector<float> v(n);
     for (auto& x : v) x = round_bf16(symmetric(amp));
