@@ -1,7 +1,7 @@
 // AVX2 kernels of sparse attention: the logits (heads x keys dot products) and the weighted sum
 // of keys, both register-blocked over several heads and keys / columns so that each loaded
-// vector feeds several FMAs. Every output keeps one FMA chain in a fixed order (the logits over
-// the head dim, the sums over keys in list order), whatever the blocking.
+// vector feeds several multiply-adds. Every output keeps one chain in the reference's order (the
+// logits: cpu::dot over the head dim; the sums: over keys in list order), whatever the blocking.
 #include "engine/ops/cpu_opt/attention_avx2.h"
 
 #include "engine/ops/cpu_opt/simd_avx2.h"
@@ -31,7 +31,7 @@ void logits_tile(const float* q, const float* const* keys, int64_t nk, int64_t d
     for (int h = 0; h < HR; ++h) {
       const __m256 qv = load8(q + h * d, e, d);
 #pragma GCC unroll 4
-      for (int k = 0; k < KR; ++k) acc[h][k] = _mm256_fmadd_ps(qv, kv[k], acc[h][k]);
+      for (int k = 0; k < KR; ++k) acc[h][k] = mul_add(acc[h][k], qv, kv[k]);
     }
   }
   for (int h = 0; h < HR; ++h)
@@ -63,7 +63,7 @@ void pv_tile(const float* p, int64_t nk, const float* const* keys, int64_t d, in
     for (int h = 0; h < HR; ++h) {
       const __m256 pv = _mm256_set1_ps(p[h * nk + i]);
 #pragma GCC unroll 4
-      for (int v = 0; v < ER; ++v) a[h][v] = _mm256_fmadd_ps(pv, kv[v], a[h][v]);
+      for (int v = 0; v < ER; ++v) a[h][v] = mul_add(a[h][v], pv, kv[v]);
     }
   }
   for (int h = 0; h < HR; ++h)

@@ -3,11 +3,10 @@
 //
 // Goals: the hot ops of decode and prefill — quantised linears, MoE experts, sparse attention,
 // indexer scoring, mHC mixes, RMSNorm, RoPE — fast on 2..N cores; every output computed by one
-// thread in a fixed order, so results do not depend on the thread count (nor on the number of
-// tokens in a step: decode and prefill give the same bits). Differences from the reference are
-// FP32 summation order only (docs/cpu-optimized.md states the tolerances). Non-goals: the cold
-// ops (memory, embedding, cache quantisation, routing, Engram, compressor pooling) are inherited
-// from the reference unchanged.
+// thread in the reference's order, so results are the reference backend's bits, whatever the
+// ISA, the thread count or the number of tokens in a step (docs/cpu-optimized.md). Non-goals: the
+// cold ops (memory, embedding, cache quantisation, routing, Engram, compressor pooling) are
+// inherited from the reference unchanged.
 #pragma once
 
 #include <functional>

@@ -14,27 +14,13 @@ namespace flashdesk::cpu_opt {
 namespace avx2 {
 namespace {
 
+// cpu::dot's order: lane j sums the elements j, j + 8, ... (the tail element i in lane i % 8).
 float dot(const float* a, const float* b, int64_t n) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
+  __m256 acc = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int v = 0; v < 4; ++v)
-      acc[v] =
-          _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * v), _mm256_loadu_ps(b + i + 8 * v), acc[v]);
-  for (; i + 8 <= n; i += 8)
-    acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc[0]);
-  if (i < n)
-    acc[1] = _mm256_fmadd_ps(load_partial(a + i, n - i), load_partial(b + i, n - i), acc[1]);
-  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-}
-
-void axpy(float a, const float* x, float* y, int64_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+  for (; i + 8 <= n; i += 8) acc = mul_add(acc, _mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+  if (i < n) acc = mul_add(acc, load_partial(a + i, n - i), load_partial(b + i, n - i));
+  return hsum(acc);
 }
 
 // Applies f (vector -> vector, same function for the tail) to n floats from src into dst.
@@ -165,11 +151,20 @@ void relu_weighted_sum(const float* dots, int64_t stride, const float* w, int64_
 }  // namespace avx2
 
 const Kernels* avx2_kernels() {
-  static const Kernels k{
-      CpuIsa::Avx2,        avx2::act_quant_row,     avx2::linear_rows,       avx2::dot,
-      avx2::axpy,          avx2::round_bf16_n,      avx2::divide_round_bf16, avx2::rms_norm_row,
-      avx2::rope_pairs,    avx2::hc_collapse_row,   avx2::hc_expand_row,     avx2::qk_logits,
-      avx2::pv_accumulate, avx2::dequantize_kv_row, avx2::relu_weighted_sum};
+  static const Kernels k{CpuIsa::Avx2,
+                         avx2::act_quant_row,
+                         avx2::linear_rows,
+                         avx2::dot,
+                         avx2::round_bf16_n,
+                         avx2::divide_round_bf16,
+                         avx2::rms_norm_row,
+                         avx2::rope_pairs,
+                         avx2::hc_collapse_row,
+                         avx2::hc_expand_row,
+                         avx2::qk_logits,
+                         avx2::pv_accumulate,
+                         avx2::dequantize_kv_row,
+                         avx2::relu_weighted_sum};
   return &k;
 }
 

@@ -35,10 +35,6 @@ float dot(const float* a, const float* b, int64_t n) {
   return cpu::dot(a, b, n);
 }
 
-void axpy(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 void round_bf16(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = flashdesk::round_bf16(x[i]);
 }
@@ -115,10 +111,10 @@ void unsupported_weight(const LinearWeight& w) {
 }
 
 const Kernels& scalar_kernels() {
-  static const Kernels k{CpuIsa::Scalar, act_quant_row,     linear_rows,       dot,
-                         axpy,           round_bf16,        divide_round_bf16, rms_norm_row,
-                         rope_pairs,     hc_collapse_row,   hc_expand_row,     qk_logits,
-                         pv_accumulate,  dequantize_kv_row, relu_weighted_sum};
+  static const Kernels k{CpuIsa::Scalar,    act_quant_row,     linear_rows,  dot,
+                         round_bf16,        divide_round_bf16, rms_norm_row, rope_pairs,
+                         hc_collapse_row,   hc_expand_row,     qk_logits,    pv_accumulate,
+                         dequantize_kv_row, relu_weighted_sum};
   return k;
 }
 

@@ -1,7 +1,8 @@
 // AVX2 linear layers: weights decoded to exact FP32 vectors on the fly (one or two tokens: a
 // memory-bound GEMV) or into a panel reused by every token of a block (prefill: compute-bound),
-// plus the FP8 act_quant of the input. Both paths accumulate each output in one 8-lane FMA
-// chain over K in column order and sum the lanes in one fixed tree, so they give the same bits.
+// plus the FP8 act_quant of the input. Both paths accumulate each output in one 8-lane
+// multiply-then-add chain over K in column order and sum the lanes in cpu::dot's tree, so they
+// give the reference's bits (and the same bits for any token count).
 #include <algorithm>
 
 #include "engine/ops/cpu_opt/linear_avx2.h"
@@ -112,7 +113,7 @@ void direct_tile(const F& f, const LinearJob& j, int64_t i0, int64_t o0) {
   const float* x = j.x + i0 * j.x_stride;
   int64_t k0 = 0;
   // Fully unrolled over rows and tokens so the MR x NR accumulators stay in registers and the
-  // NR independent FMA chains overlap (one chain per output is the fixed summation order).
+  // NR independent chains overlap (one chain per output is the reference's summation order).
   for (; k0 + 32 <= K; k0 += 32)
 #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
@@ -122,14 +123,13 @@ void direct_tile(const F& f, const LinearJob& j, int64_t i0, int64_t o0) {
       for (int m = 0; m < MR; ++m)
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v)
-          acc[m][r] =
-              _mm256_fmadd_ps(_mm256_loadu_ps(x + m * j.x_stride + k0 + 8 * v), w[v], acc[m][r]);
+          acc[m][r] = mul_add(acc[m][r], _mm256_loadu_ps(x + m * j.x_stride + k0 + 8 * v), w[v]);
     }
   for (; k0 < K; k0 += 8)
     for (int r = 0; r < NR; ++r) {
       const __m256 w = f.vec8(rows[r], k0, std::min<int64_t>(8, K - k0));
       for (int m = 0; m < MR; ++m)
-        acc[m][r] = _mm256_fmadd_ps(_mm256_loadu_ps(x + m * j.x_stride + k0), w, acc[m][r]);
+        acc[m][r] = mul_add(acc[m][r], _mm256_loadu_ps(x + m * j.x_stride + k0), w);
     }
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) store_output(j, i0 + m, o0 + r, hsum(acc[m][r]));
@@ -183,7 +183,7 @@ void panel_tile(const float* x, int64_t xs, const float* wc, int64_t nvec, float
     for (int r = 0; r < 4; ++r) {
       const __m256 w = _mm256_loadu_ps(wc + r * kPanelCols + 8 * v);
 #pragma GCC unroll 4
-      for (int m = 0; m < MR; ++m) a[m][r] = _mm256_fmadd_ps(xv[m], w, a[m][r]);
+      for (int m = 0; m < MR; ++m) a[m][r] = mul_add(a[m][r], xv[m], w);
     }
   }
   for (int m = 0; m < MR; ++m)

@@ -3,9 +3,8 @@
 // ops (opt_*.cpp) are written once against this table; only the kernels differ per ISA.
 //
 // Numerics contract (docs/numerics.md, docs/cpu-optimized.md): every kernel rounds where the
-// reference does. Dot products and other reductions may sum in another FP32 order (and use FMA);
-// elementwise kernels (RMSNorm scaling, RoPE, hc collapse/expand, BF16 rounding, act_quant) give
-// the reference's bits exactly.
+// reference does and sums in the reference's order (dot products: 8 lanes of multiply-then-add
+// over K, then cpu::dot's lane tree; no FMA), so every ISA gives the reference backend's bits.
 #pragma once
 
 #include <cstdint>
@@ -48,10 +47,8 @@ struct Kernels {
   // Outputs of weight rows [o_begin, o_end) for every token of the job.
   void (*linear_rows)(const LinearJob& job, int64_t o_begin, int64_t o_end);
 
-  // FP32 dot product (any fixed order).
+  // FP32 dot product in cpu::dot's order.
   float (*dot)(const float* a, const float* b, int64_t n);
-  // y += a * x (FMA allowed).
-  void (*axpy)(float a, const float* x, float* y, int64_t n);
   // x = bf16(x), in place.
   void (*round_bf16)(float* x, int64_t n);
   // out = bf16(x / d): the attention's normalisation (a true division, as the reference).
@@ -71,8 +68,7 @@ struct Kernels {
   // logits[h * nk + i] = (q_h . key_i) * scale.
   void (*qk_logits)(const float* q, int64_t heads, const float* const* keys, int64_t nk, int64_t d,
                     float scale, float* logits);
-  // acc[h * d + e] += sum_i p[h * nk + i] * key_i[e], keys in order i (the reference's order
-  // per output; FMA allowed).
+  // acc[h * d + e] += p[h * nk + i] * key_i[e] for keys i in order (the reference's sequence).
   void (*pv_accumulate)(const float* p, int64_t heads, const float* const* keys, int64_t nk,
                         int64_t d, float* acc);
 

@@ -1,6 +1,6 @@
-// AVX2 + FMA + F16C building blocks of the optimised CPU kernels: horizontal sums in a fixed
-// order, BF16 rounding with the reference's bits, and decoding of the narrow formats. Include
-// only from *_avx2.cpp files (the only ones compiled with these instructions).
+// AVX2 + F16C building blocks of the optimised CPU kernels: multiply-add and horizontal sums in
+// the reference's order, BF16 rounding with the reference's bits, decoding of the narrow formats.
+// Include only from *_avx2.cpp files (the only ones compiled with these instructions).
 #pragma once
 
 #include <immintrin.h>
@@ -10,12 +10,19 @@
 
 namespace flashdesk::cpu_opt::avx2 {
 
-// Sum of the 8 lanes in a fixed tree: (lo + hi), then pairs, then the last two.
+// acc + a * b with two roundings, as the reference's `acc[j] += a[i] * b[i]` (this file is built
+// with -ffp-contract=off, so the compiler does not fuse them either).
+inline __m256 mul_add(__m256 acc, __m256 a, __m256 b) {
+  return _mm256_add_ps(acc, _mm256_mul_ps(a, b));
+}
+
+// Sum of 8 lanes in the reference's tree (cpu::dot): ((l0 + l4) + (l1 + l5)) +
+// ((l2 + l6) + (l3 + l7)). With one 8-lane mul_add chain per output over K in column order, a
+// dot product gives exactly the reference's bits.
 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 h = _mm_hadd_ps(s, s);  // [s0 + s1, s2 + s3, ...]
+  return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
 inline float hmax(__m256 v) {
