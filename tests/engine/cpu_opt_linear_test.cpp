@@ -88,6 +88,25 @@ TEST_P(CpuOptLinearTest, GivesTheSameBitsForAnyTokenCountAndThreadCount) {
   }
 }
 
+TEST_P(CpuOptLinearTest, Fp8DecodeKeepsTheReferenceBitsForExtremeInputs) {
+  // Decode folds 256 x the block scales into the input. With weight scales of 2^-28 and inputs
+  // near 2^-122 (as is, FP32 out, so nothing hides a last-bit difference) that product would
+  // round in the subnormal range; the kernel must notice and keep the scales on the weights.
+  Rng rng(77);
+  LinearWeight w = weight(WeightFormat::Fp8Block, 64, 96, rng);
+  w.scale = make(DType::F8_E8M0, Shape{2, 3}, std::vector<uint8_t>(6, 99));
+  for (int64_t n : {1, 2}) {
+    std::vector<float> x = rng.bf16s(static_cast<size_t>(n * 96), 1.0f);
+    for (auto& v : x) v = round_bf16(v * 0x1p-121f);
+    Tensor xt = f32(Shape{n, 96}, x);
+    Tensor want = ref().alloc(DType::F32, Shape{n, 64}),
+           got = opt().alloc(DType::F32, Shape{n, 64});
+    ref().linear(xt, w, LinearMode{LinearInput::AsIs, LinearOutput::F32}, want);
+    opt().linear(xt, w, LinearMode{LinearInput::AsIs, LinearOutput::F32}, got);
+    EXPECT_EQ(host<float>(got), host<float>(want)) << n;
+  }
+}
+
 TEST_P(CpuOptLinearTest, GroupedLinearMatchesTheReference) {
   for (const auto& [groups, n, in_g, out_g, f] :
        {std::tuple{2, 1, 96, 16, WeightFormat::Fp8Block},

@@ -17,15 +17,19 @@ namespace {
 // block32(k0): the 32 weights of a full K-block at k0 (k0 % 32 == 0, k0 + 32 <= K).
 // vec8(k0, n): the n <= 8 weights at k0 (k0 % 8 == 0), other lanes zero.
 
+// Each format holds the weight's base pointers (read once per call, not per row).
 struct Fp8Format {
-  const LinearWeight& w;
+  explicit Fp8Format(const LinearWeight& w)
+      : in(w.in), codes(w.data.bytes()), scales(w.scale.bytes()), scale_cols(w.scale.dim(1)) {}
+  int64_t in;
+  const uint8_t* codes;
+  const uint8_t* scales;
+  int64_t scale_cols;
   struct Row {
     const uint8_t* codes;
     const uint8_t* scales;  // the scale row of this row's 32-row tile
   };
-  Row row(int64_t o) const {
-    return {w.data.bytes() + o * w.in, w.scale.bytes() + (o / w.block) * w.scale.dim(1)};
-  }
+  Row row(int64_t o) const { return {codes + o * in, scales + (o / 32) * scale_cols}; }
   // The E4M3 decode gives value / 256; the factor goes into the block scale.
   static __m256 scale_of(const Row& r, int64_t k0) {
     return _mm256_set1_ps(e8m0(r.scales[k0 / 32]) * 256.0f);
@@ -43,15 +47,33 @@ struct Fp8Format {
   }
 };
 
+// FP8 codes as value / 256, for an input already multiplied by 256 x the tile's block scales
+// (decode: one multiply per input element per 32 rows instead of one per weight). The products
+// are the same real numbers, so they round the same.
+struct Fp8Unscaled : Fp8Format {
+  explicit Fp8Unscaled(const Fp8Format& f) : Fp8Format(f) {}
+  void block32(const Row& r, int64_t k0, __m256 out[4]) const {
+    e4m3x16_div256(r.codes + k0, out[0], out[1]);
+    e4m3x16_div256(r.codes + k0 + 16, out[2], out[3]);
+  }
+  __m256 vec8(const Row& r, int64_t k0, int64_t n) const {
+    uint8_t tmp[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(tmp, r.codes + k0, static_cast<size_t>(n));
+    return e4m3x8_div256(tmp);
+  }
+};
+
 struct Fp4Format {
-  const LinearWeight& w;
+  explicit Fp4Format(const LinearWeight& w)
+      : in(w.in), packed(w.data.bytes()), scales(w.scale.bytes()) {}
+  int64_t in;
+  const uint8_t* packed;
+  const uint8_t* scales;
   struct Row {
     const uint8_t* packed;
     const uint8_t* scales;
   };
-  Row row(int64_t o) const {
-    return {w.data.bytes() + o * (w.in / 2), w.scale.bytes() + o * (w.in / 32)};
-  }
+  Row row(int64_t o) const { return {packed + o * (in / 2), scales + o * (in / 32)}; }
   // The table holds twice the E2M1 value; the half goes into the scale.
   static __m256 half_scale(const Row& r, int64_t k0) {
     return _mm256_set1_ps(e8m0(r.scales[k0 / 32]) * 0.5f);
@@ -71,9 +93,11 @@ struct Fp4Format {
 };
 
 struct Bf16Format {
-  const LinearWeight& w;
+  explicit Bf16Format(const LinearWeight& w) : in(w.in), data(w.data.bytes()) {}
+  int64_t in;
+  const uint8_t* data;
   using Row = const uint8_t*;
-  Row row(int64_t o) const { return w.data.bytes() + 2 * o * w.in; }
+  Row row(int64_t o) const { return data + 2 * o * in; }
   void block32(const Row& r, int64_t k0, __m256 out[4]) const {
     for (int v = 0; v < 4; ++v) out[v] = bf16x8(r + 2 * (k0 + 8 * v));
   }
@@ -85,9 +109,12 @@ struct Bf16Format {
 };
 
 struct F32Format {
-  const LinearWeight& w;
+  explicit F32Format(const LinearWeight& w)
+      : in(w.in), data(reinterpret_cast<const float*>(w.data.bytes())) {}
+  int64_t in;
+  const float* data;
   using Row = const float*;
-  Row row(int64_t o) const { return reinterpret_cast<const float*>(w.data.bytes()) + o * w.in; }
+  Row row(int64_t o) const { return data + o * in; }
   void block32(const Row& r, int64_t k0, __m256 out[4]) const {
     for (int v = 0; v < 4; ++v) out[v] = _mm256_loadu_ps(r + k0 + 8 * v);
   }
@@ -104,7 +131,7 @@ void store_output(const LinearJob& j, int64_t i, int64_t o, float v) {
 
 template <int MR, int NR, class F>
 void direct_tile(const F& f, const LinearJob& j, int64_t i0, int64_t o0) {
-  const int64_t K = f.w.in;
+  const int64_t K = f.in;
   typename F::Row rows[NR];
   for (int r = 0; r < NR; ++r) rows[r] = f.row(o0 + r);
   __m256 acc[MR][NR];
@@ -200,7 +227,7 @@ struct PanelScratch {
 template <class F>
 void panel_block(const F& f, const LinearJob& j, int64_t i0, int64_t nb, int64_t o0, int64_t rows,
                  PanelScratch& s) {
-  const int64_t K = f.w.in;
+  const int64_t K = f.in;
   for (int64_t k0 = 0; k0 < K; k0 += kPanelCols) {
     const int64_t k1 = std::min(K, k0 + kPanelCols), nvec = (k1 - k0 + 7) / 8;
     decode_panel(f, o0, rows, k0, k1, s.wc);
@@ -236,6 +263,53 @@ void run_rows(const F& f, const LinearJob& j, int64_t o_begin, int64_t o_end) {
     for (int64_t o0 = o_begin; o0 < o_end; o0 += kPanelRows)
       panel_block(f, j, i0, std::min(kTokenBlock, j.n - i0), o0, std::min(kPanelRows, o_end - o0),
                   scratch);
+}
+
+// ---- FP8 decode: block scales folded into the input ------------------------------------------
+
+constexpr int64_t kFoldFloats = 32768;
+
+// out = x * 256 * scale[k / 32] for the job's tokens (one 32-row tile's scale row). False when a
+// product is not exact (it under- or overflowed): then the weights keep their scales.
+bool fold_scales(const LinearJob& j, const uint8_t* tile_scales, int64_t k, float* out) {
+  __m256 exact = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  for (int64_t i = 0; i < j.n; ++i) {
+    const float* x = j.x + i * j.x_stride;
+    float* o = out + i * j.x_stride;
+    for (int64_t k0 = 0; k0 < j.x_stride; k0 += 8) {
+      const float s = e8m0(tile_scales[std::min(k0, k - 1) / 32]) * 256.0f;
+      const __m256 v = _mm256_loadu_ps(x + k0);
+      const __m256 p = _mm256_mul_ps(v, _mm256_set1_ps(s));
+      const __m256 back = _mm256_mul_ps(p, _mm256_set1_ps(1.0f / s));
+      exact = _mm256_and_ps(exact, _mm256_cmp_ps(back, v, _CMP_EQ_OQ));
+      _mm256_storeu_ps(o + k0, p);
+    }
+  }
+  return _mm256_movemask_ps(exact) == 0xFF;
+}
+
+template <class F>
+void run_direct(const F& f, const LinearJob& j, int64_t o_begin, int64_t o_end) {
+  if (j.n == 1)
+    direct_rows<1, 8>(f, j, 0, o_begin, o_end);
+  else
+    direct_rows<2, 4>(f, j, 0, o_begin, o_end);
+}
+
+// One or two tokens: per 32-row tile, the input times the tile's scales, then unscaled codes.
+void run_fp8(const Fp8Format& f, const LinearJob& j, int64_t o_begin, int64_t o_end) {
+  if (j.n > 2 || j.n * j.x_stride > kFoldFloats) return run_rows(f, j, o_begin, o_end);
+  alignas(32) thread_local float folded[kFoldFloats];
+  for (int64_t t0 = o_begin; t0 < o_end;) {
+    const int64_t t1 = std::min(o_end, (t0 / 32 + 1) * 32);
+    LinearJob jt = j;
+    jt.x = folded;
+    if (fold_scales(j, f.scales + (t0 / 32) * f.scale_cols, f.in, folded))
+      run_direct(Fp8Unscaled(f), jt, t0, t1);
+    else
+      run_direct(f, j, t0, t1);
+    t0 = t1;
+  }
 }
 
 // ---- act_quant --------------------------------------------------------------------------------
@@ -294,7 +368,7 @@ void linear_rows(const LinearJob& j, int64_t o_begin, int64_t o_end) {
   switch (w.format) {
     case WeightFormat::Fp8Block:
       if (w.block != 32) unsupported_weight(w);
-      return run_rows(Fp8Format{w}, j, o_begin, o_end);
+      return run_fp8(Fp8Format{w}, j, o_begin, o_end);
     case WeightFormat::Fp4Row:
       if (w.block != 32 || w.in % 32 != 0) unsupported_weight(w);
       return run_rows(Fp4Format{w}, j, o_begin, o_end);
