@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/ops/cpu/cpu_backend.h"
+#include "engine/ops/cpu_opt/buffer_pool.h"
 #include "engine/ops/cpu_opt/cpu_isa.h"
 #include "engine/ops/cpu_opt/opt_kernels.h"
 
@@ -27,6 +28,9 @@ class CpuOptimizedBackend : public CpuReferenceBackend {
   explicit CpuOptimizedBackend(int threads = 0, std::optional<CpuIsa> isa = std::nullopt);
   std::string_view name() const override { return name_; }
   CpuIsa isa() const { return kernels_->isa; }
+
+  // Host memory from a cache of freed buffers (buffer_pool.h); contents undefined.
+  Tensor alloc(DType dtype, Shape shape) override;
 
   void linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) override;
   void grouped_linear(const Tensor& x, const LinearWeight& w, int64_t groups, Tensor& y) override;
@@ -68,7 +72,11 @@ class CpuOptimizedBackend : public CpuReferenceBackend {
 
   static constexpr int64_t kMinParallelWork = 1 << 16;
 
+  // Freed activation buffers kept for reuse, at most this many bytes.
+  static constexpr size_t kCachedBufferBytes = size_t{512} << 20;
+
  private:
+  std::shared_ptr<BufferPool> buffers_;
   const cpu_opt::Kernels* kernels_;
   std::string name_;
 };

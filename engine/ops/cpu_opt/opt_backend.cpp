@@ -9,13 +9,18 @@
 namespace flashdesk {
 
 CpuOptimizedBackend::CpuOptimizedBackend(int threads, std::optional<CpuIsa> isa)
-    : CpuReferenceBackend(threads) {
+    : CpuReferenceBackend(threads), buffers_(BufferPool::create(kCachedBufferBytes)) {
   const CpuIsa chosen = isa ? *isa : choose_cpu_isa();
   if (!cpu_isa_supported(chosen))
     throw InvalidRequest("cpu-optimized: this CPU does not support " +
                          std::string(cpu_isa_name(chosen)));
   kernels_ = &cpu_opt::kernels_for(chosen);
   name_ = "cpu-optimized-" + std::string(cpu_isa_name(chosen));
+}
+
+Tensor CpuOptimizedBackend::alloc(DType dtype, Shape shape) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  return Tensor(buffers_->allocate(bytes), 0, dtype, shape);
 }
 
 void CpuOptimizedBackend::parallel_units(int64_t units, int64_t work_per_unit,
