@@ -13,6 +13,7 @@
 
 #include "engine/ops/backend.h"
 #include "engine/ops/cpu/cpu_backend.h"
+#include "engine/ops/cpu_opt/cpu_opt_backend.h"
 #include "engine/util/numeric.h"
 
 namespace flashdesk::test {
@@ -20,11 +21,20 @@ namespace flashdesk::test {
 // The backends every op test runs on. A new backend adds itself here; its results are then
 // checked against the same hand-computed and independently computed values.
 inline std::vector<std::string> backend_names() {
-  return {"cpu-reference", "cpu-reference-1t"};
+  std::vector<std::string> names = {"cpu-reference", "cpu-reference-1t"};
+  for (CpuIsa isa : supported_cpu_isas())
+    names.push_back("cpu-optimized-" + std::string(cpu_isa_name(isa)));
+  return names;
 }
 
 inline std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "cpu-reference-1t") return std::make_unique<CpuReferenceBackend>(1);
+  const std::string opt = "cpu-optimized-";
+  if (name.starts_with(opt)) {
+    const auto isa = parse_cpu_isa(std::string_view(name).substr(opt.size()));
+    EXPECT_TRUE(isa.has_value()) << name;
+    return std::make_unique<CpuOptimizedBackend>(2, isa.value_or(CpuIsa::Scalar));
+  }
   return std::make_unique<CpuReferenceBackend>(2);
 }
 

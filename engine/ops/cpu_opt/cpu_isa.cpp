@@ -1,0 +1,62 @@
+// CPUID-based selection of the optimised backend's kernel set.
+#include "engine/ops/cpu_opt/cpu_isa.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "engine/util/error.h"
+
+namespace flashdesk {
+
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Scalar:
+      return "scalar";
+    case CpuIsa::Avx2:
+      return "avx2";
+  }
+  return "?";
+}
+
+std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
+  if (name == "scalar") return CpuIsa::Scalar;
+  if (name == "avx2") return CpuIsa::Avx2;
+  return std::nullopt;
+}
+
+bool cpu_isa_supported(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::Scalar:
+      return true;
+    case CpuIsa::Avx2:
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_cpu_init();  // may run before libgcc's own initialiser (static test registration)
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+std::vector<CpuIsa> supported_cpu_isas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2})
+    if (cpu_isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+CpuIsa choose_cpu_isa() {
+  const char* forced = std::getenv("FLASHDESK_CPU_ISA");
+  if (forced == nullptr || *forced == '\0') return supported_cpu_isas().back();
+  const std::optional<CpuIsa> isa = parse_cpu_isa(forced);
+  if (!isa)
+    throw InvalidRequest("FLASHDESK_CPU_ISA=" + std::string(forced) + ": expected scalar or avx2");
+  if (!cpu_isa_supported(*isa))
+    throw InvalidRequest("FLASHDESK_CPU_ISA=" + std::string(forced) +
+                         ": this CPU does not support it");
+  return *isa;
+}
+
+}  // namespace flashdesk
