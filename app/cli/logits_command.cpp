@@ -16,7 +16,7 @@
 #include "engine/checkpoint/safetensors_writer.h"
 #include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
-#include "engine/ops/cpu/cpu_backend.h"
+#include "engine/runtime/backend_factory.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
@@ -133,7 +133,8 @@ int run_logits(int argc, char** argv) {
       "effort", "with --prompt: reasoning effort 1-100, low, high or max",
       cxxopts::value<std::string>()->default_value("high"))(
       "threads", "CPU threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
-      "h,help", "this help");
+      "backend", "cpu-reference (the plain reference) or cpu (optimised, same bits)",
+      cxxopts::value<std::string>()->default_value("cpu-reference"))("h,help", "this help");
   cxxopts::ParseResult args;
   try {
     args = opts.parse(argc, argv);
@@ -179,8 +180,8 @@ int run_logits(int argc, char** argv) {
 
   const std::string model_dir = args["model"].as<std::string>();
   std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(model_dir);
-  CpuReferenceBackend backend(args["threads"].as<int>());
-  Model model(ckpt, backend);
+  const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
+  Model model(ckpt, *backend);
   const TextConfig& text = model.config().text;
   const int64_t V = text.vocab_size;
   SequenceState state = model.new_sequence();
