@@ -27,7 +27,8 @@ mkdir -p "$OUT"
 # To the output, not a file: the device tool brings back at most 8 files and resume/ needs 7.
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 
-common=(--settings "$SETTINGS" --resume "$RESUME" --full-state "$STATE")
+# --checkpoint-every: a call cut short by the device's time limit still brings back its latest state.
+common=(--settings "$SETTINGS" --resume "$RESUME" --full-state "$STATE" --checkpoint-every 120)
 case "$ARG" in
   bench)
     exec "$PY" tools/train/bench.py --settings "$SETTINGS" --steps 5 \

@@ -119,7 +119,11 @@ class Trainer:
                     dense=int(dense))
 
     # ---- the run ----------------------------------------------------------------------------
-    def run(self, budget_s, max_steps=None, save_s_estimate=20.0, log=print):
+    def run(self, budget_s, max_steps=None, save_s_estimate=20.0, log=print, checkpoint_s=None,
+            checkpoint=None):
+        """Trains until the budget or max_steps. With checkpoint_s, calls checkpoint() every
+        checkpoint_s seconds, so a run killed before its end (a device call cut short) still
+        leaves its latest state behind."""
         s, cfg = self.s, self.model.cfg
         start_time = time.time()
         source = make_task_source(s["task_source"], cfg, s["task_options"])
@@ -128,7 +132,7 @@ class Trainer:
         stream = StepStream(s["task_source"], cfg, s["task_options"], names,
                             [s["tasks"][t] for t in names], s["seed"], s["step_tokens"],
                             self.step, s["workers"], lambda st: phase_flags(s, st)[2])
-        last = time.time()
+        last = last_checkpoint = time.time()
         step_times, eval_s = [], 30.0
         self.model.train()
         try:
@@ -151,6 +155,9 @@ class Trainer:
                 self.step += 1
                 if self.step % s["log_every"] == 0 or self.step == 1:
                     log(" ".join(f"{k}={_fmt(row[k])}" for k in TRAIN_FIELDS))
+                if checkpoint_s and time.time() - last_checkpoint > checkpoint_s:
+                    checkpoint()
+                    last_checkpoint = last = time.time()
                 left = budget_s - (time.time() - start_time) - save_s_estimate
                 if s["eval_every"] and self.step % s["eval_every"] == 0 and left > 2 * eval_s:
                     t_eval = time.time()

@@ -44,6 +44,8 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--emulate-fp32", action="store_true",
                    help="FP32 activations with BF16 rounding (default on CPU)")
+    p.add_argument("--checkpoint-every", type=float, metavar="SECONDS",
+                   help="also save the compact checkpoint (to --out) this often during the run")
     p.add_argument("--final-eval", action="store_true", help="evaluate before saving")
     return p.parse_args(argv)
 
@@ -98,7 +100,13 @@ def main(argv=None):
     if a.steps is not None:
         stop = trainer.step + a.steps if stop is None else min(stop, trainer.step + a.steps)
     if budget > export_s and (stop is None or stop > trainer.step):
-        trainer.run(budget - export_s, stop, log=lambda m: print(m, flush=True))
+        save = None
+        if a.checkpoint_every and not a.no_save:
+            def save():
+                trainer.save(a.out)
+                print(f"checkpoint: step {trainer.step} in {a.out}", flush=True)
+        trainer.run(budget - export_s, stop, log=lambda m: print(m, flush=True),
+                    checkpoint_s=a.checkpoint_every, checkpoint=save)
     if a.final_eval:
         from train.data import make_task_source
         from train.evaluate import make_eval_sets

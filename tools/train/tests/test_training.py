@@ -123,6 +123,13 @@ class Resume(unittest.TestCase):
         self.assertIn("re-warm", b.restore(d))
         self.assertEqual(b.rewarm_from, 2)
 
+    def test_run_checkpoints_during_the_run(self):
+        tr = make_trainer()
+        saved = []
+        tr.run(600, max_steps=3, log=lambda m: None, checkpoint_s=1e-9,
+               checkpoint=lambda: saved.append(tr.step))
+        self.assertEqual(saved, [1, 2, 3])
+
 
 if __name__ == "__main__":
     unittest.main()
