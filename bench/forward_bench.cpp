@@ -59,9 +59,8 @@ Timing run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int
 
 int main(int argc, char** argv) {
   // Default: the every-role test model, found from this source file's place in the tree.
-  std::string config = (std::filesystem::path(__FILE__).parent_path().parent_path() /
-                        "assets/configs/test-every-role.json")
-                           .string();
+  std::string config =
+      (std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json").string();
   std::string model_dir;
   int64_t prompt_len = 256, decode = 32, runs = 3;
   for (int i = 1; i + 1 < argc; i += 2) {

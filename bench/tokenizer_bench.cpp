@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using flashdesk::Tokenizer;
 
-const fs::path kDataDir = fs::path(__FILE__).parent_path().parent_path() / "tests/data/tokenizers";
+const fs::path kDataDir = fs::path(FD_SOURCE_DIR) / "tests/data/tokenizers";
 
 std::vector<std::string> read_corpus(const fs::path& dir) {
   std::vector<fs::path> files;

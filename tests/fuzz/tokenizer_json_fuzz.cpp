@@ -20,8 +20,8 @@ using flashdesk::Tokenizer;
 
 const Tokenizer& fixed_tokenizer() {
   static const Tokenizer tok = [] {
-    const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() /
-                      "data/tokenizers/tiny/tokenizer.json";
+    const auto path =
+        std::filesystem::path(FD_SOURCE_DIR) / "tests/data/tokenizers/tiny/tokenizer.json";
     std::ifstream in(path, std::ios::binary);
     std::ostringstream s;
     s << in.rdbuf();
@@ -50,7 +50,8 @@ void encode(std::string_view text) {
   streamed += stream.finish();
   if (streamed != tok.decode(ids)) std::abort();
   const flashdesk::ChatTemplate chat(tok);
-  const std::vector<flashdesk::ChatMessage> conv = {flashdesk::ChatMessage::user(std::string(text))};
+  const std::vector<flashdesk::ChatMessage> conv = {
+      flashdesk::ChatMessage::user(std::string(text))};
   try {
     (void)chat.render(conv, flashdesk::ChatOptions{});
   } catch (const flashdesk::InvalidRequest&) {

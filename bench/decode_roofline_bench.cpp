@@ -1,0 +1,178 @@
+// Decode and prefill speed of a model on this machine's CPU backends, set against the memory
+// roofline measured in the same run: weight bytes a decoded token reads, over the bandwidth of
+// memcpy with every core. Also bounded vs exact prefill at a long prompt (MODEL.md, "Prefill
+// modes": bounded replays the decoder over the last window only).
+//
+//   decode_roofline_bench [--model DIR] [--decode N] [--prompt N] [--long N] [--runs N]
+//   defaults: the bundled demo model, 64 decode steps after a 512-token prompt, an 8192-token
+//   prompt for the prefill-mode table, median of 3 runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/model.h"
+#include "engine/runtime/backend_factory.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using flashdesk::PrefillMode;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Bytes of checkpoint tensors one decoded token reads: dense tensors whole, routed experts
+// top-k of n, one embedding row, the gathered Engram rows; the vision tower not at all.
+double weight_bytes_per_token(const flashdesk::Checkpoint& ckpt) {
+  const auto& t = ckpt.config().text;
+  const double expert_share =
+      static_cast<double>(t.num_experts_per_tok) / static_cast<double>(t.n_routed_experts);
+  const double engram_rows = static_cast<double>((t.engram_max_ngram_size - 1) * t.engram_n_heads);
+  double total = 0;
+  for (const std::string& name : ckpt.tensor_names()) {
+    const flashdesk::TensorView v = ckpt.tensor(name);
+    const double bytes = static_cast<double>(v.nbytes);
+    if (name.rfind("vision", 0) == 0 || name.rfind("aligner", 0) == 0 ||
+        name.find("image_") != std::string::npos)
+      continue;
+    if (name.find(".experts.") != std::string::npos && name.find("shared") == std::string::npos)
+      total += bytes * expert_share;
+    else if (name.rfind("embed.", 0) == 0)
+      total += bytes / static_cast<double>(v.dim(0));
+    else if (name.find("engram.embed.") != std::string::npos)
+      total += bytes / static_cast<double>(v.dim(0)) * engram_rows;
+    else
+      total += bytes;
+  }
+  return total;
+}
+
+// memcpy bandwidth with every core (read + write traffic), on buffers far larger than the caches.
+double memcpy_bandwidth(int threads) {
+  const size_t per_thread = size_t{64} << 20;
+  std::vector<std::vector<char>> src(threads), dst(threads);
+  for (int i = 0; i < threads; ++i) {
+    src[i].assign(per_thread, static_cast<char>(i + 1));
+    dst[i].assign(per_thread, 0);
+  }
+  std::vector<double> runs;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] { std::memcpy(dst[i].data(), src[i].data(), per_thread); });
+    for (auto& th : pool) th.join();
+    runs.push_back(2.0 * static_cast<double>(per_thread) * threads / seconds_since(t0));
+  }
+  return median(runs);
+}
+
+std::vector<int32_t> random_prompt(int64_t n, int64_t vocab) {
+  std::mt19937 rng(7);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  // Ordinary token ids only (the demo vocabulary ends in special tokens).
+  for (auto& id : ids) id = static_cast<int32_t>(3 + rng() % static_cast<uint32_t>(vocab - 64));
+  return ids;
+}
+
+struct Speed {
+  double prefill_s = 0, decode_tok_s = 0;
+};
+
+Speed measure(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_t decode,
+              int64_t runs) {
+  std::vector<double> pf, dc;
+  for (int64_t r = 0; r < runs; ++r) {
+    flashdesk::SequenceState s = model.new_sequence();
+    auto t0 = Clock::now();
+    std::vector<float> logits = model.prefill(s, prompt, {PrefillMode::Bounded, 0, false});
+    pf.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    for (int64_t i = 0; i < decode; ++i) {
+      const auto next = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      logits = model.decode(s, static_cast<int32_t>(next));
+    }
+    dc.push_back(static_cast<double>(decode) / seconds_since(t0));
+  }
+  return {median(pf), median(dc)};
+}
+
+double prefill_seconds(flashdesk::Model& model, const std::vector<int32_t>& prompt,
+                       PrefillMode mode, int64_t runs) {
+  std::vector<double> v;
+  for (int64_t r = 0; r < runs; ++r) {
+    flashdesk::SequenceState s = model.new_sequence();
+    const auto t0 = Clock::now();
+    model.prefill(s, prompt, {mode, 0, false});
+    v.push_back(seconds_since(t0));
+  }
+  return median(v);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_dir =
+      (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string();
+  int64_t decode = 64, prompt_len = 512, long_len = 8192, runs = 3;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--model") model_dir = argv[i + 1];
+    if (a == "--decode") decode = std::stoll(argv[i + 1]);
+    if (a == "--prompt") prompt_len = std::stoll(argv[i + 1]);
+    if (a == "--long") long_len = std::stoll(argv[i + 1]);
+    if (a == "--runs") runs = std::stoll(argv[i + 1]);
+  }
+  std::shared_ptr<const flashdesk::Checkpoint> ckpt = flashdesk::Checkpoint::open(model_dir);
+  const int64_t vocab = ckpt->config().text.vocab_size;
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double bytes_per_token = weight_bytes_per_token(*ckpt);
+  const double bandwidth = memcpy_bandwidth(hw);
+  const double roofline = bandwidth / bytes_per_token;
+  std::printf("decode_roofline_bench: %s, %d threads, median of %lld runs\n",
+              ckpt->config().name.c_str(), hw, static_cast<long long>(runs));
+  std::printf(
+      "weight bytes per decoded token: %.2f MB; memcpy bandwidth (read+write): %.2f GB/s;"
+      " roofline: %.0f tok/s\n\n",
+      bytes_per_token / 1e6, bandwidth / 1e9, roofline);
+
+  std::printf(
+      "| backend | prompt | prefill tok/s | decode tok/s | of roofline | vs cpu-reference |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- |\n");
+  const auto prompt = random_prompt(prompt_len, vocab);
+  double baseline = 0;
+  for (const char* name : {"cpu-reference", "cpu"}) {
+    const auto backend = flashdesk::make_backend(name, hw);
+    flashdesk::Model model(ckpt, *backend);
+    const Speed s = measure(model, prompt, decode, runs);
+    if (baseline == 0) baseline = s.decode_tok_s;
+    std::printf("| %s | %lld | %.0f | %.1f | %.1f%% | %.2fx |\n", name,
+                static_cast<long long>(prompt_len), static_cast<double>(prompt_len) / s.prefill_s,
+                s.decode_tok_s, 100.0 * s.decode_tok_s / roofline, s.decode_tok_s / baseline);
+  }
+
+  std::printf("\n| backend | prompt | exact s | bounded s | bounded / exact |\n");
+  std::printf("| --- | --- | --- | --- | --- |\n");
+  const auto long_prompt = random_prompt(long_len, vocab);
+  const auto backend = flashdesk::make_backend("cpu", hw);
+  flashdesk::Model model(ckpt, *backend);
+  const double exact = prefill_seconds(model, long_prompt, PrefillMode::Exact, runs);
+  const double bounded = prefill_seconds(model, long_prompt, PrefillMode::Bounded, runs);
+  std::printf("| cpu | %lld | %.2f | %.2f | %.2f |\n", static_cast<long long>(long_len), exact,
+              bounded, bounded / exact);
+  return 0;
+}
