@@ -103,11 +103,12 @@ def active_params(cfg):
 
 
 def engram_primes(vocab_size, n_layers, per_layer):
-    """Distinct primes from vocab_size - 1 upward, drawn in (layer, n-gram size, head) order; sums per layer."""
+    """Distinct primes strictly above vocab_size - 1 (as the oracle and the engine read MODEL-REFERENCE §7),
+    drawn in (layer, n-gram size, head) order; sums per layer."""
     def is_prime(n):
         return n > 1 and all(n % d for d in range(2, int(math.isqrt(n)) + 1))
 
-    sums, p = [], vocab_size - 2
+    sums, p = [], vocab_size - 1
     for _ in range(n_layers):
         s = 0
         for _ in range(per_layer):
