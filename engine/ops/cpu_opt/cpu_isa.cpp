@@ -4,9 +4,23 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "engine/util/error.h"
 
 namespace flashdesk {
+
+namespace {
+#if defined(__x86_64__) || defined(__i386__)
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+}
+#endif
+}  // namespace
 
 std::string_view cpu_isa_name(CpuIsa isa) {
   switch (isa) {
@@ -31,8 +45,7 @@ bool cpu_isa_supported(CpuIsa isa) {
     case CpuIsa::Avx2:
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_cpu_init();  // may run before libgcc's own initialiser (static test registration)
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
       return false;
 #endif
