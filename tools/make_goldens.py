@@ -21,7 +21,8 @@ tests/engine/engram_map_fixture.h adds them, then the oracle (tools/ref_logits.p
   manifest.json                        config, seed, lengths, sha256 of the checkpoint files
 flash-tiny: each prompt of FLASH_TINY_PROMPTS is rendered by `flashdesk-cli logits --prompt`
 (chat template, thinking on, default effort), the oracle decodes greedily in both prefill modes,
-and greedy.json records the prompt ids, the oracle's ids and each step's top-1/top-2 logit gap.
+and greedy.json records the prompt ids, the oracle's ids, each step's top-1/top-2 logit gap and
+the noise band (the same ids through the oracle with FP32 torch-order sums).
 """
 import argparse
 import hashlib
@@ -46,8 +47,15 @@ PROMPT_LEN = 320        # > 16-slot window, > index_topk entries at ratio 2 and 
 BLOCK_PROMPT_LEN = 64   # per-block dumps grow with P: 64 still has 32/64 compressed entries > topk 16
 DECODE = 32
 BLOCK_DECODE = 8
-FLASH_TINY_PROMPTS = ["Hello! Who are you?", "What is 4821 + 3977?",
-                      "My favourite colour is teal. What can you do?"]
+FLASH_TINY_PROMPTS = [
+    "Hello! Who are you?", "What is 4821 + 3977?", "My favourite colour is teal. What can you do?",
+    # 175 tokens: longer than the 128-token window, so bounded replay and the sparse path matter
+    "Please remember these notes. Anna lives in Lisbon and keeps three cats. Her brother Tom "
+    "repairs old bicycles in a shop near the river. The shop opens at eight and closes at six. On "
+    "Fridays Tom sells fresh bread from his neighbour's bakery. Anna visits him every Sunday with a "
+    "basket of oranges. Their cousin Mila studies music in Vienna and plays the violin in a small "
+    "orchestra. Mila's favourite number is 7342. Last summer the three of them walked along the "
+    "coast for nine days and counted forty-two lighthouses. What is Mila's favourite number?"]
 FLASH_TINY_DECODE = 48
 # The per-block test reads these (plus prompt_ids and decode_input_ids); the rest stays out.
 BLOCK_KEEP = ("logits", "embed", "block_out", "block_pre_mix", "positions_run", "expert_ids",
@@ -168,6 +176,32 @@ def top2_gaps(logits):
     return (part[:, -1] - part[:, -2]).astype(float).tolist()
 
 
+def oracle_rows(path):
+    """[steps, V] logits of a logits file: the last prefill row, then each decode step."""
+    f = SafeTensorsFile(path)
+    return np.concatenate([np.array(f.get("prefill_logits"), np.float32)[-1:],
+                           np.array(f.get("decode_logits"), np.float32)])
+
+
+def flash_tiny_mode(model, ids_path, mode, tmp):
+    """The oracle's greedy ids in one prefill mode, its top-2 gaps, and its noise band: the same
+    ids teacher-forced through the oracle with FP32 torch-order sums."""
+    out, noisy = os.path.join(tmp, "greedy.safetensors"), os.path.join(tmp, "noise.safetensors")
+    ref_logits.main(["--model", model, "--ids", ids_path, "--decode", str(FLASH_TINY_DECODE),
+                     "--prefill", mode, "--out", out])
+    f = SafeTensorsFile(out)
+    greedy = [int(v) for v in f.get("decode_input_ids")] + [int(f.get("decode_argmax")[-1])]
+    forced = os.path.join(tmp, "forced.json")
+    write_ids(forced, greedy[:-1])
+    ref_logits.main(["--model", model, "--ids", ids_path, "--decode-ids", forced, "--prefill", mode,
+                     "--fp32-sums", "--out", noisy])
+    rows, other = oracle_rows(out), oracle_rows(noisy)
+    flips = np.nonzero(rows.argmax(-1) != other.argmax(-1))[0]
+    return {"ids": greedy, "gaps": top2_gaps(rows),
+            "noise_max_abs": float(np.abs(rows - other).max()),
+            "noise_first_flip": int(flips[0]) if flips.size else len(rows)}
+
+
 def flash_tiny(args):
     model = os.path.join(ROOT, "assets/models/flash-tiny")
     os.makedirs(args.out_dir, exist_ok=True)
@@ -182,23 +216,17 @@ def flash_tiny(args):
             write_ids(ids_path, ids)
             case = {"prompt": text, "prompt_ids": ids}
             for mode in ("exact", "bounded"):
-                out = os.path.join(tmp, f"ref{i}-{mode}.safetensors")
-                ref_logits.main(["--model", model, "--ids", ids_path, "--decode",
-                                 str(FLASH_TINY_DECODE), "--prefill", mode, "--out", out])
-                f = SafeTensorsFile(out)
-                prefill = np.array(f.get("prefill_logits"), np.float32)
-                decode = np.array(f.get("decode_logits"), np.float32)
-                greedy = [int(v) for v in f.get("decode_input_ids")] + [int(f.get("decode_argmax")[-1])]
-                case[mode] = {"ids": greedy, "gaps": top2_gaps(np.concatenate([prefill[-1:], decode]))}
+                case[mode] = flash_tiny_mode(model, ids_path, mode, tmp)
+                print(f"make_goldens: flash-tiny prompt {i} {mode}: noise band "
+                      f"{case[mode]['noise_max_abs']:.3f}, first flip {case[mode]['noise_first_flip']}",
+                      flush=True)
             cases.append(case)
-            print(f"make_goldens: flash-tiny prompt {i} done", flush=True)
-    add_flash_tiny_noise(model, cases)
     doc = {"model": "assets/models/flash-tiny", "template": "flashdesk-cli logits --prompt (thinking on, "
            "effort high)", "steps": FLASH_TINY_DECODE + 1,
            "ids": "the greedy ids: argmax of the prefill, then of each decode step (EOS not special)",
            "gaps": "top-1 minus top-2 logit of the oracle at each of those steps",
-           "noise_max_abs": "exact mode, teacher-forced on the oracle's ids: the largest logit "
-                            "difference between the oracle and the oracle with FP32 torch-order sums",
+           "noise_max_abs": "the largest logit difference along those ids between the oracle and "
+                            "the oracle with FP32 torch-order sums (teacher-forced)",
            "noise_first_flip": "the first step where their argmax differs (steps = none)",
            "command": "/usr/bin/python3 tools/make_goldens.py flash-tiny --cli CLI",
            "cases": cases}
@@ -207,51 +235,17 @@ def flash_tiny(args):
         f.write("\n")
 
 
-def add_flash_tiny_noise(model, cases):
-    """Per case: how far summation order alone moves the oracle's logits along its own greedy ids
-    (exact mode; the prompts are shorter than the window, so bounded mode computes the same)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, case in enumerate(cases):
-            ids_path, forced = os.path.join(tmp, "ids.json"), os.path.join(tmp, "forced.json")
-            write_ids(ids_path, case["prompt_ids"])
-            write_ids(forced, case["exact"]["ids"][:-1])
-            rows = []
-            for extra in ([], ["--fp32-sums"]):
-                out = os.path.join(tmp, "run.safetensors")
-                ref_logits.main(["--model", model, "--ids", ids_path, "--decode-ids", forced,
-                                 "--prefill", "exact", "--out", out] + extra)
-                f = SafeTensorsFile(out)
-                rows.append(np.concatenate([np.array(f.get("prefill_logits"), np.float32)[-1:],
-                                            np.array(f.get("decode_logits"), np.float32)]))
-            flips = np.nonzero(rows[0].argmax(-1) != rows[1].argmax(-1))[0]
-            case["noise_max_abs"] = float(np.abs(rows[0] - rows[1]).max())
-            case["noise_first_flip"] = int(flips[0]) if flips.size else len(rows[0])
-            print(f"make_goldens: flash-tiny noise {i}: max abs {case['noise_max_abs']:.3f}, "
-                  f"first flip {case['noise_first_flip']}", flush=True)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Golden files of the PyTorch oracle for the C++ tests")
     ap.add_argument("which", choices=("every-role", "flash-tiny"))
     ap.add_argument("--cli", required=True, help="the built flashdesk-cli")
     ap.add_argument("--out-dir")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--noise-only", action="store_true",
-                    help="flash-tiny: add the noise fields to the existing greedy.json only")
     args = ap.parse_args(argv)
     args.out_dir = args.out_dir or os.path.join(ROOT, "tests/data/goldens", args.which)
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    if args.noise_only:
-        path = os.path.join(args.out_dir, "greedy.json")
-        with open(path) as f:
-            doc = json.load(f)
-        add_flash_tiny_noise(os.path.join(ROOT, "assets/models/flash-tiny"), doc["cases"])
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
-        return
     (every_role if args.which == "every-role" else flash_tiny)(args)
 
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tests/engine/golden_test_util.h"
@@ -80,6 +81,14 @@ struct Rate {
   double value() const { return rows ? double(matched) / double(rows) : 1.0; }
 };
 
+struct Rates {
+  Rate experts, topk, cands;
+  void add(const Rates& o) {
+    for (auto [a, b] : {std::pair{&experts, &o.experts}, {&topk, &o.topk}, {&cands, &o.cands}})
+      a->matched += b->matched, a->rows += b->rows;
+  }
+};
+
 std::vector<int64_t> int_values(const NamedTensors& t, const std::string& name) {
   auto it = t.find(name);
   if (it == t.end()) return {};
@@ -133,6 +142,59 @@ class GoldenBlocks : public ::testing::TestWithParam<BackendMode> {
     return m;
   }
 
+  // Relative error of block l in the prefill (rows it ran) and over the decode steps.
+  std::pair<double, double> block_errors(const NamedTensors& g, int64_t l,
+                                         const std::vector<int64_t>& run) const {
+    const TextConfig& text = m_.model->config().text;
+    const int64_t L = text.num_hidden_layers, hc = text.hc_mult, D = text.hidden_size;
+    const Layout pre{1, L, P_, hc, D}, dec{T_, L, 1, hc, D};
+    const auto gp = floats(g, "prefill_block_out"), ep = floats(eng_, "prefill_block_out");
+    const auto gd = floats(g, "decode_block_out"), ed = floats(eng_, "decode_block_out");
+    EXPECT_EQ(gp.size(), pre.at(0, L, 0));
+    EXPECT_EQ(gd.size(), dec.at(T_, 0, 0));
+    if (ep.size() != pre.at(0, L, 0) || ed.size() != dec.at(T_, 0, 0)) return {INFINITY, INFINITY};
+    return {block_error(gp, ep, floats(g, "prefill_embed"), pre, l, run),
+            block_error(gd, ed, floats(g, "decode_embed"), dec, l, {})};
+  }
+
+  // Rows of layer l whose expert ids, published top-k and candidate blocks agree (the rows the
+  // block ran in the prefill, every decode step).
+  Rates id_rates(const NamedTensors& g, int64_t l, const std::vector<int64_t>& run) const {
+    const TextConfig& text = m_.model->config().text;
+    const int64_t L = text.num_hidden_layers;
+    const size_t k = static_cast<size_t>(text.num_experts_per_tok);
+    const auto ran = [&](const std::string& phase, size_t row) {
+      return phase == "decode_" || run[static_cast<size_t>(l * P_) + row] != 0;
+    };
+    Rates out;
+    const auto ex_p =
+        rows_match(ints(g, "prefill_expert_ids"), int_values(eng_, "prefill_expert_ids"), k, true);
+    const auto ex_d =
+        rows_match(ints(g, "decode_expert_ids"), int_values(eng_, "decode_expert_ids"), k, true);
+    for (int64_t p = 0; p < P_; ++p)
+      if (ran("prefill_", static_cast<size_t>(p)))
+        out.experts.add(ex_p[static_cast<size_t>(l * P_ + p)]);
+    for (int64_t t = 0; t < T_; ++t) out.experts.add(ex_d[static_cast<size_t>(t * L + l)]);
+    for (const std::string phase : {"prefill_", "decode_"}) {
+      const std::string topk = phase + "topk_idxs.layer" + std::to_string(l);
+      const std::string cand = phase + "candidates.layer" + std::to_string(l);
+      if (g.count(topk)) {
+        const auto m = rows_match(ints(g, topk), int_values(eng_, topk),
+                                  static_cast<size_t>(text.index_topk), true);
+        EXPECT_EQ(m.size(), phase == "prefill_" ? size_t(P_) : size_t(T_)) << topk;
+        for (size_t i = 0; i < m.size(); ++i)
+          if (ran(phase, i)) out.topk.add(m[i]);
+      }
+      if (g.count(cand)) {
+        const auto m = rows_match(int_values(g, cand), int_values(eng_, cand),
+                                  static_cast<size_t>(g.at(cand).shape.back()), false);
+        for (size_t i = 0; i < m.size(); ++i)
+          if (ran(phase, i)) out.cands.add(m[i]);
+      }
+    }
+    return out;
+  }
+
   // Each row of the golden's logits against the engine's: relative RMS, argmax (near-ties aside).
   void check_logits(const NamedTensors& g) {
     std::vector<float> want = floats(g, "prefill_logits");
@@ -165,77 +227,36 @@ TEST_P(GoldenBlocks, EveryBlockFedTheOraclesInputMatchesIt) {
   const NamedTensors g =
       load_golden(golden_dir("every-role") / ("blocks-" + mode + ".safetensors"));
   ASSERT_NO_FATAL_FAILURE(run_engine(g, backend, mode));
-  const TextConfig& text = m_.model->config().text;
-  const int64_t L = text.num_hidden_layers, hc = text.hc_mult, D = text.hidden_size;
   const std::vector<int64_t> run = int_values(g, "prefill_positions_run");
   EXPECT_EQ(int_values(eng_, "prefill_positions_run"), run) << "rows each block ran";
-
-  const Layout pre{1, L, P_, hc, D}, dec{T_, L, 1, hc, D};
-  const auto gp = floats(g, "prefill_block_out"), ep = floats(eng_, "prefill_block_out");
-  const auto gd = floats(g, "decode_block_out"), ed = floats(eng_, "decode_block_out");
-  const auto embed_p = floats(g, "prefill_embed"), embed_d = floats(g, "decode_embed");
-  ASSERT_EQ(gp.size(), pre.at(0, L, 0));
-  ASSERT_EQ(gd.size(), dec.at(T_, 0, 0));
-  ASSERT_EQ(ep.size(), gp.size());
-  ASSERT_EQ(ed.size(), gd.size());
-
-  const size_t k = static_cast<size_t>(text.num_experts_per_tok);
-  const auto ex_p =
-      rows_match(ints(g, "prefill_expert_ids"), int_values(eng_, "prefill_expert_ids"), k, true);
-  const auto ex_d =
-      rows_match(ints(g, "decode_expert_ids"), int_values(eng_, "decode_expert_ids"), k, true);
-  Rate experts, topk, cands;
   std::printf("[golden] %s %s, per block (P = %lld, T = %lld):\n%5s %-22s %11s %11s %9s %9s\n",
               backend.c_str(), mode.c_str(), static_cast<long long>(P_), static_cast<long long>(T_),
               "block", "role", "prefill err", "decode err", "experts", "top-k");
+  Rates total;
   for (const LayerRole& r : m_.model->roles()) {
-    const int64_t l = r.layer;
-    const double ep_err = block_error(gp, ep, embed_p, pre, l, run);
-    const double ed_err = block_error(gd, ed, embed_d, dec, l, {});
-    EXPECT_LE(ep_err, kBlockRelErr) << "prefill block " << l << " (" << role_label(r) << ")";
-    EXPECT_LE(ed_err, kBlockRelErr) << "decode block " << l << " (" << role_label(r) << ")";
-    Rate layer_experts, layer_topk;
-    for (int64_t p = 0; p < P_; ++p)
-      if (run[static_cast<size_t>(l * P_ + p)])
-        layer_experts.add(ex_p[static_cast<size_t>(l * P_ + p)]);
-    for (int64_t t = 0; t < T_; ++t) layer_experts.add(ex_d[static_cast<size_t>(t * L + l)]);
-    for (const std::string phase : {"prefill_", "decode_"}) {
-      const std::string name = phase + "topk_idxs.layer" + std::to_string(l);
-      if (g.count(name) == 0) continue;
-      const auto m = rows_match(ints(g, name), int_values(eng_, name),
-                                static_cast<size_t>(text.index_topk), true);
-      EXPECT_EQ(m.size(), phase == "prefill_" ? size_t(P_) : size_t(T_)) << name;
-      for (size_t i = 0; i < m.size(); ++i)
-        if (phase == "decode_" || run[static_cast<size_t>(l) * size_t(P_) + i])
-          layer_topk.add(m[i]);
-      const std::string cand = phase + "candidates.layer" + std::to_string(l);
-      if (g.count(cand)) {
-        const auto& shape = g.at(cand).shape;
-        const auto c = rows_match(int_values(g, cand), int_values(eng_, cand),
-                                  static_cast<size_t>(shape.back()), false);
-        for (size_t i = 0; i < c.size(); ++i)
-          if (phase == "decode_" || run[static_cast<size_t>(l) * size_t(P_) + i]) cands.add(c[i]);
-      }
-    }
-    experts.matched += layer_experts.matched, experts.rows += layer_experts.rows;
-    topk.matched += layer_topk.matched, topk.rows += layer_topk.rows;
-    std::printf("%5lld %-22s %11.3e %11.3e %9.3f %9s\n", static_cast<long long>(l),
-                role_label(r).c_str(), ep_err, ed_err, layer_experts.value(),
-                layer_topk.rows ? std::to_string(layer_topk.value()).substr(0, 5).c_str() : "-");
+    const auto [pre_err, dec_err] = block_errors(g, r.layer, run);
+    EXPECT_LE(pre_err, kBlockRelErr) << "prefill block " << r.layer << " (" << role_label(r) << ")";
+    EXPECT_LE(dec_err, kBlockRelErr) << "decode block " << r.layer << " (" << role_label(r) << ")";
+    const Rates ids = id_rates(g, r.layer, run);
+    total.add(ids);
+    std::printf("%5lld %-22s %11.3e %11.3e %9.3f %9s\n", static_cast<long long>(r.layer),
+                role_label(r).c_str(), pre_err, dec_err, ids.experts.value(),
+                ids.topk.rows ? std::to_string(ids.topk.value()).substr(0, 5).c_str() : "-");
   }
-  EXPECT_GE(experts.value(), kIdMatch) << "expert ids over all blocks";
-  EXPECT_GE(topk.value(), kIdMatch) << "published top-k ids over all index layers";
-  EXPECT_GT(topk.rows, 0);
-  EXPECT_GT(cands.rows, 0);
-  EXPECT_GE(cands.value(), kIdMatch) << "candidate blocks";
-  check_logits(g);
+  EXPECT_GE(total.experts.value(), kIdMatch) << "expert ids over all blocks";
+  EXPECT_GE(total.topk.value(), kIdMatch) << "published top-k ids over all index layers";
+  EXPECT_GE(total.cands.value(), kIdMatch) << "candidate blocks";
+  EXPECT_GT(total.topk.rows, 0);
+  EXPECT_GT(total.cands.rows, 0);
   for (const std::string phase : {"prefill_", "decode_"})
     EXPECT_EQ(int_values(eng_, phase + "engram_hash_ids"), ints(g, phase + "engram_hash_ids"))
         << phase << "Engram hash ids (integer maths: must be equal)";
   std::printf(
       "[golden] id match: experts %.4f (%lld rows), top-k %.4f (%lld), candidates %.4f (%lld)\n",
-      experts.value(), static_cast<long long>(experts.rows), topk.value(),
-      static_cast<long long>(topk.rows), cands.value(), static_cast<long long>(cands.rows));
+      total.experts.value(), static_cast<long long>(total.experts.rows), total.topk.value(),
+      static_cast<long long>(total.topk.rows), total.cands.value(),
+      static_cast<long long>(total.cands.rows));
+  check_logits(g);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenBlocks, kBackendsAndModes, backend_mode_name);

@@ -3,7 +3,7 @@
 // greedy.json, tools/make_goldens.py), in both prefill modes, on both CPU backends. A greedy run
 // may part from the oracle's only where the oracle's own top-1/top-2 gap is within its noise band:
 // the largest logit change that summation order alone causes along the same ids (the oracle with
-// FP32 torch-order sums, `noise_max_abs`; ~0.1-3 logits on this trained model because FP8/FP4
+// FP32 torch-order sums, `noise_max_abs`; 1.9-5.3 logits on this trained model because FP8/FP4
 // rounding flips spread, docs/goldens.md). After that the two continue from different text, so
 // the comparison stops there.
 #include <gtest/gtest.h>
@@ -47,17 +47,18 @@ TEST_P(GoldenFlashTiny, GreedyIdsEqualTheOracles) {
   BackendModel m =
       load_on(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny", backend);
   const size_t steps = doc.at("steps").get<size_t>();
-  ASSERT_GE(doc.at("cases").size(), 3u);
+  ASSERT_GE(doc.at("cases").size(), 4u);
   for (const auto& c : doc.at("cases")) {
     const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
     const auto want = c.at(mode).at("ids").get<std::vector<int32_t>>();
     const auto gaps = c.at(mode).at("gaps").get<std::vector<double>>();
-    const double tie = std::max(kNearTie, c.at("noise_max_abs").get<double>());
+    const double tie = std::max(kNearTie, c.at(mode).at("noise_max_abs").get<double>());
     ASSERT_EQ(want.size(), steps);
     const std::vector<int32_t> got = greedy(*m.model, prompt, parse_prefill_mode(mode), steps);
     const size_t first = static_cast<size_t>(
         std::mismatch(want.begin(), want.end(), got.begin()).first - want.begin());
-    const std::string prompt_text = c.at("prompt").get<std::string>();
+    std::string prompt_text = c.at("prompt").get<std::string>();
+    if (prompt_text.size() > 40) prompt_text = prompt_text.substr(0, 37) + "...";
     if (first == steps) {
       std::printf("[golden] flash-tiny %s %s \"%s\": %zu greedy ids equal\n", backend.c_str(),
                   mode.c_str(), prompt_text.c_str(), steps);
