@@ -5,6 +5,7 @@
         [--out-dir tests/data/goldens/every-role]
     /usr/bin/python3 tools/make_goldens.py flash-tiny --cli build/release/bin/flashdesk-cli \
         [--out-dir tests/data/goldens/flash-tiny]
+    /usr/bin/python3 tools/make_goldens.py flash-tiny-blocks --cli build/release/bin/flashdesk-cli
 
 every-role: `flashdesk-cli make-random` writes the checkpoint of assets/configs/test-every-role.json
 (seed SEED; the C++ test regenerates it the same way), the Engram multipliers are added as
@@ -23,6 +24,8 @@ flash-tiny: each prompt of FLASH_TINY_PROMPTS is rendered by `flashdesk-cli logi
 (chat template, thinking on, default effort), the oracle decodes greedily in both prefill modes,
 and greedy.json records the prompt ids, the oracle's ids, each step's top-1/top-2 logit gap and
 the noise band (the same ids through the oracle with FP32 torch-order sums).
+flash-tiny-blocks: blocks.safetensors, the per-block dump of the first flash-tiny prompt (after
+flash-tiny, whose greedy.json it reads).
 """
 import argparse
 import hashlib
@@ -57,6 +60,7 @@ FLASH_TINY_PROMPTS = [
     "orchestra. Mila's favourite number is 7342. Last summer the three of them walked along the "
     "coast for nine days and counted forty-two lighthouses. What is Mila's favourite number?"]
 FLASH_TINY_DECODE = 48
+FLASH_TINY_BLOCK_DECODE = 24  # decode rows are cheap (P dominates); more rows average the flips
 # The per-block test reads these (plus prompt_ids and decode_input_ids); the rest stays out.
 BLOCK_KEEP = ("logits", "embed", "block_out", "block_pre_mix", "positions_run", "expert_ids",
               "topk_idxs", "candidates", "engram_hash_ids")
@@ -114,13 +118,15 @@ def write_ids(path, ids):
         f.write("\n")
 
 
-def trim_block_dump(src, dst):
+def trim_block_dump(src, dst, keep_logits=True):
     """Keeps BLOCK_KEEP (and the ids) and stores the bf16-valued float tensors as BF16."""
     f = SafeTensorsFile(src)
     out = {}
     for name in f.names():
         kind = name.split("_", 1)[1].split(".layer")[0] if "_" in name else name
         if name not in ("prompt_ids", "decode_input_ids", "decode_argmax") and kind not in BLOCK_KEEP:
+            continue
+        if kind == "logits" and not keep_logits:
             continue
         dtype, value = f.dtype(name), np.array(f.get(name))
         if kind in BF16_NAMES:
@@ -235,18 +241,36 @@ def flash_tiny(args):
         f.write("\n")
 
 
+def flash_tiny_blocks(args):
+    """Per-block golden of the demo model: the first flash-tiny prompt (shorter than the window,
+    so one file serves both prefill modes) + FLASH_TINY_BLOCK_DECODE greedy steps, trimmed as
+    every-role's."""
+    model = os.path.join(ROOT, "assets/models/flash-tiny")
+    with open(os.path.join(args.out_dir, "greedy.json")) as f:
+        ids = json.load(f)["cases"][0]["prompt_ids"]
+    with tempfile.TemporaryDirectory() as tmp:
+        ids_path, full = os.path.join(tmp, "ids.json"), os.path.join(tmp, "blocks.safetensors")
+        write_ids(ids_path, ids)
+        ref_logits.main(["--model", model, "--ids", ids_path, "--decode", str(FLASH_TINY_BLOCK_DECODE),
+                         "--prefill", "exact", "--dump", "--out", full])
+        # no logits (V = 8192 rows would double the file; every-role's blocks check the head)
+        trim_block_dump(full, os.path.join(args.out_dir, "blocks.safetensors"), keep_logits=False)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Golden files of the PyTorch oracle for the C++ tests")
-    ap.add_argument("which", choices=("every-role", "flash-tiny"))
+    ap.add_argument("which", choices=("every-role", "flash-tiny", "flash-tiny-blocks"))
     ap.add_argument("--cli", required=True, help="the built flashdesk-cli")
     ap.add_argument("--out-dir")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args(argv)
-    args.out_dir = args.out_dir or os.path.join(ROOT, "tests/data/goldens", args.which)
+    args.out_dir = args.out_dir or os.path.join(ROOT, "tests/data/goldens",
+                                                args.which.replace("-blocks", ""))
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    (every_role if args.which == "every-role" else flash_tiny)(args)
+    {"every-role": every_role, "flash-tiny": flash_tiny,
+     "flash-tiny-blocks": flash_tiny_blocks}[args.which](args)
 
 
 if __name__ == "__main__":
