@@ -1,17 +1,39 @@
 #!/usr/bin/env python3
-"""Writes the oracle's golden files for a model: a fixed prompt, then greedy decode steps, in
-both prefill modes (docs/logits-dump.md format), for the C++ golden tests.
+"""Writes the PyTorch oracle's golden files for the C++ golden tests (docs/goldens.md).
 
-    /usr/bin/python3 tools/make_goldens.py --model DIR --out-dir DIR [--prompt-len 40]
-        [--decode 32] [--seed 0] [--dump]
-writes OUT/prompt_ids.json, OUT/golden-exact.safetensors, OUT/golden-bounded.safetensors.
-The prompt is numpy default_rng(seed).integers(3, vocab_size, prompt_len) (ids 0-2 are the
-special tokens of V4.1 configs).
+    /usr/bin/python3 tools/make_goldens.py every-role --cli build/release/bin/flashdesk-cli \
+        [--out-dir tests/data/goldens/every-role]
+    /usr/bin/python3 tools/make_goldens.py flash-tiny --cli build/release/bin/flashdesk-cli \
+        [--out-dir tests/data/goldens/flash-tiny]
+    /usr/bin/python3 tools/make_goldens.py flash-tiny-blocks --cli build/release/bin/flashdesk-cli
+
+every-role: `flashdesk-cli make-random` writes the checkpoint of assets/configs/test-every-role.json
+(seed SEED; the C++ test regenerates it the same way), the Engram multipliers are added as
+tests/engine/engram_map_fixture.h adds them, then the oracle (tools/ref_logits.py) writes
+  logits-{exact,bounded}.safetensors  prompt of PROMPT_LEN ids, prefill + 32 greedy steps
+                                       (prompt_ids, prefill_logits, decode_*; docs/logits-dump.md)
+  noise-{exact,bounded}.safetensors   the same prompt and (teacher-forced) ids through the oracle
+                                       with FP32 torch-order sums (ref_logits.py --fp32-sums): how
+                                       far summation order alone moves the end-to-end logits
+  blocks-{exact,bounded}.safetensors  the first BLOCK_PROMPT_LEN ids of that prompt + 8 greedy
+                                       steps with --dump, trimmed to what the per-block test
+                                       reads; the hc streams and embeddings (bf16 values by
+                                       docs/numerics.md) stored as BF16, which is lossless
+  manifest.json                        config, seed, lengths, sha256 of the checkpoint files
+flash-tiny: each prompt of FLASH_TINY_PROMPTS is rendered by `flashdesk-cli logits --prompt`
+(chat template, thinking on, default effort), the oracle decodes greedily in both prefill modes,
+and greedy.json records the prompt ids, the oracle's ids, each step's top-1/top-2 logit gap and
+the noise band (the same ids through the oracle with FP32 torch-order sums).
+flash-tiny-blocks: blocks.safetensors, the per-block dump of the first flash-tiny prompt (after
+flash-tiny, whose greedy.json it reads).
 """
 import argparse
+import hashlib
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 
@@ -19,29 +41,236 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ref_logits  # noqa: E402
 from flashdesk_ref.config import load_config  # noqa: E402
+from flashdesk_ref.formats import bf16_bits_to_f32, f32_to_bf16_bits  # noqa: E402
+from flashdesk_ref.safetensors import SafeTensorsFile, write_safetensors  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEED = 11
+PROMPT_LEN = 320        # > 16-slot window, > index_topk entries at ratio 2 and 1, > 6 candidate blocks
+BLOCK_PROMPT_LEN = 64   # per-block dumps grow with P: 64 still has 32/64 compressed entries > topk 16
+DECODE = 32
+BLOCK_DECODE = 8
+FLASH_TINY_PROMPTS = [
+    "Hello! Who are you?", "What is 4821 + 3977?", "My favourite colour is teal. What can you do?",
+    # 175 tokens: longer than the 128-token window, so bounded replay and the sparse path matter
+    "Please remember these notes. Anna lives in Lisbon and keeps three cats. Her brother Tom "
+    "repairs old bicycles in a shop near the river. The shop opens at eight and closes at six. On "
+    "Fridays Tom sells fresh bread from his neighbour's bakery. Anna visits him every Sunday with a "
+    "basket of oranges. Their cousin Mila studies music in Vienna and plays the violin in a small "
+    "orchestra. Mila's favourite number is 7342. Last summer the three of them walked along the "
+    "coast for nine days and counted forty-two lighthouses. What is Mila's favourite number?"]
+FLASH_TINY_DECODE = 48
+FLASH_TINY_BLOCK_DECODE = 24  # decode rows are cheap (P dominates); more rows average the flips
+# The per-block test reads these (plus prompt_ids and decode_input_ids); the rest stays out.
+BLOCK_KEEP = ("logits", "embed", "block_out", "block_pre_mix", "positions_run", "expert_ids",
+              "topk_idxs", "candidates", "engram_hash_ids")
+BF16_NAMES = ("embed", "block_out")
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tensors_sha256(path):
+    """SHA-256 over the tensors of a safetensors file in name order (name, then raw bytes): the
+    content, whatever the header's layout (tests/engine/golden_test_util.cpp computes the same)."""
+    f = SafeTensorsFile(path)
+    h = hashlib.sha256()
+    for name in sorted(f.names()):
+        h.update(name.encode("utf-8"))
+        h.update(np.ascontiguousarray(f.get(name)).tobytes())
+    return h.hexdigest()
+
+
+def add_test_multipliers(model_dir):
+    """The Engram hash multipliers of tests/engine/engram_map_fixture.h (same LCG, same values):
+    make-random writes the token map only."""
+    path = os.path.join(model_dir, "engram_map.safetensors")
+    f = SafeTensorsFile(path)
+    if "multipliers" in f.names():
+        return
+    token_map = np.array(f.get("token_map"), dtype=np.int64)
+    cfg = load_config(model_dir)
+    layers, ngram = len(cfg.engram_layer_ids), cfg.engram_max_ngram_size
+    bound = ((2**63 - 1) // cfg.engram_compressed_vocab_size) // 2
+    x, mult, mask = 0x9E3779B97F4A7C15, [], (1 << 64) - 1
+    for _ in range(layers * ngram):
+        x = (x * 6364136223846793005 + 1442695040888963407) & mask
+        mult.append(((x >> 1) % bound) * 2 + 1)
+    write_safetensors(path, {"token_map": ("I64", token_map),
+                             "multipliers": ("I64", np.array(mult, np.int64).reshape(layers, ngram))})
+
+
+def make_every_role_checkpoint(cli, model_dir):
+    config = os.path.join(ROOT, "assets/configs/test-every-role.json")
+    subprocess.run([cli, "make-random", "--config", config, "--out", model_dir, "--seed", str(SEED)],
+                   check=True, stdout=subprocess.DEVNULL)
+    add_test_multipliers(model_dir)
+
+
+def write_ids(path, ids):
+    with open(path, "w") as f:
+        json.dump([int(i) for i in ids], f)
+        f.write("\n")
+
+
+def trim_block_dump(src, dst, keep_logits=True):
+    """Keeps BLOCK_KEEP (and the ids) and stores the bf16-valued float tensors as BF16."""
+    f = SafeTensorsFile(src)
+    out = {}
+    for name in f.names():
+        kind = name.split("_", 1)[1].split(".layer")[0] if "_" in name else name
+        if name not in ("prompt_ids", "decode_input_ids", "decode_argmax") and kind not in BLOCK_KEEP:
+            continue
+        if kind == "logits" and not keep_logits:
+            continue
+        dtype, value = f.dtype(name), np.array(f.get(name))
+        if kind in BF16_NAMES:
+            bits = f32_to_bf16_bits(value)
+            if not np.array_equal(bf16_bits_to_f32(bits), value.astype(np.float32)):
+                raise SystemExit(f"make_goldens: {name} holds values that are not bf16; keeping F32 "
+                                 "would break the size budget: check docs/numerics.md")
+            dtype, value = "BF16", bits
+        out[name] = (dtype, value)
+    write_safetensors(dst, out, f.metadata)
+
+
+def every_role(args):
+    os.makedirs(args.out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "model")
+        make_every_role_checkpoint(args.cli, model)
+        cfg = load_config(model)
+        prompt = np.random.default_rng(SEED).integers(3, cfg.vocab_size, size=PROMPT_LEN).tolist()
+        ids_long, ids_short = os.path.join(tmp, "long.json"), os.path.join(tmp, "short.json")
+        write_ids(ids_long, prompt)
+        write_ids(ids_short, prompt[:BLOCK_PROMPT_LEN])
+        for mode in ("exact", "bounded"):
+            out = os.path.join(args.out_dir, f"logits-{mode}.safetensors")
+            ref_logits.main(["--model", model, "--ids", ids_long, "--decode", str(DECODE),
+                             "--prefill", mode, "--out", out])
+            forced = os.path.join(tmp, f"forced-{mode}.json")
+            write_ids(forced, SafeTensorsFile(out).get("decode_input_ids"))
+            ref_logits.main(["--model", model, "--ids", ids_long, "--decode-ids", forced, "--prefill",
+                             mode, "--fp32-sums", "--out",
+                             os.path.join(args.out_dir, f"noise-{mode}.safetensors")])
+            full = os.path.join(tmp, f"blocks-{mode}.safetensors")
+            ref_logits.main(["--model", model, "--ids", ids_short, "--decode", str(BLOCK_DECODE),
+                             "--prefill", mode, "--dump", "--out", full])
+            trim_block_dump(full, os.path.join(args.out_dir, f"blocks-{mode}.safetensors"))
+            print(f"make_goldens: wrote {mode} goldens", flush=True)
+        manifest = {"config": "assets/configs/test-every-role.json", "make_random_seed": SEED,
+                    "engram_multipliers": "tests/engine/engram_map_fixture.h",
+                    "prompt": f"numpy default_rng({SEED}).integers(3, vocab_size, {PROMPT_LEN})",
+                    "prompt_len": PROMPT_LEN, "decode_steps": DECODE,
+                    "block_prompt_len": BLOCK_PROMPT_LEN, "block_decode_steps": BLOCK_DECODE,
+                    "sha256": {"model.safetensors": sha256(os.path.join(model, "model.safetensors"))},
+                    "tensors_sha256": {"engram_map.safetensors":
+                                       tensors_sha256(os.path.join(model, "engram_map.safetensors"))},
+                    "command": "/usr/bin/python3 tools/make_goldens.py every-role --cli CLI"}
+    with open(os.path.join(args.out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+
+
+def top2_gaps(logits):
+    part = np.sort(logits, axis=-1)
+    return (part[:, -1] - part[:, -2]).astype(float).tolist()
+
+
+def oracle_rows(path):
+    """[steps, V] logits of a logits file: the last prefill row, then each decode step."""
+    f = SafeTensorsFile(path)
+    return np.concatenate([np.array(f.get("prefill_logits"), np.float32)[-1:],
+                           np.array(f.get("decode_logits"), np.float32)])
+
+
+def flash_tiny_mode(model, ids_path, mode, tmp):
+    """The oracle's greedy ids in one prefill mode, its top-2 gaps, and its noise band: the same
+    ids teacher-forced through the oracle with FP32 torch-order sums."""
+    out, noisy = os.path.join(tmp, "greedy.safetensors"), os.path.join(tmp, "noise.safetensors")
+    ref_logits.main(["--model", model, "--ids", ids_path, "--decode", str(FLASH_TINY_DECODE),
+                     "--prefill", mode, "--out", out])
+    f = SafeTensorsFile(out)
+    greedy = [int(v) for v in f.get("decode_input_ids")] + [int(f.get("decode_argmax")[-1])]
+    forced = os.path.join(tmp, "forced.json")
+    write_ids(forced, greedy[:-1])
+    ref_logits.main(["--model", model, "--ids", ids_path, "--decode-ids", forced, "--prefill", mode,
+                     "--fp32-sums", "--out", noisy])
+    rows, other = oracle_rows(out), oracle_rows(noisy)
+    flips = np.nonzero(rows.argmax(-1) != other.argmax(-1))[0]
+    return {"ids": greedy, "gaps": top2_gaps(rows),
+            "noise_max_abs": float(np.abs(rows - other).max()),
+            "noise_first_flip": int(flips[0]) if flips.size else len(rows)}
+
+
+def flash_tiny(args):
+    model = os.path.join(ROOT, "assets/models/flash-tiny")
+    os.makedirs(args.out_dir, exist_ok=True)
+    cases = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, text in enumerate(FLASH_TINY_PROMPTS):
+            rendered = os.path.join(tmp, f"prompt{i}.safetensors")
+            subprocess.run([args.cli, "logits", "--model", model, "--prompt", text, "--out", rendered],
+                           check=True, stdout=subprocess.DEVNULL)
+            ids = [int(v) for v in SafeTensorsFile(rendered).get("prompt_ids")]
+            ids_path = os.path.join(tmp, f"ids{i}.json")
+            write_ids(ids_path, ids)
+            case = {"prompt": text, "prompt_ids": ids}
+            for mode in ("exact", "bounded"):
+                case[mode] = flash_tiny_mode(model, ids_path, mode, tmp)
+                print(f"make_goldens: flash-tiny prompt {i} {mode}: noise band "
+                      f"{case[mode]['noise_max_abs']:.3f}, first flip {case[mode]['noise_first_flip']}",
+                      flush=True)
+            cases.append(case)
+    doc = {"model": "assets/models/flash-tiny", "template": "flashdesk-cli logits --prompt (thinking on, "
+           "effort high)", "steps": FLASH_TINY_DECODE + 1,
+           "ids": "the greedy ids: argmax of the prefill, then of each decode step (EOS not special)",
+           "gaps": "top-1 minus top-2 logit of the oracle at each of those steps",
+           "noise_max_abs": "the largest logit difference along those ids between the oracle and "
+                            "the oracle with FP32 torch-order sums (teacher-forced)",
+           "noise_first_flip": "the first step where their argmax differs (steps = none)",
+           "command": "/usr/bin/python3 tools/make_goldens.py flash-tiny --cli CLI",
+           "cases": cases}
+    with open(os.path.join(args.out_dir, "greedy.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+def flash_tiny_blocks(args):
+    """Per-block golden of the demo model: the first flash-tiny prompt (shorter than the window,
+    so one file serves both prefill modes) + FLASH_TINY_BLOCK_DECODE greedy steps, trimmed as
+    every-role's."""
+    model = os.path.join(ROOT, "assets/models/flash-tiny")
+    with open(os.path.join(args.out_dir, "greedy.json")) as f:
+        ids = json.load(f)["cases"][0]["prompt_ids"]
+    with tempfile.TemporaryDirectory() as tmp:
+        ids_path, full = os.path.join(tmp, "ids.json"), os.path.join(tmp, "blocks.safetensors")
+        write_ids(ids_path, ids)
+        ref_logits.main(["--model", model, "--ids", ids_path, "--decode", str(FLASH_TINY_BLOCK_DECODE),
+                         "--prefill", "exact", "--dump", "--out", full])
+        # no logits (V = 8192 rows would double the file; every-role's blocks check the head)
+        trim_block_dump(full, os.path.join(args.out_dir, "blocks.safetensors"), keep_logits=False)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Golden logits of the PyTorch oracle")
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--out-dir", required=True)
-    ap.add_argument("--prompt-len", type=int, default=40)
-    ap.add_argument("--decode", type=int, default=32)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dump", action="store_true", help="include the per-block tensors (large)")
+    ap = argparse.ArgumentParser(description="Golden files of the PyTorch oracle for the C++ tests")
+    ap.add_argument("which", choices=("every-role", "flash-tiny", "flash-tiny-blocks"))
+    ap.add_argument("--cli", required=True, help="the built flashdesk-cli")
+    ap.add_argument("--out-dir")
+    ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args(argv)
-    cfg = load_config(args.model)
-    ids = np.random.default_rng(args.seed).integers(3, cfg.vocab_size, size=args.prompt_len).tolist()
-    os.makedirs(args.out_dir, exist_ok=True)
-    ids_path = os.path.join(args.out_dir, "prompt_ids.json")
-    with open(ids_path, "w") as f:
-        json.dump(ids, f)
-        f.write("\n")
-    for mode in ("exact", "bounded"):
-        out = os.path.join(args.out_dir, f"golden-{mode}.safetensors")
-        ref_logits.main(["--model", args.model, "--ids", ids_path, "--decode", str(args.decode),
-                         "--prefill", mode, "--out", out] + (["--dump"] if args.dump else []))
-        print(f"make_goldens: wrote {out}")
+    args.out_dir = args.out_dir or os.path.join(ROOT, "tests/data/goldens",
+                                                args.which.replace("-blocks", ""))
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    {"every-role": every_role, "flash-tiny": flash_tiny,
+     "flash-tiny-blocks": flash_tiny_blocks}[args.which](args)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,9 @@ def parse_args(argv):
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = leave torch's default)")
     ap.add_argument("--device", default="cpu", help="torch device for weights and state (cpu, cuda, ...)")
+    ap.add_argument("--fp32-sums", action="store_true",
+                    help="FP32 sums in torch's order instead of correctly rounded ones: another "
+                         "faithful implementation, to measure how far summation order alone moves results")
     args = ap.parse_args(argv)
     if args.prompt is not None or args.image is not None:
         ap.error("--prompt/--image are not supported by the oracle: tokenise with "
@@ -119,11 +122,13 @@ def main(argv=None):
     from flashdesk_ref import dump
     from flashdesk_ref.checkpoint import Checkpoint
     from flashdesk_ref.model import Model
+    from flashdesk_ref.ops import Rounding
 
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        model = Model(Checkpoint(args.model), device=args.device)
+        rounding = Rounding(exact_sums=not args.fp32_sums)
+        model = Model(Checkpoint(args.model), device=args.device, rounding=rounding)
         cfg = model.cfg
         overrides = BlockInputs(args.block_inputs, cfg) if args.block_inputs else None
     except FormatError as e:

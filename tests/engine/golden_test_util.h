@@ -1,0 +1,58 @@
+// Shared by the golden tests (docs/goldens.md): the oracle's golden files under
+// tests/data/goldens/, the every-role checkpoint they were made from regenerated with the C++
+// writer, and the measures of tools/compare_logits.py.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/model/dump_recorder.h"
+#include "engine/model/model.h"
+#include "engine/ops/backend.h"
+
+namespace flashdesk::test {
+
+// FD_SOURCE_DIR/tests/data/goldens/<name>
+std::filesystem::path golden_dir(const std::string& name);
+
+// The checkpoint of tests/data/goldens/every-role/manifest.json: write_random_checkpoint with the
+// manifest's seed plus the Engram multipliers of engram_map_fixture.h, made once per binary. Fails
+// the calling test (with a "regenerate the goldens" message) when its SHA-256 differs from the
+// manifest's, i.e. when the writer changed since the goldens were made.
+const std::filesystem::path& golden_every_role_model();
+
+// Every tensor of a golden safetensors file; BF16 tensors are widened to F32 (exact).
+NamedTensors load_golden(const std::filesystem::path& path);
+std::vector<float> floats(const NamedTensors& t, const std::string& name);
+std::vector<int64_t> ints(const NamedTensors& t, const std::string& name);
+std::vector<int32_t> ids(const NamedTensors& t, const std::string& name);
+
+// A model of `dir` on the backend `backend` ("cpu-reference" or "cpu", backend_factory.h).
+struct BackendModel {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+};
+BackendModel load_on(const std::filesystem::path& dir, const std::string& backend);
+
+// sqrt(mean(x^2)) in double.
+double rms(std::span<const double> x);
+// RMS(b - a) / RMS(a).
+double relative_rms(std::span<const float> a, std::span<const float> b);
+
+// The golden tests run on every CPU backend in both prefill modes: (backend, prefill mode).
+using BackendMode = std::tuple<std::string, std::string>;
+inline const auto kBackendsAndModes = ::testing::Combine(::testing::Values("cpu-reference", "cpu"),
+                                                         ::testing::Values("exact", "bounded"));
+std::string backend_mode_name(const ::testing::TestParamInfo<BackendMode>& p);
+
+// Index of the largest value (lowest index on ties, as the logits files' argmax).
+int64_t argmax(std::span<const float> row);
+
+}  // namespace flashdesk::test
