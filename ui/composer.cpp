@@ -66,7 +66,7 @@ Composer::Composer(QWidget* parent)
       tr("Message FlashDesk (Enter sends, Shift+Enter new line; drop or "
          "paste images)"));
   edit_->setAccessibleName(tr("Message"));
-  edit_->setMaximumHeight(120);
+  edit_->setMaximumHeight(90);
   strip_layout_->setContentsMargins(0, 0, 0, 0);
   strip_layout_->addStretch();
   strip_->hide();

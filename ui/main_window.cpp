@@ -158,7 +158,8 @@ void MainWindow::connectWorker() {
       [this](const QString& dir, const QString& message) {
         model_name_->setText(tr("No model loaded"));
         model_progress_->hide();
-        model_error_->setText(tr("Could not load the model in %1: %2").arg(dir, message));
+        model_error_->setText(tr("Could not load the model: %1").arg(message));
+        model_error_->setToolTip(dir);
         model_error_->show();
       },
       queued);

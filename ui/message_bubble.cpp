@@ -99,6 +99,10 @@ void MessageBubble::addImages(const QStringList& paths) {
   static_cast<QVBoxLayout*>(layout())->addLayout(row);
 }
 
+QString MessageBubble::note() const {
+  return note_->text();
+}
+
 QString MessageBubble::thinkingTitle() const {
   return thinking_toggle_->text();
 }

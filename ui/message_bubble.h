@@ -25,6 +25,7 @@ class MessageBubble : public QFrame {
   const QString& text() const { return text_; }
   const QString& thinking() const { return thinking_; }
   QString thinkingTitle() const;
+  QString note() const;  // "stopped", "interrupted"... in words; empty for a complete answer
   bool thinkingExpanded() const;
   void setThinkingExpanded(bool expanded);
 
