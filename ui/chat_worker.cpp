@@ -180,6 +180,7 @@ void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
   TurnRequest request;
   request.session_id = id;
   request.text = text.toStdString();
+  int64_t user_ordinal = 0;
   try {
     request.settings = settings_with(id, choices);
     for (const QString& path : images) request.images.push_back(path.toStdString());
@@ -191,21 +192,27 @@ void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
     store_->append_message(id, user);
     store_->update_settings(id, request.settings);
     title_from_first_message(id, text);
-    emit userMessageStored(id, to_row(store_->messages(id).back()));
+    const storage::Message stored = store_->messages(id).back();
+    user_ordinal = stored.ordinal;
+    emit userMessageStored(id, to_row(stored));
   } catch (const std::exception& e) {
     return emit turnFailed(id, QString::fromUtf8(e.what()));
   }
-  run_turn(id, request);
+  run_turn(id, request, user_ordinal);
   list_sessions();
 }
 
-void ChatWorker::run_turn(qint64 id, const TurnRequest& request) {
+void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal) {
   stop_.store(closing_.load());
   const storage::AnswerHandle answer = token_log_->begin_answer(id);
   emit answerStarted(id);
   std::vector<TokenId> ids;  // sampled, not yet logged with their text
+  bool generated = false;
   StreamCallbacks callbacks;
-  callbacks.on_token = [&ids](TokenId token) { ids.push_back(token); };
+  callbacks.on_token = [&ids, &generated](TokenId token) {
+    ids.push_back(token);
+    generated = true;
+  };
   callbacks.on_text = [&](StreamChannel channel, std::string_view text) {
     const bool thinking = channel == StreamChannel::kThinking;
     token_log_->append(answer, ids, thinking ? "" : text, thinking ? text : "");
@@ -222,7 +229,10 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request) {
   } catch (const std::exception& e) {
     token_log_->append(answer, ids, {});
     token_log_->finish(answer, storage::MessageStatus::interrupted);
-    // The service did not take the turn: open the session afresh from what is stored.
+    // A turn refused before its first token leaves no trace (its text goes back to the
+    // composer); one that failed later keeps what was generated. Either way the service did
+    // not take the turn: it reopens the session from what is stored.
+    if (!generated) store_->delete_messages_from(id, user_ordinal);
     service_->forget_session(id);
     open_sessions_.erase(id);
     emit turnFailed(id, QString::fromUtf8(e.what()));

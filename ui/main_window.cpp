@@ -113,6 +113,7 @@ QWidget* MainWindow::buildChatPane() {
   effort_line_->setAccessibleName(tr("Reasoning effort line sent to the model"));
   effort_line_->setWordWrap(true);
   regenerate_->setAccessibleName(tr("Regenerate the last answer"));
+  regenerate_->setObjectName(QStringLiteral("regenerate"));
   auto* controls = new QHBoxLayout;
   controls->addWidget(effort_, 1);
   controls->addWidget(regenerate_);

@@ -3,6 +3,7 @@
 #include <QCommandLineParser>
 #include <QMessageBox>
 
+#include "engine/runtime/backend_factory.h"
 #include "storage/storage_layout.h"
 #include "ui/chat_controller.h"
 #include "ui/engine_chat_service.h"
@@ -26,8 +27,11 @@ AppOptions parse_options(const QApplication& app) {
   const QCommandLineOption model({"m", "model"}, "Model folder (default: the bundled demo).",
                                  "dir");
   const QCommandLineOption data("data-dir", "Sessions and KV cache folder.", "dir");
-  const QCommandLineOption backend("backend", "Engine backend (cpu, reference, cuda).", "name",
-                                   "cpu");
+  QStringList backends;
+  for (const std::string& name : flashdesk::backend_names())
+    backends << QString::fromStdString(name);
+  const QCommandLineOption backend("backend", "Compute backend: " + backends.join(", ") + ".",
+                                   "name", "cpu");
   const QCommandLineOption threads("threads", "CPU threads (0: every core).", "n", "0");
   parser.addOptions({model, data, backend, threads});
   parser.process(app);

@@ -246,6 +246,57 @@ class AppTest : public QObject {
     }
   }
 
+  // Regenerate replaces the last answer (in the view and on disk) instead of adding one.
+  void regenerateReplacesTheLastAnswer() {
+    QTemporaryDir data;
+    {
+      App app(data.path(), kModel);
+      QVERIFY(app.wait_model());
+      app.type_and_send(QStringLiteral("What is 4821 + 1367?"));
+      QVERIFY(app.wait_turn());
+      QCOMPARE(app.window->messageView()->messageCount(), 2);
+      QSignalSpy finished(app.controller->worker(), &ChatWorker::answerFinished);
+      QTest::mouseClick(app.window->findChild<QPushButton*>(QStringLiteral("regenerate")),
+                        Qt::LeftButton);
+      QVERIFY(app.window->generating());
+      QVERIFY(app.wait_turn());
+      QCOMPARE(finished.count(), 1);
+      QCOMPARE(app.window->messageView()->messageCount(), 2);
+      QCOMPARE(app.window->messageView()->message(0)->text(),
+               QStringLiteral("What is 4821 + 1367?"));
+      QVERIFY(!app.last_message()->text().isEmpty());
+    }
+    App app(data.path(), kModel);
+    QVERIFY(
+        QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 2; }, 10'000));
+    QTest::qWait(200);  // nothing more arrives
+    QCOMPARE(app.window->messageView()->messageCount(), 2);
+  }
+
+  // A prompt beyond the context is refused by the engine before its first token: the error is
+  // shown, the text goes back to the composer, and nothing of the turn stays on disk.
+  void aTurnTheEngineRefusesLeavesNoTrace() {
+    QTemporaryDir data;
+    EngineOptions tiny_context;
+    tiny_context.max_context = 8;
+    {
+      App app(data.path(), kModel, tiny_context);
+      QVERIFY(app.wait_model());
+      app.type_and_send(QStringLiteral("Hello, who are you?"));
+      QVERIFY(app.wait_turn());
+      const QString error = app.window->composer()->errorText();
+      QVERIFY2(error.contains("context"), qPrintable(error));
+      QCOMPARE(app.window->composer()->edit()->toPlainText(),
+               QStringLiteral("Hello, who are you?"));
+      QVERIFY(
+          QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 0; }, 5000));
+    }
+    App app(data.path(), kModel, tiny_context);
+    QVERIFY(QTest::qWaitFor([&] { return app.window->sidebar()->model()->rowCount() == 1; }, 5000));
+    QTest::qWait(300);
+    QCOMPARE(app.window->messageView()->messageCount(), 0);
+  }
+
   void brokenModelFolderShowsAnError() {
     QTemporaryDir data, models;
     QDir root(models.path());
