@@ -3,6 +3,28 @@
 
 namespace flashdesk::ui {
 
+SessionChoices choices_of(const storage::SessionSettings& settings) {
+  SessionChoices c;
+  c.effort = settings.effort;
+  c.thinking = settings.thinking;
+  c.system_prompt = QString::fromStdString(settings.system_prompt);
+  c.temperature = settings.sampling.temperature;
+  c.top_p = settings.sampling.top_p;
+  c.max_new_tokens = settings.max_new_tokens;
+  return c;
+}
+
+storage::SessionSettings with_choices(storage::SessionSettings settings,
+                                      const SessionChoices& choices) {
+  settings.effort = choices.effort;
+  settings.thinking = choices.thinking;
+  settings.system_prompt = choices.system_prompt.toStdString();
+  settings.sampling.temperature = float(choices.temperature);
+  settings.sampling.top_p = float(choices.top_p);
+  settings.max_new_tokens = choices.max_new_tokens;
+  return settings;
+}
+
 void register_chat_types() {
   qRegisterMetaType<SessionRow>();
   qRegisterMetaType<MessageRow>();

@@ -26,11 +26,21 @@ struct MessageRow {
   QStringList image_paths;
 };
 
-// The per-session choices the window shows and the worker stores.
+// The per-session choices the window shows and the worker stores (storage::SessionSettings
+// without the model fingerprint).
 struct SessionChoices {
   int effort = 75;  // 1..100
   bool thinking = true;
+  QString system_prompt;
+  double temperature = 0.0;  // 0: greedy
+  double top_p = 1.0;
+  qint64 max_new_tokens = 4096;
 };
+
+SessionChoices choices_of(const storage::SessionSettings& settings);
+// `settings` with the choices applied (the fingerprint and the seed stay).
+storage::SessionSettings with_choices(storage::SessionSettings settings,
+                                      const SessionChoices& choices);
 
 // Registers the types above for queued connections; call once before connecting.
 void register_chat_types();

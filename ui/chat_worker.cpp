@@ -91,9 +91,7 @@ void ChatWorker::listSessions(const QString& filter) {
 
 void ChatWorker::createSession(SessionChoices choices) {
   if (!ready()) return;
-  storage::SessionSettings settings;
-  settings.effort = choices.effort;
-  settings.thinking = choices.thinking;
+  storage::SessionSettings settings = with_choices({}, choices);
   if (const auto model = service_->model()) settings.model_fingerprint = model->fingerprint;
   const int64_t id = store_->create_session(kNewChatTitle, settings);
   list_sessions();
@@ -106,7 +104,7 @@ void ChatWorker::openSession(qint64 id) {
     const storage::SessionInfo info = store_->session(id);
     QList<MessageRow> rows;
     for (const auto& m : store_->messages(id)) rows << to_row(m);
-    emit sessionOpened(id, SessionChoices{info.settings.effort, info.settings.thinking}, rows);
+    emit sessionOpened(id, choices_of(info.settings), rows);
     if (service_->model()) ensure_open(id);  // a persistent service restores KV here
   } catch (const std::exception& e) {
     emit turnFailed(id, QString::fromUtf8(e.what()));
@@ -129,16 +127,18 @@ void ChatWorker::deleteSession(qint64 id) {
 }
 
 storage::SessionSettings ChatWorker::settings_with(qint64 id, SessionChoices choices) {
-  storage::SessionSettings settings = store_->session(id).settings;
-  settings.effort = choices.effort;
-  settings.thinking = choices.thinking;
+  storage::SessionSettings settings = with_choices(store_->session(id).settings, choices);
   if (const auto model = service_->model()) settings.model_fingerprint = model->fingerprint;
   return settings;
 }
 
 void ChatWorker::saveChoices(qint64 id, SessionChoices choices) {
   if (!ready() || !store_->find_session(id)) return;
-  store_->update_settings(id, settings_with(id, choices));
+  try {
+    store_->update_settings(id, settings_with(id, choices));
+  } catch (const std::exception& e) {  // out-of-range values: say so, keep the stored ones
+    emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
 }
 
 void ChatWorker::previewPrompt(qint64 id, SessionChoices choices, const QString& text) {
@@ -148,9 +148,7 @@ void ChatWorker::previewPrompt(qint64 id, SessionChoices choices, const QString&
     request.session_id = id;
     request.text = text.toStdString();
     request.settings =
-        store_->find_session(id) ? settings_with(id, choices) : storage::SessionSettings{};
-    request.settings.effort = choices.effort;
-    request.settings.thinking = choices.thinking;
+        store_->find_session(id) ? settings_with(id, choices) : with_choices({}, choices);
     if (store_->find_session(id)) ensure_open(id);
     const std::string prompt = service_->render_prompt(request);
     emit promptPreviewed(id, qstr(find_effort_line(prompt)), qstr(prompt));

@@ -56,7 +56,10 @@ EffortControl::EffortControl(QWidget* parent)
 }
 
 SessionChoices EffortControl::choices() const {
-  return SessionChoices{slider_->value(), thinking_->isChecked()};
+  SessionChoices c;
+  c.effort = slider_->value();
+  c.thinking = thinking_->isChecked();
+  return c;
 }
 
 QPushButton* EffortControl::presetButton(int effort) const {

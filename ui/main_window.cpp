@@ -16,6 +16,7 @@
 #include "ui/composer.h"
 #include "ui/effort_control.h"
 #include "ui/message_view.h"
+#include "ui/session_settings_dialog.h"
 #include "ui/session_sidebar.h"
 
 namespace flashdesk::ui {
@@ -60,6 +61,7 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QWi
       model_progress_(new QProgressBar),
       effort_line_(new QLabel),
       regenerate_(new QPushButton(tr("Regenerate"))),
+      settings_(new QPushButton(tr("Chat settings…"))),
       status_(new QLabel) {
   setWindowTitle(tr("FlashDesk"));
   auto* splitter = new QSplitter;
@@ -114,8 +116,11 @@ QWidget* MainWindow::buildChatPane() {
   effort_line_->setWordWrap(true);
   regenerate_->setAccessibleName(tr("Regenerate the last answer"));
   regenerate_->setObjectName(QStringLiteral("regenerate"));
+  settings_->setObjectName(QStringLiteral("chatSettings"));
+  settings_->setAccessibleName(tr("Chat settings: system prompt and sampling"));
   auto* controls = new QHBoxLayout;
   controls->addWidget(effort_, 1);
+  controls->addWidget(settings_);
   controls->addWidget(regenerate_);
   auto* layout = new QVBoxLayout(pane);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -177,8 +182,10 @@ void MainWindow::connectWorker() {
       queued);
   connect(
       w, &ChatWorker::promptPreviewed, this,
-      [this](qint64 id, const QString& line) {
-        if (id == current_ && !generating_) showEffortLine(line, false);
+      [this](qint64 id, const QString& line, const QString& prompt) {
+        if (id != current_) return;
+        prompt_preview_ = prompt;
+        if (!generating_) showEffortLine(line, false);
       },
       queued);
   connect(
@@ -209,10 +216,11 @@ void MainWindow::connectWidgets() {
           [this](const QString& text) { controller_.listSessions(text); });
   connect(sidebar_->model(), &SessionListModel::renameRequested, &controller_,
           [this](qint64 id, const QString& title) { controller_.renameSession(id, title); });
-  connect(effort_, &EffortControl::changed, this, [this](SessionChoices choices) {
-    if (current_ != 0) controller_.saveChoices(current_, choices);
+  connect(effort_, &EffortControl::changed, this, [this] {
+    if (current_ != 0) controller_.saveChoices(current_, currentChoices());
     requestPreview();
   });
+  connect(settings_, &QPushButton::clicked, this, &MainWindow::editSettings);
   connect(composer_, &Composer::submitted, this, &MainWindow::submit);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
   connect(regenerate_, &QPushButton::clicked, this, &MainWindow::regenerate);
@@ -240,6 +248,24 @@ QString MainWindow::statusText() const {
   return status_->text();
 }
 
+SessionChoices MainWindow::currentChoices() const {
+  SessionChoices c = choices_;
+  c.effort = effort_->choices().effort;
+  c.thinking = effort_->choices().thinking;
+  return c;
+}
+
+void MainWindow::editSettings() {
+  auto* dialog = new SessionSettingsDialog(currentChoices(), this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &QDialog::accepted, this, [this, dialog] {
+    choices_ = dialog->choices();
+    if (current_ != 0) controller_.saveChoices(current_, currentChoices());
+    requestPreview();
+  });
+  dialog->open();  // window-modal, not a nested event loop
+}
+
 void MainWindow::openModelFolder() {
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a model folder"));
   if (!dir.isEmpty()) loadModel(dir);
@@ -250,7 +276,7 @@ void MainWindow::loadModel(const QString& directory) {
 }
 
 void MainWindow::newSession() {
-  controller_.createSession(effort_->choices());
+  controller_.createSession(currentChoices());
 }
 
 void MainWindow::openSession(qint64 id) {
@@ -268,16 +294,16 @@ void MainWindow::submit(QString text, QStringList images) {
   if (current_ == 0) {  // the first message creates its session
     pending_text_ = text;
     pending_images_ = images;
-    controller_.createSession(effort_->choices());
+    controller_.createSession(currentChoices());
   } else {
-    controller_.send(current_, text, images, effort_->choices());
+    controller_.send(current_, text, images, currentChoices());
   }
   setGenerating(true);
 }
 
 void MainWindow::regenerate() {
   if (generating_ || current_ == 0) return;
-  controller_.regenerate(current_, effort_->choices());
+  controller_.regenerate(current_, currentChoices());
   setGenerating(true);
 }
 
@@ -303,10 +329,11 @@ void MainWindow::onSessionOpened(qint64 id, SessionChoices choices,
   if (id != current_) return;
   view_->clearMessages();
   for (const MessageRow& m : messages) view_->addMessage(m);
+  choices_ = choices;
   effort_->setChoices(choices);
   requestPreview();
   if (!pending_text_.isEmpty() || !pending_images_.isEmpty()) {
-    controller_.send(id, pending_text_, pending_images_, effort_->choices());
+    controller_.send(id, pending_text_, pending_images_, currentChoices());
     pending_text_.clear();
     pending_images_.clear();
   }
@@ -353,7 +380,7 @@ void MainWindow::showEffortLine(const QString& line, bool sent) {
 }
 
 void MainWindow::requestPreview() {
-  if (model_ready_) controller_.previewPrompt(current_, effort_->choices(), QString());
+  if (model_ready_) controller_.previewPrompt(current_, currentChoices(), QString());
 }
 
 }  // namespace flashdesk::ui

@@ -36,6 +36,8 @@ class MainWindow : public QMainWindow {
   QString modelName() const;
   QString effortLine() const;
   QString statusText() const;
+  QString promptPreview() const { return prompt_preview_; }  // the next turn's prompt, as text
+  SessionChoices currentChoices() const;
 
  public slots:
   void openModelFolder();
@@ -45,6 +47,7 @@ class MainWindow : public QMainWindow {
   void submit(QString text, QStringList images);  // copies: the composer clears its own
   void regenerate();
   void stop();
+  void editSettings();  // the session's system prompt, sampling and answer length
 
  private:
   QWidget* buildModelBar();
@@ -72,7 +75,10 @@ class MainWindow : public QMainWindow {
   QProgressBar* model_progress_;
   QLabel* effort_line_;
   QPushButton* regenerate_;
+  QPushButton* settings_;
   QLabel* status_;
+  SessionChoices choices_;  // of the shown session; effort and thinking live in effort_
+  QString prompt_preview_;
   qint64 current_ = 0;
   bool generating_ = false;
   bool listed_once_ = false;

@@ -15,6 +15,9 @@
 #include <QTimer>
 #include <algorithm>
 
+#include <QDoubleSpinBox>
+#include <QPlainTextEdit>
+#include <QSpinBox>
 #include "engine/tokenizer/reasoning_effort.h"
 #include "tests/ui/ui_test_classes.h"
 #include "ui/composer.h"
@@ -23,6 +26,7 @@
 #include "ui/main_window.h"
 #include "ui/message_bubble.h"
 #include "ui/message_view.h"
+#include "ui/session_settings_dialog.h"
 #include "ui/session_sidebar.h"
 
 namespace flashdesk::ui::test {
@@ -297,6 +301,38 @@ class AppTest : public QObject {
     QCOMPARE(app.window->messageView()->messageCount(), 0);
   }
 
+  // The chat settings dialog's system prompt reaches the rendered prompt, and the settings are
+  // the session's: they come back after a restart.
+  void chatSettingsAreStoredPerSessionAndSent() {
+    QTemporaryDir data;
+    const QString system = QStringLiteral("You are a ship's navigator. Answer in one line.");
+    {
+      App app(data.path(), kModel);
+      QVERIFY(app.wait_model());
+      app.type_and_send(QStringLiteral("Hello, who are you?"));
+      QVERIFY(app.wait_turn());
+      QVERIFY(!app.window->promptPreview().contains(system));
+      QTest::mouseClick(app.window->findChild<QPushButton*>(QStringLiteral("chatSettings")),
+                        Qt::LeftButton);
+      auto* dialog = app.window->findChild<SessionSettingsDialog*>();
+      QVERIFY(dialog);
+      dialog->systemPrompt()->setPlainText(system);
+      dialog->temperature()->setValue(0.5);
+      dialog->maxNewTokens()->setValue(64);
+      dialog->accept();
+      QVERIFY(
+          QTest::qWaitFor([&] { return app.window->promptPreview().contains(system); }, 10'000));
+    }
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    QVERIFY2(QTest::qWaitFor([&] { return app.window->promptPreview().contains(system); }, 10'000),
+             qPrintable(app.window->promptPreview()));
+    const SessionChoices choices = app.window->currentChoices();
+    QCOMPARE(choices.system_prompt, system);
+    QCOMPARE(choices.temperature, 0.5);  // exact in float
+    QCOMPARE(choices.max_new_tokens, 64);
+  }
+
   void brokenModelFolderShowsAnError() {
     QTemporaryDir data, models;
     QDir root(models.path());
@@ -364,6 +400,11 @@ class AppTest : public QObject {
     app.window->sidebar()->searchField()->setText(QStringLiteral("zEbRa"));
     QVERIFY(
         QTest::qWaitFor([&] { return list->rowCount() == 1 && list->idAt(0) == second; }, 5000));
+    app.controller->renameSession(second, QStringLiteral("Zebra notes 斑马笔记"));
+    app.window->sidebar()->searchField()->setText(QStringLiteral("斑马"));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return list->rowCount() == 1 && list->index(0).data() == "Zebra notes 斑马笔记"; },
+        5000));
     // By content: a word of the first session's answer that is not in its title.
     const QString word = answer.split(' ', Qt::SkipEmptyParts).last();
     app.window->sidebar()->searchField()->setText(word);

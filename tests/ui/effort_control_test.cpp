@@ -51,7 +51,10 @@ class EffortControlTest : public QObject {
   void storedChoicesAreShownWithoutEmitting() {
     EffortControl control;
     QSignalSpy changed(&control, &EffortControl::changed);
-    control.setChoices({33, false});
+    SessionChoices stored;
+    stored.effort = 33;
+    stored.thinking = false;
+    control.setChoices(stored);
     QCOMPARE(control.choices().effort, 33);
     QVERIFY(!control.choices().thinking);
     QCOMPARE(changed.count(), 0);
