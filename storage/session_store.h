@@ -73,6 +73,9 @@ class SessionStore {
   // In order, including tokens of an answer still being logged (or cut short by a crash).
   std::vector<Message> messages(int64_t session_id);
   std::optional<Attachment> find_attachment(const ImageDigest& digest);
+  // Deletes the session's messages at `from_ordinal` and after (an answer being regenerated), with
+  // their token log. Returns how many went. Images they alone used are removed at the next start.
+  int64_t delete_messages_from(int64_t session_id, int64_t from_ordinal);
 
  private:
   std::optional<SessionInfo> find_session_locked(int64_t id);

@@ -76,6 +76,9 @@ class ChatSession {
 
   void set_system_prompt(std::string text);
   const std::vector<ChatMessage>& messages() const { return messages_; }
+  // Replaces the conversation, e.g. with one read back from storage or cut before an answer to
+  // regenerate. The live KV stays: the next send() reuses it only where its rendering extends it.
+  void set_messages(std::vector<ChatMessage> messages) { messages_ = std::move(messages); }
   // Appends `user`, renders the conversation, reuses the live KV where the rendering extends it
   // (else starts a new sequence), generates, and appends the answer with its exact ids.
   TurnResult send(ChatMessage user, const TurnOptions& options, const StreamCallbacks& callbacks,

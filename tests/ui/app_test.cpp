@@ -1,0 +1,429 @@
+// The whole app on the real demo model (assets/models/flash-tiny, CPU): the effort line of the
+// rendered prompt, streaming, GUI latency during generation, sessions surviving a restart, broken
+// model folders, images the engine refuses, search / rename / delete.
+#include <QCheckBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+#include <algorithm>
+
+#include <QDoubleSpinBox>
+#include <QPlainTextEdit>
+#include <QSpinBox>
+#include "engine/tokenizer/reasoning_effort.h"
+#include "tests/ui/ui_test_classes.h"
+#include "ui/composer.h"
+#include "ui/effort_control.h"
+#include "ui/engine_chat_service.h"
+#include "ui/main_window.h"
+#include "ui/message_bubble.h"
+#include "ui/message_view.h"
+#include "ui/session_settings_dialog.h"
+#include "ui/session_sidebar.h"
+
+namespace flashdesk::ui::test {
+
+namespace {
+
+const QString kModel = QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
+constexpr int kLoadMs = 60'000;
+constexpr int kTurnMs = 120'000;
+
+// The app objects main() makes, on one data folder.
+struct App {
+  std::unique_ptr<ChatController> controller;
+  std::unique_ptr<MainWindow> window;
+
+  App(const QString& data_dir, const QString& model_dir, EngineOptions engine = {}) {
+    controller =
+        std::make_unique<ChatController>(std::make_unique<EngineChatService>(engine),
+                                         storage::StorageLayout::in(data_dir.toStdString()));
+    window = std::make_unique<MainWindow>(*controller, model_dir);
+    window->show();
+  }
+  ~App() {
+    window.reset();  // the window goes first: it refers to the controller
+    controller.reset();
+  }
+  bool wait_model() const {
+    return QTest::qWaitFor([&] { return window->modelName().startsWith("Model:"); }, kLoadMs);
+  }
+  void type_and_send(const QString& text) const {
+    QTest::keyClicks(window->composer()->edit(), text);
+    QTest::keyClick(window->composer()->edit(), Qt::Key_Return);
+  }
+  bool wait_turn() const {
+    return QTest::qWaitFor([&] { return !window->generating(); }, kTurnMs);
+  }
+  MessageBubble* last_message() const {
+    const MessageView* view = window->messageView();
+    return view->messageCount() ? view->message(view->messageCount() - 1) : nullptr;
+  }
+};
+
+}  // namespace
+
+class AppTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void sliderChangesTheRenderedEffortLine() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    EffortControl* effort = app.window->effortControl();
+    const auto expect_line = [&](int value) {
+      const QString line =
+          QString::fromStdString(reasoning_effort_line(ReasoningEffort::of(value)));
+      return QTest::qWaitFor([&] { return app.window->effortLine().endsWith(line); }, 10'000);
+    };
+    QVERIFY(expect_line(75));  // the default
+    effort->slider()->setValue(30);
+    QVERIFY2(expect_line(30), qPrintable(app.window->effortLine()));
+    QTest::mouseClick(effort->presetButton(100), Qt::LeftButton);
+    QVERIFY2(expect_line(100), qPrintable(app.window->effortLine()));
+    QTest::mouseClick(effort->thinkingSwitch(), Qt::LeftButton);
+    QVERIFY(QTest::qWaitFor([&] { return !app.window->effortLine().contains("Reasoning Effort"); },
+                            10'000));
+  }
+
+  void sentMessageStreamsTokensIntoTheView() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    QSignalSpy chunks(app.controller->worker(), &ChatWorker::answerText);
+    app.type_and_send(QStringLiteral("Hello, who are you?"));
+    QVERIFY(app.window->generating());
+    QVERIFY(app.wait_turn());
+    QVERIFY2(app.window->composer()->errorText().isEmpty(),
+             qPrintable(app.window->composer()->errorText()));
+    QCOMPARE(app.window->messageView()->messageCount(), 2);
+    QVERIFY(app.window->messageView()->message(0)->fromUser());
+    QString answer, thinking;
+    for (const auto& args : chunks)
+      (args.at(1).toBool() ? thinking : answer) += args.at(2).toString();
+    QVERIFY2(chunks.count() > 3, "the answer arrived in one piece, not streamed");
+    QVERIFY(!answer.isEmpty());
+    QCOMPARE(app.last_message()->text(), answer);
+    QCOMPARE(app.last_message()->thinking(), thinking);
+    if (!thinking.isEmpty()) {
+      QVERIFY(app.last_message()->thinkingTitle().startsWith("Thought for"));
+      QVERIFY(!app.last_message()->thinkingExpanded());  // folded once the answer came
+    }
+    QVERIFY2(app.window->statusText().contains("tokens/s"), qPrintable(app.window->statusText()));
+    QVERIFY(app.window->effortLine().startsWith("Sent: Reasoning Effort: 75"));
+  }
+
+  // The event loop must keep turning while the engine works: a 5 ms timer's gaps are measured
+  // over whole turns on the slow reference backend (so the turns last seconds).
+  void guiStaysResponsiveDuringGeneration() {
+    QTemporaryDir data;
+    EngineOptions slow;
+    slow.backend = "cpu-reference";
+    slow.threads = 1;
+    App app(data.path(), kModel, slow);
+    QVERIFY(app.wait_model());
+    QElapsedTimer clock, generating;
+    qint64 last = -1, busy_ms = 0;
+    std::vector<qint64> gaps;
+    QTimer ticker;
+    ticker.setTimerType(Qt::PreciseTimer);
+    ticker.setInterval(5);
+    connect(&ticker, &QTimer::timeout, this, [&] {
+      const qint64 now = clock.elapsed();
+      if (app.window->generating() && last >= 0) gaps.push_back(now - last);
+      last = now;
+    });
+    clock.start();
+    ticker.start();
+    // Baseline: the same timer with the model loaded and idle, for the ratio below.
+    std::vector<qint64> idle;
+    {
+      QElapsedTimer idle_clock;
+      idle_clock.start();
+      qint64 idle_last = 0;
+      while (idle_clock.elapsed() < 1000) {
+        QTest::qWait(5);
+        idle.push_back(idle_clock.elapsed() - idle_last);
+        idle_last = idle_clock.elapsed();
+      }
+      std::sort(idle.begin(), idle.end());
+    }
+    for (const char* question : {"Hello, who are you?", "Tell me a long story about the sea."}) {
+      generating.start();
+      app.type_and_send(QString::fromUtf8(question));
+      QVERIFY(app.wait_turn());
+      busy_ms += generating.elapsed();
+    }
+    ticker.stop();
+    QVERIFY2(gaps.size() > 20, "too few ticks measured");
+    std::sort(gaps.begin(), gaps.end());
+    const qint64 worst = gaps.back(), median = gaps[gaps.size() / 2];
+    const qint64 p99 = gaps[gaps.size() * 99 / 100];
+    qInfo(
+        "GUI event-loop latency over %lld ms of generation (%zu ticks of a 5 ms timer): "
+        "median %lld ms, p99 %lld ms, worst %lld ms; idle baseline: median %lld ms, worst "
+        "%lld ms; worst/idle-worst %.1fx",
+        busy_ms, gaps.size(), median, p99, worst, idle[idle.size() / 2], idle.back(),
+        double(worst) / double(std::max<qint64>(1, idle.back())));
+    QVERIFY2(busy_ms > 500, "the turns were too short to measure anything");
+    QVERIFY2(worst < 100, qPrintable(QStringLiteral("worst gap %1 ms").arg(worst)));
+  }
+
+  void sessionAndMessagesComeBackAfterRestart() {
+    QTemporaryDir data;
+    qint64 session = 0;
+    QString question = QStringLiteral("Hello, who are you?"), answer;
+    {
+      App app(data.path(), kModel);
+      QVERIFY(app.wait_model());
+      app.window->effortControl()->slider()->setValue(40);
+      app.type_and_send(question);
+      QVERIFY(app.wait_turn());
+      QCOMPARE(app.window->messageView()->messageCount(), 2);
+      session = app.window->currentSession();
+      answer = app.last_message()->text();
+      QVERIFY(!answer.isEmpty());
+    }
+    App app(data.path(), kModel);
+    QVERIFY2(
+        QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 2; }, 10'000),
+        qPrintable(QStringLiteral("%1 messages shown, session %2 of %3 listed")
+                       .arg(app.window->messageView()->messageCount())
+                       .arg(app.window->currentSession())
+                       .arg(app.window->sidebar()->model()->rowCount())));
+    QCOMPARE(app.window->currentSession(), session);
+    QCOMPARE(app.window->sidebar()->model()->rowCount(), 1);
+    QCOMPARE(app.window->sidebar()->model()->index(0).data().toString(), question);
+    QCOMPARE(app.window->messageView()->message(0)->text(), question);
+    QCOMPARE(app.last_message()->text(), answer);
+    QCOMPARE(app.window->effortControl()->choices().effort, 40);  // stored per session
+
+    // The chat goes on in the restored session: a second turn sees the first one.
+    QVERIFY(app.wait_model());
+    app.type_and_send(QStringLiteral("Thank you."));
+    QVERIFY(app.wait_turn());
+    QCOMPARE(app.window->messageView()->messageCount(), 4);
+    QVERIFY2(app.window->composer()->errorText().isEmpty(),
+             qPrintable(app.window->composer()->errorText()));
+  }
+
+  // Stop keeps the partial answer; closing the app mid-answer keeps it too (stored as
+  // interrupted), and it is shown so after a restart. The slow backend makes the turns long.
+  void stopAndCloseMidAnswerKeepWhatWasGenerated() {
+    QTemporaryDir data;
+    EngineOptions slow;
+    slow.backend = "cpu-reference";
+    slow.threads = 1;
+    {
+      App app(data.path(), kModel, slow);
+      QVERIFY(app.wait_model());
+      QSignalSpy chunks(app.controller->worker(), &ChatWorker::answerText);
+      app.type_and_send(QStringLiteral("Tell me a long story about the sea."));
+      QVERIFY(QTest::qWaitFor([&] { return chunks.count() >= 3; }, kTurnMs));
+      QTest::keyClick(app.window.get(), Qt::Key_Escape);
+      QVERIFY(app.wait_turn());
+      QCOMPARE(app.last_message()->note(), QStringLiteral("<i>stopped</i>"));
+      QVERIFY(app.window->statusText().contains("tokens/s"));
+
+      chunks.clear();
+      app.type_and_send(QStringLiteral("Hello, who are you?"));
+      QVERIFY(QTest::qWaitFor([&] { return chunks.count() >= 3; }, kTurnMs));
+      QVERIFY(app.window->generating());
+    }  // closed mid-answer
+    App app(data.path(), kModel, slow);
+    QVERIFY(
+        QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 4; }, 10'000));
+    for (int i : {1, 3}) {
+      MessageBubble* answer = app.window->messageView()->message(i);
+      QVERIFY(!answer->fromUser());
+      QVERIFY(!(answer->text() + answer->thinking()).isEmpty());
+      QCOMPARE(answer->note(), QStringLiteral("<i>interrupted</i>"));
+    }
+  }
+
+  // Regenerate replaces the last answer (in the view and on disk) instead of adding one.
+  void regenerateReplacesTheLastAnswer() {
+    QTemporaryDir data;
+    {
+      App app(data.path(), kModel);
+      QVERIFY(app.wait_model());
+      app.type_and_send(QStringLiteral("What is 4821 + 1367?"));
+      QVERIFY(app.wait_turn());
+      QCOMPARE(app.window->messageView()->messageCount(), 2);
+      QSignalSpy finished(app.controller->worker(), &ChatWorker::answerFinished);
+      QTest::mouseClick(app.window->findChild<QPushButton*>(QStringLiteral("regenerate")),
+                        Qt::LeftButton);
+      QVERIFY(app.window->generating());
+      QVERIFY(app.wait_turn());
+      QCOMPARE(finished.count(), 1);
+      QCOMPARE(app.window->messageView()->messageCount(), 2);
+      QCOMPARE(app.window->messageView()->message(0)->text(),
+               QStringLiteral("What is 4821 + 1367?"));
+      QVERIFY(!app.last_message()->text().isEmpty());
+    }
+    App app(data.path(), kModel);
+    QVERIFY(
+        QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 2; }, 10'000));
+    QTest::qWait(200);  // nothing more arrives
+    QCOMPARE(app.window->messageView()->messageCount(), 2);
+  }
+
+  // A prompt beyond the context is refused by the engine before its first token: the error is
+  // shown, the text goes back to the composer, and nothing of the turn stays on disk.
+  void aTurnTheEngineRefusesLeavesNoTrace() {
+    QTemporaryDir data;
+    EngineOptions tiny_context;
+    tiny_context.max_context = 8;
+    {
+      App app(data.path(), kModel, tiny_context);
+      QVERIFY(app.wait_model());
+      app.type_and_send(QStringLiteral("Hello, who are you?"));
+      QVERIFY(app.wait_turn());
+      const QString error = app.window->composer()->errorText();
+      QVERIFY2(error.contains("context"), qPrintable(error));
+      QCOMPARE(app.window->composer()->edit()->toPlainText(),
+               QStringLiteral("Hello, who are you?"));
+      QVERIFY(
+          QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 0; }, 5000));
+    }
+    App app(data.path(), kModel, tiny_context);
+    QVERIFY(QTest::qWaitFor([&] { return app.window->sidebar()->model()->rowCount() == 1; }, 5000));
+    QTest::qWait(300);
+    QCOMPARE(app.window->messageView()->messageCount(), 0);
+  }
+
+  // The chat settings dialog's system prompt reaches the rendered prompt, and the settings are
+  // the session's: they come back after a restart.
+  void chatSettingsAreStoredPerSessionAndSent() {
+    QTemporaryDir data;
+    const QString system = QStringLiteral("You are a ship's navigator. Answer in one line.");
+    {
+      App app(data.path(), kModel);
+      QVERIFY(app.wait_model());
+      app.type_and_send(QStringLiteral("Hello, who are you?"));
+      QVERIFY(app.wait_turn());
+      QVERIFY(!app.window->promptPreview().contains(system));
+      QTest::mouseClick(app.window->findChild<QPushButton*>(QStringLiteral("chatSettings")),
+                        Qt::LeftButton);
+      auto* dialog = app.window->findChild<SessionSettingsDialog*>();
+      QVERIFY(dialog);
+      dialog->systemPrompt()->setPlainText(system);
+      dialog->temperature()->setValue(0.5);
+      dialog->maxNewTokens()->setValue(64);
+      dialog->accept();
+      QVERIFY(
+          QTest::qWaitFor([&] { return app.window->promptPreview().contains(system); }, 10'000));
+    }
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    QVERIFY2(QTest::qWaitFor([&] { return app.window->promptPreview().contains(system); }, 10'000),
+             qPrintable(app.window->promptPreview()));
+    const SessionChoices choices = app.window->currentChoices();
+    QCOMPARE(choices.system_prompt, system);
+    QCOMPARE(choices.temperature, 0.5);  // exact in float
+    QCOMPARE(choices.max_new_tokens, 64);
+  }
+
+  void brokenModelFolderShowsAnError() {
+    QTemporaryDir data, models;
+    QDir root(models.path());
+    QVERIFY(root.mkpath("bad-config") && root.mkpath("no-tokenizer"));
+    write_bytes(root.filePath("bad-config"), "config.json", "{ \"architectures\": [");
+    for (const QString& name : QDir(kModel).entryList(QDir::Files)) {
+      if (name.startsWith("tokenizer")) continue;
+      QVERIFY(QFile::link(kModel + "/" + name, root.filePath("no-tokenizer/" + name)));
+    }
+    App app(data.path(), QString());
+    const struct {
+      QString dir;
+      QString says;
+    } cases[] = {
+        {root.filePath("missing"), "no such folder"},
+        {root.filePath("bad-config"), "config.json"},
+        {root.filePath("no-tokenizer"), "tokenizer.json"},
+    };
+    for (const auto& c : cases) {
+      app.window->loadModel(c.dir);
+      QVERIFY2(QTest::qWaitFor([&] { return app.window->modelError().contains(c.says); }, kLoadMs),
+               qPrintable(c.dir + ": " + app.window->modelError()));
+      QVERIFY(app.window->modelError().contains(c.dir));
+      QCOMPARE(app.window->modelName(), QStringLiteral("No model loaded"));
+    }
+    app.window->loadModel(kModel);  // a good folder afterwards clears the error
+    QVERIFY(app.wait_model());
+    QVERIFY(app.window->modelError().isEmpty());
+  }
+
+  void imagesTheEngineRefusesAreReportedAndKept() {
+    QTemporaryDir data, files;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    const QString png = write_png(files.path(), QStringLiteral("chart.png"), 80, 60);
+    QVERIFY(app.window->composer()->addImageFile(png));
+    app.type_and_send(QStringLiteral("What does this chart show?"));
+    QVERIFY(app.wait_turn());
+    const QString error = app.window->composer()->errorText();
+    QVERIFY2(error.contains("image encoder") || error.contains("cannot encode images"),
+             qPrintable("error: [" + error + "]"));
+    QCOMPARE(app.window->composer()->attachments(), QStringList{png});  // given back to edit
+    QCOMPARE(app.window->composer()->edit()->toPlainText(),
+             QStringLiteral("What does this chart show?"));
+    QVERIFY(QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 0; }, 5000));
+  }
+
+  void sessionsAreSearchedRenamedAndDeleted() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    app.type_and_send(QStringLiteral("Hello, who are you?"));
+    QVERIFY(app.wait_turn());
+    const QString answer = app.last_message()->text();
+    const qint64 first = app.window->currentSession();
+    app.window->newSession();
+    QVERIFY(QTest::qWaitFor([&] { return app.window->currentSession() != first; }, 5000));
+    const qint64 second = app.window->currentSession();
+    SessionListModel* list = app.window->sidebar()->model();
+    QVERIFY(QTest::qWaitFor([&] { return list->rowCount() == 2; }, 5000));
+
+    app.controller->renameSession(second, QStringLiteral("Zebra notes"));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return list->index(list->rowOf(second)).data() == "Zebra notes"; }, 5000));
+    app.window->sidebar()->searchField()->setText(QStringLiteral("zEbRa"));
+    QVERIFY(
+        QTest::qWaitFor([&] { return list->rowCount() == 1 && list->idAt(0) == second; }, 5000));
+    app.controller->renameSession(second, QStringLiteral("Zebra notes 斑马笔记"));
+    app.window->sidebar()->searchField()->setText(QStringLiteral("斑马"));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return list->rowCount() == 1 && list->index(0).data() == "Zebra notes 斑马笔记"; },
+        5000));
+    // By content: a word of the first session's answer that is not in its title.
+    const QString word = answer.split(' ', Qt::SkipEmptyParts).last();
+    app.window->sidebar()->searchField()->setText(word);
+    QVERIFY2(QTest::qWaitFor([&] { return list->rowCount() == 1 && list->idAt(0) == first; }, 5000),
+             qPrintable(word));
+
+    app.window->sidebar()->searchField()->clear();
+    app.controller->deleteSession(first);
+    QVERIFY(
+        QTest::qWaitFor([&] { return list->rowCount() == 1 && list->idAt(0) == second; }, 5000));
+    app.window->sidebar()->searchField()->setText(word);
+    QVERIFY(QTest::qWaitFor([&] { return list->rowCount() == 0; }, 5000));
+  }
+};
+
+std::unique_ptr<QObject> make_app_test() {
+  return std::make_unique<AppTest>();
+}
+
+}  // namespace flashdesk::ui::test
+
+#include "app_test.moc"

@@ -1,0 +1,92 @@
+// ui_screenshots: drives the real app on the demo model through a short scripted session and saves
+// window grabs as PNGs (run by tools/screenshots.sh under Xvfb, or on the offscreen platform).
+// Usage: ui_screenshots OUT_DIR [MODEL_DIR]
+#include <QApplication>
+#include <QDir>
+#include <QMimeData>
+#include <QSlider>
+#include <QTemporaryDir>
+#include <QTest>
+#include <cstdio>
+
+#include "storage/storage_layout.h"
+#include "ui/composer.h"
+#include "ui/effort_control.h"
+#include "ui/engine_chat_service.h"
+#include "ui/main_window.h"
+#include "ui/message_bubble.h"
+#include "ui/message_view.h"
+
+namespace {
+
+using flashdesk::ui::MainWindow;
+
+bool wait_for(const std::function<bool()>& done, int ms = 120'000) {
+  return QTest::qWaitFor(done, ms);
+}
+
+void save(MainWindow& window, const QString& dir, const QString& name) {
+  QTest::qWait(200);  // let the last throttled render and layout land
+  const QString path = QDir(dir).filePath(name);
+  if (!window.grab().save(path)) qFatal("cannot write %s", qPrintable(path));
+  std::printf("wrote %s\n", qPrintable(path));
+}
+
+bool ask(MainWindow& window, const QString& text) {
+  QTest::keyClicks(window.composer()->edit(), text);
+  QTest::keyClick(window.composer()->edit(), Qt::Key_Return);
+  return wait_for([&] { return !window.generating(); });
+}
+
+QString sample_image(const QString& dir) {
+  QImage image(320, 200, QImage::Format_RGB32);
+  for (int y = 0; y < image.height(); ++y)
+    for (int x = 0; x < image.width(); ++x)
+      image.setPixel(x, y, qRgb(40 + x * 180 / 320, 90 + y * 120 / 200, 200 - x * 100 / 320));
+  const QString path = QDir(dir).filePath("sunset.png");
+  image.save(path);
+  return path;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: ui_screenshots OUT_DIR [MODEL_DIR]\n");
+    return 2;
+  }
+  const QString out = QString::fromLocal8Bit(argv[1]);
+  const QString model = argc > 2 ? QString::fromLocal8Bit(argv[2])
+                                 : QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
+  QDir().mkpath(out);
+  QTemporaryDir data, files;
+  flashdesk::ui::ChatController controller(
+      std::make_unique<flashdesk::ui::EngineChatService>(),
+      flashdesk::storage::StorageLayout::in(data.path().toStdString()));
+  MainWindow window(controller, model);
+  window.resize(1100, 720);
+  window.show();
+  if (!wait_for([&] { return window.modelName().startsWith("Model:"); })) qFatal("no model");
+
+  if (!ask(window, "Hello, who are you?") || !ask(window, "What is 4821 + 1367?"))
+    qFatal("no answer");
+  auto* view = window.messageView();
+  view->message(view->messageCount() - 1)->setThinkingExpanded(true);
+  save(window, out, "chat.png");
+
+  window.effortControl()->slider()->setValue(100);
+  window.composer()->addImageFile(sample_image(files.path()));
+  QFile broken(QDir(files.path()).filePath("scan.jpg"));
+  if (!broken.open(QIODevice::WriteOnly) || broken.write("\xff\xd8\xff\xe0 cut short") < 0)
+    qFatal("cannot write the broken image");
+  broken.close();
+  window.composer()->addImageFile(broken.fileName());
+  window.composer()->setText("你好！What does this picture show?");
+  save(window, out, "composer-images.png");
+
+  window.loadModel(QDir(files.path()).filePath("no-such-model"));
+  wait_for([&] { return !window.modelError().isEmpty(); }, 30'000);
+  save(window, out, "model-error.png");
+  return 0;
+}

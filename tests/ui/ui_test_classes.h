@@ -1,0 +1,31 @@
+// The UI test classes, one factory per file, created once by the test main.
+#pragma once
+
+#include <QByteArray>
+#include <QObject>
+#include <QString>
+#include <memory>
+#include <vector>
+
+namespace flashdesk::ui::test {
+
+std::unique_ptr<QObject> make_composer_test();
+std::unique_ptr<QObject> make_effort_control_test();
+std::unique_ptr<QObject> make_session_list_test();
+std::unique_ptr<QObject> make_app_test();
+
+inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
+  std::vector<std::unique_ptr<QObject>> tests;
+  tests.push_back(make_composer_test());
+  tests.push_back(make_effort_control_test());
+  tests.push_back(make_session_list_test());
+  tests.push_back(make_app_test());
+  return tests;
+}
+
+// A real PNG file of w × h pixels (a colour gradient) at dir/name; returns its path.
+QString write_png(const QString& dir, const QString& name, int w, int h);
+// A file holding exactly `bytes`; returns its path.
+QString write_bytes(const QString& dir, const QString& name, const QByteArray& bytes);
+
+}  // namespace flashdesk::ui::test

@@ -1,0 +1,88 @@
+// The one interface between the desktop app's worker thread and a chat engine: load a model,
+// open a stored session, render and run turns. The app talks only to this interface, so the
+// persistent-session layer (SSD KV restore by bounded replay) slots in as another implementation.
+//
+// Goals: Qt-free, blocking calls made from one worker thread; errors are flashdesk::Error
+// subclasses whose what() is shown to the user as is. Non-goals: persistence of messages (the
+// worker does that with the SessionStore), threading (the worker owns the thread).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/generator.h"
+#include "storage/session_types.h"
+
+namespace flashdesk::ui {
+
+struct ModelSummary {
+  std::string name;
+  std::string fingerprint;
+  std::filesystem::path directory;
+  bool vision = false;      // the model has an image encoder
+  int64_t max_context = 0;  // tokens
+};
+
+// One user turn as the app asks for it.
+struct TurnRequest {
+  int64_t session_id = 0;
+  std::string text;
+  std::vector<std::filesystem::path> images;  // files the user attached, in order
+  storage::SessionSettings settings;          // effort, thinking, system prompt, sampling
+};
+
+// What a turn cost; the KV fields tell reuse from recomputation (ARCHITECTURE.md).
+struct TurnStats {
+  int64_t prompt_tokens = 0;
+  int64_t reused_tokens = 0;    // prompt tokens whose KV was already live
+  int64_t restored_tokens = 0;  // prompt tokens whose KV came back from SSD
+  int64_t replayed_tokens = 0;  // cached tokens run again to rebuild windowed (SWA) KV
+  int64_t computed_tokens = 0;  // prompt tokens run through the model now
+  double restore_ms = 0.0;
+  int64_t generated_tokens = 0;
+  int64_t thinking_tokens = 0;
+  double ttft_ms = 0.0;
+  double decode_tokens_per_s = 0.0;
+};
+
+struct TurnOutcome {
+  std::string content;
+  std::string reasoning;
+  std::vector<TokenId> generated_ids;  // as sampled, </think> and EOS included
+  FinishReason finish = FinishReason::kEos;
+  TurnStats stats;
+  std::string effort_line;  // the "Reasoning Effort: ..." line of the rendered prompt, if any
+};
+
+class ChatService {
+ public:
+  virtual ~ChatService() = default;
+
+  // Verifies and loads a model directory; throws Error subclasses naming the file and problem.
+  // Open sessions are forgotten (their ids belong to the old model).
+  virtual ModelSummary load_model(const std::filesystem::path& directory) = 0;
+  virtual std::optional<ModelSummary> model() const = 0;
+
+  // Makes a stored session ready to continue: `history` is everything before the next turn.
+  virtual void open_session(int64_t session_id, std::span<const storage::Message> history) = 0;
+  virtual void forget_session(int64_t session_id) = 0;
+
+  // Throws InvalidRequest when the request cannot be run (no model, images the model cannot
+  // read, an unreadable image file) before anything is generated or stored.
+  virtual void check(const TurnRequest& request) const = 0;
+  // The prompt the request would render, as text (what is actually sent, effort line included).
+  virtual std::string render_prompt(const TurnRequest& request) const = 0;
+  // Runs one turn of an opened session, streaming through `callbacks`; `stop` ends it early.
+  virtual TurnOutcome send(const TurnRequest& request, const StreamCallbacks& callbacks,
+                           const std::atomic<bool>* stop) = 0;
+};
+
+// The "Reasoning Effort: ..." line of a rendered prompt, or empty when it has none.
+std::string find_effort_line(const std::string& rendered_prompt);
+
+}  // namespace flashdesk::ui

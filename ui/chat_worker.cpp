@@ -1,0 +1,260 @@
+// The worker thread's side of the app: sessions in SQLite, model loading, turns with token logging.
+#include "ui/chat_worker.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "engine/util/error.h"
+
+namespace flashdesk::ui {
+
+namespace {
+
+constexpr const char* kNewChatTitle = "New chat";
+constexpr int kTitleChars = 48;
+
+QString qstr(const std::string& s) {
+  return QString::fromStdString(s);
+}
+
+MessageRow to_row(const storage::Message& m) {
+  MessageRow row;
+  row.id = m.id;
+  row.from_user = m.role == storage::Role::user;
+  row.text = qstr(m.text);
+  row.thinking = qstr(m.thinking);
+  row.interrupted = m.status == storage::MessageStatus::interrupted;
+  for (const auto& a : m.attachments) row.image_paths << qstr(a.path.string());
+  return row;
+}
+
+SessionRow to_row(const storage::SessionInfo& s) {
+  return SessionRow{s.id, qstr(s.title), s.updated_ms, s.message_count};
+}
+
+std::vector<uint8_t> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string() + ": cannot be read");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+QString finish_name(FinishReason reason) {
+  return qstr(std::string(finish_reason_name(reason)));
+}
+
+}  // namespace
+
+ChatWorker::ChatWorker(std::unique_ptr<ChatService> service, storage::StorageLayout layout)
+    : service_(std::move(service)), layout_(std::move(layout)) {}
+
+ChatWorker::~ChatWorker() = default;
+
+void ChatWorker::initialize() {
+  try {
+    layout_.create_directories();
+    lock_ = storage::InstanceLock::try_acquire(layout_.lock_file());
+    storage::SessionStoreOptions options;
+    options.repair = lock_.has_value();  // only the folder's owner folds crashed answers
+    store_ = std::make_unique<storage::SessionStore>(layout_, options);
+    token_log_ = std::make_unique<storage::TokenLog>(layout_.database());
+    list_sessions();
+  } catch (const std::exception& e) {
+    store_.reset();
+    emit storageFailed(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::loadModel(const QString& directory) {
+  emit modelLoading(directory);
+  open_sessions_.clear();  // the service forgets its sessions when the model changes
+  try {
+    const ModelSummary summary = service_->load_model(directory.toStdString());
+    emit modelLoaded(qstr(summary.name), directory);
+  } catch (const std::exception& e) {
+    emit modelFailed(directory, QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::list_sessions() {
+  if (!ready()) return;
+  const auto infos =
+      filter_.isEmpty() ? store_->list_sessions() : store_->search(filter_.toStdString());
+  QList<SessionRow> rows;
+  for (const auto& info : infos) rows << to_row(info);
+  emit sessionsListed(rows);
+}
+
+void ChatWorker::listSessions(const QString& filter) {
+  filter_ = filter.trimmed();
+  list_sessions();
+}
+
+void ChatWorker::createSession(SessionChoices choices) {
+  if (!ready()) return;
+  storage::SessionSettings settings = with_choices({}, choices);
+  if (const auto model = service_->model()) settings.model_fingerprint = model->fingerprint;
+  const int64_t id = store_->create_session(kNewChatTitle, settings);
+  list_sessions();
+  emit sessionCreated(id);
+}
+
+void ChatWorker::openSession(qint64 id) {
+  if (!ready()) return;
+  try {
+    const storage::SessionInfo info = store_->session(id);
+    QList<MessageRow> rows;
+    for (const auto& m : store_->messages(id)) rows << to_row(m);
+    emit sessionOpened(id, choices_of(info.settings), rows);
+    if (service_->model()) ensure_open(id);  // a persistent service restores KV here
+  } catch (const std::exception& e) {
+    emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::renameSession(qint64 id, const QString& title) {
+  if (!ready() || title.trimmed().isEmpty()) return;
+  store_->rename_session(id, title.trimmed().toStdString());
+  list_sessions();
+}
+
+void ChatWorker::deleteSession(qint64 id) {
+  if (!ready()) return;
+  service_->forget_session(id);
+  open_sessions_.erase(id);
+  store_->delete_session(id);
+  list_sessions();
+  emit sessionDeleted(id);
+}
+
+storage::SessionSettings ChatWorker::settings_with(qint64 id, SessionChoices choices) {
+  storage::SessionSettings settings = with_choices(store_->session(id).settings, choices);
+  if (const auto model = service_->model()) settings.model_fingerprint = model->fingerprint;
+  return settings;
+}
+
+void ChatWorker::saveChoices(qint64 id, SessionChoices choices) {
+  if (!ready() || !store_->find_session(id)) return;
+  try {
+    store_->update_settings(id, settings_with(id, choices));
+  } catch (const std::exception& e) {  // out-of-range values: say so, keep the stored ones
+    emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::previewPrompt(qint64 id, SessionChoices choices, const QString& text) {
+  if (!ready() || !service_->model()) return;
+  try {
+    TurnRequest request;
+    request.session_id = id;
+    request.text = text.toStdString();
+    request.settings =
+        store_->find_session(id) ? settings_with(id, choices) : with_choices({}, choices);
+    if (store_->find_session(id)) ensure_open(id);
+    const std::string prompt = service_->render_prompt(request);
+    emit promptPreviewed(id, qstr(find_effort_line(prompt)), qstr(prompt));
+  } catch (const std::exception& e) {
+    emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::ensure_open(qint64 id) {
+  if (open_sessions_.count(id)) return;
+  const auto history = store_->messages(id);
+  service_->open_session(id, history);
+  open_sessions_.insert(id);
+}
+
+void ChatWorker::title_from_first_message(qint64 id, const QString& text) {
+  const storage::SessionInfo info = store_->session(id);
+  if (info.message_count != 1 || info.title != kNewChatTitle) return;
+  QString title = text.simplified().left(kTitleChars);
+  if (title.isEmpty()) title = QStringLiteral("Image question");
+  store_->rename_session(id, title.toStdString());
+}
+
+void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
+                      SessionChoices choices) {
+  if (!ready()) return emit turnFailed(id, QStringLiteral("the session database is not open"));
+  TurnRequest request;
+  request.session_id = id;
+  request.text = text.toStdString();
+  int64_t user_ordinal = 0;
+  try {
+    request.settings = settings_with(id, choices);
+    for (const QString& path : images) request.images.push_back(path.toStdString());
+    service_->check(request);
+    ensure_open(id);
+    storage::NewMessage user;
+    user.text = request.text;
+    for (const auto& path : request.images) user.images.push_back({read_file(path), ""});
+    store_->append_message(id, user);
+    store_->update_settings(id, request.settings);
+    title_from_first_message(id, text);
+    const storage::Message stored = store_->messages(id).back();
+    user_ordinal = stored.ordinal;
+    emit userMessageStored(id, to_row(stored));
+  } catch (const std::exception& e) {
+    return emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
+  run_turn(id, request, user_ordinal);
+  list_sessions();
+}
+
+void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal) {
+  stop_.store(closing_.load());
+  const storage::AnswerHandle answer = token_log_->begin_answer(id);
+  emit answerStarted(id);
+  std::vector<TokenId> ids;  // sampled, not yet logged with their text
+  bool generated = false;
+  StreamCallbacks callbacks;
+  callbacks.on_token = [&ids, &generated](TokenId token) {
+    ids.push_back(token);
+    generated = true;
+  };
+  callbacks.on_text = [&](StreamChannel channel, std::string_view text) {
+    const bool thinking = channel == StreamChannel::kThinking;
+    token_log_->append(answer, ids, thinking ? "" : text, thinking ? text : "");
+    ids.clear();
+    emit answerText(id, thinking, QString::fromUtf8(text.data(), qsizetype(text.size())));
+  };
+  try {
+    const TurnOutcome outcome = service_->send(request, callbacks, &stop_);
+    token_log_->append(answer, ids, {});  // EOS and any ids whose text never completed
+    const bool stopped = outcome.finish == FinishReason::kStopped;
+    token_log_->finish(
+        answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
+    emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.effort_line));
+  } catch (const std::exception& e) {
+    token_log_->append(answer, ids, {});
+    token_log_->finish(answer, storage::MessageStatus::interrupted);
+    // A turn refused before its first token leaves no trace (its text goes back to the
+    // composer); one that failed later keeps what was generated. Either way the service did
+    // not take the turn: it reopens the session from what is stored.
+    if (!generated) store_->delete_messages_from(id, user_ordinal);
+    service_->forget_session(id);
+    open_sessions_.erase(id);
+    emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::regenerate(qint64 id, SessionChoices choices) {
+  if (!ready()) return;
+  try {
+    const auto messages = store_->messages(id);
+    auto last_user = messages.rbegin();
+    while (last_user != messages.rend() && last_user->role != storage::Role::user) ++last_user;
+    if (last_user == messages.rend())
+      return emit turnFailed(id, QStringLiteral("there is no question to answer again"));
+    const QString text = qstr(last_user->text);
+    // The question is sent again as it was; the service reopens the shorter history.
+    store_->delete_messages_from(id, last_user->ordinal);
+    service_->forget_session(id);
+    open_sessions_.erase(id);
+    openSession(id);
+    send(id, text, {}, choices);
+  } catch (const std::exception& e) {
+    emit turnFailed(id, QString::fromUtf8(e.what()));
+  }
+}
+
+}  // namespace flashdesk::ui

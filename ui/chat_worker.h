@@ -1,0 +1,90 @@
+// The desktop app's worker: owns the session database, the token log and the ChatService, lives
+// on its own thread and talks to the GUI only through queued signals and slots.
+//
+// Goals: the GUI thread never waits for the disk or the model; every answer is logged token by
+// token as it is produced (a crash or a close mid-answer keeps what was generated); each session
+// keeps its own effort and thinking choice. Non-goals: widgets, the thread itself (ChatController).
+#pragma once
+
+#include <QObject>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "storage/session_store.h"
+#include "storage/storage_layout.h"
+#include "storage/token_log.h"
+#include "ui/chat_service.h"
+#include "ui/chat_types.h"
+
+namespace flashdesk::ui {
+
+class ChatWorker : public QObject {
+  Q_OBJECT
+
+ public:
+  ChatWorker(std::unique_ptr<ChatService> service, storage::StorageLayout layout);
+  ~ChatWorker() override;
+
+  // Thread-safe: ends the answer being generated after its current token.
+  void request_stop() { stop_.store(true); }
+  // Thread-safe: stops the answer in progress and every later one (the app is closing).
+  void request_close() {
+    closing_.store(true);
+    stop_.store(true);
+  }
+
+ public slots:
+  void initialize();
+  void loadModel(const QString& directory);
+  void listSessions(const QString& filter);
+  void createSession(flashdesk::ui::SessionChoices choices);
+  void openSession(qint64 id);
+  void renameSession(qint64 id, const QString& title);
+  void deleteSession(qint64 id);
+  void saveChoices(qint64 id, flashdesk::ui::SessionChoices choices);
+  void previewPrompt(qint64 id, flashdesk::ui::SessionChoices choices, const QString& text);
+  void send(qint64 id, const QString& text, const QStringList& images,
+            flashdesk::ui::SessionChoices choices);
+  void regenerate(qint64 id, flashdesk::ui::SessionChoices choices);
+
+ signals:
+  void storageFailed(const QString& message);
+  void modelLoading(const QString& directory);
+  void modelLoaded(const QString& name, const QString& directory);
+  void modelFailed(const QString& directory, const QString& message);
+  void sessionsListed(const QList<flashdesk::ui::SessionRow>& rows);
+  void sessionCreated(qint64 id);
+  void sessionOpened(qint64 id, flashdesk::ui::SessionChoices choices,
+                     const QList<flashdesk::ui::MessageRow>& messages);
+  void sessionDeleted(qint64 id);
+  void promptPreviewed(qint64 id, const QString& effort_line, const QString& prompt);
+  void userMessageStored(qint64 session, const flashdesk::ui::MessageRow& message);
+  void answerStarted(qint64 session);
+  void answerText(qint64 session, bool thinking, const QString& text);
+  void answerFinished(qint64 session, const flashdesk::ui::TurnStats& stats, const QString& finish,
+                      const QString& effort_line);
+  void turnFailed(qint64 session, const QString& message);
+
+ private:
+  bool ready() const { return store_ != nullptr; }
+  void list_sessions();
+  storage::SessionSettings settings_with(qint64 id, SessionChoices choices);
+  void ensure_open(qint64 id);
+  // Generates the answer to the stored user message at `user_ordinal`.
+  void run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal);
+  void title_from_first_message(qint64 id, const QString& text);
+
+  std::unique_ptr<ChatService> service_;
+  storage::StorageLayout layout_;
+  std::optional<storage::InstanceLock> lock_;
+  std::unique_ptr<storage::SessionStore> store_;
+  std::unique_ptr<storage::TokenLog> token_log_;
+  std::set<qint64> open_sessions_;  // opened in the service since the model was loaded
+  QString filter_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> closing_{false};
+};
+
+}  // namespace flashdesk::ui

@@ -1,0 +1,386 @@
+// The main window's layout and its wiring to the worker.
+#include "ui/main_window.h"
+
+#include <QDateTime>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QShortcut>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QVBoxLayout>
+
+#include "ui/composer.h"
+#include "ui/effort_control.h"
+#include "ui/message_view.h"
+#include "ui/session_settings_dialog.h"
+#include "ui/session_sidebar.h"
+
+namespace flashdesk::ui {
+
+namespace {
+
+QString stats_text(const TurnStats& s) {
+  QString text = QObject::tr("%1 tokens/s · prompt %2 tokens: %3 reused, %4 computed")
+                     .arg(s.decode_tokens_per_s, 0, 'f', 1)
+                     .arg(s.prompt_tokens)
+                     .arg(s.reused_tokens)
+                     .arg(s.computed_tokens);
+  if (s.restored_tokens > 0 || s.replayed_tokens > 0)
+    text += QObject::tr(" · restored %1 tokens from SSD in %2 ms, %3 replayed")
+                .arg(s.restored_tokens)
+                .arg(s.restore_ms, 0, 'f', 0)
+                .arg(s.replayed_tokens);
+  return text + QObject::tr(" · answer %1 tokens (%2 thinking) · first token %3 ms")
+                    .arg(s.generated_tokens)
+                    .arg(s.thinking_tokens)
+                    .arg(s.ttft_ms, 0, 'f', 0);
+}
+
+QString finish_note(const QString& finish) {
+  if (finish == QLatin1String("stopped")) return QObject::tr("stopped");
+  if (finish == QLatin1String("length")) return QObject::tr("cut at the token limit");
+  if (finish == QLatin1String("context_full")) return QObject::tr("the context is full");
+  return {};
+}
+
+}  // namespace
+
+MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QWidget* parent)
+    : QMainWindow(parent),
+      controller_(controller),
+      sidebar_(new SessionSidebar),
+      view_(new MessageView),
+      effort_(new EffortControl),
+      composer_(new Composer),
+      model_name_(new QLabel),
+      model_error_(new QLabel),
+      model_progress_(new QProgressBar),
+      effort_line_(new QLabel),
+      regenerate_(new QPushButton(tr("Regenerate"))),
+      settings_(new QPushButton(tr("Chat settings…"))),
+      status_(new QLabel) {
+  setWindowTitle(tr("FlashDesk"));
+  auto* splitter = new QSplitter;
+  splitter->addWidget(sidebar_);
+  splitter->addWidget(buildChatPane());
+  splitter->setStretchFactor(1, 1);
+  splitter->setSizes({240, 760});
+  auto* central = new QWidget;
+  auto* layout = new QVBoxLayout(central);
+  layout->addWidget(buildModelBar());
+  layout->addWidget(splitter, 1);
+  setCentralWidget(central);
+  status_->setObjectName(QStringLiteral("turnStats"));
+  status_->setAccessibleName(tr("Status"));
+  statusBar()->addWidget(status_, 1);
+  resize(1100, 720);
+  connectWorker();
+  connectWidgets();
+  addShortcuts();
+  controller_.listSessions(QString());  // the worker may have listed before we connected
+  if (!model_dir.isEmpty()) loadModel(model_dir);
+}
+
+QWidget* MainWindow::buildModelBar() {
+  auto* bar = new QWidget;
+  auto* open = new QPushButton(tr("Open model folder…"));
+  open->setAccessibleName(tr("Open a model folder"));
+  connect(open, &QPushButton::clicked, this, &MainWindow::openModelFolder);
+  model_name_->setText(tr("No model loaded"));
+  model_name_->setAccessibleName(tr("Model"));
+  model_progress_->setRange(0, 0);  // loading reports no steps: a busy bar
+  model_progress_->setMaximumWidth(160);
+  model_progress_->hide();
+  model_error_->setObjectName(QStringLiteral("modelError"));
+  model_error_->setStyleSheet(QStringLiteral("color: #c62828;"));
+  model_error_->setWordWrap(true);
+  model_error_->hide();
+  auto* layout = new QHBoxLayout(bar);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(model_name_);
+  layout->addWidget(model_progress_);
+  layout->addWidget(model_error_, 1);
+  layout->addStretch();
+  layout->addWidget(open);
+  return bar;
+}
+
+QWidget* MainWindow::buildChatPane() {
+  auto* pane = new QWidget;
+  effort_line_->setObjectName(QStringLiteral("effortLine"));
+  effort_line_->setAccessibleName(tr("Reasoning effort line sent to the model"));
+  effort_line_->setWordWrap(true);
+  regenerate_->setAccessibleName(tr("Regenerate the last answer"));
+  regenerate_->setObjectName(QStringLiteral("regenerate"));
+  settings_->setObjectName(QStringLiteral("chatSettings"));
+  settings_->setAccessibleName(tr("Chat settings: system prompt and sampling"));
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(effort_, 1);
+  controls->addWidget(settings_);
+  controls->addWidget(regenerate_);
+  auto* layout = new QVBoxLayout(pane);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(view_, 1);
+  layout->addLayout(controls);
+  layout->addWidget(effort_line_);
+  layout->addWidget(composer_);
+  return pane;
+}
+
+void MainWindow::connectWorker() {
+  ChatWorker* w = controller_.worker();
+  const auto queued = Qt::QueuedConnection;
+  connect(
+      w, &ChatWorker::storageFailed, this,
+      [this](const QString& message) {
+        composer_->showError(tr("The chat database could not be opened: %1").arg(message));
+      },
+      queued);
+  connect(
+      w, &ChatWorker::modelLoading, this,
+      [this](const QString& dir) {
+        model_ready_ = false;
+        model_name_->setText(tr("Loading %1…").arg(dir));
+        model_progress_->show();
+        model_error_->hide();
+      },
+      queued);
+  connect(
+      w, &ChatWorker::modelLoaded, this,
+      [this](const QString& name, const QString& dir) {
+        model_ready_ = true;
+        model_name_->setText(tr("Model: %1").arg(name));
+        model_name_->setToolTip(dir);
+        model_progress_->hide();
+        requestPreview();
+      },
+      queued);
+  connect(
+      w, &ChatWorker::modelFailed, this,
+      [this](const QString& dir, const QString& message) {
+        model_name_->setText(tr("No model loaded"));
+        model_progress_->hide();
+        model_error_->setText(tr("Could not load the model: %1").arg(message));
+        model_error_->setToolTip(dir);
+        model_error_->show();
+      },
+      queued);
+  connect(w, &ChatWorker::sessionsListed, this, &MainWindow::onSessionsListed, queued);
+  connect(w, &ChatWorker::sessionCreated, this, &MainWindow::openSession, queued);
+  connect(w, &ChatWorker::sessionOpened, this, &MainWindow::onSessionOpened, queued);
+  connect(
+      w, &ChatWorker::sessionDeleted, this,
+      [this](qint64 id) {
+        if (id != current_) return;
+        current_ = 0;
+        view_->clearMessages();
+      },
+      queued);
+  connect(
+      w, &ChatWorker::promptPreviewed, this,
+      [this](qint64 id, const QString& line, const QString& prompt) {
+        if (id != current_) return;
+        prompt_preview_ = prompt;
+        if (!generating_) showEffortLine(line, false);
+      },
+      queued);
+  connect(
+      w, &ChatWorker::userMessageStored, this,
+      [this](qint64 id, const MessageRow& row) {
+        if (id == current_) view_->addMessage(row);
+      },
+      queued);
+  connect(
+      w, &ChatWorker::answerStarted, this,
+      [this](qint64 id) {
+        streamed_chunks_ = 0;
+        stream_started_ms_ = QDateTime::currentMSecsSinceEpoch();
+        if (id == current_) view_->beginAnswer();
+      },
+      queued);
+  connect(w, &ChatWorker::answerText, this, &MainWindow::onAnswerText, queued);
+  connect(w, &ChatWorker::answerFinished, this, &MainWindow::onAnswerFinished, queued);
+  connect(w, &ChatWorker::turnFailed, this, &MainWindow::onTurnFailed, queued);
+}
+
+void MainWindow::connectWidgets() {
+  connect(sidebar_, &SessionSidebar::newRequested, this, &MainWindow::newSession);
+  connect(sidebar_, &SessionSidebar::sessionActivated, this, &MainWindow::openSession);
+  connect(sidebar_, &SessionSidebar::deleteRequested, &controller_,
+          [this](qint64 id) { controller_.deleteSession(id); });
+  connect(sidebar_, &SessionSidebar::searchChanged, &controller_,
+          [this](const QString& text) { controller_.listSessions(text); });
+  connect(sidebar_->model(), &SessionListModel::renameRequested, &controller_,
+          [this](qint64 id, const QString& title) { controller_.renameSession(id, title); });
+  connect(effort_, &EffortControl::changed, this, [this] {
+    if (current_ != 0) controller_.saveChoices(current_, currentChoices());
+    requestPreview();
+  });
+  connect(settings_, &QPushButton::clicked, this, &MainWindow::editSettings);
+  connect(composer_, &Composer::submitted, this, &MainWindow::submit);
+  connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
+  connect(regenerate_, &QPushButton::clicked, this, &MainWindow::regenerate);
+}
+
+void MainWindow::addShortcuts() {
+  auto* new_chat = new QShortcut(QKeySequence::New, this);
+  connect(new_chat, &QShortcut::activated, this, &MainWindow::newSession);
+  auto* search = new QShortcut(QKeySequence::Find, this);
+  connect(search, &QShortcut::activated, sidebar_->searchField(), qOverload<>(&QWidget::setFocus));
+  auto* stop_answer = new QShortcut(QKeySequence(Qt::Key_Escape), this);
+  connect(stop_answer, &QShortcut::activated, this, &MainWindow::stop);
+}
+
+QString MainWindow::modelError() const {
+  return model_error_->isHidden() ? QString() : model_error_->text();
+}
+QString MainWindow::modelName() const {
+  return model_name_->text();
+}
+QString MainWindow::effortLine() const {
+  return effort_line_->text();
+}
+QString MainWindow::statusText() const {
+  return status_->text();
+}
+
+SessionChoices MainWindow::currentChoices() const {
+  SessionChoices c = choices_;
+  c.effort = effort_->choices().effort;
+  c.thinking = effort_->choices().thinking;
+  return c;
+}
+
+void MainWindow::editSettings() {
+  auto* dialog = new SessionSettingsDialog(currentChoices(), this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &QDialog::accepted, this, [this, dialog] {
+    choices_ = dialog->choices();
+    if (current_ != 0) controller_.saveChoices(current_, currentChoices());
+    requestPreview();
+  });
+  dialog->open();  // window-modal, not a nested event loop
+}
+
+void MainWindow::openModelFolder() {
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a model folder"));
+  if (!dir.isEmpty()) loadModel(dir);
+}
+
+void MainWindow::loadModel(const QString& directory) {
+  controller_.loadModel(directory);
+}
+
+void MainWindow::newSession() {
+  controller_.createSession(currentChoices());
+}
+
+void MainWindow::openSession(qint64 id) {
+  if (generating_ && id != current_) stop();  // the answer keeps what it has
+  current_ = id;
+  sidebar_->select(id);
+  controller_.openSession(id);
+}
+
+void MainWindow::submit(QString text, QStringList images) {
+  if (generating_) return;
+  last_text_ = text;
+  last_images_ = images;
+  composer_->clearMessage();
+  if (current_ == 0) {  // the first message creates its session
+    pending_text_ = text;
+    pending_images_ = images;
+    controller_.createSession(currentChoices());
+  } else {
+    controller_.send(current_, text, images, currentChoices());
+  }
+  setGenerating(true);
+}
+
+void MainWindow::regenerate() {
+  if (generating_ || current_ == 0) return;
+  controller_.regenerate(current_, currentChoices());
+  setGenerating(true);
+}
+
+void MainWindow::stop() {
+  if (generating_) controller_.stop();
+}
+
+void MainWindow::setGenerating(bool generating) {
+  generating_ = generating;
+  composer_->setGenerating(generating);
+  regenerate_->setEnabled(!generating);
+  if (generating) status_->setText(tr("Generating…"));
+}
+
+void MainWindow::onSessionsListed(const QList<SessionRow>& rows) {
+  sidebar_->model()->setRows(rows);
+  if (!listed_once_ && current_ == 0 && !rows.isEmpty()) openSession(rows.front().id);
+  listed_once_ = true;
+}
+
+void MainWindow::onSessionOpened(qint64 id, SessionChoices choices,
+                                 const QList<MessageRow>& messages) {
+  if (id != current_) return;
+  view_->clearMessages();
+  for (const MessageRow& m : messages) view_->addMessage(m);
+  choices_ = choices;
+  effort_->setChoices(choices);
+  requestPreview();
+  if (!pending_text_.isEmpty() || !pending_images_.isEmpty()) {
+    controller_.send(id, pending_text_, pending_images_, currentChoices());
+    pending_text_.clear();
+    pending_images_.clear();
+  }
+}
+
+void MainWindow::onAnswerText(qint64 session, bool thinking, const QString& text) {
+  if (session != current_) return;
+  view_->appendAnswerText(thinking, text);
+  ++streamed_chunks_;
+  const double seconds = (QDateTime::currentMSecsSinceEpoch() - stream_started_ms_) / 1000.0;
+  if (seconds > 0.2)
+    status_->setText(
+        tr("Generating… about %1 tokens/s").arg(streamed_chunks_ / seconds, 0, 'f', 1));
+}
+
+void MainWindow::onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
+                                  const QString& effort_line) {
+  if (session == current_) view_->finishAnswer(finish_note(finish));
+  setGenerating(false);
+  status_->setText(stats_text(stats));
+  showEffortLine(effort_line, true);
+}
+
+void MainWindow::onTurnFailed(qint64 session, const QString& message) {
+  composer_->showError(message);
+  if (!generating_) return;
+  setGenerating(false);
+  status_->setText(tr("The turn failed"));
+  if (session == current_) {
+    view_->finishAnswer(tr("failed"));
+    controller_.openSession(session);  // show what is stored: a refused turn stored nothing
+  }
+  if (composer_->edit()->toPlainText().isEmpty() && composer_->attachments().isEmpty()) {
+    composer_->setText(last_text_);
+    for (const QString& path : last_images_) composer_->addImageFile(path);
+    composer_->showError(message);
+  }
+}
+
+void MainWindow::showEffortLine(const QString& line, bool sent) {
+  const QString prefix = sent ? tr("Sent: ") : tr("Will send: ");
+  effort_line_->setText(line.isEmpty() ? prefix + tr("thinking off (no reasoning effort line)")
+                                       : prefix + line);
+}
+
+void MainWindow::requestPreview() {
+  if (model_ready_) controller_.previewPrompt(current_, currentChoices(), QString());
+}
+
+}  // namespace flashdesk::ui

@@ -1,0 +1,94 @@
+// The FlashDesk window: model bar, session sidebar, conversation, effort controls, composer and
+// status line. Thin: it forwards user actions to the ChatController and shows what the worker
+// reports; it holds only which session is shown and whether an answer is being written.
+#pragma once
+
+#include <QMainWindow>
+#include <QStringList>
+
+#include "ui/chat_controller.h"
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+
+namespace flashdesk::ui {
+
+class Composer;
+class EffortControl;
+class MessageView;
+class SessionSidebar;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  // Loads `model_dir` at once when it is not empty.
+  MainWindow(ChatController& controller, const QString& model_dir, QWidget* parent = nullptr);
+
+  qint64 currentSession() const { return current_; }
+  bool generating() const { return generating_; }
+  Composer* composer() const { return composer_; }
+  EffortControl* effortControl() const { return effort_; }
+  MessageView* messageView() const { return view_; }
+  SessionSidebar* sidebar() const { return sidebar_; }
+  QString modelError() const;
+  QString modelName() const;
+  QString effortLine() const;
+  QString statusText() const;
+  QString promptPreview() const { return prompt_preview_; }  // the next turn's prompt, as text
+  SessionChoices currentChoices() const;
+
+ public slots:
+  void openModelFolder();
+  void loadModel(const QString& directory);
+  void newSession();
+  void openSession(qint64 id);
+  void submit(QString text, QStringList images);  // copies: the composer clears its own
+  void regenerate();
+  void stop();
+  void editSettings();  // the session's system prompt, sampling and answer length
+
+ private:
+  QWidget* buildModelBar();
+  QWidget* buildChatPane();
+  void connectWorker();
+  void connectWidgets();
+  void addShortcuts();
+  void setGenerating(bool generating);
+  void onSessionsListed(const QList<SessionRow>& rows);
+  void onSessionOpened(qint64 id, SessionChoices choices, const QList<MessageRow>& messages);
+  void onAnswerText(qint64 session, bool thinking, const QString& text);
+  void onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
+                        const QString& effort_line);
+  void onTurnFailed(qint64 session, const QString& message);
+  void showEffortLine(const QString& line, bool sent);
+  void requestPreview();
+
+  ChatController& controller_;
+  SessionSidebar* sidebar_;
+  MessageView* view_;
+  EffortControl* effort_;
+  Composer* composer_;
+  QLabel* model_name_;
+  QLabel* model_error_;
+  QProgressBar* model_progress_;
+  QLabel* effort_line_;
+  QPushButton* regenerate_;
+  QPushButton* settings_;
+  QLabel* status_;
+  SessionChoices choices_;  // of the shown session; effort and thinking live in effort_
+  QString prompt_preview_;
+  qint64 current_ = 0;
+  bool generating_ = false;
+  bool listed_once_ = false;
+  bool model_ready_ = false;
+  QString pending_text_;  // a message typed before its session existed
+  QStringList pending_images_;
+  QString last_text_;  // put back into the composer when a turn is refused
+  QStringList last_images_;
+  int streamed_chunks_ = 0;
+  qint64 stream_started_ms_ = 0;
+};
+
+}  // namespace flashdesk::ui
