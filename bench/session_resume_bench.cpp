@@ -59,13 +59,15 @@ TurnOptions turn_options(int64_t max_tokens) {
   return t;
 }
 
-// A user message of about `tokens` tokens of varied text.
+// A user message of about `tokens` tokens of varied text (sentences of a measured length).
 std::string filler(const Tokenizer& tok, int64_t tokens, int turn) {
-  std::string s;
-  for (int i = 0; static_cast<int64_t>(tok.encode(s).size()) < tokens; ++i)
-    for (int k = 0; k < 32; ++k)
-      s += "Note " + std::to_string(turn) + "." + std::to_string(i * 32 + k) +
+  auto sentence = [turn](int i) {
+    return "Note " + std::to_string(turn) + "." + std::to_string(i) +
            ": the ferry left at dawn and the harbour lights went out one by one. ";
+  };
+  const auto per = static_cast<int64_t>(tok.encode(sentence(1000)).size());
+  std::string s;
+  for (int i = 0; i < std::max<int64_t>(1, tokens / per); ++i) s += sentence(1000 + i);
   return s;
 }
 

@@ -90,6 +90,16 @@ void PersistentChat::flush() {
   token_log_->flush();
 }
 
+std::optional<std::string> PersistentChat::storage_warning() {
+  if (auto e = token_log_->last_error()) return "saving the answer: " + *e;
+  const KvStoreStats kv = blocks_->stats();
+  if (kv.writes_failed > reported_write_failures_ && kv.last_write_error) {
+    reported_write_failures_ = kv.writes_failed;  // each failure is told once
+    return "writing the KV cache: " + *kv.last_write_error;
+  }
+  return std::nullopt;
+}
+
 std::vector<ChatMessage> PersistentChat::conversation(const std::vector<Message>& stored) const {
   std::vector<ChatMessage> out;
   const SpecialTokenIds& special = engine_.chat_template().special();
@@ -196,6 +206,7 @@ SessionTurn PersistentChat::send(std::string user_text, const TurnOptions& optio
   s.ttft_ms += plan.plan_ms + plan.read_ms + plan.load_ms;
   live_ = std::move(plan.state);
   spill_after_turn(out);
+  out.storage_warning = storage_warning();
   return out;
 }
 

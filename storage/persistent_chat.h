@@ -45,6 +45,10 @@ struct SessionTurn {
   MessageStatus status = MessageStatus::complete;  // interrupted when stopped or failed
   int64_t corrupt_blocks = 0;  // SSD blocks that failed verification (deleted, recomputed)
   int64_t blocks_queued = 0;   // global-KV blocks queued for writing after the turn
+  // The latest storage failure (disk full while spilling blocks or committing tokens): chat goes
+  // on, the user should be told. Block writes are asynchronous, so a failure of this turn's
+  // spill shows in the next turn (or after flush()).
+  std::optional<std::string> storage_warning;
 };
 
 class PersistentChat {
@@ -74,6 +78,8 @@ class PersistentChat {
 
   // Waits for queued block writes and token commits (tests, benchmarks, before exit).
   void flush();
+  // As in SessionTurn: the token log's current error, or a block write failure not told yet.
+  std::optional<std::string> storage_warning();
   // Drops the live KV (the next turn restores from the pool or the SSD).
   void drop_live_kv();
   int64_t live_tokens() const { return live_ ? live_->position() : 0; }
@@ -100,6 +106,7 @@ class PersistentChat {
   std::optional<int64_t> session_id_;
   std::optional<SequenceState> live_;
   int64_t live_spilled_ = 0;  // tokens of live_ whose blocks are written or queued
+  int64_t reported_write_failures_ = 0;
 };
 
 }  // namespace flashdesk::storage

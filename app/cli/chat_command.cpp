@@ -126,6 +126,8 @@ Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentC
       .send =
           [chat, last](const std::string& line, const TurnOptions& o2, const StreamCallbacks& cb) {
             *last = chat->send(line, o2, cb, &g_stop);
+            if (last->storage_warning)
+              std::fprintf(stderr, "warning: %s\n", last->storage_warning->c_str());
             return last->turn;
           },
       .reset =

@@ -244,6 +244,27 @@ TEST(SessionResume, CorruptBlockIsRecomputedNeverUsed) {
   EXPECT_EQ(chat.blocks().stats().reads_corrupt, 1);
 }
 
+TEST(SessionResume, ThinkingModeRollsTheLiveKvBack) {
+  // The next prompt drops the answer's reasoning, so the live state no longer extends; its global
+  // KV up to the divergence is reused and only the window is replayed.
+  TempDir dir;
+  auto engine = load_engine();
+  PersistentChat chat(*engine, chat_options(dir));
+  TurnOptions t = turn_options(PrefillMode::Bounded);
+  t.mode = ThinkingMode::kThinking;
+  chat.create_session("think", chat.settings_for(t));
+  const SessionTurn first = chat.send(long_text(20), t);
+  const auto P1 = static_cast<int64_t>(first.turn.prompt_ids.size());
+  const SessionTurn second = chat.send("More?", t);
+  const GenerationStats& s = second.turn.generation.stats;
+  const int64_t common = P1 - 1;                   // everything but the generation prompt's <think>
+  EXPECT_EQ(s.reused_ram_tokens, common / 2 * 2);  // flash-tiny's ratios: 1 and 2
+  EXPECT_EQ(s.reused_ssd_tokens, 0);
+  EXPECT_EQ(s.replayed_tokens, engine->config().text.sliding_window);
+  EXPECT_EQ(s.computed_tokens,
+            static_cast<int64_t>(second.turn.prompt_ids.size()) - s.reused_ram_tokens);
+}
+
 TEST(SessionResume, AnswerTokensAreLoggedAndStoppedAnswersInterrupted) {
   TempDir dir;
   auto engine = load_engine();
