@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/model_stats.h"
 #include "engine/runtime/chat_engine.h"
 #include "storage/persistent_chat.h"
 #include "storage/prefix_planner.h"
@@ -163,6 +164,8 @@ int resume(const Config& c) {
               c.repeats, restored, median(read_ms), median(replay_ms), full / restored);
   std::printf("\n| bytes per token | value | vs formula |\n| --- | ---: | ---: |\n");
   std::printf("| formula (MODEL.md, this config) | %.1f | 1.00x |\n", formula);
+  const double inspect = kv_bytes_per_token(engine->config()).total();
+  std::printf("| inspect (kv_bytes_per_token) | %.1f | %.3fx |\n", inspect, inspect / formula);
   std::printf(
       "| payload read per restored token | %.1f | %.3fx |\n",
       static_cast<double>(s.bytes_read) / static_cast<double>(s.reused_ssd_tokens),

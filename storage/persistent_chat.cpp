@@ -79,6 +79,17 @@ std::vector<Message> PersistentChat::messages() {
   return store_->messages(*session_id_);
 }
 
+EraseReport PersistentChat::delete_session(int64_t id) {
+  if (session_id_ == id) {
+    live_.reset();
+    live_spilled_ = 0;
+    session_id_.reset();
+  }
+  blocks_->flush();  // queued blocks of the session are indexed before the erase looks for them
+  pool_->drop_session(id);
+  return store_->delete_session(id);
+}
+
 void PersistentChat::drop_live_kv() {
   park_window();
   live_.reset();

@@ -70,6 +70,9 @@ class PersistentChat {
   std::optional<int64_t> session_id() const { return session_id_; }
   std::vector<SessionInfo> list_sessions() { return store_->list_sessions(); }
   std::vector<Message> messages();  // of the open session
+  // Erases the session (rows, its own blocks and files: SessionStore::delete_session) and its
+  // parked windows; when it is the open one, no session is open afterwards.
+  EraseReport delete_session(int64_t id);
 
   // Appends the user message, runs the turn and stores the answer. Throws InvalidRequest
   // without an open session; engine errors propagate (the answer is then stored interrupted).

@@ -285,6 +285,21 @@ TEST(SessionResume, AnswerTokensAreLoggedAndStoppedAnswersInterrupted) {
   EXPECT_EQ(messages[3].token_ids.size(), 1u);
 }
 
+TEST(SessionResume, DeletingASessionErasesItsBlocks) {
+  TempDir dir;
+  auto engine = load_engine();
+  PersistentChat chat(*engine, chat_options(dir));
+  const TurnOptions t = turn_options(PrefillMode::Bounded, 3);
+  const int64_t id = chat.create_session("gone", chat.settings_for(t));
+  const SessionTurn turn = chat.send(long_text(10), t);
+  ASSERT_GT(turn.blocks_queued, 0);
+  const EraseReport report = chat.delete_session(id);
+  EXPECT_EQ(report.blocks_removed, turn.blocks_queued);
+  EXPECT_FALSE(chat.session_id().has_value());
+  EXPECT_EQ(chat.blocks().stats().blocks, 0);
+  EXPECT_THROW(chat.send("Hello?", t), InvalidRequest);
+}
+
 TEST(SessionResume, SwitchingSessionsRestoresTheParkedWindow) {
   TempDir dir;
   auto engine = load_engine();
