@@ -50,7 +50,12 @@ int64_t read_ssd_rows(const PrefixSources& src, const PrefixMatch& match, int64_
       if (r.status == ReadStatus::corrupt) ++out.corrupt_blocks;
       break;
     }
-    append_kv_payload(r.payload(), shape, B, rows, "KV block " + r.key.hex());
+    try {  // a payload of the wrong size for this model: a miss, like a failed checksum
+      append_kv_payload(r.payload(), shape, B, rows, "KV block " + r.key.hex());
+    } catch (const FormatError&) {
+      ++out.corrupt_blocks;
+      break;
+    }
     out.bytes_read += static_cast<int64_t>(r.payload().size());
     loaded += B;
   }
@@ -115,7 +120,7 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
   if (src.window_pool && src.session_id > 0) {
     const int64_t B = src.blocks ? src.blocks->tokens_per_block() : 0;
     for (int64_t T : src.window_pool->token_counts(src.session_id)) {
-      if (T > usable || T <= best.tokens) continue;
+      if (T > usable || P - T >= best.cost) continue;
       // The snapshot holds the global KV past the last full block; the blocks come from SSD (or
       // the live rows when they reach that far).
       const int64_t base = floor_to(T, B);
