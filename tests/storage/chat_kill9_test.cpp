@@ -35,7 +35,7 @@ PersistentChatOptions options(const testing::TempDir& dir) {
 pid_t start_chat(const testing::TempDir& dir, int64_t session, const std::string& input,
                  int round) {
   const std::string in_file = (dir.path() / "stdin.txt").string();
-  { std::ofstream(in_file) << input << "\n"; }
+  { std::ofstream(in_file) << input << "\nAnd what else?\n"; }  // two turns: spill mid-run
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   const int in = ::open(in_file.c_str(), O_RDONLY);
@@ -85,7 +85,8 @@ TEST(ChatKill9, SessionSurvivesKillsDuringGenerationAndSpill) {
   int killed = 0;
   for (int r = 1; r <= rounds(); ++r) {
     const pid_t pid = start_chat(dir, session, round_text(r), r);
-    std::uniform_int_distribution<int64_t> moment(full_ms.count() / 20, full_ms.count());
+    // Up to past the end: some rounds die generating, some spilling, some finish.
+    std::uniform_int_distribution<int64_t> moment(full_ms.count() / 20, full_ms.count() * 4 / 3);
     std::this_thread::sleep_for(std::chrono::milliseconds(moment(rng)));
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
