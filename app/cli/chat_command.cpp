@@ -1,9 +1,12 @@
 // `flashdesk-cli chat`: a multi-turn conversation in the terminal. Ctrl-C stops the answer being
 // written, not the program; with stdin not a terminal, each line is one user turn (scripts).
+// With --session ID|new the conversation is stored and continues after a restart (storage/).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include <unistd.h>
@@ -13,6 +16,9 @@
 #include "app/cli/stream_printer.h"
 #include "app/cli/turn_options.h"
 #include "engine/util/error.h"
+#ifdef FLASHDESK_HAVE_STORAGE
+#include "storage/persistent_chat.h"
+#endif
 
 namespace flashdesk::cli {
 namespace {
@@ -40,12 +46,20 @@ void install_sigint_handler() {
 const char* kHelp =
     "commands: /quit, /reset (new conversation), /effort N|low|high|max, /thinking on|off\n";
 
+// One conversation, in memory (ChatSession) or stored (PersistentChat).
+struct Conversation {
+  std::function<TurnResult(const std::string&, const TurnOptions&, const StreamCallbacks&)> send;
+  std::function<void()> reset;
+  std::function<std::vector<std::pair<std::string, int64_t>>()> json_extra = [] {
+    return std::vector<std::pair<std::string, int64_t>>{};
+  };
+};
+
 // Applies a /command; returns false to leave the chat.
-bool run_command(const std::string& line, ChatSession& session, TurnOptions& opts) {
+bool run_command(const std::string& line, Conversation& session, TurnOptions& opts) {
   if (line == "/quit" || line == "/exit") return false;
   if (line == "/reset") {
     session.reset();
-    std::printf("(new conversation)\n");
   } else if (line.rfind("/effort ", 0) == 0) {
     opts.effort = ReasoningEffort::parse(line.substr(8));
     std::printf("(reasoning effort %d)\n", opts.effort.value());
@@ -58,6 +72,80 @@ bool run_command(const std::string& line, ChatSession& session, TurnOptions& opt
   return true;
 }
 
+Conversation in_memory(ChatEngine& engine, std::unique_ptr<ChatSession>& holder,
+                       const cxxopts::ParseResult& args) {
+  holder = std::make_unique<ChatSession>(engine);
+  if (args.count("system")) holder->set_system_prompt(args["system"].as<std::string>());
+  ChatSession* session = holder.get();
+  return Conversation{
+      .send =
+          [session](const std::string& line, const TurnOptions& opts, const StreamCallbacks& cb) {
+            return session->send(ChatMessage::user(line), opts, cb, &g_stop);
+          },
+      .reset =
+          [session] {
+            session->reset();
+            std::printf("(new conversation)\n");
+          }};
+}
+
+#ifdef FLASHDESK_HAVE_STORAGE
+// --session ID|new: the stored session, continued from its messages and cached KV.
+Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentChat>& holder,
+                        const cxxopts::ParseResult& args, const TurnOptions& opts, bool json) {
+  const std::string dir = args["data-dir"].as<std::string>();
+  storage::PersistentChatOptions o{.layout = dir.empty()
+                                                 ? storage::StorageLayout::from_environment()
+                                                 : storage::StorageLayout::in(dir)};
+  o.blocks.tokens_per_block = args["block-tokens"].as<int64_t>();
+  holder = std::make_unique<storage::PersistentChat>(engine, std::move(o));
+  storage::PersistentChat* chat = holder.get();
+  const std::string system = args.count("system") ? args["system"].as<std::string>() : "";
+  auto announce = [chat, json] {
+    if (json)
+      std::printf("{\"session_id\":%lld}\n", (long long)*chat->session_id());
+    else
+      std::printf("session %lld\n", (long long)*chat->session_id());
+    std::fflush(stdout);
+  };
+  const std::string which = args["session"].as<std::string>();
+  if (which == "new") {
+    chat->create_session("chat", chat->settings_for(opts, system));
+    announce();
+  } else {
+    int64_t id = 0;
+    try {
+      id = std::stoll(which);
+    } catch (const std::exception&) {
+      throw InvalidRequest("--session must be a session id or 'new', not '" + which + "'");
+    }
+    chat->open_session(id);
+  }
+  auto last = std::make_shared<storage::SessionTurn>();
+  return Conversation{
+      .send =
+          [chat, last](const std::string& line, const TurnOptions& o2, const StreamCallbacks& cb) {
+            *last = chat->send(line, o2, cb, &g_stop);
+            if (last->storage_warning)
+              std::fprintf(stderr, "warning: %s\n", last->storage_warning->c_str());
+            return last->turn;
+          },
+      .reset =
+          [chat, opts, system, announce] {
+            chat->create_session("chat", chat->settings_for(opts, system));
+            announce();
+          },
+      .json_extra =
+          [chat, last] {
+            return std::vector<std::pair<std::string, int64_t>>{
+                {"session_id", *chat->session_id()},
+                {"answer_message_id", last->answer_message_id},
+                {"corrupt_blocks", last->corrupt_blocks},
+                {"blocks_queued", last->blocks_queued}};
+          }};
+}
+#endif
+
 }  // namespace
 
 int run_chat(int argc, char** argv) {
@@ -66,6 +154,14 @@ int run_chat(int argc, char** argv) {
   add_turn_options(options);
   options.add_options()("system", "system prompt", cxxopts::value<std::string>())("h,help",
                                                                                   "show this help");
+#ifdef FLASHDESK_HAVE_STORAGE
+  options.add_options("sessions")("session", "continue stored session ID, or 'new'",
+                                  cxxopts::value<std::string>())(
+      "data-dir", "folder of sessions and KV blocks (default: the XDG data and cache folders)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "block-tokens", "tokens per SSD KV block (a multiple of every compress ratio)",
+      cxxopts::value<int64_t>()->default_value("256"));
+#endif
   const auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::printf("%s\n%s", options.help().c_str(), kHelp);
@@ -75,8 +171,15 @@ int run_chat(int argc, char** argv) {
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const bool json = args.count("json") > 0;
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
-  ChatSession session(*engine);
-  if (args.count("system")) session.set_system_prompt(args["system"].as<std::string>());
+  std::unique_ptr<ChatSession> memory_session;
+  Conversation session;
+#ifdef FLASHDESK_HAVE_STORAGE
+  std::unique_ptr<storage::PersistentChat> stored;
+  if (args.count("session"))
+    session = persistent(*engine, stored, args, turn_opts, json);
+  else
+#endif
+    session = in_memory(*engine, memory_session, args);
   install_sigint_handler();
   if (interactive) std::printf("FlashDesk chat with %s. %s", engine->name().c_str(), kHelp);
 
@@ -97,11 +200,11 @@ int run_chat(int argc, char** argv) {
     g_stop = false;
     g_generating = true;
     try {
-      const TurnResult turn = session.send(ChatMessage::user(line), turn_opts,
-                                           json ? StreamCallbacks{} : printer.callbacks(), &g_stop);
+      const TurnResult turn =
+          session.send(line, turn_opts, json ? StreamCallbacks{} : printer.callbacks());
       g_generating = false;
       if (json) {
-        std::printf("%s\n", turn_json(turn).c_str());
+        std::printf("%s\n", turn_json(turn, session.json_extra()).c_str());
       } else {
         printer.finish();
         if (turn.generation.finish == FinishReason::kStopped) std::printf("(stopped)\n");

@@ -66,7 +66,8 @@ TurnOptions turn_options(const cxxopts::ParseResult& args) {
   return t;
 }
 
-std::string turn_json(const TurnResult& turn) {
+std::string turn_json(const TurnResult& turn,
+                      const std::vector<std::pair<std::string, int64_t>>& extra) {
   const GenerationResult& g = turn.generation;
   const GenerationStats& s = g.stats;
   std::vector<TokenId> ids = g.reasoning_ids;
@@ -80,22 +81,33 @@ std::string turn_json(const TurnResult& turn) {
       {"stats",
        {{"prompt_tokens", s.prompt_tokens},
         {"reused_tokens", s.reused_tokens},
+        {"reused_ram_tokens", s.reused_ram_tokens},
+        {"reused_ssd_tokens", s.reused_ssd_tokens},
+        {"reused_pool_tokens", s.reused_pool_tokens},
+        {"replayed_tokens", s.replayed_tokens},
         {"computed_tokens", s.computed_tokens},
         {"generated_tokens", s.generated_tokens},
         {"thinking_tokens", s.thinking_tokens},
+        {"bytes_read", s.bytes_read},
+        {"plan_ms", s.plan_ms},
+        {"read_ms", s.read_ms},
+        {"load_ms", s.load_ms},
         {"prefill_ms", s.prefill_ms},
         {"ttft_ms", s.ttft_ms},
         {"decode_tokens_per_s", s.decode_tokens_per_s()}}},
   };
+  for (const auto& [key, value] : extra) j[key] = value;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string stats_line(const GenerationStats& s) {
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof buf,
-                "[%lld prompt tokens: %lld reused, %lld computed | TTFT %.0f ms | %lld generated "
-                "(%lld thinking) at %.1f tokens/s]",
+                "[%lld prompt tokens: %lld reused (%lld RAM, %lld SSD, %lld pool), %lld replayed, "
+                "%lld computed | TTFT %.0f ms | %lld generated (%lld thinking) at %.1f tokens/s]",
                 (long long)s.prompt_tokens, (long long)s.reused_tokens,
+                (long long)s.reused_ram_tokens, (long long)s.reused_ssd_tokens,
+                (long long)s.reused_pool_tokens, (long long)s.replayed_tokens,
                 (long long)s.computed_tokens, s.ttft_ms, (long long)s.generated_tokens,
                 (long long)s.thinking_tokens, s.decode_tokens_per_s());
   return buf;

@@ -2,7 +2,10 @@
 // sampling and prefill, declared once and validated where they are read.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <cxxopts.hpp>
 
@@ -17,7 +20,9 @@ EngineOptions engine_options(const cxxopts::ParseResult& args);
 TurnOptions turn_options(const cxxopts::ParseResult& args);
 
 // One answer as a JSON object (thinking, answer, token ids, finish reason, stats), one line.
-std::string turn_json(const TurnResult& turn);
+// `extra` adds integer fields (e.g. the session id) to the object.
+std::string turn_json(const TurnResult& turn,
+                      const std::vector<std::pair<std::string, int64_t>>& extra = {});
 // Per-turn stats in one human-readable line.
 std::string stats_line(const GenerationStats& stats);
 

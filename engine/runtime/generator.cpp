@@ -86,8 +86,13 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   if (options.max_new_tokens < 1) throw InvalidRequest("max_new_tokens must be at least 1");
   Sampler sampler(options.sampling);
   GenerationResult result;
+  const int64_t replay = options.prefill.replay;
+  if (replay < 0 || replay > static_cast<int64_t>(new_prompt.size()))
+    throw InvalidRequest("the replay must be part of the new prompt");
   result.stats.reused_tokens = state.position();
-  result.stats.computed_tokens = static_cast<int64_t>(new_prompt.size());
+  result.stats.reused_ram_tokens = state.position();
+  result.stats.replayed_tokens = replay;
+  result.stats.computed_tokens = static_cast<int64_t>(new_prompt.size()) - replay;
   result.stats.prompt_tokens = state.position() + result.stats.computed_tokens;
 
   const auto t0 = Clock::now();

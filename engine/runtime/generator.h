@@ -42,14 +42,25 @@ enum class FinishReason { kEos, kLength, kContextFull, kStopped };
 std::string_view finish_reason_name(FinishReason reason);
 
 struct GenerationStats {
-  int64_t prompt_tokens = 0;     // the whole rendered prompt
-  int64_t reused_tokens = 0;     // prompt tokens whose KV was already live
-  int64_t computed_tokens = 0;   // prompt tokens run through the model now
-  int64_t generated_tokens = 0;  // sampled tokens, EOS included
-  int64_t thinking_tokens = 0;   // generated tokens before </think>
-  double prefill_ms = 0.0;
-  double ttft_ms = 0.0;    // request start to the first sampled token
-  double decode_ms = 0.0;  // after the first token
+  int64_t prompt_tokens = 0;    // the whole rendered prompt
+  int64_t reused_tokens = 0;    // prompt tokens whose KV was in the state before the prefill
+  int64_t computed_tokens = 0;  // prompt tokens run through the model now (replay excluded)
+  // Of reused_tokens: the restored-prefix tail run again to rebuild window KV (encoder bounded
+  // replay), and where the reused KV came from (the session layer sets the split; the generator
+  // counts everything as live RAM): reused = ram + ssd + pool.
+  int64_t replayed_tokens = 0;
+  int64_t reused_ram_tokens = 0;   // live KV of this session (or its global KV rolled back)
+  int64_t reused_ssd_tokens = 0;   // global KV blocks read from the SSD block store
+  int64_t reused_pool_tokens = 0;  // tokens past the SSD blocks restored from the window pool
+  int64_t bytes_read = 0;          // KV bytes read from the SSD block store
+  double plan_ms = 0.0;            // rendering-independent matching of live KV, SSD, pool
+  double read_ms = 0.0;            // reading and verifying SSD blocks
+  double load_ms = 0.0;            // building the restored state (uploading the rows)
+  int64_t generated_tokens = 0;    // sampled tokens, EOS included
+  int64_t thinking_tokens = 0;     // generated tokens before </think>
+  double prefill_ms = 0.0;         // replay + uncached suffix
+  double ttft_ms = 0.0;            // request start (planning included) to the first sampled token
+  double decode_ms = 0.0;          // after the first token
   double decode_tokens_per_s() const;
 };
 

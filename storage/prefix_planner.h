@@ -1,0 +1,58 @@
+// The prefix planner (MODEL.md "Prefill modes", ARCHITECTURE.md "KV tiers"): for a rendered
+// prompt, finds the longest usable cached prefix among the live KV of the session (as is, or its
+// global KV rolled back to where an edited or re-rendered history diverges), the SSD block store
+// (chained keys with the model fingerprint) and the DRAM window pool; loads the hits into a
+// sequence state and says how many restored tokens the prefill must replay (encoder bounded
+// replay rebuilds the window KV that was not kept) and where the uncached suffix starts.
+//
+// Goals: the cheapest restore by tokens to run (suffix + replay), with per-stage timing and
+// counts; a damaged block is a miss (the store deletes it), never used. Non-goals: writing blocks
+// (kv_spill.h), images (the prompt's ImageSpans are passed through to the keys when they exist).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "engine/model/model.h"
+#include "storage/kv_block_store.h"
+#include "storage/window_pool.h"
+
+namespace flashdesk::storage {
+
+struct PrefixSources {
+  Model& model;
+  std::string fingerprint;            // the model's: part of every block key
+  KvBlockStore* blocks = nullptr;     // null: no SSD tier
+  WindowPool* window_pool = nullptr;  // null: no DRAM window tier
+  int64_t session_id = 0;             // the window pool's owner key; 0 = none
+};
+
+struct PlannedPrefill {
+  SequenceState state;  // holds the reused prefix; the prefill continues it
+  int64_t replay = 0;   // PrefillOptions::replay: the state's last tokens to run again
+  // The prefill's ids are prompt[state.position() - replay, prompt.size()).
+  int64_t first_prefill_index() const { return state.position() - replay; }
+
+  int64_t reused_ram = 0;   // prefix tokens whose KV came from the live state
+  int64_t reused_ssd = 0;   // from SSD blocks
+  int64_t reused_pool = 0;  // past the blocks, from a parked window snapshot
+  int64_t bytes_read = 0;   // SSD payload bytes
+  int64_t corrupt_blocks = 0;
+  double plan_ms = 0.0, read_ms = 0.0, load_ms = 0.0;
+};
+
+// `live` is consumed: its state is either continued or dropped. The last prompt token is never
+// restored (the prefill needs at least one token to produce logits).
+PlannedPrefill plan_prefill(const PrefixSources& sources, std::optional<SequenceState> live,
+                            std::span<const TokenId> prompt);
+
+// Tokens of a restored prefix that a restore replays: min(W, prefix).
+int64_t replay_length(const Model& model, int64_t prefix_tokens);
+
+// The granularity at which a state's global KV can be rolled back without pending compressor
+// tokens: the least common multiple of the KV sources' compress ratios.
+int64_t rollback_granularity(const Model& model);
+
+}  // namespace flashdesk::storage
