@@ -3,8 +3,10 @@
 // persistent-session layer (SSD KV restore by bounded replay) slots in as another implementation.
 //
 // Goals: Qt-free, blocking calls made from one worker thread; errors are flashdesk::Error
-// subclasses whose what() is shown to the user as is. Non-goals: persistence of messages (the
-// worker does that with the SessionStore), threading (the worker owns the thread).
+// subclasses whose what() is shown to the user as is. Messages are persisted by exactly one side:
+// the worker (SessionStore + TokenLog) unless stores_messages() says the service does it (the
+// persistent service: its turns log tokens and spill KV blocks). Non-goals: threading (the
+// worker owns the thread).
 #pragma once
 
 #include <atomic>
@@ -71,6 +73,14 @@ class ChatService {
   // Makes a stored session ready to continue: `history` is everything before the next turn.
   virtual void open_session(int64_t session_id, std::span<const storage::Message> history) = 0;
   virtual void forget_session(int64_t session_id) = 0;
+  // Erases what the service keeps of a session (KV blocks, parked windows, and its rows when
+  // stores_messages()); false when the caller must erase the session from the store itself.
+  virtual bool erase_session(int64_t session_id) {
+    forget_session(session_id);
+    return false;
+  }
+  // True when send() stores the user message and the answer (token by token) itself.
+  virtual bool stores_messages() const { return false; }
 
   // Throws InvalidRequest when the request cannot be run (no model, images the model cannot
   // read, an unreadable image file) before anything is generated or stored.

@@ -119,9 +119,9 @@ void ChatWorker::renameSession(qint64 id, const QString& title) {
 
 void ChatWorker::deleteSession(qint64 id) {
   if (!ready()) return;
-  service_->forget_session(id);
+  const bool erased = service_->erase_session(id);  // a persistent service erases it all
   open_sessions_.erase(id);
-  store_->delete_session(id);
+  if (!erased) store_->delete_session(id);
   list_sessions();
   emit sessionDeleted(id);
 }
@@ -165,8 +165,7 @@ void ChatWorker::ensure_open(qint64 id) {
 }
 
 void ChatWorker::title_from_first_message(qint64 id, const QString& text) {
-  const storage::SessionInfo info = store_->session(id);
-  if (info.message_count != 1 || info.title != kNewChatTitle) return;
+  if (store_->session(id).title != kNewChatTitle) return;
   QString title = text.simplified().left(kTitleChars);
   if (title.isEmpty()) title = QStringLiteral("Image question");
   store_->rename_session(id, title.toStdString());
@@ -184,15 +183,11 @@ void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
     for (const QString& path : images) request.images.push_back(path.toStdString());
     service_->check(request);
     ensure_open(id);
-    storage::NewMessage user;
-    user.text = request.text;
-    for (const auto& path : request.images) user.images.push_back({read_file(path), ""});
-    store_->append_message(id, user);
+    const auto before = store_->messages(id);
+    user_ordinal = before.empty() ? 0 : before.back().ordinal + 1;
     store_->update_settings(id, request.settings);
-    title_from_first_message(id, text);
-    const storage::Message stored = store_->messages(id).back();
-    user_ordinal = stored.ordinal;
-    emit userMessageStored(id, to_row(stored));
+    if (before.empty()) title_from_first_message(id, text);
+    emit userMessageStored(id, store_user_message(id, request));
   } catch (const std::exception& e) {
     return emit turnFailed(id, QString::fromUtf8(e.what()));
   }
@@ -200,9 +195,24 @@ void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
   list_sessions();
 }
 
+MessageRow ChatWorker::store_user_message(qint64 id, const TurnRequest& request) {
+  if (service_->stores_messages()) {  // the service appends it as the turn starts
+    MessageRow row;
+    row.text = qstr(request.text);
+    for (const auto& path : request.images) row.image_paths << qstr(path.string());
+    return row;
+  }
+  storage::NewMessage user;
+  user.text = request.text;
+  for (const auto& path : request.images) user.images.push_back({read_file(path), ""});
+  store_->append_message(id, user);
+  return to_row(store_->messages(id).back());
+}
+
 void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal) {
   stop_.store(closing_.load());
-  const storage::AnswerHandle answer = token_log_->begin_answer(id);
+  const bool log = !service_->stores_messages();  // else the service logs the answer
+  const storage::AnswerHandle answer = log ? token_log_->begin_answer(id) : storage::AnswerHandle{};
   emit answerStarted(id);
   std::vector<TokenId> ids;  // sampled, not yet logged with their text
   bool generated = false;
@@ -213,20 +223,24 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_or
   };
   callbacks.on_text = [&](StreamChannel channel, std::string_view text) {
     const bool thinking = channel == StreamChannel::kThinking;
-    token_log_->append(answer, ids, thinking ? "" : text, thinking ? text : "");
+    if (log) token_log_->append(answer, ids, thinking ? "" : text, thinking ? text : "");
     ids.clear();
     emit answerText(id, thinking, QString::fromUtf8(text.data(), qsizetype(text.size())));
   };
   try {
     const TurnOutcome outcome = service_->send(request, callbacks, &stop_);
-    token_log_->append(answer, ids, {});  // EOS and any ids whose text never completed
-    const bool stopped = outcome.finish == FinishReason::kStopped;
-    token_log_->finish(
-        answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
+    if (log) {
+      token_log_->append(answer, ids, {});  // EOS and any ids whose text never completed
+      const bool stopped = outcome.finish == FinishReason::kStopped;
+      token_log_->finish(
+          answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
+    }
     emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.effort_line));
   } catch (const std::exception& e) {
-    token_log_->append(answer, ids, {});
-    token_log_->finish(answer, storage::MessageStatus::interrupted);
+    if (log) {
+      token_log_->append(answer, ids, {});
+      token_log_->finish(answer, storage::MessageStatus::interrupted);
+    }
     // A turn refused before its first token leaves no trace (its text goes back to the
     // composer); one that failed later keeps what was generated. Either way the service did
     // not take the turn: it reopens the session from what is stored.

@@ -72,6 +72,8 @@ class ChatWorker : public QObject {
   void list_sessions();
   storage::SessionSettings settings_with(qint64 id, SessionChoices choices);
   void ensure_open(qint64 id);
+  // Stores the user's message unless the service stores it with the turn; the row to show.
+  MessageRow store_user_message(qint64 id, const TurnRequest& request);
   // Generates the answer to the stored user message at `user_ordinal`.
   void run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal);
   void title_from_first_message(qint64 id, const QString& text);

@@ -2,44 +2,11 @@
 #include "ui/engine_chat_service.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "engine/util/error.h"
+#include "ui/turn_settings.h"
 
 namespace flashdesk::ui {
-
-namespace {
-
-ChatOptions chat_options(const storage::SessionSettings& settings) {
-  ChatOptions options;
-  options.mode = settings.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
-  options.effort = ReasoningEffort::of(settings.effort);
-  return options;
-}
-
-TurnOptions turn_options(const storage::SessionSettings& settings) {
-  const ChatOptions chat = chat_options(settings);
-  TurnOptions options;
-  options.mode = chat.mode;
-  options.effort = chat.effort;
-  options.generation.max_new_tokens = settings.max_new_tokens;
-  options.generation.sampling = settings.sampling;
-  return options;
-}
-
-TurnStats turn_stats(const GenerationStats& g) {
-  TurnStats s;
-  s.prompt_tokens = g.prompt_tokens;
-  s.reused_tokens = g.reused_tokens;
-  s.computed_tokens = g.computed_tokens;
-  s.generated_tokens = g.generated_tokens;
-  s.thinking_tokens = g.thinking_tokens;
-  s.ttft_ms = g.ttft_ms;
-  s.decode_tokens_per_s = g.decode_tokens_per_s();
-  return s;
-}
-
-}  // namespace
 
 std::string find_effort_line(const std::string& rendered_prompt) {
   const std::string key = "Reasoning Effort:";
@@ -59,13 +26,7 @@ ModelSummary EngineChatService::load_model(const std::filesystem::path& director
   summary_.reset();
   engine_.reset();  // free the old weights before loading the new ones
   engine_ = ChatEngine::load(directory, options_);
-  summary_ = ModelSummary{
-      .name = engine_->name(),
-      .fingerprint = engine_->fingerprint(),
-      .directory = directory,
-      .vision = engine_->config().vision.has_value(),
-      .max_context = engine_->config().text.max_position_embeddings,
-  };
+  summary_ = summary_of(*engine_, directory);
   return *summary_;
 }
 
@@ -112,20 +73,7 @@ const ChatSession* EngineChatService::find_session(int64_t session_id) const {
 }
 
 void EngineChatService::check(const TurnRequest& request) const {
-  if (!engine_) throw InvalidRequest("no model is loaded: open a model folder first");
-  request.settings.validate();
-  if (request.text.empty() && request.images.empty()) throw InvalidRequest("the message is empty");
-  for (const auto& image : request.images) {
-    if (!std::ifstream(image, std::ios::binary))
-      throw IoError(image.string() + ": the image cannot be read");
-  }
-  if (!request.images.empty() && !summary_->vision)
-    throw InvalidRequest("the model '" + summary_->name +
-                         "' has no image encoder: remove the images to send this message");
-  if (!request.images.empty())
-    throw InvalidRequest(
-        "this FlashDesk build cannot encode images yet (the vision encoder is "
-        "not part of the engine): remove the images to send this message");
+  check_request(summary_, request);
 }
 
 std::string EngineChatService::render_prompt(const TurnRequest& request) const {

@@ -6,9 +6,9 @@
 #include "engine/runtime/backend_factory.h"
 #include "storage/storage_layout.h"
 #include "ui/chat_controller.h"
-#include "ui/engine_chat_service.h"
 #include "ui/main_window.h"
 #include "ui/model_locator.h"
+#include "ui/persistent_chat_service.h"
 
 namespace {
 
@@ -63,8 +63,11 @@ int main(int argc, char** argv) {
   flashdesk::EngineOptions engine;
   engine.backend = options.backend.toStdString();
   engine.threads = options.threads;
+  // Turns go through the persistent sessions layer: a restart resumes with the KV from the SSD.
   flashdesk::ui::ChatController controller(
-      std::make_unique<flashdesk::ui::EngineChatService>(engine), layout);
+      std::make_unique<flashdesk::ui::PersistentChatService>(
+          flashdesk::storage::PersistentChatOptions{.layout = layout}, engine),
+      layout);
   flashdesk::ui::MainWindow window(controller, options.model);
   window.show();
   return app.exec();

@@ -22,10 +22,10 @@
 #include "tests/ui/ui_test_classes.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
-#include "ui/engine_chat_service.h"
 #include "ui/main_window.h"
 #include "ui/message_bubble.h"
 #include "ui/message_view.h"
+#include "ui/persistent_chat_service.h"
 #include "ui/session_settings_dialog.h"
 #include "ui/session_sidebar.h"
 
@@ -43,9 +43,11 @@ struct App {
   std::unique_ptr<MainWindow> window;
 
   App(const QString& data_dir, const QString& model_dir, EngineOptions engine = {}) {
-    controller =
-        std::make_unique<ChatController>(std::make_unique<EngineChatService>(engine),
-                                         storage::StorageLayout::in(data_dir.toStdString()));
+    const auto layout = storage::StorageLayout::in(data_dir.toStdString());
+    controller = std::make_unique<ChatController>(
+        std::make_unique<PersistentChatService>(storage::PersistentChatOptions{.layout = layout},
+                                                engine),
+        layout);
     window = std::make_unique<MainWindow>(*controller, model_dir);
     window->show();
   }
@@ -178,16 +180,29 @@ class AppTest : public QObject {
     QVERIFY2(worst < 100, qPrintable(QStringLiteral("worst gap %1 ms").arg(worst)));
   }
 
+  // The first question is long: its prompt spans more than one KV block (256 tokens, the
+  // default) and more than the 128-token sliding window, so the resumed turn must read blocks
+  // back from the SSD and replay the window rather than recompute the conversation.
   void sessionAndMessagesComeBackAfterRestart() {
     QTemporaryDir data;
     qint64 session = 0;
-    QString question = QStringLiteral("Hello, who are you?"), answer;
+    QString question = QStringLiteral("Hello, who are you? Please read my notes first."), answer;
+    for (int i = 1; i <= 40; ++i)
+      question += QStringLiteral(" Note %1: the ship number %1 sailed north at dawn.").arg(i);
+    constexpr int64_t kBlock = 256;  // storage::KvBlockStoreOptions::tokens_per_block default
+    TurnStats first;
     {
       App app(data.path(), kModel);
       QVERIFY(app.wait_model());
+      QSignalSpy finished(app.controller->worker(), &ChatWorker::answerFinished);
       app.window->effortControl()->slider()->setValue(40);
       app.type_and_send(question);
       QVERIFY(app.wait_turn());
+      QCOMPARE(finished.count(), 1);
+      first = finished.at(0).at(1).value<TurnStats>();
+      QVERIFY2(first.prompt_tokens > kBlock, qPrintable(QString::number(first.prompt_tokens)));
+      QCOMPARE(first.restored_tokens, 0);  // a new session: everything computed
+      QCOMPARE(first.computed_tokens, first.prompt_tokens);
       QCOMPARE(app.window->messageView()->messageCount(), 2);
       session = app.window->currentSession();
       answer = app.last_message()->text();
@@ -202,18 +217,43 @@ class AppTest : public QObject {
                        .arg(app.window->sidebar()->model()->rowCount())));
     QCOMPARE(app.window->currentSession(), session);
     QCOMPARE(app.window->sidebar()->model()->rowCount(), 1);
-    QCOMPARE(app.window->sidebar()->model()->index(0).data().toString(), question);
+    QCOMPARE(app.window->sidebar()->model()->index(0).data().toString(),
+             question.simplified().left(48));
     QCOMPARE(app.window->messageView()->message(0)->text(), question);
     QCOMPARE(app.last_message()->text(), answer);
     QCOMPARE(app.window->effortControl()->choices().effort, 40);  // stored per session
 
-    // The chat goes on in the restored session: a second turn sees the first one.
+    // The chat goes on in the restored session: a second turn sees the first one, its KV read
+    // back from the SSD blocks written after the first turn, not recomputed.
     QVERIFY(app.wait_model());
+    QSignalSpy finished(app.controller->worker(), &ChatWorker::answerFinished);
     app.type_and_send(QStringLiteral("Thank you."));
     QVERIFY(app.wait_turn());
     QCOMPARE(app.window->messageView()->messageCount(), 4);
     QVERIFY2(app.window->composer()->errorText().isEmpty(),
              qPrintable(app.window->composer()->errorText()));
+    QCOMPARE(finished.count(), 1);
+    const TurnStats resumed = finished.at(0).at(1).value<TurnStats>();
+    const QString status = app.window->statusText();
+    qInfo(
+        "resumed turn: prompt %lld, restored %lld from SSD in %.1f ms, replayed %lld, "
+        "computed %lld; status: %s",
+        qlonglong(resumed.prompt_tokens), qlonglong(resumed.restored_tokens), resumed.restore_ms,
+        qlonglong(resumed.replayed_tokens), qlonglong(resumed.computed_tokens), qPrintable(status));
+    // Every full block of the first turn's prompt comes back (the answer may add more).
+    QVERIFY(resumed.restored_tokens >= first.prompt_tokens / kBlock * kBlock);
+    QCOMPARE(resumed.restored_tokens % kBlock, 0);
+    QCOMPARE(resumed.reused_tokens, 0);  // nothing was live in the new process
+    // Only the tail past the last full block and the new question are run, plus the window
+    // replay (at most the 128-token sliding window, counted apart from computed tokens).
+    QCOMPARE(resumed.computed_tokens, resumed.prompt_tokens - resumed.restored_tokens);
+    QVERIFY2(resumed.computed_tokens < kBlock + 32,
+             qPrintable(QString::number(resumed.computed_tokens)));
+    QVERIFY(resumed.replayed_tokens > 0 && resumed.replayed_tokens <= 128);
+    QVERIFY(resumed.restore_ms > 0.0);
+    QVERIFY2(status.contains(
+                 QStringLiteral("restored %1 tokens from SSD in ").arg(resumed.restored_tokens)),
+             qPrintable(status));
   }
 
   // Stop keeps the partial answer; closing the app mid-answer keeps it too (stored as

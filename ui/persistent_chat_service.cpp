@@ -1,0 +1,108 @@
+// The persistent ChatService: model loading, prompt previews from the stored session, turns
+// through PersistentChat with its restore counts turned into the app's TurnStats.
+#include "ui/persistent_chat_service.h"
+
+#include "engine/util/error.h"
+#include "ui/turn_settings.h"
+
+namespace flashdesk::ui {
+
+namespace {
+
+// The status line separates KV read back from the SSD from KV already in memory (the live
+// sequence or a parked window); planning, reading and loading make up the restore time.
+TurnStats persistent_stats(const GenerationStats& g) {
+  TurnStats s = turn_stats(g);
+  s.restored_tokens = g.reused_ssd_tokens;
+  s.reused_tokens = g.reused_tokens - g.reused_ssd_tokens;
+  s.replayed_tokens = g.replayed_tokens;
+  s.restore_ms = g.plan_ms + g.read_ms + g.load_ms;
+  return s;
+}
+
+}  // namespace
+
+PersistentChatService::PersistentChatService(storage::PersistentChatOptions chat,
+                                             EngineOptions engine)
+    : chat_options_(std::move(chat)), engine_options_(std::move(engine)) {}
+
+PersistentChatService::~PersistentChatService() = default;
+
+ModelSummary PersistentChatService::load_model(const std::filesystem::path& directory) {
+  if (!std::filesystem::is_directory(directory))
+    throw IoError(directory.string() + ": no such folder");
+  summary_.reset();
+  chat_.reset();    // finishes its queued block writes and token commits first
+  engine_.reset();  // free the old weights before loading the new ones
+  engine_ = ChatEngine::load(directory, engine_options_);
+  chat_ = std::make_unique<storage::PersistentChat>(*engine_, chat_options_);
+  summary_ = summary_of(*engine_, directory);
+  return *summary_;
+}
+
+storage::PersistentChat& PersistentChatService::require_chat() const {
+  if (!chat_) throw InvalidRequest("no model is loaded");
+  return *chat_;
+}
+
+// The history is read from the store at each turn; opening only makes the session current
+// (parking the previous one's window). The KV is restored by the next send.
+void PersistentChatService::open_session(int64_t session_id,
+                                         std::span<const storage::Message> /*history*/) {
+  require_chat().open_session(session_id);
+}
+
+// The stored messages changed under the live KV (regenerate, a failed turn): drop it; the next
+// turn restores what still matches from the pool or the SSD.
+void PersistentChatService::forget_session(int64_t session_id) {
+  if (chat_ && chat_->session_id() == session_id) chat_->drop_live_kv();
+}
+
+bool PersistentChatService::erase_session(int64_t session_id) {
+  if (!chat_) return false;
+  chat_->delete_session(session_id);
+  return true;
+}
+
+void PersistentChatService::check(const TurnRequest& request) const {
+  check_request(summary_, request);
+}
+
+std::string PersistentChatService::render_prompt(const TurnRequest& request) const {
+  storage::PersistentChat& chat = require_chat();
+  std::vector<ChatMessage> conversation;
+  if (!request.settings.system_prompt.empty())
+    conversation.push_back(ChatMessage::system(request.settings.system_prompt));
+  if (chat.store().find_session(request.session_id)) {
+    for (const storage::Message& m : chat.store().messages(request.session_id))
+      conversation.push_back(m.role == storage::Role::user
+                                 ? ChatMessage::user(m.text)
+                                 : ChatMessage::assistant(m.text, m.thinking));
+  }
+  conversation.push_back(ChatMessage::user(request.text));
+  return engine_->chat_template().render_text(conversation, chat_options(request.settings));
+}
+
+TurnOutcome PersistentChatService::send(const TurnRequest& request,
+                                        const StreamCallbacks& callbacks,
+                                        const std::atomic<bool>* stop) {
+  check(request);
+  storage::PersistentChat& chat = require_chat();
+  chat.open_session(request.session_id);
+  TurnOutcome outcome;
+  outcome.effort_line = find_effort_line(render_prompt(request));  // before the message is stored
+  StreamCallbacks wrapped = callbacks;
+  wrapped.on_token = [&outcome, &callbacks](TokenId id) {
+    outcome.generated_ids.push_back(id);
+    if (callbacks.on_token) callbacks.on_token(id);
+  };
+  const storage::SessionTurn turn =
+      chat.send(request.text, turn_options(request.settings), wrapped, stop);
+  outcome.content = turn.turn.generation.content;
+  outcome.reasoning = turn.turn.generation.reasoning;
+  outcome.finish = turn.turn.generation.finish;
+  outcome.stats = persistent_stats(turn.turn.generation.stats);
+  return outcome;
+}
+
+}  // namespace flashdesk::ui

@@ -1,0 +1,48 @@
+// ChatService over storage::PersistentChat: turns restore the longest cached prefix (live KV, the
+// window pool, SSD blocks with bounded replay) and store the user message and the answer token by
+// token, so a session continued after a restart reads its KV back instead of recomputing it.
+//
+// Goals: the app's restart resumes from the SSD; one writer of messages (this service, see
+// ChatService::stores_messages). Non-goals: images (refused by check_request until the engine
+// encodes them), several sessions live at once (PersistentChat keeps one; others are parked).
+#pragma once
+
+#include <memory>
+
+#include "engine/runtime/chat_engine.h"
+#include "storage/persistent_chat.h"
+#include "ui/chat_service.h"
+
+namespace flashdesk::ui {
+
+class PersistentChatService final : public ChatService {
+ public:
+  // `chat.layout` is the data folder the worker's SessionStore uses too.
+  PersistentChatService(storage::PersistentChatOptions chat, EngineOptions engine = {});
+  ~PersistentChatService() override;
+
+  ModelSummary load_model(const std::filesystem::path& directory) override;
+  std::optional<ModelSummary> model() const override { return summary_; }
+  void open_session(int64_t session_id, std::span<const storage::Message> history) override;
+  void forget_session(int64_t session_id) override;
+  bool erase_session(int64_t session_id) override;
+  bool stores_messages() const override { return true; }
+  void check(const TurnRequest& request) const override;
+  std::string render_prompt(const TurnRequest& request) const override;
+  TurnOutcome send(const TurnRequest& request, const StreamCallbacks& callbacks,
+                   const std::atomic<bool>* stop) override;
+
+  // The underlying chat (tests: flush, block counts); null before a model is loaded.
+  storage::PersistentChat* chat() { return chat_.get(); }
+
+ private:
+  storage::PersistentChat& require_chat() const;
+
+  storage::PersistentChatOptions chat_options_;
+  EngineOptions engine_options_;
+  std::unique_ptr<ChatEngine> engine_;
+  std::unique_ptr<storage::PersistentChat> chat_;  // on engine_: declared after it
+  std::optional<ModelSummary> summary_;
+};
+
+}  // namespace flashdesk::ui

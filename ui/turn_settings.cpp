@@ -1,0 +1,66 @@
+// Settings to turn options, request checks and stats shared by the ChatService implementations.
+#include "ui/turn_settings.h"
+
+#include <fstream>
+
+#include "engine/util/error.h"
+
+namespace flashdesk::ui {
+
+ChatOptions chat_options(const storage::SessionSettings& settings) {
+  ChatOptions options;
+  options.mode = settings.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  options.effort = ReasoningEffort::of(settings.effort);
+  return options;
+}
+
+TurnOptions turn_options(const storage::SessionSettings& settings) {
+  const ChatOptions chat = chat_options(settings);
+  TurnOptions options;
+  options.mode = chat.mode;
+  options.effort = chat.effort;
+  options.generation.max_new_tokens = settings.max_new_tokens;
+  options.generation.sampling = settings.sampling;
+  return options;
+}
+
+void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request) {
+  if (!model) throw InvalidRequest("no model is loaded: open a model folder first");
+  request.settings.validate();
+  if (request.text.empty() && request.images.empty()) throw InvalidRequest("the message is empty");
+  for (const auto& image : request.images) {
+    if (!std::ifstream(image, std::ios::binary))
+      throw IoError(image.string() + ": the image cannot be read");
+  }
+  if (!request.images.empty() && !model->vision)
+    throw InvalidRequest("the model '" + model->name +
+                         "' has no image encoder: remove the images to send this message");
+  if (!request.images.empty())
+    throw InvalidRequest(
+        "this FlashDesk build cannot encode images yet (the vision encoder is "
+        "not part of the engine): remove the images to send this message");
+}
+
+TurnStats turn_stats(const GenerationStats& g) {
+  TurnStats s;
+  s.prompt_tokens = g.prompt_tokens;
+  s.reused_tokens = g.reused_tokens;
+  s.computed_tokens = g.computed_tokens;
+  s.generated_tokens = g.generated_tokens;
+  s.thinking_tokens = g.thinking_tokens;
+  s.ttft_ms = g.ttft_ms;
+  s.decode_tokens_per_s = g.decode_tokens_per_s();
+  return s;
+}
+
+ModelSummary summary_of(const ChatEngine& engine, const std::filesystem::path& directory) {
+  return ModelSummary{
+      .name = engine.name(),
+      .fingerprint = engine.fingerprint(),
+      .directory = directory,
+      .vision = engine.config().vision.has_value(),
+      .max_context = engine.config().text.max_position_embeddings,
+  };
+}
+
+}  // namespace flashdesk::ui

@@ -1,0 +1,20 @@
+// What both ChatService implementations share: stored session settings to engine turn options,
+// the checks a request passes before anything is stored, and engine stats to the app's TurnStats.
+#pragma once
+
+#include <optional>
+
+#include "engine/runtime/chat_engine.h"
+#include "ui/chat_service.h"
+
+namespace flashdesk::ui {
+
+ChatOptions chat_options(const storage::SessionSettings& settings);
+TurnOptions turn_options(const storage::SessionSettings& settings);
+// Throws InvalidRequest / IoError naming the problem (no model, empty message, images).
+void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request);
+// The counts every turn has; the SSD restore fields are the persistent service's to fill.
+TurnStats turn_stats(const GenerationStats& g);
+ModelSummary summary_of(const ChatEngine& engine, const std::filesystem::path& directory);
+
+}  // namespace flashdesk::ui
