@@ -14,11 +14,13 @@
 #include <QTest>
 #include <QTimer>
 #include <algorithm>
+#include <filesystem>
 
 #include <QDoubleSpinBox>
 #include <QPlainTextEdit>
 #include <QSpinBox>
 #include "engine/tokenizer/reasoning_effort.h"
+#include "storage/kv_block_file.h"
 #include "tests/ui/ui_test_classes.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
@@ -70,6 +72,25 @@ struct App {
     return view->messageCount() ? view->message(view->messageCount() - 1) : nullptr;
   }
 };
+
+// A first question whose prompt spans more than one KV block (256 tokens, the default) and more
+// than the 128-token sliding window of the demo model.
+QString long_question() {
+  QString question = QStringLiteral("Hello, who are you? Please read my notes first.");
+  for (int i = 1; i <= 40; ++i)
+    question += QStringLiteral(" Note %1: the ship number %1 sailed north at dawn.").arg(i);
+  return question;
+}
+
+// KV block files the data folder holds on the SSD.
+int block_files(const QString& data_dir) {
+  const auto kv = storage::StorageLayout::in(data_dir.toStdString()).kv_dir();
+  int n = 0;
+  if (!std::filesystem::exists(kv)) return 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(kv))
+    n += entry.is_regular_file() && entry.path().extension() == storage::kBlockFileExtension;
+  return n;
+}
 
 }  // namespace
 
@@ -186,9 +207,8 @@ class AppTest : public QObject {
   void sessionAndMessagesComeBackAfterRestart() {
     QTemporaryDir data;
     qint64 session = 0;
-    QString question = QStringLiteral("Hello, who are you? Please read my notes first."), answer;
-    for (int i = 1; i <= 40; ++i)
-      question += QStringLiteral(" Note %1: the ship number %1 sailed north at dawn.").arg(i);
+    const QString question = long_question();
+    QString answer;
     constexpr int64_t kBlock = 256;  // storage::KvBlockStoreOptions::tokens_per_block default
     TurnStats first;
     {
@@ -424,8 +444,10 @@ class AppTest : public QObject {
     QTemporaryDir data;
     App app(data.path(), kModel);
     QVERIFY(app.wait_model());
-    app.type_and_send(QStringLiteral("Hello, who are you?"));
+    app.type_and_send(long_question());
     QVERIFY(app.wait_turn());
+    // Its KV blocks are written in the background after the turn.
+    QVERIFY(QTest::qWaitFor([&] { return block_files(data.path()) > 0; }, 10'000));
     const QString answer = app.last_message()->text();
     const qint64 first = app.window->currentSession();
     app.window->newSession();
@@ -457,6 +479,8 @@ class AppTest : public QObject {
         QTest::qWaitFor([&] { return list->rowCount() == 1 && list->idAt(0) == second; }, 5000));
     app.window->sidebar()->searchField()->setText(word);
     QVERIFY(QTest::qWaitFor([&] { return list->rowCount() == 0; }, 5000));
+    // Deleting really erases: the session's KV blocks are gone from the SSD too.
+    QCOMPARE(block_files(data.path()), 0);
   }
 };
 
