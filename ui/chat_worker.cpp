@@ -57,6 +57,9 @@ void ChatWorker::initialize() {
     options.repair = lock_.has_value();  // only the folder's owner folds crashed answers
     store_ = std::make_unique<storage::SessionStore>(layout_, options);
     token_log_ = std::make_unique<storage::TokenLog>(layout_.database());
+    // A service that stores the turns owns the folder from its model load on: its
+    // PersistentChat takes the lock and repairs the KV block store too (orphaned files).
+    if (service_->stores_messages()) lock_.reset();
     list_sessions();
   } catch (const std::exception& e) {
     store_.reset();

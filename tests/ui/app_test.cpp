@@ -228,6 +228,18 @@ class AppTest : public QObject {
       answer = app.last_message()->text();
       QVERIFY(!answer.isEmpty());
     }
+    // A stray copy of a block file outside its place: the restarted app's block store (which owns
+    // the data folder once the model is loaded) sweeps it.
+    const auto kv = storage::StorageLayout::in(data.path().toStdString()).kv_dir();
+    std::filesystem::path block, stray;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(kv)) {
+      if (entry.path().extension() != storage::kBlockFileExtension) continue;
+      block = entry.path();
+      stray = kv / block.filename();  // its place is kv/<first two hex digits>/
+      break;
+    }
+    QVERIFY(!block.empty());
+    std::filesystem::copy_file(block, stray);
     App app(data.path(), kModel);
     QVERIFY2(
         QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 2; }, 10'000),
@@ -243,6 +255,8 @@ class AppTest : public QObject {
     QCOMPARE(app.last_message()->text(), answer);
     QCOMPARE(app.window->effortControl()->choices().effort, 40);  // stored per session
 
+    QVERIFY(app.wait_model());
+    QVERIFY(!std::filesystem::exists(stray));
     // The chat goes on in the restored session: a second turn sees the first one, its KV read
     // back from the SSD blocks written after the first turn, not recomputed.
     QVERIFY(app.wait_model());
