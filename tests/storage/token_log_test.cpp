@@ -106,8 +106,9 @@ TEST(TokenLog, GroupCommitsAreBoundedInTimeAndRate) {
       "token log: %zu commits for %lld tokens in %.2f s; latency median %.1f ms, max %.1f ms\n",
       commits.size(), static_cast<long long>(kTokens), seconds, latency_ms[kTokens / 2],
       latency_ms.back());
-  // 50 ms interval + one fsync'd commit; generous for a loaded 2-core CI machine.
-  EXPECT_LT(latency_ms.back(), 50.0 + 100.0);
+  // 50 ms interval + one fsync'd commit. The worst case only guards against tokens held back for
+  // good: one fsync on a busy shared disk has been seen to take 170 ms.
+  EXPECT_LT(latency_ms.back(), 50.0 + 450.0);
   EXPECT_LT(latency_ms[kTokens / 2], 50.0 + 10.0);
   EXPECT_LE(static_cast<double>(commits.size()), seconds / 0.050 + 2);
   EXPECT_GE(static_cast<double>(commits.size()), seconds / 0.050 / 3);
