@@ -38,11 +38,19 @@ void install_sigint_handler() {
 }
 
 const char* kHelp =
-    "commands: /quit, /reset (new conversation), /effort N|low|high|max, /thinking on|off\n";
+    "commands: /quit, /reset (new conversation), /effort N|low|high|max, /thinking on|off,\n"
+    "          /image PATH (attach an image to the next message)\n";
 
-// Applies a /command; returns false to leave the chat.
-bool run_command(const std::string& line, ChatSession& session, TurnOptions& opts) {
+// Applies a /command; returns false to leave the chat. /image adds to `pending`.
+bool run_command(const std::string& line, ChatSession& session, TurnOptions& opts,
+                 ChatEngine& engine, std::vector<ImageRef>& pending) {
   if (line == "/quit" || line == "/exit") return false;
+  if (line.rfind("/image ", 0) == 0) {
+    pending.push_back(engine.prepare_image(line.substr(7)));
+    const ImageGrid g = pending.back()->pixels.grid;
+    std::printf("(image attached: %d x %d tokens)\n", g.rows, g.cols);
+    return true;
+  }
   if (line == "/reset") {
     session.reset();
     std::printf("(new conversation)\n");
@@ -81,6 +89,7 @@ int run_chat(int argc, char** argv) {
   if (interactive) std::printf("FlashDesk chat with %s. %s", engine->name().c_str(), kHelp);
 
   StreamPrinter printer(stdout, isatty(STDOUT_FILENO) != 0);
+  std::vector<ImageRef> pending = image_options(*engine, args);  // for the next user message
   std::string line;
   while (true) {
     if (interactive) std::printf("> "), std::fflush(stdout);
@@ -88,7 +97,7 @@ int run_chat(int argc, char** argv) {
     if (line.empty()) continue;
     if (line[0] == '/') {
       try {
-        if (!run_command(line, session, turn_opts)) break;
+        if (!run_command(line, session, turn_opts, *engine, pending)) break;
       } catch (const Error& e) {
         std::printf("error: %s\n", e.what());
       }
@@ -97,7 +106,9 @@ int run_chat(int argc, char** argv) {
     g_stop = false;
     g_generating = true;
     try {
-      const TurnResult turn = session.send(ChatMessage::user(line), turn_opts,
+      std::vector<ImageRef> images = std::move(pending);
+      pending.clear();
+      const TurnResult turn = session.send(user_message(line, images), images, turn_opts,
                                            json ? StreamCallbacks{} : printer.callbacks(), &g_stop);
       g_generating = false;
       if (json) {
