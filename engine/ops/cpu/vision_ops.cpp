@@ -96,6 +96,19 @@ void rope_half(const float* x, const float* cs, const float* sn, int64_t hd, flo
   }
 }
 
+// q . k in FP32 with 8 interleaved partial sums (lane j sums i = j mod 8), then added in
+// order: vectorisable without reassociation flags; hd is a multiple of 2, the tail is scalar.
+float dot8(const float* a, const float* b, int64_t n) {
+  float part[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) part[j] += a[i + j] * b[i + j];
+  float sum = 0.0f;
+  for (int j = 0; j < 8; ++j) sum += part[j];
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 void CpuVisionOps::vit_attention(const Tensor& qkv, int64_t heads, std::span<const float> cos,
                                  std::span<const float> sin, float scale, Tensor& out) {
   const int64_t P = qkv.rows(), dim = out.shape().row_numel(), hd = dim / heads;
@@ -124,10 +137,7 @@ void CpuVisionOps::vit_attention(const Tensor& qkv, int64_t heads, std::span<con
       const float* qv = q.data() + (h * P + p) * hd;
       float mx = -INFINITY;
       for (int64_t s = 0; s < P; ++s) {
-        const float* kv = k.data() + (h * P + s) * hd;
-        float dot = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) dot += qv[i] * kv[i];
-        score[static_cast<size_t>(s)] = dot * scale;
+        score[static_cast<size_t>(s)] = dot8(qv, k.data() + (h * P + s) * hd, hd) * scale;
         mx = std::max(mx, score[static_cast<size_t>(s)]);
       }
       float sum = 0.0f;
