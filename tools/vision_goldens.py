@@ -18,6 +18,9 @@ Writes into OUT:
     image{i}.prompt_ids I32 [T]     the chat prompt (thinking, effort 75) with the span expanded
     image{i}.span_first I32 [1]     index of IMAGE_START in prompt_ids
     image{i}.logits   F32 [V]       oracle logits of the last prompt position (exact prefill)
+    image{i}.layer0_expert_ids I32 [T, k]  the oracle's routed experts at layer 0 (bias_vl on
+                                    the span)
+    image{i}.engram_hash_ids I64 [T, engram layers, 24]  the oracle's Engram ids (span dead)
 """
 import argparse
 import json
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "demo"))  # "from demo import ..." and the
 
 from demo import chat_format, make_dataset, vision_layout  # noqa: E402
 from flashdesk_ref.checkpoint import Checkpoint  # noqa: E402
+from flashdesk_ref.dump import Trace  # noqa: E402
 from flashdesk_ref.model import Model  # noqa: E402
 from flashdesk_ref.safetensors import write_safetensors  # noqa: E402
 from train.config import load_model_config  # noqa: E402
@@ -115,7 +119,7 @@ def prompt_ids(tok, question, n_h, n_w):
 def stored(name, t):
     """(dtype, array) for write_safetensors; features and spans hold bf16 values: stored BF16."""
     if isinstance(t, np.ndarray):
-        return {np.uint8: "U8", np.int32: "I32"}[t.dtype.type], t
+        return {np.uint8: "U8", np.int32: "I32", np.int64: "I64"}[t.dtype.type], t
     if name in ("features", "span"):
         bits = t.contiguous().to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
         assert torch.equal(t.to(torch.bfloat16).float(), t), name + " is not bf16-valued"
@@ -153,11 +157,15 @@ def main(argv=None):
                                    delims["image_newline"], delims["image_end"])[0]
             ids, first, length = prompt_ids(tok, QUESTIONS[i], n_h, n_w)
             dead = [first <= j < first + length for j in range(len(ids))]
+            trace = Trace(len(ids))
             logits = model.step(model.new_state(), ids, bounded=False, dead=dead,
-                                image_rows=[(first, span)])[0]
+                                image_rows=[(first, span)], trace=trace)[0]
+            experts = trace.rows("expert_ids", 0, np.int32, -1)
+            hashes = trace.rows("engram_hash_ids", None, np.int64, -1)
             named = [("features", feats[0]), ("span", span),
                             ("prompt_ids", np.asarray(ids, np.int32)),
-                     ("span_first", np.asarray([first], np.int32)), ("logits", logits)]
+                     ("span_first", np.asarray([first], np.int32)), ("logits", logits),
+                     ("layer0_expert_ids", experts), ("engram_hash_ids", hashes)]
             if i == 1:  # image 0 is already at its processed size: its pixels are the file's
                 named.append(("pixels", np.ascontiguousarray(img)))
             for name, t in named:

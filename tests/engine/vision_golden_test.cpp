@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
@@ -151,6 +152,56 @@ TEST_P(VisionGoldenTest, LogitsFromPyTorchSpanRowsMatchOracle) {
     EXPECT_GT(cosine(got, golden_.f32(p + "logits")), 0.995) << p;
     std::printf("[ vision   ] %s %s logits from the oracle's span: max rel err %.2e\n",
                 GetParam().c_str(), p.c_str(), err);
+  }
+}
+
+// Records layer-0 routed experts and the Engram hash ids of a prefill.
+class RoutingRecorder : public ForwardObserver {
+ public:
+  std::vector<int32_t> experts;                 // [T, k] of layer 0
+  std::map<int64_t, std::vector<int64_t>> ids;  // Engram layer -> [T, cols]
+  void on_experts(int64_t layer, std::span<const RowInfo>, const HostTensor& e,
+                  const HostTensor&) override {
+    if (layer == 0) experts.assign(e.as<int32_t>().begin(), e.as<int32_t>().end());
+  }
+  void on_engram(int64_t layer, std::span<const RowInfo>, const HostTensor& h,
+                 const HostTensor&) override {
+    ids[layer].assign(h.as<int64_t>().begin(), h.as<int64_t>().end());
+  }
+};
+
+TEST_P(VisionGoldenTest, SpanTokensRouteWithBiasVlAndAreDeadForEngram) {
+  // With the oracle's span rows as input, layer 0 sees the same embeddings: its expert choice
+  // (bias_vl on the span, bias elsewhere) and the Engram ids (the span cuts the n-grams) must
+  // equal the oracle's exactly. Routing the span with the text bias fails this test.
+  Model model(ckpt_, be());
+  const auto& engram_layers = ckpt_->config().text.engram_layer_ids;
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "image" + std::to_string(i) + ".";
+    const std::vector<float> rows = golden_.f32(p + "span");
+    const int64_t dim = ckpt_->config().text.hidden_size;
+    const ImageEmbedding span{golden_.i32(p + "span_first")[0],
+                              f32(Shape{static_cast<int64_t>(rows.size()) / dim, dim}, rows)};
+    PrefillOptions opt;
+    opt.images = std::span<const ImageEmbedding>(&span, 1);
+    SequenceState state = model.new_sequence();
+    RoutingRecorder rec;
+    model.prefill(state, golden_.i32(p + "prompt_ids"), opt, &rec);
+    EXPECT_EQ(rec.experts, golden_.i32(p + "layer0_expert_ids")) << p;
+    const SafetensorsEntry* e = golden_.file.find(p + "engram_hash_ids");
+    ASSERT_NE(e, nullptr);
+    const int64_t T = e->shape[0], L = e->shape[1], cols = e->shape[2];
+    std::vector<int64_t> want(static_cast<size_t>(T * L * cols));
+    std::memcpy(want.data(), golden_.file.data(*e), e->nbytes);
+    for (int64_t l = 0; l < L; ++l) {
+      const std::vector<int64_t>& got = rec.ids[engram_layers[static_cast<size_t>(l)]];
+      ASSERT_EQ(static_cast<int64_t>(got.size()), T * cols);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(got[static_cast<size_t>(t * cols + c)],
+                    want[static_cast<size_t>((t * L + l) * cols + c)])
+              << p << " layer " << l << " token " << t << " column " << c;
+    }
   }
 }
 
