@@ -21,6 +21,7 @@ Writes into OUT:
     image{i}.layer0_expert_ids I32 [T, k]  the oracle's routed experts at layer 0 (bias_vl on
                                     the span)
     image{i}.engram_hash_ids I64 [T, engram layers, 24]  the oracle's Engram ids (span dead)
+    jpeg.pixels       U8 [32, 64, 3]  oriented-6.jpg as PIL decodes and exif_transposes it
 """
 import argparse
 import json
@@ -172,6 +173,8 @@ def main(argv=None):
                 out[f"image{i}.{name}"] = stored(name, t)
             print(f"image{i}: {os.path.relpath(path, REPO)} -> {img.shape[1]}x{img.shape[0]}, "
                   f"grid {n_h}x{n_w}, {len(ids)} prompt ids, top token {int(logits.argmax())}")
+    shown = ImageOps.exif_transpose(Image.open(os.path.join(args.out, "oriented-6.jpg")))
+    out["jpeg.pixels"] = ("U8", np.ascontiguousarray(np.asarray(shown.convert("RGB"))))
     dest = os.path.join(args.out, "vision-golden.safetensors")
     write_safetensors(dest, out, metadata={"script": "tools/vision_goldens.py",
                                            "model": os.path.basename(args.model.rstrip("/"))})

@@ -3,12 +3,15 @@
 // truncated, corrupt, unsupported and oversized files are FormatErrors naming the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/safetensors.h"
 #include "engine/util/error.h"
 #include "engine/vision/image_decode.h"
 
@@ -77,6 +80,19 @@ TEST(ImageDecode, JpegHonoursExifOrientation) {
   EXPECT_TRUE(near(pixel(im, 24, 24), {230, 20, 20}));
   EXPECT_TRUE(near(pixel(im, 50, 8), {20, 20, 230}));
   EXPECT_TRUE(near(pixel(im, 50, 28), {20, 20, 230}));
+}
+
+TEST(ImageDecode, JpegPixelsMatchPil) {
+  // PIL (libjpeg-turbo too, default islow DCT and fancy upsampling) then exif_transpose.
+  const RgbImage im = load_image(kData / "oriented-6.jpg");
+  SafetensorsFile golden(kData / "vision-golden.safetensors");
+  const SafetensorsEntry* e = golden.find("jpeg.pixels");
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->shape, (std::vector<int64_t>{im.height, im.width, 3}));
+  int worst = 0;
+  for (size_t i = 0; i < e->nbytes; ++i)
+    worst = std::max(worst, std::abs(int(im.pixels[i]) - int(golden.data(*e)[i])));
+  EXPECT_EQ(worst, 0);
 }
 
 TEST(ImageDecode, OrientationsCompose) {
