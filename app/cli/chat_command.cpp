@@ -44,20 +44,30 @@ void install_sigint_handler() {
 }
 
 const char* kHelp =
-    "commands: /quit, /reset (new conversation), /effort N|low|high|max, /thinking on|off\n";
+    "commands: /quit, /reset (new conversation), /effort N|low|high|max, /thinking on|off,\n"
+    "          /image PATH (attach an image to the next message)\n";
 
 // One conversation, in memory (ChatSession) or stored (PersistentChat).
 struct Conversation {
-  std::function<TurnResult(const std::string&, const TurnOptions&, const StreamCallbacks&)> send;
+  std::function<TurnResult(const std::string&, std::vector<ImageRef>, const TurnOptions&,
+                           const StreamCallbacks&)>
+      send;
   std::function<void()> reset;
   std::function<std::vector<std::pair<std::string, int64_t>>()> json_extra = [] {
     return std::vector<std::pair<std::string, int64_t>>{};
   };
 };
 
-// Applies a /command; returns false to leave the chat.
-bool run_command(const std::string& line, Conversation& session, TurnOptions& opts) {
+// Applies a /command; returns false to leave the chat. /image adds to `pending`.
+bool run_command(const std::string& line, Conversation& session, TurnOptions& opts,
+                 ChatEngine& engine, std::vector<ImageRef>& pending) {
   if (line == "/quit" || line == "/exit") return false;
+  if (line.rfind("/image ", 0) == 0) {
+    pending.push_back(engine.prepare_image(line.substr(7)));
+    const ImageGrid g = pending.back()->pixels.grid;
+    std::printf("(image attached: %d x %d tokens)\n", g.rows, g.cols);
+    return true;
+  }
   if (line == "/reset") {
     session.reset();
   } else if (line.rfind("/effort ", 0) == 0) {
@@ -77,16 +87,17 @@ Conversation in_memory(ChatEngine& engine, std::unique_ptr<ChatSession>& holder,
   holder = std::make_unique<ChatSession>(engine);
   if (args.count("system")) holder->set_system_prompt(args["system"].as<std::string>());
   ChatSession* session = holder.get();
-  return Conversation{
-      .send =
-          [session](const std::string& line, const TurnOptions& opts, const StreamCallbacks& cb) {
-            return session->send(ChatMessage::user(line), opts, cb, &g_stop);
-          },
-      .reset =
-          [session] {
-            session->reset();
-            std::printf("(new conversation)\n");
-          }};
+  return Conversation{.send =
+                          [session](const std::string& line, std::vector<ImageRef> images,
+                                    const TurnOptions& opts, const StreamCallbacks& cb) {
+                            return session->send(user_message(line, images), images, opts, cb,
+                                                 &g_stop);
+                          },
+                      .reset =
+                          [session] {
+                            session->reset();
+                            std::printf("(new conversation)\n");
+                          }};
 }
 
 #ifdef FLASHDESK_HAVE_STORAGE
@@ -124,7 +135,12 @@ Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentC
   auto last = std::make_shared<storage::SessionTurn>();
   return Conversation{
       .send =
-          [chat, last](const std::string& line, const TurnOptions& o2, const StreamCallbacks& cb) {
+          [chat, last](const std::string& line, std::vector<ImageRef> images, const TurnOptions& o2,
+                       const StreamCallbacks& cb) {
+            // Stored sessions do not keep images yet (the session store has no digest-keyed
+            // image files wired to the KV block keys): refuse rather than forget the picture.
+            if (!images.empty())
+              throw InvalidRequest("images are not stored in sessions yet; chat without --session");
             *last = chat->send(line, o2, cb, &g_stop);
             if (last->storage_warning)
               std::fprintf(stderr, "warning: %s\n", last->storage_warning->c_str());
@@ -184,6 +200,7 @@ int run_chat(int argc, char** argv) {
   if (interactive) std::printf("FlashDesk chat with %s. %s", engine->name().c_str(), kHelp);
 
   StreamPrinter printer(stdout, isatty(STDOUT_FILENO) != 0);
+  std::vector<ImageRef> pending = image_options(*engine, args);  // for the next user message
   std::string line;
   while (true) {
     if (interactive) std::printf("> "), std::fflush(stdout);
@@ -191,7 +208,7 @@ int run_chat(int argc, char** argv) {
     if (line.empty()) continue;
     if (line[0] == '/') {
       try {
-        if (!run_command(line, session, turn_opts)) break;
+        if (!run_command(line, session, turn_opts, *engine, pending)) break;
       } catch (const Error& e) {
         std::printf("error: %s\n", e.what());
       }
@@ -200,8 +217,10 @@ int run_chat(int argc, char** argv) {
     g_stop = false;
     g_generating = true;
     try {
-      const TurnResult turn =
-          session.send(line, turn_opts, json ? StreamCallbacks{} : printer.callbacks());
+      std::vector<ImageRef> images = std::move(pending);
+      pending.clear();
+      const TurnResult turn = session.send(line, std::move(images), turn_opts,
+                                           json ? StreamCallbacks{} : printer.callbacks());
       g_generating = false;
       if (json) {
         std::printf("%s\n", turn_json(turn, session.json_extra()).c_str());

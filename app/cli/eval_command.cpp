@@ -74,7 +74,7 @@ int run_eval(int argc, char** argv) {
     Row& row = rows[sort_key(item.cell)];
     row.cell = item.cell;
     if (limit > 0 && std::max(row.exact.n, row.bounded.n) >= limit) continue;
-    if (!item.image_paths.empty()) {
+    if (!item.image_paths.empty() && !engine->has_vision()) {
       ++skipped[item.cell];
       continue;
     }
@@ -97,7 +97,7 @@ int run_eval(int argc, char** argv) {
   int64_t mismatches = 0;
   for (const auto& [key, row] : rows) {
     if (row.exact.n + row.bounded.n == 0) {
-      std::printf("%-16s %5lld %9s %9s   (%lld items skipped: no vision tower yet)\n",
+      std::printf("%-16s %5lld %9s %9s   (%lld items skipped: the model has no vision tower)\n",
                   row.cell.c_str(), 0LL, "-", "-", (long long)skipped[row.cell]);
       continue;
     }

@@ -17,27 +17,42 @@
 #include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
 #include "engine/runtime/backend_factory.h"
+#include "engine/runtime/chat_engine.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
 #include "engine/util/token_ids_file.h"
+#include "engine/vision/vision_encoder.h"
 
 namespace flashdesk::cli {
 namespace {
 
 // One user turn rendered as the chat template renders it (BOS, the effort line in thinking
 // mode, the generation prompt).
-std::vector<int32_t> render_prompt(const std::filesystem::path& model_dir, const std::string& text,
-                                   const std::string& thinking, const std::string& effort) {
+// One user turn: the images (in order) then the text.
+RenderedPrompt render_prompt(const std::filesystem::path& model_dir, const std::string& text,
+                             std::span<const ImageRef> images, const std::string& thinking,
+                             const std::string& effort) {
   if (thinking != "on" && thinking != "off") throw InvalidRequest("--thinking must be on or off");
   const Tokenizer tokenizer = Tokenizer::from_file(model_dir / "tokenizer.json");
   const ChatTemplate chat(tokenizer);
   ChatOptions options;
   options.mode = thinking == "on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
   options.effort = ReasoningEffort::parse(effort);
-  const ChatMessage message = ChatMessage::user(text);
-  const RenderedPrompt rendered = chat.render(std::span<const ChatMessage>(&message, 1), options);
-  return std::vector<int32_t>(rendered.ids.begin(), rendered.ids.end());
+  const ChatMessage message = user_message(text, images);
+  return chat.render(std::span<const ChatMessage>(&message, 1), options);
+}
+
+// Decoded and preprocessed --image files for the checkpoint's vision config.
+std::vector<ImageRef> prepare_images(const Checkpoint& ckpt,
+                                     const std::vector<std::string>& paths) {
+  if (paths.empty()) return {};
+  if (!ckpt.config().vision) throw InvalidRequest("--image: the model has no vision tower");
+  std::vector<ImageRef> out;
+  for (const std::string& p : paths)
+    out.push_back(
+        std::make_shared<const PreparedImage>(prepare_image_file(p, *ckpt.config().vision)));
+  return out;
 }
 
 NamedTensors read_all(const std::string& path) {
@@ -118,10 +133,10 @@ int run_logits(int argc, char** argv) {
       "ids", "prompt token ids: JSON array or whitespace-separated integers",
       cxxopts::value<std::string>())(
       "prompt", "prompt text: one user turn, rendered with tokenizer.json and the chat template",
-      cxxopts::value<std::string>())("image", "an image for the prompt",
-                                     cxxopts::value<std::string>())(
-      "decode", "greedy decode steps after the prefill",
-      cxxopts::value<int64_t>()->default_value("0"))(
+      cxxopts::value<std::string>())(
+      "image", "an image file for --prompt, placed before the text (repeat for several)",
+      cxxopts::value<std::vector<std::string>>())("decode", "greedy decode steps after the prefill",
+                                                  cxxopts::value<int64_t>()->default_value("0"))(
       "decode-ids", "teacher-forced decode ids (file, as --ids)", cxxopts::value<std::string>())(
       "all-positions", "logits of every prompt position (exact prefill only)")(
       "prefill", "exact | bounded", cxxopts::value<std::string>()->default_value("exact"))(
@@ -147,7 +162,8 @@ int run_logits(int argc, char** argv) {
   }
   if (!args.count("model") || !args.count("out"))
     throw InvalidRequest("logits needs --model DIR and --out FILE");
-  if (args.count("image")) throw InvalidRequest("--image: image input is not available yet");
+  if (args.count("image") && !args.count("prompt"))
+    throw InvalidRequest("--image needs --prompt (the images are placed before its text)");
   const bool block_inputs = args.count("block-inputs") > 0;
   if (!block_inputs && args.count("ids") + args.count("prompt") != 1)
     throw InvalidRequest("logits needs one of --ids FILE, --prompt TEXT or --block-inputs FILE");
@@ -155,6 +171,12 @@ int run_logits(int argc, char** argv) {
     throw InvalidRequest("--decode and --decode-ids exclude each other");
   if (args["decode"].as<int64_t>() < 0) throw InvalidRequest("--decode must be >= 0");
 
+  const std::string model_dir = args["model"].as<std::string>();
+  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(model_dir);
+  const std::vector<ImageRef> images =
+      prepare_images(*ckpt, args.count("image") ? args["image"].as<std::vector<std::string>>()
+                                                : std::vector<std::string>{});
+  std::vector<ImageSpan> spans;
   NamedTensors inputs;
   std::vector<int32_t> prompt, forced;
   bool teacher = args.count("decode-ids") > 0;
@@ -165,8 +187,11 @@ int run_logits(int argc, char** argv) {
     forced = ids_from(inputs, "decode_input_ids", path, false);
     teacher = true;
   } else if (args.count("prompt")) {
-    prompt = render_prompt(args["model"].as<std::string>(), args["prompt"].as<std::string>(),
-                           args["thinking"].as<std::string>(), args["effort"].as<std::string>());
+    const RenderedPrompt rendered =
+        render_prompt(model_dir, args["prompt"].as<std::string>(), images,
+                      args["thinking"].as<std::string>(), args["effort"].as<std::string>());
+    prompt.assign(rendered.ids.begin(), rendered.ids.end());
+    spans = rendered.images;
     if (teacher) forced = read_token_ids(args["decode-ids"].as<std::string>());
   } else {
     prompt = read_token_ids(args["ids"].as<std::string>());
@@ -178,8 +203,6 @@ int run_logits(int argc, char** argv) {
   const bool all_positions = args.count("all-positions") > 0;
   const bool dump = args.count("dump") > 0;
 
-  const std::string model_dir = args["model"].as<std::string>();
-  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(model_dir);
   const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
   Model model(ckpt, *backend);
   const TextConfig& text = model.config().text;
@@ -194,6 +217,20 @@ int run_logits(int argc, char** argv) {
   DumpRecorder pre_rec(model, "prefill_", P, 0, 0);
   if (block_inputs) pre_rec.set_block_inputs(&inputs);
   PrefillOptions po{mode, 0, all_positions};
+  std::vector<ImageEmbedding> embeddings;
+  if (!images.empty()) {
+    VisionEncoder encoder(*ckpt, *backend);
+    std::vector<int64_t> span_rows;
+    for (size_t i = 0; i < images.size(); ++i) {
+      embeddings.push_back(
+          ImageEmbedding{static_cast<int64_t>(spans[i].begin), encoder.encode(images[i]->pixels)});
+      span_rows.insert(span_rows.end(),
+                       {static_cast<int64_t>(spans[i].begin), static_cast<int64_t>(spans[i].end)});
+    }
+    out.push_back(
+        data("image_spans", DType::I64, {static_cast<int64_t>(images.size()), 2}, span_rows));
+    po.images = embeddings;
+  }
   std::vector<float> logits = model.prefill(state, prompt, po, observe ? &pre_rec : nullptr);
   out.push_back(data("prefill_logits", DType::F32, {all_positions ? P : 1, V}, logits));
   if (dump) {

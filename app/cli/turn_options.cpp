@@ -33,7 +33,17 @@ void add_turn_options(cxxopts::Options& options) {
       cxxopts::value<std::string>()->default_value("bounded"))(
       "chunk", "prefill chunk in tokens (0 = whole prompt)",
       cxxopts::value<int64_t>()->default_value("0"))("json",
-                                                     "print each answer as one JSON object");
+                                                     "print each answer as one JSON object")(
+      "image", "an image file for the (first) user message, before its text; repeat for several",
+      cxxopts::value<std::vector<std::string>>());
+}
+
+std::vector<ImageRef> image_options(ChatEngine& engine, const cxxopts::ParseResult& args) {
+  std::vector<ImageRef> images;
+  if (!args.count("image")) return images;
+  for (const std::string& path : args["image"].as<std::vector<std::string>>())
+    images.push_back(engine.prepare_image(path));
+  return images;
 }
 
 EngineOptions engine_options(const cxxopts::ParseResult& args) {

@@ -1,5 +1,5 @@
 // Options shared by `generate` and `chat`: model, backend, reasoning effort, thinking mode,
-// sampling and prefill, declared once and validated where they are read.
+// sampling, prefill and images, declared once and validated where they are read.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,8 @@ void add_turn_options(cxxopts::Options& options);
 
 EngineOptions engine_options(const cxxopts::ParseResult& args);
 TurnOptions turn_options(const cxxopts::ParseResult& args);
+// The --image files, decoded and preprocessed for the engine's model.
+std::vector<ImageRef> image_options(ChatEngine& engine, const cxxopts::ParseResult& args);
 
 // One answer as a JSON object (thinking, answer, token ids, finish reason, stats), one line.
 // `extra` adds integer fields (e.g. the session id) to the object.

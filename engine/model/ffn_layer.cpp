@@ -14,7 +14,9 @@ Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
   Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = f32(Shape{n, k});
   const RouteSettings rs{k, static_cast<float>(text_.gate_temp),
                          static_cast<float>(text_.routed_scaling_factor), text_.norm_topk_prob};
-  be_.moe_route(logits, M.bias, &M.bias_vl, {}, rs, ids, weights);
+  const std::vector<uint8_t> image = image_rows();
+  be_.moe_route(logits, M.bias, M.bias_vl.defined() ? &M.bias_vl : nullptr, image, rs, ids,
+                weights);
   if (obs_) obs_->on_experts(layer, rows_, to_host(ids), to_host(weights));
   Tensor y = f32(Shape{n, text_.hidden_size});
   be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr,

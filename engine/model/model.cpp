@@ -161,6 +161,11 @@ std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t>
     s.replay = std::clamp<int64_t>(R - at, 0, n);
     s.logits = options.all_positions ? LogitsWanted::All
                                      : (last ? LogitsWanted::Last : LogitsWanted::None);
+    std::vector<ImageEmbedding> images;  // spans re-based on this chunk's first id
+    for (const ImageEmbedding& img : options.images)
+      if (img.first < at + n && img.first + img.rows.rows() > at)
+        images.push_back(ImageEmbedding{img.first - at, img.rows});
+    s.images = images;
     step(std::span<SequenceStep>(&s, 1), observer);
     logits.insert(logits.end(), s.out_logits.begin(), s.out_logits.end());
   }

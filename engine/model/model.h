@@ -4,8 +4,9 @@
 //
 // Goals: one step function for chunked prefill, bounded replay, decode and multi-token
 // verification over a batch of sequences, each with its own SequenceState; numerics exactly as
-// docs/numerics.md. Non-goals here: sampling and the generation loop (engine/runtime), vision
-// input, DSpark drafting (later issues).
+// docs/numerics.md; image spans (MODEL-REFERENCE §8) take their embeddings from the vision
+// encoder (engine/vision), route with bias_vl and are dead for Engram. Non-goals here: sampling
+// and the generation loop (engine/runtime), DSpark drafting (a later issue).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,15 @@ PrefillMode parse_prefill_mode(std::string_view text);  // "exact" | "bounded", 
 
 enum class LogitsWanted { None, Last, All };
 
+// One image span's embeddings (engine/vision VisionEncoder::span_rows): rows [len, hidden_size]
+// F32 holding bf16 values, on the model's backend. Row j replaces the embedding of token
+// first + j of the step (prefill: of its ids); rows outside the step's tokens are skipped, so a
+// span may straddle chunks. Those tokens route with bias_vl and are dead for Engram hashing.
+struct ImageEmbedding {
+  int64_t first = 0;
+  Tensor rows;
+};
+
 // One sequence's part of a step: `tokens` enter at positions state->position() onwards.
 struct SequenceStep {
   SequenceState* state = nullptr;
@@ -44,6 +54,7 @@ struct SequenceStep {
   // compressor tokens), their global KV is neither recomputed nor overwritten.
   int64_t replay = 0;
   LogitsWanted logits = LogitsWanted::Last;
+  std::span<const ImageEmbedding> images = {};  // image spans overlapping this step's tokens
 
   // Outputs: logits [logit_positions.size(), vocab] F32, row-major.
   std::vector<float> out_logits;
@@ -55,6 +66,7 @@ struct PrefillOptions {
   int64_t chunk_tokens = 0;    // tokens per step; 0 = the whole prompt in one step
   bool all_positions = false;  // logits of every position (exact mode only)
   int64_t replay = 0;          // leading ids already in the state (SequenceStep::replay)
+  std::span<const ImageEmbedding> images = {};  // first = index into the prefill ids
 };
 
 struct ModelOptions {

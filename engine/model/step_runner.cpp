@@ -26,9 +26,61 @@ StepRunner::StepRunner(Model& model, std::span<SequenceStep> batch, ForwardObser
     // The step's tokens join the history first: Engram hashing reads them.
     s.state->tokens.insert(s.state->tokens.end(), s.tokens.begin() + s.replay, s.tokens.end());
     s.state->dead.resize(s.state->tokens.size(), 0);
+    mark_image_tokens(s, r);
     n_rows_ += n;
     seqs_.push_back(r);
   }
+}
+
+// Image-span tokens are dead: they cut Engram look-back, get Engram gate 0 and route with
+// bias_vl. Replayed tokens keep the flags they were given when first run.
+void StepRunner::mark_image_tokens(const SequenceStep& s, const SeqRows& r) {
+  const int64_t n = static_cast<int64_t>(s.tokens.size());
+  for (const ImageEmbedding& img : s.images) {
+    const int64_t from = std::max<int64_t>(img.first, s.replay);
+    const int64_t to = std::min<int64_t>(img.first + img.rows.rows(), n);
+    for (int64_t j = from; j < to; ++j)
+      s.state->dead[static_cast<size_t>(r.first_position + j)] = 1;
+  }
+}
+
+// Row j of an image's span rows replaces the embedding (every hc stream) of token first + j.
+void StepRunner::overwrite_image_rows(Tensor& rows) {
+  const int64_t hc = text_.hc_mult, D = text_.hidden_size;
+  Tensor streams = X_.reshaped(Shape{n_rows_ * hc, D});
+  for (const SeqRows& r : seqs_) {
+    const SequenceStep& s = batch_[static_cast<size_t>(r.seq)];
+    for (const ImageEmbedding& img : s.images) {
+      check_shape(img.rows, Shape{img.rows.rows(), D}, "image span rows");
+      std::vector<int64_t> src, dst, src4, dst4;
+      for (int64_t j = 0; j < img.rows.rows(); ++j) {
+        const int64_t t = img.first + j;
+        if (t < 0 || t >= r.n_rows) continue;
+        src.push_back(j);
+        dst.push_back(r.first_row + t);
+        for (int64_t k = 0; k < hc; ++k) {
+          src4.push_back(j);
+          dst4.push_back((r.first_row + t) * hc + k);
+        }
+      }
+      if (src.empty()) continue;
+      be_.scatter_rows(img.rows, src, rows, dst);
+      be_.scatter_rows(img.rows, src4, streams, dst4);
+    }
+  }
+}
+
+std::vector<uint8_t> StepRunner::image_rows() const {
+  std::vector<uint8_t> out(static_cast<size_t>(n_rows_), 0);
+  bool any = false;
+  for (int64_t i = 0; i < n_rows_; ++i) {
+    const RowInfo& ri = rows_[static_cast<size_t>(i)];
+    const SequenceState& st = *batch_[static_cast<size_t>(ri.seq)].state;
+    out[static_cast<size_t>(i)] = st.dead[static_cast<size_t>(ri.position)];
+    any = any || out[static_cast<size_t>(i)] != 0;
+  }
+  if (!any) out.clear();
+  return out;
 }
 
 HostTensor StepRunner::to_host(const Tensor& t) {
@@ -58,6 +110,7 @@ void StepRunner::embed() {
   Tensor rows = f32(Shape{n_rows_, D});
   X_ = f32(Shape{n_rows_, hc, D});
   be_.embed(w_.embed, ids, rows, X_);
+  overwrite_image_rows(rows);
   std::vector<float> pre(static_cast<size_t>(n_rows_ * hc), 0.0f);
   for (int64_t i = 0; i < n_rows_; ++i) pre[static_cast<size_t>(i * hc)] = 1.0f;  // [1, 0, ...]
   pre_ = f32(Shape{n_rows_, hc});

@@ -30,6 +30,9 @@ class StepRunner {
  private:
   // step_runner.cpp: the driver
   void embed();
+  void mark_image_tokens(const SequenceStep& s, const SeqRows& r);
+  void overwrite_image_rows(Tensor& rows);
+  std::vector<uint8_t> image_rows() const;  // per row: 1 = image-span token; empty if none
   void run_block(int64_t layer);
   void shrink_to_decoder_rows();
   void compute_logits();

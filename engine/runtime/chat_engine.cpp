@@ -5,6 +5,7 @@
 
 #include "engine/runtime/backend_factory.h"
 #include "engine/util/error.h"
+#include "engine/vision/vision_encoder.h"
 
 namespace flashdesk {
 
@@ -26,12 +27,56 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
   e->model_ = std::make_unique<Model>(e->checkpoint_, *e->backend_,
                                       ModelOptions{.max_context = options.max_context});
   e->generator_ = std::make_unique<Generator>(*e->model_, *e->tokenizer_);
+  e->image_limits_ = options.image_limits;
+  if (e->checkpoint_->config().vision) {
+    try {
+      e->vision_ = std::make_unique<VisionEncoder>(*e->checkpoint_, *e->backend_);
+    } catch (const InvalidRequest&) {
+      // This backend has no vision ops: the model still serves text.
+    }
+  }
   const std::string& config_name = e->checkpoint_->config().name;
   e->name_ = config_name.empty() ? model_dir.filename().string() : config_name;
   return e;
 }
 
 ChatEngine::~ChatEngine() = default;
+
+ImageRef ChatEngine::prepare_image(const std::filesystem::path& path) const {
+  if (!vision_)
+    throw InvalidRequest(config().vision ? "backend '" + std::string(backend_->name()) +
+                                               "' cannot run the vision tower"
+                                         : "model '" + name_ + "' has no vision tower");
+  return std::make_shared<const PreparedImage>(
+      prepare_image_file(path, vision_->config(), image_limits_));
+}
+
+std::vector<ImageEmbedding> ChatEngine::embed_images(std::span<const ImageSpan> spans,
+                                                     std::span<const ImageRef> images,
+                                                     size_t reuse) {
+  if (spans.size() != images.size())
+    throw InvalidRequest(std::to_string(spans.size()) + " image parts but " +
+                         std::to_string(images.size()) + " images");
+  std::vector<ImageEmbedding> out;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const PreprocessedImage& px = images[i]->pixels;
+    if (spans[i].grid.rows != px.grid.rows || spans[i].grid.cols != px.grid.cols)
+      throw InvalidRequest("image part " + std::to_string(i) + " has a grid that does not match " +
+                           images[i]->name);
+    if (spans[i].end <= reuse) continue;  // its KV is live already
+    if (!vision_) throw InvalidRequest("this engine cannot encode images");
+    out.push_back(ImageEmbedding{static_cast<int64_t>(spans[i].begin) - static_cast<int64_t>(reuse),
+                                 vision_->encode(px)});
+  }
+  return out;
+}
+
+ChatMessage user_message(std::string text, std::span<const ImageRef> images) {
+  std::vector<ContentPart> parts;
+  for (const ImageRef& img : images) parts.push_back(ContentPart::of_image(img->pixels.grid));
+  if (!text.empty() || images.empty()) parts.push_back(ContentPart::of_text(std::move(text)));
+  return ChatMessage::of_parts(Role::kUser, std::move(parts));
+}
 
 size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
   const size_t n = std::min(a.size(), b.size());
@@ -48,11 +93,18 @@ void ChatSession::set_system_prompt(std::string text) {
 
 void ChatSession::reset() {
   messages_.clear();
+  images_.clear();
   live_.reset();
 }
 
 TurnResult ChatSession::send(ChatMessage user, const TurnOptions& options,
                              const StreamCallbacks& callbacks, const std::atomic<bool>* stop) {
+  return send(std::move(user), {}, options, callbacks, stop);
+}
+
+TurnResult ChatSession::send(ChatMessage user, std::vector<ImageRef> images,
+                             const TurnOptions& options, const StreamCallbacks& callbacks,
+                             const std::atomic<bool>* stop) {
   if (user.role != Role::kUser) throw InvalidRequest("a turn starts with a user message");
   std::vector<ChatMessage> conversation;
   if (system_prompt_) conversation.push_back(ChatMessage::system(*system_prompt_));
@@ -61,7 +113,10 @@ TurnResult ChatSession::send(ChatMessage user, const TurnOptions& options,
 
   const ChatOptions chat{.mode = options.mode, .effort = options.effort};
   TurnResult turn;
-  turn.prompt_ids = engine_.chat_template().render(conversation, chat).ids;
+  const RenderedPrompt prompt = engine_.chat_template().render(conversation, chat);
+  turn.prompt_ids = prompt.ids;
+  std::vector<ImageRef> all_images = images_;
+  all_images.insert(all_images.end(), images.begin(), images.end());
 
   // Reuse the live KV when the new prompt extends it; the state cannot roll back, so anything
   // else (an edited or re-rendered history) starts a new sequence.
@@ -78,6 +133,10 @@ TurnResult ChatSession::send(ChatMessage user, const TurnOptions& options,
   GenerationOptions gen = options.generation;
   gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;
   const std::span<const TokenId> suffix = std::span<const TokenId>(turn.prompt_ids).subspan(reuse);
+  // Images before the live prefix keep their KV; the ones in the suffix are encoded now.
+  const std::vector<ImageEmbedding> embeddings =
+      engine_.embed_images(prompt.images, all_images, reuse);
+  gen.prefill.images = embeddings;
   try {
     turn.generation = engine_.generator().generate(*live_, suffix, gen, callbacks, stop);
   } catch (...) {
@@ -86,6 +145,7 @@ TurnResult ChatSession::send(ChatMessage user, const TurnOptions& options,
   }
 
   messages_.push_back(std::move(user));
+  images_ = std::move(all_images);
   ChatMessage answer = ChatMessage::assistant(turn.generation.content, turn.generation.reasoning);
   answer.content_ids = turn.generation.content_ids;
   if (options.mode == ThinkingMode::kThinking) answer.reasoning_ids = turn.generation.reasoning_ids;

@@ -3,8 +3,9 @@
 //
 // Goals: load a model directory in one call with clear errors; keep each session's KV live
 // between turns and reuse it whenever the next rendering extends it; report per turn what was
-// reused and computed. Non-goals (later layers): SSD block restore and the DRAM window pool
-// (storage/), images (vision), several requests in one batch.
+// reused and computed; images attached to user turns (decoded and preprocessed by
+// prepare_image, encoded by the vision tower when their span is prefilled). Non-goals (later
+// layers): SSD block restore and the DRAM window pool (storage/), several requests in one batch.
 #pragma once
 
 #include <atomic>
@@ -20,14 +21,20 @@
 #include "engine/runtime/generator.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/vision/image_input.h"
 
 namespace flashdesk {
+
+class VisionEncoder;
 
 struct EngineOptions {
   std::string backend = "cpu";  // see backend_names()
   int threads = 0;              // 0: every core
   int64_t max_context = 0;      // 0: the model's max_position_embeddings
+  DecodeLimits image_limits;    // pixel and file-size limits of prepare_image
 };
+
+using ImageRef = std::shared_ptr<const PreparedImage>;
 
 class ChatEngine {
  public:
@@ -47,6 +54,17 @@ class ChatEngine {
   Generator& generator() { return *generator_; }
   Backend& backend() { return *backend_; }
 
+  // Images: available when the model has a vision tower (vision_config) and the backend has
+  // vision ops. prepare_image reads, decodes and preprocesses a file (IoError, FormatError;
+  // InvalidRequest for a model without vision) and may run on any thread.
+  bool has_vision() const { return vision_ != nullptr; }
+  ImageRef prepare_image(const std::filesystem::path& path) const;
+  // Span embeddings for the images of a rendered prompt (spans and images in prompt order) whose
+  // span reaches past `reuse` (ids already in the state), `first` relative to ids[reuse]; what
+  // PrefillOptions::images takes.
+  std::vector<ImageEmbedding> embed_images(std::span<const ImageSpan> spans,
+                                           std::span<const ImageRef> images, size_t reuse);
+
  private:
   ChatEngine() = default;
   std::shared_ptr<const Checkpoint> checkpoint_;
@@ -55,8 +73,13 @@ class ChatEngine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ChatTemplate> template_;
   std::unique_ptr<Generator> generator_;
+  std::unique_ptr<VisionEncoder> vision_;
+  DecodeLimits image_limits_;
   std::string name_;
 };
+
+// A user message: the images first (as the demo data places them), then the text.
+ChatMessage user_message(std::string text, std::span<const ImageRef> images);
 
 struct TurnOptions {
   ThinkingMode mode = ThinkingMode::kThinking;
@@ -81,8 +104,12 @@ class ChatSession {
   void set_messages(std::vector<ChatMessage> messages) { messages_ = std::move(messages); }
   // Appends `user`, renders the conversation, reuses the live KV where the rendering extends it
   // (else starts a new sequence), generates, and appends the answer with its exact ids.
+  // `images` are the user message's image parts in order (user_message builds both); a count or
+  // grid mismatch is an InvalidRequest.
   TurnResult send(ChatMessage user, const TurnOptions& options, const StreamCallbacks& callbacks,
                   const std::atomic<bool>* stop = nullptr);
+  TurnResult send(ChatMessage user, std::vector<ImageRef> images, const TurnOptions& options,
+                  const StreamCallbacks& callbacks, const std::atomic<bool>* stop = nullptr);
   // Forgets the conversation and the KV.
   void reset();
   // Tokens whose KV is live (for status displays).
@@ -92,6 +119,7 @@ class ChatSession {
   ChatEngine& engine_;
   std::optional<std::string> system_prompt_;
   std::vector<ChatMessage> messages_;
+  std::vector<ImageRef> images_;  // every image of messages_, in prompt order
   std::optional<SequenceState> live_;
 };
 

@@ -108,6 +108,8 @@ std::vector<EvalItem> load_eval_items(const std::filesystem::path& jsonl) {
     if (line.empty()) continue;
     try {
       items.push_back(parse_item(json::parse(line)));
+      for (std::string& path : items.back().image_paths)  // relative to the data directory
+        if (std::filesystem::path(path).is_relative()) path = (jsonl.parent_path() / path).string();
     } catch (const std::exception& e) {
       throw FormatError(jsonl.string(), "line " + std::to_string(line_no) + ": " + e.what());
     }
@@ -125,18 +127,33 @@ bool score_answer(const std::string& expected, const std::string& answer, const 
   return true;
 }
 
+// The item's messages with each image part's grid set from its prepared image (in order).
+std::vector<ChatMessage> with_grids(std::vector<ChatMessage> messages,
+                                    std::span<const ImageRef> images) {
+  size_t next = 0;
+  for (ChatMessage& m : messages)
+    for (ContentPart& part : m.content)
+      if (part.kind == ContentPart::Kind::kImage) {
+        if (next == images.size()) throw InvalidRequest("more image parts than image paths");
+        part.grid = images[next++]->pixels.grid;
+      }
+  return messages;
+}
+
 EvalOutcome DemoEval::run(const EvalItem& item, PrefillMode mode) {
-  if (!item.image_paths.empty())
-    throw InvalidRequest("image questions need the vision tower, which this engine lacks yet");
   const ChatOptions chat{.mode = item.mode, .effort = ReasoningEffort::of(item.effort)};
+  std::vector<ImageRef> images;
+  for (const std::string& path : item.image_paths) images.push_back(engine_.prepare_image(path));
+  const std::vector<ChatMessage> messages = with_grids(item.messages, images);
   EvalOutcome out;
-  out.template_matches =
-      engine_.chat_template().render_text(item.messages, chat) == item.prompt_text;
-  const RenderedPrompt prompt = engine_.chat_template().render(item.messages, chat);
+  out.template_matches = engine_.chat_template().render_text(messages, chat) == item.prompt_text;
+  const RenderedPrompt prompt = engine_.chat_template().render(messages, chat);
+  const std::vector<ImageEmbedding> embeddings = engine_.embed_images(prompt.images, images, 0);
   GenerationOptions gen;
   gen.max_new_tokens = max_;
   gen.starts_in_thinking = item.mode == ThinkingMode::kThinking;
   gen.prefill.mode = mode;
+  gen.prefill.images = embeddings;
   SequenceState state = engine_.model().new_sequence();
   const GenerationResult r = engine_.generator().generate(state, prompt.ids, gen, {});
   out.answer = r.content;

@@ -22,8 +22,8 @@ struct EvalItem {
   std::string task;  // recall | arithmetic | image | ...
   ThinkingMode mode = ThinkingMode::kThinking;
   int effort = 75;
-  std::vector<ChatMessage> messages;  // the prompt (the answer is generated)
-  std::vector<std::string> image_paths;
+  std::vector<ChatMessage> messages;     // the prompt (the answer is generated)
+  std::vector<std::string> image_paths;  // resolved against the eval.jsonl directory
   std::string prompt_text;  // the Python renderer's prompt, to cross-check the C++ template
   std::string expected;
   std::string match = "contains";  // exact | contains
@@ -56,8 +56,8 @@ struct EvalCell {
 class DemoEval {
  public:
   DemoEval(ChatEngine& engine, int64_t max_new_tokens) : engine_(engine), max_(max_new_tokens) {}
-  // Greedy generation for one item; items with images need the vision tower (InvalidRequest
-  // until the engine has one).
+  // Greedy generation for one item; items with images need a model with a vision tower
+  // (InvalidRequest otherwise) and their files (IoError / FormatError).
   EvalOutcome run(const EvalItem& item, PrefillMode mode);
 
  private:

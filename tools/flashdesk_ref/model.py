@@ -96,11 +96,13 @@ class Model:
         return SequenceState(self.cfg, self.device)
 
     def step(self, state, tokens, bounded=False, trace=None, overrides=None, dead=None,
-             all_logits=False):
+             all_logits=False, image_rows=None):
         """Runs `tokens` at positions state.pos.. and returns FP32 logits [1 or T, V].
         bounded: decoder bounded replay (prefill from position 0 only). overrides(layer, step)
         -> (X [T, hc, dim], pre [T, hc]) or None replaces a block's inputs (--block-inputs).
-        dead: per token, inside an image span (bias_vl routing, Engram pad / gate 0)."""
+        dead: per token, inside an image span (bias_vl routing, Engram pad / gate 0).
+        image_rows: [(first, rows [L, dim])] embeddings replacing those of tokens first.. (image
+        spans from the vision tower, MODEL-REFERENCE §8); their tokens should be marked dead."""
         cfg, R = self.cfg, self.R
         trace = trace or NullTrace()
         T = len(tokens)
@@ -119,6 +121,9 @@ class Model:
         dead_rows = torch.tensor(dead, dtype=torch.bool, device=dev)
 
         emb = self.embed[torch.tensor(tokens, dtype=torch.long, device=dev)]           # [T, dim]
+        for first, rows in image_rows or ():
+            emb = emb.clone()
+            emb[first:first + rows.shape[0]] = rows.to(emb.dtype).to(dev)
         trace.put("embed", None, emb)
         if hashes is not None:
             trace.put("engram_hash_ids", None, hashes)

@@ -128,8 +128,10 @@ void CpuReferenceBackend::compressor_pool(const Tensor& kv, const Tensor& score,
     std::memcpy(&tmp_kv[t * d], kv_row(groups * ratio + t), static_cast<size_t>(d) * 4);
     std::memcpy(&tmp_sc[t * d], sc_row(groups * ratio + t), static_cast<size_t>(d) * 4);
   }
-  std::memcpy(pending_kv.data<float>(), tmp_kv.data(), tmp_kv.size() * 4);
-  std::memcpy(pending_score.data<float>(), tmp_sc.data(), tmp_sc.size() * 4);
+  if (left > 0) {  // memcpy from an empty vector's null data() is undefined (UBSan)
+    std::memcpy(pending_kv.data<float>(), tmp_kv.data(), tmp_kv.size() * 4);
+    std::memcpy(pending_score.data<float>(), tmp_sc.data(), tmp_sc.size() * 4);
+  }
   n_pending = left;
 }
 

@@ -1,0 +1,155 @@
+// Image decoding (engine/vision/image_decode.h): every supported format against pictures of
+// known colours written by PIL (tools/vision_goldens.py), the EXIF orientation, and bad input:
+// truncated, corrupt, unsupported and oversized files are FormatErrors naming the file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/safetensors.h"
+#include "engine/util/error.h"
+#include "engine/vision/image_decode.h"
+
+namespace flashdesk::test {
+namespace {
+
+const std::filesystem::path kData = std::filesystem::path(FD_SOURCE_DIR) / "tests/data/vision";
+
+std::vector<uint8_t> file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<uint8_t> pixel(const RgbImage& im, int64_t x, int64_t y) {
+  const uint8_t* p = im.at(x, y);
+  return {p[0], p[1], p[2]};
+}
+
+// The message of the FormatError `fn` throws ("" when it throws none).
+template <class F>
+std::string format_error(F fn) {
+  try {
+    fn();
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class TinyFormats : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyFormats, DecodesExactColours) {
+  const RgbImage im = load_image(kData / ("tiny." + GetParam()));
+  ASSERT_EQ(im.width, 4);
+  ASSERT_EQ(im.height, 3);
+  EXPECT_EQ(pixel(im, 0, 0), (std::vector<uint8_t>{255, 0, 0}));
+  EXPECT_EQ(pixel(im, 2, 0), (std::vector<uint8_t>{0, 0, 255}));
+  EXPECT_EQ(pixel(im, 1, 1), (std::vector<uint8_t>{255, 255, 0}));
+  EXPECT_EQ(pixel(im, 1, 2), (std::vector<uint8_t>{10, 20, 30}));
+  EXPECT_EQ(pixel(im, 3, 2), (std::vector<uint8_t>{1, 2, 3}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, TinyFormats, ::testing::Values("png", "bmp", "gif", "tga"));
+
+TEST(ImageDecode, SniffsSignatures) {
+  EXPECT_EQ(sniff_image_format(file_bytes(kData / "oriented-6.jpg")), ImageFormat::kJpeg);
+  EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.png")), ImageFormat::kPng);
+  EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.gif")), ImageFormat::kGif);
+  EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.bmp")), ImageFormat::kBmp);
+  EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.tga")), ImageFormat::kUnknown);
+}
+
+TEST(ImageDecode, JpegHonoursExifOrientation) {
+  // Stored 32 wide, 64 tall; shown (orientation 6) 64x32: left red, right blue, top-left green.
+  const std::vector<uint8_t> bytes = file_bytes(kData / "oriented-6.jpg");
+  EXPECT_EQ(jpeg_exif_orientation(bytes), 6);
+  const RgbImage im = decode_image(bytes, "oriented-6.jpg");
+  ASSERT_EQ(im.width, 64);
+  ASSERT_EQ(im.height, 32);
+  auto near = [](std::vector<uint8_t> got, std::vector<int> want) {
+    for (size_t c = 0; c < 3; ++c)
+      if (std::abs(int(got[c]) - want[c]) > 24) return false;  // JPEG loss at quality 95
+    return true;
+  };
+  EXPECT_TRUE(near(pixel(im, 4, 4), {20, 200, 20}));
+  EXPECT_TRUE(near(pixel(im, 24, 24), {230, 20, 20}));
+  EXPECT_TRUE(near(pixel(im, 50, 8), {20, 20, 230}));
+  EXPECT_TRUE(near(pixel(im, 50, 28), {20, 20, 230}));
+}
+
+TEST(ImageDecode, JpegPixelsMatchPil) {
+  // PIL (libjpeg-turbo too, default islow DCT and fancy upsampling) then exif_transpose.
+  const RgbImage im = load_image(kData / "oriented-6.jpg");
+  SafetensorsFile golden(kData / "vision-golden.safetensors");
+  const SafetensorsEntry* e = golden.find("jpeg.pixels");
+  ASSERT_NE(e, nullptr);
+  ASSERT_EQ(e->shape, (std::vector<int64_t>{im.height, im.width, 3}));
+  int worst = 0;
+  for (size_t i = 0; i < e->nbytes; ++i)
+    worst = std::max(worst, std::abs(int(im.pixels[i]) - int(golden.data(*e)[i])));
+  EXPECT_EQ(worst, 0);
+}
+
+TEST(ImageDecode, OrientationsCompose) {
+  RgbImage im{3, 2, {}};
+  for (uint8_t i = 0; i < 18; ++i) im.pixels.push_back(i);
+  // 6 turns clockwise: the stored bottom-left pixel (0, 1) is shown top-left; 8 undoes 6.
+  const RgbImage cw = apply_orientation(im, 6);
+  ASSERT_EQ(cw.width, 2);
+  ASSERT_EQ(cw.height, 3);
+  EXPECT_EQ(pixel(cw, 0, 0), pixel(im, 0, 1));
+  EXPECT_EQ(pixel(cw, 1, 0), pixel(im, 0, 0));
+  EXPECT_EQ(apply_orientation(cw, 8).pixels, im.pixels);
+  // 3 (180) is 2 (mirror) then 4 (flip); 5 (transpose, main diagonal) is 6 then a mirror and
+  // its own inverse; 7 (transverse, anti-diagonal) is 6 then a flip.
+  EXPECT_EQ(apply_orientation(apply_orientation(im, 2), 4).pixels, apply_orientation(im, 3).pixels);
+  EXPECT_EQ(apply_orientation(apply_orientation(im, 5), 5).pixels, im.pixels);
+  EXPECT_EQ(apply_orientation(cw, 2).pixels, apply_orientation(im, 5).pixels);
+  EXPECT_EQ(apply_orientation(cw, 4).pixels, apply_orientation(im, 7).pixels);
+  EXPECT_EQ(apply_orientation(im, 1).pixels, im.pixels);
+  EXPECT_EQ(apply_orientation(im, 9).pixels, im.pixels);
+}
+
+TEST(ImageDecode, TruncatedFilesAreFormatErrors) {
+  for (const char* name : {"oriented-6.jpg", "shapes-500x300.png", "tiny.gif", "tiny.bmp"}) {
+    std::vector<uint8_t> b = file_bytes(kData / name);
+    b.resize(b.size() * 2 / 3);
+    const std::string msg = format_error([&] { decode_image(b, name); });
+    EXPECT_NE(msg.find(name), std::string::npos) << name << ": '" << msg << "'";
+  }
+}
+
+TEST(ImageDecode, CorruptJpegDataIsAFormatError) {
+  std::vector<uint8_t> b = file_bytes(kData / "oriented-6.jpg");
+  for (size_t i = b.size() / 2; i < b.size() - 2; ++i) b[i] = static_cast<uint8_t>(i * 37);
+  EXPECT_NE(format_error([&] { decode_image(b, "x.jpg"); }).find("JPEG"), std::string::npos);
+}
+
+TEST(ImageDecode, UnsupportedAndEmptyInputAreFormatErrors) {
+  const std::string text = "this is not a picture at all, just text";
+  const std::vector<uint8_t> b(text.begin(), text.end());
+  EXPECT_NE(format_error([&] { decode_image(b, "notes.txt"); }).find("notes.txt"),
+            std::string::npos);
+  EXPECT_NE(format_error([&] { decode_image({}, "empty.png"); }).find("empty"), std::string::npos);
+}
+
+TEST(ImageDecode, PixelLimitIsCheckedBeforeDecoding) {
+  DecodeLimits small;
+  small.max_pixels = 500 * 300 - 1;
+  const std::string msg = format_error([&] { load_image(kData / "shapes-500x300.png", small); });
+  EXPECT_NE(msg.find("exceeds the limit"), std::string::npos) << msg;
+  small.max_pixels = 64 * 32 - 1;
+  EXPECT_NE(format_error([&] { load_image(kData / "oriented-6.jpg", small); }), "");
+}
+
+TEST(ImageDecode, MissingFileIsAnIoError) {
+  EXPECT_THROW(load_image(kData / "no-such-image.png"), IoError);
+}
+
+}  // namespace
+}  // namespace flashdesk::test
