@@ -31,7 +31,7 @@ struct EngineOptions {
   std::string backend = "cpu";  // see backend_names()
   int threads = 0;              // 0: every core
   int64_t max_context = 0;      // 0: the model's max_position_embeddings
-  DecodeLimits image_limits;    // pixel and file-size limits of prepare_image
+  DecodeLimits image_limits{};  // pixel and file-size limits of prepare_image
 };
 
 using ImageRef = std::shared_ptr<const PreparedImage>;
