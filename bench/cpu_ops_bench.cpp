@@ -13,23 +13,21 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
 #include "engine/util/numeric.h"
 
 namespace flashdesk {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using flashdesk::bench::median;
+
+using flashdesk::bench::Clock;
 
 double seconds_of(const std::function<void()>& fn) {
   const auto a = Clock::now();
   fn();
   return std::chrono::duration<double>(Clock::now() - a).count();
-}
-
-double median(std::vector<double> t) {
-  std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
-  return t[t.size() / 2];
 }
 
 // Median seconds per variant: reps interleave the variants (v0, v1, ..., v0, v1, ...) so that

@@ -17,23 +17,18 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/runtime/backend_factory.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using flashdesk::bench::median;
+using flashdesk::bench::seconds_since;
+
 using flashdesk::PrefillMode;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using flashdesk::bench::Clock;
 
 // Bytes of checkpoint tensors one decoded token reads: dense tensors whole, routed experts
 // top-k of n, one embedding row, the gathered Engram rows; the vision tower not at all.

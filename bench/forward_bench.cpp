@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/random_checkpoint.h"
 #include "engine/model/model.h"
@@ -22,16 +23,10 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using flashdesk::bench::median;
+using flashdesk::bench::seconds_since;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using flashdesk::bench::Clock;
 
 struct Timing {
   double prefill_s = 0;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "storage/block_reader.h"
 #include "storage/digest.h"
 #include "storage/file_util.h"
@@ -33,6 +34,9 @@ using Steady = std::chrono::steady_clock;
 
 namespace {
 
+using flashdesk::bench::median;
+using flashdesk::bench::seconds_since;
+
 struct Config {
   int blocks = 256;
   int tokens_per_block = 256;
@@ -40,15 +44,6 @@ struct Config {
   int repeats = 5;
   fs::path dir;
 };
-
-double seconds_since(Steady::time_point t) {
-  return std::chrono::duration<double>(Steady::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "engine/checkpoint/model_stats.h"
 #include "engine/runtime/chat_engine.h"
 #include "storage/persistent_chat.h"
@@ -30,6 +31,8 @@ using namespace flashdesk::storage;
 using Steady = std::chrono::steady_clock;
 
 namespace {
+
+using flashdesk::bench::median;
 
 struct Config {
   fs::path model;
@@ -44,11 +47,6 @@ struct Config {
 
 double ms_since(Steady::time_point t) {
   return std::chrono::duration<double, std::milli>(Steady::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 TurnOptions turn_options(int64_t max_tokens) {

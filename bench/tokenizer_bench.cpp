@@ -12,12 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/tokenizer_json.h"
 #include "engine/tokenizer/utf8.h"
 
 namespace {
+
+using flashdesk::bench::median;
 
 namespace fs = std::filesystem;
 using flashdesk::Tokenizer;
@@ -51,11 +54,6 @@ double seconds(F&& f) {
   const double t0 = thread_seconds();
   f();
   return thread_seconds() - t0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // A checksum keeps the compiler from dropping the work being timed.

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/ops/cpu/cpu_backend.h"
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
@@ -23,15 +24,12 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using flashdesk::bench::median;
+
+using flashdesk::bench::Clock;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // A 1000x1000 picture with detail everywhere (the resize cost does not depend on content).
