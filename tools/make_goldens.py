@@ -87,8 +87,8 @@ def tensors_sha256(path):
 
 
 def add_test_multipliers(model_dir):
-    """The Engram hash multipliers of tests/engine/engram_map_fixture.h (same LCG, same values):
-    make-random writes the token map only."""
+    """The Engram hash multipliers of random_engram_multipliers() in
+    engine/checkpoint/random_checkpoint.cpp (same LCG, same values), for map files without them."""
     path = os.path.join(model_dir, "engram_map.safetensors")
     f = SafeTensorsFile(path)
     if "multipliers" in f.names():

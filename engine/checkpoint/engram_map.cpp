@@ -48,11 +48,24 @@ std::vector<int64_t> load_engram_token_map(const std::filesystem::path& path,
   return map;
 }
 
-void write_engram_token_map(const std::filesystem::path& path, std::span<const int64_t> map) {
-  TensorData t{kEngramMapTensor, DType::I64, {static_cast<int64_t>(map.size())}, {}};
-  t.bytes.resize(map.size() * sizeof(int64_t));
-  std::memcpy(t.bytes.data(), map.data(), t.bytes.size());
-  write_safetensors(path, {t}, {{"format", "pt"}});
+void write_engram_map(const std::filesystem::path& path, std::span<const int64_t> map,
+                      const std::vector<std::vector<int64_t>>& multipliers) {
+  auto i64_tensor = [](std::string name, std::vector<int64_t> shape, const int64_t* values) {
+    TensorData t{std::move(name), DType::I64, std::move(shape), {}};
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    t.bytes.resize(static_cast<size_t>(n) * sizeof(int64_t));
+    std::memcpy(t.bytes.data(), values, t.bytes.size());
+    return t;
+  };
+  std::vector<int64_t> flat;
+  for (const auto& layer : multipliers) flat.insert(flat.end(), layer.begin(), layer.end());
+  const int64_t layers = static_cast<int64_t>(multipliers.size());
+  const int64_t per_layer = layers ? static_cast<int64_t>(multipliers[0].size()) : 0;
+  write_safetensors(path,
+                    {i64_tensor(kEngramMapTensor, {static_cast<int64_t>(map.size())}, map.data()),
+                     i64_tensor("multipliers", {layers, per_layer}, flat.data())},
+                    {{"format", "pt"}});
 }
 
 }  // namespace flashdesk

@@ -25,6 +25,8 @@ void validate_engram_token_map(std::span<const int64_t> map, const TextConfig& t
 std::vector<int64_t> load_engram_token_map(const std::filesystem::path& path,
                                            const TextConfig& text);
 
-void write_engram_token_map(const std::filesystem::path& path, std::span<const int64_t> map);
+// Writes the map and the hash multipliers ([layers][max n-gram size], tensor `multipliers`).
+void write_engram_map(const std::filesystem::path& path, std::span<const int64_t> map,
+                      const std::vector<std::vector<int64_t>>& multipliers);
 
 }  // namespace flashdesk

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/config.h"
+
 namespace flashdesk {
 
 struct RandomCheckpointOptions {
@@ -44,5 +46,10 @@ RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& con
 // merged into uniformly chosen earlier ids.
 std::vector<int64_t> random_engram_token_map(int64_t vocab_size, int64_t compressed_size,
                                              uint64_t seed);
+
+// Engram hash multipliers for a random checkpoint: [engram layers][max n-gram size] fixed odd
+// values below the int64 overflow bound of the hash (any such values are valid). Fixed, not
+// seeded: the committed goldens (tests/data/goldens) were made with exactly these.
+std::vector<std::vector<int64_t>> random_engram_multipliers(const TextConfig& text);
 
 }  // namespace flashdesk
