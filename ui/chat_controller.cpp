@@ -30,6 +30,7 @@ void register_chat_types() {
   qRegisterMetaType<MessageRow>();
   qRegisterMetaType<SessionChoices>();
   qRegisterMetaType<TurnStats>();
+  qRegisterMetaType<CacheStats>();
   qRegisterMetaType<QList<SessionRow>>();
   qRegisterMetaType<QList<MessageRow>>();
 }
@@ -87,6 +88,10 @@ void ChatController::send(qint64 id, const QString& text, const QStringList& ima
 }
 void ChatController::regenerate(qint64 id, SessionChoices choices) {
   queue(&ChatWorker::regenerate, id, choices);
+}
+
+void ChatController::refreshCacheStats() {
+  queue(&ChatWorker::refreshCacheStats);
 }
 
 }  // namespace flashdesk::ui

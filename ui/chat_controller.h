@@ -32,6 +32,7 @@ class ChatController : public QObject {
   void previewPrompt(qint64 id, SessionChoices choices, const QString& text);
   void send(qint64 id, const QString& text, const QStringList& images, SessionChoices choices);
   void regenerate(qint64 id, SessionChoices choices);
+  void refreshCacheStats();
   void stop() { worker_->request_stop(); }
 
  private:

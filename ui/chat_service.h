@@ -61,6 +61,25 @@ struct TurnOutcome {
   std::string effort_line;  // the "Reasoning Effort: ..." line of the rendered prompt, if any
 };
 
+// What the KV caches hold now (SSD blocks, the DRAM window pool) and what the turns of this app
+// run got from them; the cache panel shows it.
+struct CacheStats {
+  bool has_caches = false;  // false: the service keeps no SSD blocks (or no model is loaded)
+  int64_t ssd_blocks = 0;
+  int64_t ssd_bytes = 0;
+  int64_t block_reads_hit = 0;  // since the model was loaded
+  int64_t block_reads_missed = 0;
+  int64_t block_writes_failed = 0;
+  int64_t pool_entries = 0;
+  uint64_t pool_bytes = 0;
+  uint64_t pool_budget_bytes = 0;
+  // Summed over this app run's turns (TurnStats), filled in by the worker.
+  int64_t turns = 0;
+  int64_t prompt_tokens = 0;
+  int64_t restored_tokens = 0;  // from SSD blocks
+  int64_t reused_tokens = 0;    // live KV or a parked window
+};
+
 class ChatService {
  public:
   virtual ~ChatService() = default;
@@ -81,6 +100,8 @@ class ChatService {
   }
   // True when send() stores the user message and the answer (token by token) itself.
   virtual bool stores_messages() const { return false; }
+  // The caches' contents now (the run totals are the worker's); nothing for a live-KV service.
+  virtual std::optional<CacheStats> cache_stats() { return std::nullopt; }
 
   // Throws InvalidRequest when the request cannot be run (no model, images the model cannot
   // read, an unreadable image file) before anything is generated or stored.

@@ -35,6 +35,8 @@ struct SessionChoices {
   double temperature = 0.0;  // 0: greedy
   double top_p = 1.0;
   qint64 max_new_tokens = 4096;
+
+  bool operator==(const SessionChoices&) const = default;
 };
 
 SessionChoices choices_of(const storage::SessionSettings& settings);
@@ -51,3 +53,4 @@ Q_DECLARE_METATYPE(flashdesk::ui::SessionRow)
 Q_DECLARE_METATYPE(flashdesk::ui::MessageRow)
 Q_DECLARE_METATYPE(flashdesk::ui::SessionChoices)
 Q_DECLARE_METATYPE(flashdesk::ui::TurnStats)
+Q_DECLARE_METATYPE(flashdesk::ui::CacheStats)

@@ -239,6 +239,8 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_or
           answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
     }
     emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.effort_line));
+    count_turn(outcome.stats);
+    refreshCacheStats();
   } catch (const std::exception& e) {
     if (log) {
       token_log_->append(answer, ids, {});
@@ -252,6 +254,29 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_or
     open_sessions_.erase(id);
     emit turnFailed(id, QString::fromUtf8(e.what()));
   }
+}
+
+void ChatWorker::count_turn(const TurnStats& stats) {
+  ++run_totals_.turns;
+  run_totals_.prompt_tokens += stats.prompt_tokens;
+  run_totals_.restored_tokens += stats.restored_tokens;
+  run_totals_.reused_tokens += stats.reused_tokens;
+}
+
+// Reading the block index is a quick SQL count; the worker does it between turns, so the GUI
+// never waits on the database for it.
+void ChatWorker::refreshCacheStats() {
+  CacheStats stats;
+  try {
+    stats = service_->cache_stats().value_or(CacheStats{});
+  } catch (const std::exception& e) {  // a broken database shows as no caches, not a crash
+    qWarning("cache statistics: %s", e.what());
+  }
+  stats.turns = run_totals_.turns;
+  stats.prompt_tokens = run_totals_.prompt_tokens;
+  stats.restored_tokens = run_totals_.restored_tokens;
+  stats.reused_tokens = run_totals_.reused_tokens;
+  emit cacheStatsReady(stats);
 }
 
 void ChatWorker::regenerate(qint64 id, SessionChoices choices) {

@@ -48,6 +48,7 @@ class ChatWorker : public QObject {
   void send(qint64 id, const QString& text, const QStringList& images,
             flashdesk::ui::SessionChoices choices);
   void regenerate(qint64 id, flashdesk::ui::SessionChoices choices);
+  void refreshCacheStats();  // answers with cacheStatsReady
 
  signals:
   void storageFailed(const QString& message);
@@ -66,6 +67,8 @@ class ChatWorker : public QObject {
   void answerFinished(qint64 session, const flashdesk::ui::TurnStats& stats, const QString& finish,
                       const QString& effort_line);
   void turnFailed(qint64 session, const QString& message);
+  // After each turn and on request: the caches' figures and this run's totals.
+  void cacheStatsReady(const flashdesk::ui::CacheStats& stats);
 
  private:
   bool ready() const { return store_ != nullptr; }
@@ -77,6 +80,7 @@ class ChatWorker : public QObject {
   // Generates the answer to the stored user message at `user_ordinal`.
   void run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal);
   void title_from_first_message(qint64 id, const QString& text);
+  void count_turn(const TurnStats& stats);
 
   std::unique_ptr<ChatService> service_;
   storage::StorageLayout layout_;
@@ -85,6 +89,7 @@ class ChatWorker : public QObject {
   std::unique_ptr<storage::TokenLog> token_log_;
   std::set<qint64> open_sessions_;  // opened in the service since the model was loaded
   QString filter_;
+  CacheStats run_totals_;  // only the per-run fields are used
   std::atomic<bool> stop_{false};
   std::atomic<bool> closing_{false};
 };

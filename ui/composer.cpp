@@ -13,6 +13,7 @@
 #include <QVBoxLayout>
 
 #include "ui/image_files.h"
+#include "ui/theme.h"
 
 namespace flashdesk::ui {
 
@@ -71,7 +72,7 @@ Composer::Composer(QWidget* parent)
   strip_layout_->addStretch();
   strip_->hide();
   error_->setObjectName(QStringLiteral("composerError"));
-  error_->setStyleSheet(QStringLiteral("color: #c62828;"));
+  show_as_error(error_);
   error_->setWordWrap(true);
   error_->hide();
   attach_->setAccessibleName(tr("Attach an image"));
@@ -189,6 +190,11 @@ void Composer::acceptMimeData(const QMimeData* data) {
 void Composer::dragEnterEvent(QDragEnterEvent* event) {
   if (carries_files_or_image(event->mimeData()) || event->mimeData()->hasText())
     event->acceptProposedAction();
+}
+
+void Composer::changeEvent(QEvent* event) {
+  QWidget::changeEvent(event);
+  if (event->type() == QEvent::PaletteChange) show_as_error(error_);
 }
 
 void Composer::dropEvent(QDropEvent* event) {

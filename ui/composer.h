@@ -60,6 +60,7 @@ class Composer : public QWidget {
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
+  void changeEvent(QEvent* event) override;  // the error colour follows the theme
 
  private:
   void acceptMimeData(const QMimeData* data);

@@ -6,14 +6,20 @@
 #include <QMainWindow>
 #include <QStringList>
 
+#include "ui/app_settings.h"
 #include "ui/chat_controller.h"
 
+class QAction;
+class QActionGroup;
 class QLabel;
+class QSettings;
 class QProgressBar;
 class QPushButton;
 
 namespace flashdesk::ui {
 
+class AppSettingsDialog;
+class CachePanel;
 class Composer;
 class EffortControl;
 class MessageView;
@@ -23,8 +29,11 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
 
  public:
-  // Loads `model_dir` at once when it is not empty.
-  MainWindow(ChatController& controller, const QString& model_dir, QWidget* parent = nullptr);
+  // Loads `model_dir` at once when it is not empty. With `settings`, the app settings are read
+  // from it (new-chat defaults, theme: applied now) and saved to it when edited; without, the
+  // defaults are used and nothing is saved.
+  MainWindow(ChatController& controller, const QString& model_dir, QSettings* settings = nullptr,
+             QWidget* parent = nullptr);
 
   qint64 currentSession() const { return current_; }
   bool generating() const { return generating_; }
@@ -38,6 +47,9 @@ class MainWindow : public QMainWindow {
   QString statusText() const;
   QString promptPreview() const { return prompt_preview_; }  // the next turn's prompt, as text
   SessionChoices currentChoices() const;
+  const AppSettings& appSettings() const { return app_settings_; }
+  CachePanel* cachePanel() const { return cache_panel_; }
+  QAction* themeAction(ThemeChoice choice) const;
 
  public slots:
   void openModelFolder();
@@ -47,14 +59,19 @@ class MainWindow : public QMainWindow {
   void submit(QString text, QStringList images);  // copies: the composer clears its own
   void regenerate();
   void stop();
-  void editSettings();  // the session's system prompt, sampling and answer length
+  void editSettings();                   // the session's system prompt, sampling and answer length
+  AppSettingsDialog* editAppSettings();  // opens the dialog (window-modal); returns it
+  void applyAppSettings(const AppSettings& settings);  // saves; new-chat defaults apply now
+  void setTheme(ThemeChoice choice);                   // applies and saves
 
  private:
   QWidget* buildModelBar();
   QWidget* buildChatPane();
   void connectWorker();
   void connectWidgets();
-  void addShortcuts();
+  void buildMenus();
+  void buildViewMenu();
+  void showPaletteKind();
   void setGenerating(bool generating);
   void onSessionsListed(const QList<SessionRow>& rows);
   void onSessionOpened(qint64 id, SessionChoices choices, const QList<MessageRow>& messages);
@@ -65,6 +82,10 @@ class MainWindow : public QMainWindow {
   void showEffortLine(const QString& line, bool sent);
   void requestPreview();
 
+ protected:
+  void changeEvent(QEvent* event) override;
+
+ private:
   ChatController& controller_;
   SessionSidebar* sidebar_;
   MessageView* view_;
@@ -77,6 +98,10 @@ class MainWindow : public QMainWindow {
   QPushButton* regenerate_;
   QPushButton* settings_;
   QLabel* status_;
+  CachePanel* cache_panel_;
+  QActionGroup* themes_;
+  QSettings* settings_store_;
+  AppSettings app_settings_;
   SessionChoices choices_;  // of the shown session; effort and thinking live in effort_
   QString prompt_preview_;
   qint64 current_ = 0;

@@ -25,6 +25,7 @@ QLabel* markdown_label(QWidget* parent) {
   label->setWordWrap(true);
   label->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
   label->setOpenExternalLinks(true);
+  label->setForegroundRole(QPalette::Text);  // on the bubble's Base / AlternateBase
   return label;
 }
 
@@ -50,15 +51,21 @@ MessageBubble::MessageBubble(const MessageRow& message, QWidget* parent)
       copy_code_(new QPushButton(tr("Copy code"), this)) {
   setObjectName(from_user_ ? QStringLiteral("userMessage") : QStringLiteral("answer"));
   setFrameShape(QFrame::StyledPanel);
+  // Palette roles, not colours: the bubbles follow a theme switch without restyling.
+  setAutoFillBackground(true);
+  setBackgroundRole(from_user_ ? QPalette::AlternateBase : QPalette::Base);
+  setForegroundRole(QPalette::Text);
   setAccessibleName(from_user_ ? tr("Your message") : tr("Answer"));
   auto* layout = new QVBoxLayout(this);
   auto* who = new QLabel(from_user_ ? tr("<b>You</b>") : tr("<b>FlashDesk</b>"), this);
+  who->setForegroundRole(QPalette::Text);
+  note_->setForegroundRole(QPalette::Text);
   layout->addWidget(who);
   thinking_toggle_->setCheckable(true);
   thinking_toggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   thinking_toggle_->setArrowType(Qt::RightArrow);
   thinking_toggle_->setAccessibleName(tr("Show or hide the thinking"));
-  thinking_body_->setStyleSheet(QStringLiteral("color: palette(placeholder-text);"));
+  thinking_body_->setForegroundRole(QPalette::PlaceholderText);  // dimmer than the answer
   thinking_body_->setObjectName(QStringLiteral("thinking"));
   connect(thinking_toggle_, &QToolButton::toggled, this, &MessageBubble::setThinkingExpanded);
   layout->addWidget(thinking_toggle_);

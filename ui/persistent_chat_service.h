@@ -11,6 +11,7 @@
 
 #include "engine/runtime/chat_engine.h"
 #include "storage/persistent_chat.h"
+#include "ui/cache_stats.h"
 #include "ui/chat_service.h"
 
 namespace flashdesk::ui {
@@ -31,6 +32,11 @@ class PersistentChatService final : public ChatService {
   std::string render_prompt(const TurnRequest& request) const override;
   TurnOutcome send(const TurnRequest& request, const StreamCallbacks& callbacks,
                    const std::atomic<bool>* stop) override;
+
+  // The cache panel's figures: SSD blocks and window pool of the loaded model's chat.
+  std::optional<CacheStats> cache_stats() override {
+    return chat_ ? std::optional(cache_stats_of(*chat_)) : std::nullopt;
+  }
 
   // The underlying chat (tests: flush, block counts); null before a model is loaded.
   storage::PersistentChat* chat() { return chat_.get(); }

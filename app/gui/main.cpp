@@ -1,10 +1,13 @@
-// `flashdesk`: the desktop app. Wiring only: options, the data folder, the worker, the window.
+// `flashdesk`: the desktop app. Wiring only: options, settings, the data folder, the worker, the
+// window. `--help`, `--version` and a bad command line are answered before the GUI starts, so
+// they work without a display (a QCoreApplication, not a QApplication).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QMessageBox>
+#include <QSettings>
 
 #include "engine/runtime/backend_factory.h"
-#include "storage/storage_layout.h"
+#include "ui/app_settings.h"
 #include "ui/chat_controller.h"
 #include "ui/main_window.h"
 #include "ui/model_locator.h"
@@ -13,49 +16,81 @@
 namespace {
 
 struct AppOptions {
-  QString model;
-  QString data_dir;
+  QString model;     // empty: the bundled demo
+  QString data_dir;  // empty: the settings' data folder
   QString backend = QStringLiteral("cpu");
   int threads = 0;
 };
 
-AppOptions parse_options(const QApplication& app) {
+// The command line, declared once for both the display-less check and the real parse.
+struct CommandLine {
   QCommandLineParser parser;
-  parser.setApplicationDescription(QStringLiteral("FlashDesk: chat with a local model."));
-  parser.addHelpOption();
-  parser.addVersionOption();
-  const QCommandLineOption model({"m", "model"}, "Model folder (default: the bundled demo).",
-                                 "dir");
-  const QCommandLineOption data("data-dir", "Sessions and KV cache folder.", "dir");
-  QStringList backends;
-  for (const std::string& name : flashdesk::backend_names())
-    backends << QString::fromStdString(name);
-  const QCommandLineOption backend("backend", "Compute backend: " + backends.join(", ") + ".",
-                                   "name", "cpu");
-  const QCommandLineOption threads("threads", "CPU threads (0: every core).", "n", "0");
-  parser.addOptions({model, data, backend, threads});
-  parser.process(app);
-  AppOptions options;
-  options.model = parser.isSet(model) ? parser.value(model)
-                                      : flashdesk::ui::default_model_dir(app.applicationDirPath());
-  options.data_dir = parser.value(data);
-  options.backend = parser.value(backend);
-  options.threads = parser.value(threads).toInt();
-  return options;
+  QCommandLineOption help = parser.addHelpOption();
+  QCommandLineOption version = parser.addVersionOption();
+  QCommandLineOption model{{"m", "model"}, "Model folder (default: the bundled demo).", "dir"};
+  QCommandLineOption data{
+      "data-dir", "Sessions and KV cache folder for this run (default: File > Settings).", "dir"};
+  QCommandLineOption backend{"backend", "Compute backend: " + backend_list() + ".", "name", "cpu"};
+  QCommandLineOption threads{"threads", "CPU threads (0: every core).", "n", "0"};
+
+  CommandLine() {
+    parser.setApplicationDescription(QStringLiteral("FlashDesk: chat with a local model."));
+    parser.addOptions({model, data, backend, threads});
+  }
+  static QString backend_list() {
+    QStringList names;
+    for (const std::string& name : flashdesk::backend_names())
+      names << QString::fromStdString(name);
+    return names.join(", ");
+  }
+  AppOptions options() const {
+    return {parser.value(model), parser.value(data), parser.value(backend),
+            parser.value(threads).toInt()};
+  }
+};
+
+void name_the_app() {
+  QCoreApplication::setOrganizationName(QStringLiteral("FlashDesk"));
+  QCoreApplication::setApplicationName(QStringLiteral("FlashDesk"));
+  QCoreApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+}
+
+// True when the command line only asks for text (help, version) or is wrong: then it is answered
+// on a QCoreApplication, which needs no display, and the process exits.
+bool answers_without_gui(int argc, char** argv) {
+  QStringList args;
+  for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+  CommandLine line;
+  return !line.parser.parse(args) || line.parser.isSet(line.help) ||
+         line.parser.isSet(line.version) || line.parser.isSet(QStringLiteral("help-all"));
+}
+
+int answer_without_gui(int argc, char** argv) {
+  QCoreApplication app(argc, argv);
+  name_the_app();
+  CommandLine line;
+  line.parser.process(app);  // prints help, the version or the error, and exits
+  return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (answers_without_gui(argc, argv)) return answer_without_gui(argc, argv);
   QApplication app(argc, argv);
-  QApplication::setApplicationName(QStringLiteral("FlashDesk"));
-  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
-  const AppOptions options = parse_options(app);
+  name_the_app();
+  CommandLine line;
+  line.parser.process(app);
+  AppOptions options = line.options();
+  if (options.model.isEmpty())
+    options.model = flashdesk::ui::default_model_dir(app.applicationDirPath());
+
+  QSettings settings;  // ~/.config/FlashDesk/FlashDesk.conf
+  flashdesk::ui::AppSettings app_settings = flashdesk::ui::load_app_settings(settings);
+  if (!options.data_dir.isEmpty()) app_settings.data_dir = options.data_dir;  // this run only
   flashdesk::storage::StorageLayout layout;
   try {
-    layout = options.data_dir.isEmpty()
-                 ? flashdesk::storage::StorageLayout::from_environment()
-                 : flashdesk::storage::StorageLayout::in(options.data_dir.toStdString());
+    layout = flashdesk::ui::storage_layout(app_settings);
   } catch (const std::exception& e) {
     QMessageBox::critical(nullptr, QStringLiteral("FlashDesk"), QString::fromUtf8(e.what()));
     return 1;
@@ -63,12 +98,13 @@ int main(int argc, char** argv) {
   flashdesk::EngineOptions engine;
   engine.backend = options.backend.toStdString();
   engine.threads = options.threads;
-  // Turns go through the persistent sessions layer: a restart resumes with the KV from the SSD.
+  // Turns go through the persistent sessions layer: a restart resumes with the KV from the SSD,
+  // within the SSD and window-pool budgets of the settings.
   flashdesk::ui::ChatController controller(
       std::make_unique<flashdesk::ui::PersistentChatService>(
-          flashdesk::storage::PersistentChatOptions{.layout = layout}, engine),
+          flashdesk::ui::persistent_chat_options(app_settings, layout), engine),
       layout);
-  flashdesk::ui::MainWindow window(controller, options.model);
+  flashdesk::ui::MainWindow window(controller, options.model, &settings);
   window.show();
   return app.exec();
 }

@@ -13,6 +13,8 @@ std::unique_ptr<QObject> make_composer_test();
 std::unique_ptr<QObject> make_effort_control_test();
 std::unique_ptr<QObject> make_session_list_test();
 std::unique_ptr<QObject> make_app_test();
+std::unique_ptr<QObject> make_app_settings_test();
+std::unique_ptr<QObject> make_cache_panel_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -20,6 +22,8 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_effort_control_test());
   tests.push_back(make_session_list_test());
   tests.push_back(make_app_test());
+  tests.push_back(make_app_settings_test());
+  tests.push_back(make_cache_panel_test());
   return tests;
 }
 

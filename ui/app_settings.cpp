@@ -1,0 +1,100 @@
+// The settings' keys, defaults and ranges, and their translation into storage options.
+#include "ui/app_settings.h"
+
+#include <chrono>
+
+namespace flashdesk::ui {
+
+namespace {
+
+// One stored number: its key and the range it must lie in.
+struct NumberKey {
+  const char* key;
+  double min;
+  double max;
+};
+
+constexpr NumberKey kDiskBudget{"kv/disk_budget_bytes", double(kGiB) / 4,
+                                double(uint64_t{1} << 50)};
+constexpr NumberKey kRetention{"kv/retention_hours", 1, double(kMaxRetentionHours)};
+constexpr NumberKey kPoolBudget{"window_pool/budget_bytes", 0, double(uint64_t{1} << 44)};
+constexpr NumberKey kPoolTtl{"window_pool/ttl_minutes", 1, double(kMaxPoolTtlMinutes)};
+constexpr NumberKey kTemperature{"new_chat/temperature", 0.0, 2.0};
+constexpr NumberKey kTopP{"new_chat/top_p", 0.01, 1.0};
+constexpr NumberKey kMaxNewTokens{"new_chat/max_new_tokens", 1, double(1 << 20)};
+constexpr const char* kDataDir = "data_dir";
+constexpr const char* kSystemPrompt = "new_chat/system_prompt";
+constexpr const char* kTheme = "view/theme";
+
+// The stored number at `k`, or `fallback` (with a problem line) when it is not a number in range.
+template <class T>
+T read_number(const QSettings& store, const NumberKey& k, T fallback, QStringList* problems) {
+  if (!store.contains(QLatin1String(k.key))) return fallback;
+  const QString stored = store.value(QLatin1String(k.key)).toString();
+  bool ok = false;
+  const double value = stored.toDouble(&ok);
+  if (ok && value >= k.min && value <= k.max) return static_cast<T>(value);
+  if (problems)
+    *problems << QStringLiteral("%1: \"%2\" is not a number from %3 to %4; using %5")
+                     .arg(QLatin1String(k.key), stored)
+                     .arg(k.min, 0, 'g', 15)
+                     .arg(k.max, 0, 'g', 15)
+                     .arg(double(fallback), 0, 'g', 15);
+  return fallback;
+}
+
+}  // namespace
+
+AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
+  AppSettings s;
+  s.data_dir = store.value(QLatin1String(kDataDir)).toString();
+  s.kv_disk_budget_bytes = read_number(store, kDiskBudget, s.kv_disk_budget_bytes, problems);
+  s.kv_retention_hours = read_number(store, kRetention, s.kv_retention_hours, problems);
+  s.window_pool_budget_bytes =
+      read_number(store, kPoolBudget, s.window_pool_budget_bytes, problems);
+  s.window_pool_ttl_minutes = read_number(store, kPoolTtl, s.window_pool_ttl_minutes, problems);
+  s.new_chat.system_prompt = store.value(QLatin1String(kSystemPrompt)).toString();
+  s.new_chat.temperature = read_number(store, kTemperature, s.new_chat.temperature, problems);
+  s.new_chat.top_p = read_number(store, kTopP, s.new_chat.top_p, problems);
+  s.new_chat.max_new_tokens =
+      read_number(store, kMaxNewTokens, s.new_chat.max_new_tokens, problems);
+  const QString theme = store.value(QLatin1String(kTheme), theme_key(s.theme)).toString();
+  if (const auto choice = theme_from_key(theme)) {
+    s.theme = *choice;
+  } else if (problems) {
+    *problems << QStringLiteral("%1: \"%2\" is not system, light or dark; using system")
+                     .arg(QLatin1String(kTheme), theme);
+  }
+  return s;
+}
+
+void save_app_settings(QSettings& store, const AppSettings& s) {
+  store.setValue(QLatin1String(kDataDir), s.data_dir);
+  store.setValue(QLatin1String(kDiskBudget.key), qulonglong(s.kv_disk_budget_bytes));
+  store.setValue(QLatin1String(kRetention.key), qlonglong(s.kv_retention_hours));
+  store.setValue(QLatin1String(kPoolBudget.key), qulonglong(s.window_pool_budget_bytes));
+  store.setValue(QLatin1String(kPoolTtl.key), qlonglong(s.window_pool_ttl_minutes));
+  store.setValue(QLatin1String(kSystemPrompt), s.new_chat.system_prompt);
+  store.setValue(QLatin1String(kTemperature.key), s.new_chat.temperature);
+  store.setValue(QLatin1String(kTopP.key), s.new_chat.top_p);
+  store.setValue(QLatin1String(kMaxNewTokens.key), qlonglong(s.new_chat.max_new_tokens));
+  store.setValue(QLatin1String(kTheme), theme_key(s.theme));
+  store.sync();
+}
+
+storage::StorageLayout storage_layout(const AppSettings& settings) {
+  return settings.data_dir.isEmpty() ? storage::StorageLayout::from_environment()
+                                     : storage::StorageLayout::in(settings.data_dir.toStdString());
+}
+
+storage::PersistentChatOptions persistent_chat_options(const AppSettings& settings,
+                                                       storage::StorageLayout layout) {
+  storage::PersistentChatOptions options{.layout = std::move(layout)};
+  options.blocks.disk_budget_bytes = settings.kv_disk_budget_bytes;
+  options.blocks.retention = std::chrono::hours(settings.kv_retention_hours);
+  options.window_pool.budget_bytes = settings.window_pool_budget_bytes;
+  options.window_pool.ttl = std::chrono::minutes(settings.window_pool_ttl_minutes);
+  return options;
+}
+
+}  // namespace flashdesk::ui

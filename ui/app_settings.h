@@ -1,0 +1,51 @@
+// Application-wide settings: where the data lives, how much SSD and RAM the KV caches may use, the
+// defaults of a new chat and the theme. Persisted with QSettings (not in the data folder: the data
+// folder is itself a setting). Read once at start: the data folder and the cache budgets take
+// effect after a restart; new-chat defaults and the theme at once.
+//
+// Goals: each option declared once (key, default, allowed range) and validated where it is read;
+// a bad stored value falls back to its default with a message saying so. Non-goals: per-session
+// settings (storage::SessionSettings, SessionSettingsDialog), command-line options (main.cpp; they
+// override these for one run).
+#pragma once
+
+#include <QSettings>
+#include <QStringList>
+#include <cstdint>
+
+#include "storage/persistent_chat.h"
+#include "ui/chat_types.h"
+#include "ui/theme.h"
+
+namespace flashdesk::ui {
+
+struct AppSettings {
+  QString data_dir;  // empty: the XDG folders (storage::StorageLayout::from_environment)
+  uint64_t kv_disk_budget_bytes = storage::KvBlockStoreOptions{}.disk_budget_bytes;
+  int64_t kv_retention_hours = 72;
+  uint64_t window_pool_budget_bytes = 0;  // 0: 10% of physical RAM
+  int64_t window_pool_ttl_minutes = 10;
+  SessionChoices new_chat;  // system prompt, sampling and answer length of a new chat
+  ThemeChoice theme = ThemeChoice::system;
+
+  bool operator==(const AppSettings&) const = default;
+};
+
+// Limits the dialog and the reader share.
+inline constexpr uint64_t kGiB = uint64_t{1} << 30;
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+inline constexpr int64_t kMaxRetentionHours = 24 * 365;
+inline constexpr int64_t kMaxPoolTtlMinutes = 24 * 60;
+
+// Reads the stored settings; each missing value is its default, each invalid one too, with a line
+// in `problems` naming the key, the stored value and what is used instead.
+AppSettings load_app_settings(const QSettings& store, QStringList* problems = nullptr);
+void save_app_settings(QSettings& store, const AppSettings& settings);
+
+// The data folder the settings name (the XDG folders when empty). Throws IoError.
+storage::StorageLayout storage_layout(const AppSettings& settings);
+// The options PersistentChatService is built with: the budgets and lifetimes above.
+storage::PersistentChatOptions persistent_chat_options(const AppSettings& settings,
+                                                       storage::StorageLayout layout);
+
+}  // namespace flashdesk::ui

@@ -1,0 +1,134 @@
+// The application settings dialog: spin boxes in GiB / MiB / hours / minutes over AppSettings'
+// bytes and durations; the ranges are those load_app_settings accepts.
+#include "ui/app_settings_dialog.h"
+
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <cmath>
+
+#include "ui/session_settings_dialog.h"
+
+namespace flashdesk::ui {
+
+AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* parent)
+    : QDialog(parent),
+      base_(settings),
+      data_dir_(new QLineEdit(settings.data_dir, this)),
+      kv_budget_(new QDoubleSpinBox(this)),
+      kv_retention_(new QSpinBox(this)),
+      pool_budget_(new QSpinBox(this)),
+      pool_ttl_(new QSpinBox(this)),
+      new_chat_(new QPushButton(tr("Edit…"), this)),
+      new_chat_summary_(new QLabel(this)) {
+  setWindowTitle(tr("FlashDesk settings"));
+  data_dir_->setPlaceholderText(tr("Default (~/.local/share/flashdesk, ~/.cache/flashdesk)"));
+  data_dir_->setAccessibleName(tr("Data folder"));
+  kv_budget_->setRange(0.25, 1 << 20);
+  kv_budget_->setDecimals(2);
+  kv_budget_->setSuffix(tr(" GiB"));
+  kv_budget_->setValue(double(settings.kv_disk_budget_bytes) / double(kGiB));
+  kv_budget_->setAccessibleName(tr("SSD space for the KV cache, in GiB"));
+  kv_retention_->setRange(1, int(kMaxRetentionHours));
+  kv_retention_->setSuffix(tr(" h"));
+  kv_retention_->setValue(int(settings.kv_retention_hours));
+  kv_retention_->setAccessibleName(tr("Keep unused KV blocks on the SSD for this many hours"));
+  pool_budget_->setRange(0, 1 << 24);
+  pool_budget_->setSuffix(tr(" MiB"));
+  pool_budget_->setSpecialValueText(tr("Automatic (10% of RAM)"));
+  pool_budget_->setValue(int(settings.window_pool_budget_bytes / kMiB));
+  pool_budget_->setAccessibleName(tr("Memory for parked sliding windows, in MiB; 0 is automatic"));
+  pool_ttl_->setRange(1, int(kMaxPoolTtlMinutes));
+  pool_ttl_->setSuffix(tr(" min"));
+  pool_ttl_->setValue(int(settings.window_pool_ttl_minutes));
+  pool_ttl_->setAccessibleName(tr("Drop a parked window unused for this many minutes"));
+  new_chat_->setAccessibleName(tr("Edit the system prompt and sampling of new chats"));
+  connect(new_chat_, &QPushButton::clicked, this, &AppSettingsDialog::editNewChatDefaults);
+  new_chat_summary_->setWordWrap(true);
+  showNewChatSummary();
+  auto* new_chat_row = new QHBoxLayout;
+  new_chat_row->addWidget(new_chat_summary_, 1);
+  new_chat_row->addWidget(new_chat_);
+
+  auto* restart = new QLabel(
+      tr("<i>The data folder and the cache sizes take effect after FlashDesk restarts.</i>"), this);
+  restart->setWordWrap(true);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+  connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  auto* form = new QFormLayout(this);
+  form->addRow(tr("Data folder"), buildDataDirRow());
+  form->addRow(tr("SSD KV cache size"), kv_budget_);
+  form->addRow(tr("Keep SSD KV blocks for"), kv_retention_);
+  form->addRow(tr("Window pool size"), pool_budget_);
+  form->addRow(tr("Keep parked windows for"), pool_ttl_);
+  form->addRow(tr("New chats"), new_chat_row);
+  form->addRow(restart);
+  form->addRow(buttons);
+}
+
+QWidget* AppSettingsDialog::buildDataDirRow() {
+  auto* row = new QWidget(this);
+  auto* browse = new QPushButton(tr("Choose…"), row);
+  browse->setAccessibleName(tr("Choose the data folder"));
+  connect(browse, &QPushButton::clicked, this, &AppSettingsDialog::chooseDataDir);
+  auto* layout = new QHBoxLayout(row);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(data_dir_, 1);
+  layout->addWidget(browse);
+  return row;
+}
+
+void AppSettingsDialog::chooseDataDir() {
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, tr("Choose the data folder"), data_dir_->text());
+  if (!dir.isEmpty()) data_dir_->setText(dir);
+}
+
+void AppSettingsDialog::editNewChatDefaults() {
+  auto* dialog = new SessionSettingsDialog(base_.new_chat, this);
+  dialog->setWindowTitle(tr("New chat settings"));
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &QDialog::accepted, this,
+          [this, dialog] { setNewChatDefaults(dialog->choices()); });
+  dialog->open();
+}
+
+void AppSettingsDialog::setNewChatDefaults(const SessionChoices& choices) {
+  base_.new_chat = choices;
+  showNewChatSummary();
+}
+
+void AppSettingsDialog::showNewChatSummary() {
+  const SessionChoices& c = base_.new_chat;
+  const QString prompt = c.system_prompt.isEmpty()
+                             ? tr("no system prompt")
+                             : tr("system prompt \"%1\"").arg(c.system_prompt.left(40));
+  new_chat_summary_->setText(tr("temperature %1, top-p %2, %3")
+                                 .arg(c.temperature, 0, 'f', 2)
+                                 .arg(c.top_p, 0, 'f', 2)
+                                 .arg(prompt));
+}
+
+AppSettings AppSettingsDialog::settings() const {
+  AppSettings s = base_;
+  s.data_dir = data_dir_->text().trimmed();
+  // The spin box shows GiB to two decimals: an untouched box keeps the stored bytes exactly.
+  const double shown = kv_budget_->valueFromText(
+      kv_budget_->textFromValue(double(base_.kv_disk_budget_bytes) / double(kGiB)));
+  if (kv_budget_->value() != shown)
+    s.kv_disk_budget_bytes = uint64_t(std::llround(kv_budget_->value() * double(kGiB)));
+  s.kv_retention_hours = kv_retention_->value();
+  if (uint64_t(pool_budget_->value()) != base_.window_pool_budget_bytes / kMiB)
+    s.window_pool_budget_bytes = uint64_t(pool_budget_->value()) * kMiB;
+  s.window_pool_ttl_minutes = pool_ttl_->value();
+  return s;
+}
+
+}  // namespace flashdesk::ui

@@ -1,0 +1,52 @@
+// The application settings dialog (File ▸ Settings…): data folder, SSD KV budget and retention,
+// window-pool budget and lifetime, and the defaults of a new chat (edited in the per-session
+// SessionSettingsDialog, not duplicated here). It edits an AppSettings value; the window saves it.
+#pragma once
+
+#include <QDialog>
+
+#include "ui/app_settings.h"
+
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+
+namespace flashdesk::ui {
+
+class AppSettingsDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  AppSettingsDialog(const AppSettings& settings, QWidget* parent = nullptr);
+
+  // The shown settings with the edited fields (the theme passes through: the View menu sets it).
+  AppSettings settings() const;
+  void setNewChatDefaults(const SessionChoices& choices);
+
+  QLineEdit* dataDir() const { return data_dir_; }
+  QDoubleSpinBox* kvDiskBudgetGiB() const { return kv_budget_; }
+  QSpinBox* kvRetentionHours() const { return kv_retention_; }
+  QSpinBox* windowPoolBudgetMiB() const { return pool_budget_; }
+  QSpinBox* windowPoolTtlMinutes() const { return pool_ttl_; }
+  QPushButton* newChatDefaultsButton() const { return new_chat_; }
+  QLabel* newChatSummary() const { return new_chat_summary_; }
+
+ private:
+  QWidget* buildDataDirRow();
+  void chooseDataDir();
+  void editNewChatDefaults();
+  void showNewChatSummary();
+
+  AppSettings base_;
+  QLineEdit* data_dir_;
+  QDoubleSpinBox* kv_budget_;
+  QSpinBox* kv_retention_;
+  QSpinBox* pool_budget_;
+  QSpinBox* pool_ttl_;
+  QPushButton* new_chat_;
+  QLabel* new_chat_summary_;
+};
+
+}  // namespace flashdesk::ui
