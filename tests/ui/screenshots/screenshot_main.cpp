@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
   auto* view = window.messageView();
   view->message(view->messageCount() - 1)->setThinkingExpanded(true);
   save(window, out, "chat.png");
+  window.setTheme(flashdesk::ui::ThemeChoice::dark);  // View ▸ Theme ▸ Dark (not saved: no store)
+  save(window, out, "chat-dark.png");
+  window.setTheme(flashdesk::ui::ThemeChoice::system);
 
   window.effortControl()->slider()->setValue(100);
   window.composer()->addImageFile(sample_image(files.path()));
