@@ -37,7 +37,7 @@ CachePanel::CachePanel(QWidget* parent)
   setAccessibleName(tr("Cache statistics"));
   setWidget(body_);
   refresh_.setInterval(kRefreshMs);
-  connect(&refresh_, &QTimer::timeout, this, &CachePanel::refreshRequested);
+  connect(&refresh_, &QTimer::timeout, this, &CachePanel::requestRefresh);
   showStats(stats_);
 }
 
@@ -51,7 +51,16 @@ QLabel* CachePanel::addRow(const QString& name) {
   return value;
 }
 
+// One question at a time: during a long turn the worker answers only after it, and the timer's
+// requests must not pile up behind it.
+void CachePanel::requestRefresh() {
+  if (awaiting_) return;
+  awaiting_ = true;
+  emit refreshRequested();
+}
+
 void CachePanel::showStats(const CacheStats& s) {
+  awaiting_ = false;
   stats_ = s;
   const QString none = tr("no SSD cache (no model loaded)");
   ssd_->setText(s.has_caches ? byte_text(uint64_t(s.ssd_bytes)) : none);
@@ -79,7 +88,7 @@ QString CachePanel::text() const {
 
 void CachePanel::showEvent(QShowEvent* event) {
   QDockWidget::showEvent(event);
-  emit refreshRequested();
+  requestRefresh();
   refresh_.start();
 }
 

@@ -34,9 +34,11 @@ class CachePanel : public QDockWidget {
 
  private:
   QLabel* addRow(const QString& name);
+  void requestRefresh();
 
   CacheStats stats_;
   QTimer refresh_;
+  bool awaiting_ = false;  // a request is queued to the worker, not answered yet
   QWidget* body_;
   QLabel* ssd_;
   QLabel* blocks_;

@@ -2,21 +2,17 @@
 #include "ui/main_window.h"
 
 #include <QActionGroup>
-#include <QApplication>
 #include <QDateTime>
-#include <QEvent>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
-#include <QMenuBar>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QVBoxLayout>
 
-#include "ui/app_settings_dialog.h"
 #include "ui/cache_panel.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
@@ -78,7 +74,7 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
     QStringList problems;
     app_settings_ = load_app_settings(*settings_store_, &problems);
     for (const QString& problem : problems) qWarning("settings: %s", qPrintable(problem));
-    apply_theme(app_settings_.theme);
+    if (app_settings_.theme != ThemeChoice::system) apply_theme(app_settings_.theme);
   }
   choices_ = app_settings_.new_chat;  // what the first message of a new chat gets
   auto* splitter = new QSplitter;
@@ -246,101 +242,6 @@ void MainWindow::connectWidgets() {
   connect(regenerate_, &QPushButton::clicked, this, &MainWindow::regenerate);
   connect(cache_panel_, &CachePanel::refreshRequested, &controller_,
           [this] { controller_.refreshCacheStats(); });
-}
-
-// Every command is a menu action, so its shortcut is listed where users look for it.
-void MainWindow::buildMenus() {
-  QMenu* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newSession);
-  file->addAction(tr("&Open model folder…"), QKeySequence::Open, this,
-                  &MainWindow::openModelFolder);
-  file->addSeparator();
-  file->addAction(tr("&Settings…"), QKeySequence(tr("Ctrl+,")), this, &MainWindow::editAppSettings);
-  file->addSeparator();
-  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
-  QMenu* chat = menuBar()->addMenu(tr("&Chat"));
-  chat->addAction(tr("&Search chats"), QKeySequence::Find, sidebar_->searchField(),
-                  qOverload<>(&QWidget::setFocus));
-  chat->addAction(tr("S&top the answer"), QKeySequence(Qt::Key_Escape), this, &MainWindow::stop);
-  chat->addAction(tr("&Regenerate the last answer"), QKeySequence(tr("Ctrl+R")), this,
-                  &MainWindow::regenerate);
-  chat->addAction(tr("Chat s&ettings…"), QKeySequence(tr("Ctrl+Shift+,")), this,
-                  &MainWindow::editSettings);
-  buildViewMenu();
-}
-
-void MainWindow::buildViewMenu() {
-  QMenu* view = menuBar()->addMenu(tr("&View"));
-  QMenu* theme = view->addMenu(tr("&Theme"));
-  const std::pair<ThemeChoice, QString> choices[] = {{ThemeChoice::system, tr("&System")},
-                                                     {ThemeChoice::light, tr("&Light")},
-                                                     {ThemeChoice::dark, tr("&Dark")}};
-  for (const auto& [choice, name] : choices) {
-    QAction* action = theme->addAction(name, this, [this, c = choice] { setTheme(c); });
-    action->setCheckable(true);
-    action->setChecked(choice == app_settings_.theme);
-    action->setData(theme_key(choice));
-    themes_->addAction(action);
-  }
-  showPaletteKind();
-  QAction* cache = cache_panel_->toggleViewAction();
-  cache->setText(tr("&Cache panel"));
-  cache->setShortcut(QKeySequence(tr("Ctrl+Shift+K")));
-  view->addAction(cache);
-}
-
-QAction* MainWindow::themeAction(ThemeChoice choice) const {
-  for (QAction* action : themes_->actions())
-    if (action->data().toString() == theme_key(choice)) return action;
-  return nullptr;
-}
-
-// "System" says which way the desktop's palette goes, so the choice is visible before it is made.
-void MainWindow::showPaletteKind() {
-  if (QAction* system = themeAction(ThemeChoice::system))
-    system->setText(is_dark(QApplication::palette()) && app_settings_.theme == ThemeChoice::system
-                        ? tr("&System (dark now)")
-                        : tr("&System"));
-}
-
-void MainWindow::setTheme(ThemeChoice choice) {
-  app_settings_.theme = choice;
-  apply_theme(choice);
-  if (QAction* action = themeAction(choice)) action->setChecked(true);
-  if (settings_store_) save_app_settings(*settings_store_, app_settings_);
-}
-
-// The palette changed (our switch, or the desktop's theme while on System): colours that are not
-// palette roles follow here.
-void MainWindow::changeEvent(QEvent* event) {
-  QMainWindow::changeEvent(event);
-  if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ThemeChange ||
-      event->type() == QEvent::ApplicationPaletteChange) {
-    show_as_error(model_error_);
-    showPaletteKind();
-  }
-}
-
-AppSettingsDialog* MainWindow::editAppSettings() {
-  auto* dialog = new AppSettingsDialog(app_settings_, this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  connect(dialog, &QDialog::accepted, this,
-          [this, dialog] { applyAppSettings(dialog->settings()); });
-  dialog->open();
-  return dialog;
-}
-
-void MainWindow::applyAppSettings(const AppSettings& settings) {
-  const bool restart =
-      settings.data_dir != app_settings_.data_dir ||
-      settings.kv_disk_budget_bytes != app_settings_.kv_disk_budget_bytes ||
-      settings.kv_retention_hours != app_settings_.kv_retention_hours ||
-      settings.window_pool_budget_bytes != app_settings_.window_pool_budget_bytes ||
-      settings.window_pool_ttl_minutes != app_settings_.window_pool_ttl_minutes;
-  app_settings_ = settings;
-  if (settings_store_) save_app_settings(*settings_store_, app_settings_);
-  if (current_ == 0) choices_ = app_settings_.new_chat;
-  if (restart) status_->setText(tr("The new data folder and cache sizes apply after a restart"));
 }
 
 QString MainWindow::modelError() const {
