@@ -117,7 +117,8 @@ std::optional<std::string> PersistentChat::storage_warning() {
 }
 
 // The session's system prompt and stored messages, each user message with its images (images
-// first, as user_message places them), ready for the new user message.
+// first, as user_message places them), ready for the new user message. An engine that cannot
+// read images renders the stored messages' text only (the session stays usable with it).
 PersistentChat::Conversation PersistentChat::conversation(const SessionInfo& info,
                                                           const std::vector<Message>& stored) {
   Conversation out;
@@ -126,6 +127,11 @@ PersistentChat::Conversation PersistentChat::conversation(const SessionInfo& inf
   const SpecialTokenIds& special = engine_.chat_template().special();
   for (const Message& m : stored) {
     if (m.role == Role::user) {
+      // A model without vision continuing the session sees the text only, as before images.
+      if (!engine_.has_vision()) {
+        out.messages.push_back(ChatMessage::user(m.text));
+        continue;
+      }
       std::vector<ImageRef> images;
       for (const Attachment& a : m.attachments) {
         images.push_back(stored_image(a));

@@ -10,6 +10,7 @@
 // the block keys, the pool's prefix digests and the live-KV match, so an image-bearing prefix is
 // restored like any other and a different picture at the same place never matches. Images whose
 // span reaches into the prefill (bounded replay included) are encoded again by the vision tower.
+// An engine without vision continues such a session on the messages' text.
 //
 // Usage:
 //   PersistentChat chat(engine, {.layout = StorageLayout::in(dir)});
