@@ -30,6 +30,12 @@ ChatMessage user_preview(const std::string& text, size_t images) {
 
 }  // namespace
 
+// Images of a stored message the prompt shows: none for an engine without vision, which
+// PersistentChat continues on the text.
+size_t PersistentChatService::stored_images(const storage::Message& m) const {
+  return engine_->has_vision() ? m.attachments.size() : 0;
+}
+
 PersistentChatService::PersistentChatService(storage::PersistentChatOptions chat,
                                              EngineOptions engine)
     : chat_options_(std::move(chat)), engine_options_(std::move(engine)) {}
@@ -94,7 +100,7 @@ std::string PersistentChatService::render_prompt(const TurnRequest& request) con
   if (chat.store().find_session(request.session_id)) {
     for (const storage::Message& m : chat.store().messages(request.session_id))
       conversation.push_back(m.role == storage::Role::user
-                                 ? user_preview(m.text, m.attachments.size())
+                                 ? user_preview(m.text, stored_images(m))
                                  : ChatMessage::assistant(m.text, m.thinking));
   }
   conversation.push_back(user_preview(request.text, request.images.size()));
