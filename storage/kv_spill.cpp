@@ -8,14 +8,14 @@ namespace flashdesk::storage {
 
 SpillResult spill_blocks(KvBlockStore& store, Backend& backend, const SequenceState& state,
                          std::string_view fingerprint, std::optional<int64_t> session_id,
-                         int64_t already_spilled) {
+                         int64_t already_spilled, std::span<const ImageSpan> images) {
   const int64_t B = store.tokens_per_block();
   FD_CHECK(already_spilled >= 0 && already_spilled % B == 0, "spill must start at a block");
   SpillResult result;
   const int64_t full = state.position() / B;
   result.spilled_tokens = std::max(already_spilled, full * B);
   if (already_spilled >= full * B) return result;
-  const std::vector<BlockKey> keys = chain_block_keys(fingerprint, state.tokens, {}, B);
+  const std::vector<BlockKey> keys = chain_block_keys(fingerprint, state.tokens, images, B);
   for (int64_t i = already_spilled / B; i < full; ++i) {
     BlockWrite w;
     w.key = keys[static_cast<size_t>(i)];

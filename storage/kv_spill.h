@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <future>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -21,9 +22,11 @@ struct SpillResult {
 };
 
 // Queues the full blocks of `state` from token `already_spilled` (a multiple of the block size)
-// onwards. Keys chain from the first token, so equal prefixes of other sessions share the blocks.
+// onwards. Keys chain from the first token, so equal prefixes of other sessions share the blocks;
+// `images` (the spans of the images inside the state's tokens) enter the keys of the blocks they
+// overlap.
 SpillResult spill_blocks(KvBlockStore& store, Backend& backend, const SequenceState& state,
                          std::string_view fingerprint, std::optional<int64_t> session_id,
-                         int64_t already_spilled);
+                         int64_t already_spilled, std::span<const ImageSpan> images = {});
 
 }  // namespace flashdesk::storage

@@ -69,8 +69,8 @@ void PersistentChat::open_session(int64_t id) {
   store_->session(id);  // throws InvalidRequest when there is none
   if (session_id_ == id) return;
   park_window();
-  live_.reset();
-  live_spilled_ = 0;
+  forget_live();
+  prepared_images_.clear();
   session_id_ = id;
 }
 
@@ -81,8 +81,8 @@ std::vector<Message> PersistentChat::messages() {
 
 EraseReport PersistentChat::delete_session(int64_t id) {
   if (session_id_ == id) {
-    live_.reset();
-    live_spilled_ = 0;
+    forget_live();
+    prepared_images_.clear();
     session_id_.reset();
   }
   blocks_->flush();  // queued blocks of the session are indexed before the erase looks for them
@@ -92,7 +92,12 @@ EraseReport PersistentChat::delete_session(int64_t id) {
 
 void PersistentChat::drop_live_kv() {
   park_window();
+  forget_live();
+}
+
+void PersistentChat::forget_live() {
   live_.reset();
+  live_images_.clear();
   live_spilled_ = 0;
 }
 
@@ -111,19 +116,45 @@ std::optional<std::string> PersistentChat::storage_warning() {
   return std::nullopt;
 }
 
-std::vector<ChatMessage> PersistentChat::conversation(const std::vector<Message>& stored) const {
-  std::vector<ChatMessage> out;
+// The session's system prompt and stored messages, each user message with its images (images
+// first, as user_message places them), ready for the new user message. An engine that cannot
+// read images renders the stored messages' text only (the session stays usable with it).
+PersistentChat::Conversation PersistentChat::conversation(const SessionInfo& info,
+                                                          const std::vector<Message>& stored) {
+  Conversation out;
+  if (!info.settings.system_prompt.empty())
+    out.messages.push_back(ChatMessage::system(info.settings.system_prompt));
   const SpecialTokenIds& special = engine_.chat_template().special();
   for (const Message& m : stored) {
     if (m.role == Role::user) {
-      out.push_back(ChatMessage::user(m.text));
+      // A model without vision continuing the session sees the text only, as before images.
+      if (!engine_.has_vision()) {
+        out.messages.push_back(ChatMessage::user(m.text));
+        continue;
+      }
+      std::vector<ImageRef> images;
+      for (const Attachment& a : m.attachments) {
+        images.push_back(stored_image(a));
+        out.digests.push_back(a.digest);
+      }
+      out.messages.push_back(user_message(m.text, images));
+      out.images.insert(out.images.end(), images.begin(), images.end());
     } else {
       ChatMessage a = ChatMessage::assistant(m.text, m.thinking);
       set_answer_ids(m, special, a);
-      out.push_back(std::move(a));
+      out.messages.push_back(std::move(a));
     }
   }
   return out;
+}
+
+// A stored attachment prepared for the engine: decoded from its file once per open session.
+ImageRef PersistentChat::stored_image(const Attachment& attachment) {
+  auto it = prepared_images_.find(attachment.digest);
+  if (it != prepared_images_.end()) return it->second;
+  ImageRef image = engine_.prepare_image(attachment.path);
+  prepared_images_.emplace(attachment.digest, image);
+  return image;
 }
 
 // Parks the live sequence's window rings (and its global KV past the last full block) so that
@@ -132,44 +163,70 @@ void PersistentChat::park_window() {
   if (!live_ || !session_id_ || !options_.use_window_pool || live_->position() == 0) return;
   const int64_t B = blocks_->tokens_per_block();
   const int64_t T = live_->position();
-  const WindowKey key{*session_id_, T, prefix_digest(engine_.fingerprint(), live_->tokens, {}, B)};
+  const WindowKey key{*session_id_, T,
+                      prefix_digest(engine_.fingerprint(), live_->tokens, live_images_, B)};
   pool_->park(key, encode_window_snapshot(engine_.backend(), *live_, T / B * B));
 }
 
 void PersistentChat::spill_after_turn(SessionTurn& out) {
   if (!options_.spill || !live_) return;
   SpillResult r = spill_blocks(*blocks_, engine_.backend(), *live_, engine_.fingerprint(),
-                               session_id_, live_spilled_);
+                               session_id_, live_spilled_, live_images_);
   live_spilled_ = r.spilled_tokens;
   out.blocks_queued = r.queued_blocks;
 }
 
 SessionTurn PersistentChat::send(std::string user_text, const TurnOptions& options,
                                  const StreamCallbacks& callbacks, const std::atomic<bool>* stop) {
+  return send(std::move(user_text), std::span<const std::filesystem::path>{}, options, callbacks,
+              stop);
+}
+
+SessionTurn PersistentChat::send(std::string user_text,
+                                 std::span<const std::filesystem::path> image_files,
+                                 const TurnOptions& options, const StreamCallbacks& callbacks,
+                                 const std::atomic<bool>* stop) {
   if (!session_id_) throw InvalidRequest("no session is open");
   const int64_t sid = *session_id_;
   const SessionInfo info = store_->session(sid);
+  std::vector<UserImage> new_images;  // read and checked before anything is stored
+  for (const std::filesystem::path& file : image_files)
+    new_images.push_back(read_user_image(engine_, file));
+
+  // Render the stored conversation and the new message before storing it: a stored image that
+  // cannot be read any more fails the turn with the session unchanged.
+  Conversation conv = conversation(info, store_->messages(sid));
+  std::vector<ImageRef> user_images;
+  for (const UserImage& image : new_images) {
+    user_images.push_back(image.prepared);
+    conv.images.push_back(image.prepared);
+    conv.digests.push_back(image.digest);
+  }
+  conv.messages.push_back(user_message(user_text, user_images));
+  const ChatOptions chat{.mode = options.mode, .effort = options.effort};
+  const RenderedPrompt rendered = engine_.chat_template().render(conv.messages, chat);
   SessionTurn out;
+  out.image_spans = prompt_image_spans(rendered.images, conv.digests);
+  std::vector<TokenId>& prompt = out.turn.prompt_ids;
+  prompt = rendered.ids;
+
   NewMessage user;
   user.role = Role::user;
   user.text = std::move(user_text);
+  for (UserImage& image : new_images) {
+    prepared_images_.emplace(image.digest, image.prepared);
+    user.images.push_back(std::move(image.stored));
+  }
   out.user_message_id = store_->append_message(sid, user);
-
-  std::vector<ChatMessage> conv;
-  if (!info.settings.system_prompt.empty())
-    conv.push_back(ChatMessage::system(info.settings.system_prompt));
-  for (ChatMessage& m : conversation(store_->messages(sid))) conv.push_back(std::move(m));
-  const ChatOptions chat{.mode = options.mode, .effort = options.effort};
-  std::vector<TokenId>& prompt = out.turn.prompt_ids;
-  prompt = engine_.chat_template().render(conv, chat).ids;
 
   // Restore: live KV, SSD blocks, window pool. Blocks below the reused live prefix stay spilled.
   const PrefixSources sources{engine_.model(), engine_.fingerprint(),
                               options_.use_ssd ? blocks_.get() : nullptr,
                               options_.use_window_pool ? pool_.get() : nullptr, sid};
   const int64_t spilled_before = live_spilled_;
-  PlannedPrefill plan = plan_prefill(sources, std::move(live_), prompt);
-  live_.reset();
+  PlannedPrefill plan =
+      plan_prefill(sources, std::move(live_), prompt, out.image_spans, live_images_);
+  forget_live();
   const int64_t B = blocks_->tokens_per_block();
   live_spilled_ =
       std::max(plan.reused_ram > 0 ? std::min(spilled_before, plan.reused_ram / B * B) : int64_t{0},
@@ -179,6 +236,11 @@ SessionTurn PersistentChat::send(std::string user_text, const TurnOptions& optio
   GenerationOptions gen = options.generation;
   gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;
   gen.prefill.replay = plan.replay;
+  // Images whose span reaches past the restored prefix, or into the replayed tail of it, are
+  // encoded now: the replay rebuilds window KV from their embeddings too.
+  const std::vector<ImageEmbedding> embeddings =
+      engine_.embed_images(rendered.images, conv.images, plan.first_prefill_index());
+  gen.prefill.images = embeddings;
   const AnswerHandle answer = token_log_->begin_answer(sid);
   out.answer_message_id = answer.message_id;
   StreamCallbacks logged;
@@ -216,6 +278,7 @@ SessionTurn PersistentChat::send(std::string user_text, const TurnOptions& optio
   s.load_ms = plan.load_ms;
   s.ttft_ms += plan.plan_ms + plan.read_ms + plan.load_ms;
   live_ = std::move(plan.state);
+  live_images_ = out.image_spans;
   spill_after_turn(out);
   out.storage_warning = storage_warning();
   return out;

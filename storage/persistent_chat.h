@@ -4,11 +4,19 @@
 // KV, SSD blocks + encoder bounded replay, window pool: prefix_planner.h), generates with
 // streaming, logs every token as it is produced (group commits), and afterwards parks the window
 // in the pool and spills the completed global-KV blocks to the SSD in the background.
+// Images: a user turn may carry image files (models with a vision tower). Each is read once,
+// stored as an attachment of the user message (once per digest) and rendered from the store in
+// later turns and after a restart; the prompt's image spans (placeholder range + digest) enter
+// the block keys, the pool's prefix digests and the live-KV match, so an image-bearing prefix is
+// restored like any other and a different picture at the same place never matches. Images whose
+// span reaches into the prefill (bounded replay included) are encoded again by the vision tower.
+// An engine without vision continues such a session on the messages' text.
 //
 // Usage:
 //   PersistentChat chat(engine, {.layout = StorageLayout::in(dir)});
 //   const int64_t id = chat.create_session("title", settings_from(turn_options, system));
 //   auto turn = chat.send("Hello", turn_options, callbacks, &stop);   // in the open session
+//   chat.send("What is this?", std::vector<std::filesystem::path>{"cat.png"}, turn_options);
 //   turn.generation.stats: reused_{ram,ssd,pool}_tokens, replayed_tokens, computed_tokens...
 //   chat.open_session(other_id);   // parks the current window, continues another session
 // Not thread-safe: one turn at a time (stop may be set from another thread).
@@ -16,13 +24,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/runtime/chat_engine.h"
 #include "storage/kv_block_store.h"
+#include "storage/session_images.h"
 #include "storage/session_store.h"
 #include "storage/token_log.h"
 #include "storage/window_pool.h"
@@ -43,8 +55,9 @@ struct SessionTurn {
   int64_t user_message_id = 0;
   int64_t answer_message_id = 0;
   MessageStatus status = MessageStatus::complete;  // interrupted when stopped or failed
-  int64_t corrupt_blocks = 0;  // SSD blocks that failed verification (deleted, recomputed)
-  int64_t blocks_queued = 0;   // global-KV blocks queued for writing after the turn
+  int64_t corrupt_blocks = 0;          // SSD blocks that failed verification (deleted, recomputed)
+  int64_t blocks_queued = 0;           // global-KV blocks queued for writing after the turn
+  std::vector<ImageSpan> image_spans;  // the prompt's images: placeholder ranges and digests
   // The latest storage failure (disk full while spilling blocks or committing tokens): chat goes
   // on, the user should be told. Block writes are asynchronous, so a failure of this turn's
   // spill shows in the next turn (or after flush()).
@@ -78,6 +91,13 @@ class PersistentChat {
   // without an open session; engine errors propagate (the answer is then stored interrupted).
   SessionTurn send(std::string user_text, const TurnOptions& options,
                    const StreamCallbacks& callbacks = {}, const std::atomic<bool>* stop = nullptr);
+  // The same with image files attached to the user message (placed before its text). Every file
+  // is read and prepared before anything is stored: IoError, FormatError (not an image, too
+  // large) or InvalidRequest (the engine cannot read images) leave the session unchanged. A
+  // stored attachment whose file has gone fails the turn with IoError.
+  SessionTurn send(std::string user_text, std::span<const std::filesystem::path> image_files,
+                   const TurnOptions& options, const StreamCallbacks& callbacks = {},
+                   const std::atomic<bool>* stop = nullptr);
 
   // Waits for queued block writes and token commits (tests, benchmarks, before exit).
   void flush();
@@ -95,7 +115,14 @@ class PersistentChat {
   bool owns_data_folder() const { return lock_.has_value(); }
 
  private:
-  std::vector<ChatMessage> conversation(const std::vector<Message>& stored) const;
+  struct Conversation {
+    std::vector<ChatMessage> messages;
+    std::vector<ImageRef> images;      // every image part, in prompt order
+    std::vector<ImageDigest> digests;  // their digests
+  };
+  Conversation conversation(const SessionInfo& info, const std::vector<Message>& stored);
+  ImageRef stored_image(const Attachment& attachment);
+  void forget_live();
   void park_window();
   void spill_after_turn(SessionTurn& out);
 
@@ -108,7 +135,10 @@ class PersistentChat {
   std::unique_ptr<WindowPool> pool_;
   std::optional<int64_t> session_id_;
   std::optional<SequenceState> live_;
-  int64_t live_spilled_ = 0;  // tokens of live_ whose blocks are written or queued
+  std::vector<ImageSpan> live_images_;  // the images inside live_'s tokens
+  int64_t live_spilled_ = 0;            // tokens of live_ whose blocks are written or queued
+  // The open session's images, prepared once (keyed by digest; cleared when another opens).
+  std::unordered_map<ImageDigest, ImageRef, Digest128Hash> prepared_images_;
   int64_t reported_write_failures_ = 0;
 };
 

@@ -74,7 +74,32 @@ void truncate_rows(std::vector<GlobalKvRows>& rows, const SequenceState& shape, 
   }
 }
 
+bool has_span(std::span<const ImageSpan> spans, const ImageSpan& s) {
+  return std::any_of(spans.begin(), spans.end(), [&](const ImageSpan& o) {
+    return o.begin == s.begin && o.length == s.length && o.digest == s.digest;
+  });
+}
+
+// A restored prefix's tokens come back as text tokens (load_prefix, apply_window_snapshot); its
+// image tokens are marked again, as the prefill that first ran them did.
+void mark_image_tokens(SequenceState& state, std::span<const ImageSpan> images) {
+  const int64_t n = state.position();
+  for (const ImageSpan& img : images)
+    for (int64_t t = std::max<int64_t>(img.begin, 0); t < std::min(img.begin + img.length, n); ++t)
+      state.dead[static_cast<size_t>(t)] = 1;
+}
+
 }  // namespace
+
+int64_t image_safe_prefix(int64_t common, std::span<const ImageSpan> live_images,
+                          std::span<const ImageSpan> prompt_images) {
+  int64_t limit = common;
+  for (const ImageSpan& s : prompt_images)
+    if (s.begin < limit && !has_span(live_images, s)) limit = s.begin;
+  for (const ImageSpan& s : live_images)
+    if (s.begin < limit && !has_span(prompt_images, s)) limit = s.begin;
+  return limit;
+}
 
 int64_t replay_length(const Model& model, int64_t prefix_tokens) {
   return std::min(model.config().text.sliding_window, prefix_tokens);
@@ -88,7 +113,8 @@ int64_t rollback_granularity(const Model& model) {
 }
 
 PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceState> live,
-                            std::span<const TokenId> prompt) {
+                            std::span<const TokenId> prompt, std::span<const ImageSpan> images,
+                            std::span<const ImageSpan> live_images) {
   FD_CHECK(!prompt.empty(), "plan_prefill: empty prompt");
   const auto t0 = SteadyClock::now();
   Model& model = src.model;
@@ -102,7 +128,8 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
   };
   int64_t live_common = 0;
   if (live) {
-    live_common = static_cast<int64_t>(common_prefix(live->tokens, prompt));
+    live_common = image_safe_prefix(static_cast<int64_t>(common_prefix(live->tokens, prompt)),
+                                    live_images, images);
     if (live_common == live->position() && live_common < P)
       consider({Candidate::Kind::live, live_common, P - live_common});
     const int64_t back = floor_to(std::min(live_common, usable), rollback_granularity(model));
@@ -111,8 +138,8 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
   }
   PrefixMatch match;
   if (src.blocks) {
-    match =
-        src.blocks->match_prefix(src.fingerprint, prompt.first(static_cast<size_t>(usable)), {});
+    match = src.blocks->match_prefix(src.fingerprint, prompt.first(static_cast<size_t>(usable)),
+                                     images);
     const int64_t C = match.covered_tokens;
     if (C > 0) consider({Candidate::Kind::ssd, C, P - C + replay_length(model, C)});
   }
@@ -127,7 +154,7 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
       if (base > std::max(match.covered_tokens, live_common)) continue;
       const WindowKey key{
           src.session_id, T,
-          prefix_digest(src.fingerprint, prompt.first(static_cast<size_t>(T)), {}, B)};
+          prefix_digest(src.fingerprint, prompt.first(static_cast<size_t>(T)), images, B)};
       snapshot = src.window_pool->find(key);
       if (!snapshot) continue;
       consider({Candidate::Kind::pool, T, P - T, base});
@@ -196,6 +223,7 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
       break;
     }
   }
+  if (best.kind != Candidate::Kind::live) mark_image_tokens(out.state, images);
   return out;
 }
 

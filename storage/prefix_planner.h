@@ -6,8 +6,12 @@
 // replay rebuilds the window KV that was not kept) and where the uncached suffix starts.
 //
 // Goals: the cheapest restore by tokens to run (suffix + replay), with per-stage timing and
-// counts; a damaged block is a miss (the store deletes it), never used. Non-goals: writing blocks
-// (kv_spill.h), images (the prompt's ImageSpans are passed through to the keys when they exist).
+// counts; a damaged block is a miss (the store deletes it), never used; a prompt's images take
+// part in every match (block keys, the pool's prefix digest, and the live KV only up to the first
+// image whose digest differs), so another picture behind the same placeholder tokens never
+// reuses KV. Restored image tokens are marked as image tokens again (SequenceState::dead: replay
+// and Engram need it). Non-goals: writing blocks (kv_spill.h); encoding images (the caller's
+// prefill embeds every image whose span reaches past first_prefill_index(), replay included).
 #pragma once
 
 #include <cstdint>
@@ -44,9 +48,16 @@ struct PlannedPrefill {
 };
 
 // `live` is consumed: its state is either continued or dropped. The last prompt token is never
-// restored (the prefill needs at least one token to produce logits).
+// restored (the prefill needs at least one token to produce logits). `images` are the prompt's
+// image spans, `live_images` those inside the live state's tokens.
 PlannedPrefill plan_prefill(const PrefixSources& sources, std::optional<SequenceState> live,
-                            std::span<const TokenId> prompt);
+                            std::span<const TokenId> prompt, std::span<const ImageSpan> images = {},
+                            std::span<const ImageSpan> live_images = {});
+
+// Tokens of `common` (a common token prefix of the live state and the prompt) that the live KV
+// may serve: up to the first image that is not the same image at the same place in both.
+int64_t image_safe_prefix(int64_t common, std::span<const ImageSpan> live_images,
+                          std::span<const ImageSpan> prompt_images);
 
 // Tokens of a restored prefix that a restore replays: min(W, prefix).
 int64_t replay_length(const Model& model, int64_t prefix_tokens);

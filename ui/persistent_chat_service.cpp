@@ -20,7 +20,21 @@ TurnStats persistent_stats(const GenerationStats& g) {
   return s;
 }
 
+// A user message for the text preview, which shows one placeholder per image whatever its grid:
+// the images are not decoded for it.
+ChatMessage user_preview(const std::string& text, size_t images) {
+  std::vector<ContentPart> parts(images, ContentPart::of_image(ImageGrid{1, 1}));
+  if (!text.empty() || images == 0) parts.push_back(ContentPart::of_text(text));
+  return ChatMessage::of_parts(Role::kUser, std::move(parts));
+}
+
 }  // namespace
+
+// Images of a stored message the prompt shows: none for an engine without vision, which
+// PersistentChat continues on the text.
+size_t PersistentChatService::stored_images(const storage::Message& m) const {
+  return engine_->has_vision() ? m.attachments.size() : 0;
+}
 
 PersistentChatService::PersistentChatService(storage::PersistentChatOptions chat,
                                              EngineOptions engine)
@@ -64,8 +78,18 @@ bool PersistentChatService::erase_session(int64_t session_id) {
   return true;
 }
 
+// Images are decoded here, before the worker shows the message or anything is stored: a file that
+// is missing, unreadable or not an image is an InvalidRequest naming it. (send() reads the files
+// again, once, for the bytes it stores and the pixels it encodes.)
 void PersistentChatService::check(const TurnRequest& request) const {
-  check_request(summary_, request);
+  try {
+    check_request(summary_, request, ImageSupport::encoded);
+    for (const std::filesystem::path& file : request.images) engine_->prepare_image(file);
+  } catch (const IoError& e) {
+    throw InvalidRequest(e.what());
+  } catch (const FormatError& e) {
+    throw InvalidRequest(e.what());
+  }
 }
 
 std::string PersistentChatService::render_prompt(const TurnRequest& request) const {
@@ -76,10 +100,10 @@ std::string PersistentChatService::render_prompt(const TurnRequest& request) con
   if (chat.store().find_session(request.session_id)) {
     for (const storage::Message& m : chat.store().messages(request.session_id))
       conversation.push_back(m.role == storage::Role::user
-                                 ? ChatMessage::user(m.text)
+                                 ? user_preview(m.text, stored_images(m))
                                  : ChatMessage::assistant(m.text, m.thinking));
   }
-  conversation.push_back(ChatMessage::user(request.text));
+  conversation.push_back(user_preview(request.text, request.images.size()));
   return engine_->chat_template().render_text(conversation, chat_options(request.settings));
 }
 
@@ -97,7 +121,7 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
     if (callbacks.on_token) callbacks.on_token(id);
   };
   const storage::SessionTurn turn =
-      chat.send(request.text, turn_options(request.settings), wrapped, stop);
+      chat.send(request.text, request.images, turn_options(request.settings), wrapped, stop);
   outcome.content = turn.turn.generation.content;
   outcome.reasoning = turn.turn.generation.reasoning;
   outcome.finish = turn.turn.generation.finish;

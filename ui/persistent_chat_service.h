@@ -3,8 +3,10 @@
 // token, so a session continued after a restart reads its KV back instead of recomputing it.
 //
 // Goals: the app's restart resumes from the SSD; one writer of messages (this service, see
-// ChatService::stores_messages). Non-goals: images (refused by check_request until the engine
-// encodes them), several sessions live at once (PersistentChat keeps one; others are parked).
+// ChatService::stores_messages); images on models with a vision tower (stored as attachments of
+// the user message, part of the KV block keys; check() decodes them first and refuses a bad file
+// with InvalidRequest). Non-goals: several sessions live at once (PersistentChat keeps one;
+// others are parked).
 #pragma once
 
 #include <memory>
@@ -43,6 +45,7 @@ class PersistentChatService final : public ChatService {
 
  private:
   storage::PersistentChat& require_chat() const;
+  size_t stored_images(const storage::Message& m) const;
 
   storage::PersistentChatOptions chat_options_;
   EngineOptions engine_options_;

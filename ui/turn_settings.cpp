@@ -24,7 +24,8 @@ TurnOptions turn_options(const storage::SessionSettings& settings) {
   return options;
 }
 
-void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request) {
+void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request,
+                   ImageSupport images) {
   if (!model) throw InvalidRequest("no model is loaded: open a model folder first");
   request.settings.validate();
   if (request.text.empty() && request.images.empty()) throw InvalidRequest("the message is empty");
@@ -35,10 +36,10 @@ void check_request(const std::optional<ModelSummary>& model, const TurnRequest& 
   if (!request.images.empty() && !model->vision)
     throw InvalidRequest("the model '" + model->name +
                          "' has no image encoder: remove the images to send this message");
-  if (!request.images.empty())
+  if (!request.images.empty() && images == ImageSupport::refused)
     throw InvalidRequest(
-        "this FlashDesk build cannot encode images yet (the vision encoder is "
-        "not part of the engine): remove the images to send this message");
+        "images are sent only in stored sessions (this chat service does not encode them): "
+        "remove the images to send this message");
 }
 
 TurnStats turn_stats(const GenerationStats& g) {

@@ -11,8 +11,12 @@ namespace flashdesk::ui {
 
 ChatOptions chat_options(const storage::SessionSettings& settings);
 TurnOptions turn_options(const storage::SessionSettings& settings);
-// Throws InvalidRequest / IoError naming the problem (no model, empty message, images).
-void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request);
+// Whether a service can put a request's images into the prompt.
+enum class ImageSupport { refused, encoded };
+// Throws InvalidRequest / IoError naming the problem (no model, empty message, images the model
+// or the service cannot take, an unreadable image file).
+void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request,
+                   ImageSupport images = ImageSupport::refused);
 // The counts every turn has; the SSD restore fields are the persistent service's to fill.
 TurnStats turn_stats(const GenerationStats& g);
 ModelSummary summary_of(const ChatEngine& engine, const std::filesystem::path& directory);

@@ -1,9 +1,11 @@
 // `flashdesk-cli chat`: a multi-turn conversation in the terminal. Ctrl-C stops the answer being
 // written, not the program; with stdin not a terminal, each line is one user turn (scripts).
-// With --session ID|new the conversation is stored and continues after a restart (storage/).
+// With --session ID|new the conversation is stored and continues after a restart (storage/),
+// images (--image, /image) included.
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -133,32 +135,31 @@ Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentC
     chat->open_session(id);
   }
   auto last = std::make_shared<storage::SessionTurn>();
-  return Conversation{
-      .send =
-          [chat, last](const std::string& line, std::vector<ImageRef> images, const TurnOptions& o2,
-                       const StreamCallbacks& cb) {
-            // Stored sessions do not keep images yet (the session store has no digest-keyed
-            // image files wired to the KV block keys): refuse rather than forget the picture.
-            if (!images.empty())
-              throw InvalidRequest("images are not stored in sessions yet; chat without --session");
-            *last = chat->send(line, o2, cb, &g_stop);
-            if (last->storage_warning)
-              std::fprintf(stderr, "warning: %s\n", last->storage_warning->c_str());
-            return last->turn;
-          },
-      .reset =
-          [chat, opts, system, announce] {
-            chat->create_session("chat", chat->settings_for(opts, system));
-            announce();
-          },
-      .json_extra =
-          [chat, last] {
-            return std::vector<std::pair<std::string, int64_t>>{
-                {"session_id", *chat->session_id()},
-                {"answer_message_id", last->answer_message_id},
-                {"corrupt_blocks", last->corrupt_blocks},
-                {"blocks_queued", last->blocks_queued}};
-          }};
+  // The session stores each file's bytes and prepares the image again from them
+  // (prepare_image named each ImageRef after its file).
+  auto send = [chat, last](const std::string& line, std::vector<ImageRef> images,
+                           const TurnOptions& o2, const StreamCallbacks& cb) {
+    std::vector<std::filesystem::path> files;
+    for (const ImageRef& image : images) files.emplace_back(image->name);
+    *last = chat->send(line, files, o2, cb, &g_stop);
+    if (last->storage_warning)
+      std::fprintf(stderr, "warning: %s\n", last->storage_warning->c_str());
+    return last->turn;
+  };
+  return Conversation{.send = std::move(send),
+                      .reset =
+                          [chat, opts, system, announce] {
+                            chat->create_session("chat", chat->settings_for(opts, system));
+                            announce();
+                          },
+                      .json_extra =
+                          [chat, last] {
+                            return std::vector<std::pair<std::string, int64_t>>{
+                                {"session_id", *chat->session_id()},
+                                {"answer_message_id", last->answer_message_id},
+                                {"corrupt_blocks", last->corrupt_blocks},
+                                {"blocks_queued", last->blocks_queued}};
+                          }};
 }
 #endif
 

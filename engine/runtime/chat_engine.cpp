@@ -42,13 +42,28 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
 
 ChatEngine::~ChatEngine() = default;
 
-ImageRef ChatEngine::prepare_image(const std::filesystem::path& path) const {
+void ChatEngine::require_vision() const {
   if (!vision_)
     throw InvalidRequest(config().vision ? "backend '" + std::string(backend_->name()) +
                                                "' cannot run the vision tower"
                                          : "model '" + name_ + "' has no vision tower");
+}
+
+ImageRef ChatEngine::prepare_image(const std::filesystem::path& path) const {
+  require_vision();
   return std::make_shared<const PreparedImage>(
       prepare_image_file(path, vision_->config(), image_limits_));
+}
+
+ImageRef ChatEngine::prepare_image_bytes(std::span<const uint8_t> bytes,
+                                         const std::string& name) const {
+  require_vision();
+  if (static_cast<int64_t>(bytes.size()) > image_limits_.max_file_bytes)
+    throw FormatError(name, "image of " + std::to_string(bytes.size()) +
+                                " bytes exceeds the limit of " +
+                                std::to_string(image_limits_.max_file_bytes));
+  return std::make_shared<const PreparedImage>(
+      flashdesk::prepare_image_bytes(bytes, name, vision_->config(), image_limits_));
 }
 
 std::vector<ImageEmbedding> ChatEngine::embed_images(std::span<const ImageSpan> spans,

@@ -59,6 +59,9 @@ class ChatEngine {
   // InvalidRequest for a model without vision) and may run on any thread.
   bool has_vision() const { return vision_ != nullptr; }
   ImageRef prepare_image(const std::filesystem::path& path) const;
+  // The same from a file's bytes the caller has read (and keeps, e.g. to store them); `name`
+  // labels errors. The size limit applies as to a file.
+  ImageRef prepare_image_bytes(std::span<const uint8_t> bytes, const std::string& name) const;
   // Span embeddings for the images of a rendered prompt (spans and images in prompt order) whose
   // span reaches past `reuse` (ids already in the state), `first` relative to ids[reuse]; what
   // PrefillOptions::images takes.
@@ -67,6 +70,7 @@ class ChatEngine {
 
  private:
   ChatEngine() = default;
+  void require_vision() const;  // InvalidRequest naming why images cannot be read
   std::shared_ptr<const Checkpoint> checkpoint_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "storage/session_store.h"
 #include "storage_test_util.h"
 
 namespace flashdesk::storage {
@@ -64,6 +65,37 @@ TEST(ChatSessionCli, SessionContinuesInANewProcessFromSsd) {
                           "/assets/models/flash-tiny --session 999 " + data +
                           " < /dev/null > /dev/null 2>&1";
   EXPECT_NE(std::system(cmd.c_str()), 0);
+}
+
+TEST(ChatSessionCli, ImagesAreStoredWithTheSessionAndItsKvRestored) {
+  testing::TempDir dir;
+  const std::string data = "--data-dir " + dir.path().string();
+  const std::string images = std::string(FD_SOURCE_DIR) + "/assets/eval/demo/images/";
+  std::string text;
+  for (int i = 0; i < 30; ++i)
+    text += "The lamp by the window was lit at " + std::to_string(i) + ". ";
+  // --image goes with the first message, /image with the next one.
+  const auto first = chat("--session new " + data + " --image " + images + "image-0.png",
+                          {text, "/image " + images + "image-1.png", "And this one?"});
+  ASSERT_EQ(first.size(), 3u);
+  const int64_t id = first[0].at("session_id").get<int64_t>();
+  EXPECT_GT(first[2].at("stats").at("reused_ram_tokens").get<int64_t>(), 0);
+
+  const auto second = chat("--session " + std::to_string(id) + " " + data, {"Why?"});
+  ASSERT_EQ(second.size(), 1u);
+  const auto& stats = second[0].at("stats");
+  EXPECT_GT(stats.at("reused_ssd_tokens").get<int64_t>(), 128);
+  EXPECT_EQ(
+      stats.at("computed_tokens").get<int64_t>() + stats.at("reused_ssd_tokens").get<int64_t>(),
+      stats.at("prompt_tokens").get<int64_t>());
+
+  SessionStore store(dir.layout());
+  const std::vector<Message> messages = store.messages(id);
+  ASSERT_EQ(messages.size(), 6u);
+  ASSERT_EQ(messages[0].attachments.size(), 1u);
+  ASSERT_EQ(messages[2].attachments.size(), 1u);
+  EXPECT_NE(messages[0].attachments[0].digest, messages[2].attachments[0].digest);
+  EXPECT_TRUE(messages[4].attachments.empty());
 }
 
 }  // namespace
