@@ -118,13 +118,14 @@ def write_ids(path, ids):
         f.write("\n")
 
 
-def trim_block_dump(src, dst, keep_logits=True):
-    """Keeps BLOCK_KEEP (and the ids) and stores the bf16-valued float tensors as BF16."""
+def trim_block_dump(src, dst, keep_logits=True, keep=()):
+    """Keeps BLOCK_KEEP + `keep` (and the ids) and stores the bf16-valued float tensors as BF16."""
     f = SafeTensorsFile(src)
     out = {}
     for name in f.names():
         kind = name.split("_", 1)[1].split(".layer")[0] if "_" in name else name
-        if name not in ("prompt_ids", "decode_input_ids", "decode_argmax") and kind not in BLOCK_KEEP:
+        if (name not in ("prompt_ids", "decode_input_ids", "decode_argmax")
+                and kind not in BLOCK_KEEP and name.split(".layer")[0] not in keep):
             continue
         if kind == "logits" and not keep_logits:
             continue
@@ -253,8 +254,10 @@ def flash_tiny_blocks(args):
         write_ids(ids_path, ids)
         ref_logits.main(["--model", model, "--ids", ids_path, "--decode", str(FLASH_TINY_BLOCK_DECODE),
                          "--prefill", "exact", "--dump", "--out", full])
-        # no logits (V = 8192 rows would double the file; every-role's blocks check the head)
-        trim_block_dump(full, os.path.join(args.out_dir, "blocks.safetensors"), keep_logits=False)
+        # no logits (V = 8192 rows would double the file; every-role's blocks check the head); the
+        # compressed KV after decode shows where a rounding flip sits in a cached entry
+        trim_block_dump(full, os.path.join(args.out_dir, "blocks.safetensors"), keep_logits=False,
+                        keep=("decode_compress_kv",))
 
 
 def main(argv=None):

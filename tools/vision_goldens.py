@@ -18,10 +18,19 @@ Writes into OUT:
     image{i}.prompt_ids I32 [T]     the chat prompt (thinking, effort 75) with the span expanded
     image{i}.span_first I32 [1]     index of IMAGE_START in prompt_ids
     image{i}.logits   F32 [V]       oracle logits of the last prompt position (exact prefill)
+    image{i}.noise    F32 [2]       the oracle's own summation-order noise on those logits: max |diff|
+                                    / max |logit| and cosine against the same oracle with FP32
+                                    torch-order sums (ref_logits.py --fp32-sums)
     image{i}.layer0_expert_ids I32 [T, k]  the oracle's routed experts at layer 0 (bias_vl on
                                     the span)
     image{i}.engram_hash_ids I64 [T, engram layers, 24]  the oracle's Engram ids (span dead)
     jpeg.pixels       U8 [32, 64, 3]  oriented-6.jpg as PIL decodes and exif_transposes it
+  image0-blocks.safetensors: the oracle's per-block tensors of image 0's prompt (the span rows
+    above as the image embeddings), in the dump layout of docs/logits-dump.md: prompt_ids,
+    prefill_embed [T, D] and prefill_block_out [L, T, hc, D] (BF16-valued, stored BF16),
+    prefill_block_pre_mix [L, T, hc], prefill_positions_run [L, T]: the engine's blocks are fed
+    these inputs and compared block by block (the end-to-end logits of a trained model are
+    chaotic in summation order: see image{i}.noise)
 """
 import argparse
 import json
@@ -39,7 +48,8 @@ sys.path.insert(0, os.path.join(HERE, "demo"))  # "from demo import ..." and the
 
 from demo import chat_format, make_dataset, vision_layout  # noqa: E402
 from flashdesk_ref.checkpoint import Checkpoint  # noqa: E402
-from flashdesk_ref.dump import Trace  # noqa: E402
+from flashdesk_ref.dump import Trace, step_tensors  # noqa: E402
+from flashdesk_ref.ops import Rounding  # noqa: E402
 from flashdesk_ref.model import Model  # noqa: E402
 from flashdesk_ref.safetensors import write_safetensors  # noqa: E402
 from train.config import load_model_config  # noqa: E402
@@ -97,6 +107,20 @@ def preprocess(path, vc):
     return img, patches, vh, vw
 
 
+def write_blocks(dest, trace, ids, n_layers):
+    """The per-block golden of one prompt (see the docstring): BF16 where the values are."""
+    t = step_tensors(trace, n_layers)
+    out = {"prompt_ids": ("I64", np.asarray(ids, np.int64)),
+           "prefill_positions_run": ("U8", np.ascontiguousarray(t["positions_run"]))}
+    for name in ("embed", "block_out"):
+        value = torch.from_numpy(np.ascontiguousarray(t[name]))
+        assert torch.equal(value.to(torch.bfloat16).float(), value), name + " is not bf16-valued"
+        bits = value.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+        out["prefill_" + name] = ("BF16", np.ascontiguousarray(bits))
+    out["prefill_block_pre_mix"] = ("F32", np.ascontiguousarray(t["block_pre_mix"], np.float32))
+    write_safetensors(dest, out, metadata={"script": "tools/vision_goldens.py"})
+
+
 def load_tower(ckpt, cfg):
     vc = cfg.vision
     tower, aligner = VisionTower(vc), Aligner(vc, cfg.hidden_size)
@@ -143,6 +167,9 @@ def main(argv=None):
     ckpt = Checkpoint(args.model)
     tower, aligner, delims = load_tower(ckpt, cfg)
     model = Model(ckpt)
+    # The same oracle with FP32 torch-order sums: how far its logits move with summation order
+    # alone (FP8/FP4 codes and routing flip on last-bit differences and the flips spread).
+    model_fp32_sums = Model(ckpt, rounding=Rounding(exact_sums=False))
     tok = make_dataset.load_tokenizer(os.path.join(args.model, "tokenizer.json"))
     num = Numerics(emulate_fp32=True, qat=False)
     out = {}
@@ -161,18 +188,28 @@ def main(argv=None):
             trace = Trace(len(ids))
             logits = model.step(model.new_state(), ids, bounded=False, dead=dead,
                                 image_rows=[(first, span)], trace=trace)[0]
+            other = model_fp32_sums.step(model_fp32_sums.new_state(), ids, bounded=False, dead=dead,
+                                         image_rows=[(first, span)])[0]
+            a, b = np.asarray(other, np.float64), np.asarray(logits, np.float64)
+            noise = np.asarray([np.abs(a - b).max() / np.abs(b).max(),
+                                (a @ b) / np.sqrt((a @ a) * (b @ b))], np.float32)
             experts = trace.rows("expert_ids", 0, np.int32, -1)
             hashes = trace.rows("engram_hash_ids", None, np.int64, -1)
             named = [("features", feats[0]), ("span", span),
                             ("prompt_ids", np.asarray(ids, np.int32)),
                      ("span_first", np.asarray([first], np.int32)), ("logits", logits),
+                     ("noise", torch.from_numpy(noise)),
                      ("layer0_expert_ids", experts), ("engram_hash_ids", hashes)]
+            if i == 0:
+                write_blocks(os.path.join(args.out, "image0-blocks.safetensors"), trace, ids,
+                             cfg.num_hidden_layers)
             if i == 1:  # image 0 is already at its processed size: its pixels are the file's
                 named.append(("pixels", np.ascontiguousarray(img)))
             for name, t in named:
                 out[f"image{i}.{name}"] = stored(name, t)
             print(f"image{i}: {os.path.relpath(path, REPO)} -> {img.shape[1]}x{img.shape[0]}, "
-                  f"grid {n_h}x{n_w}, {len(ids)} prompt ids, top token {int(logits.argmax())}")
+                  f"grid {n_h}x{n_w}, {len(ids)} prompt ids, top token {int(logits.argmax())}, "
+                  f"oracle noise {noise[0]:.3f} (cosine {noise[1]:.4f})")
     shown = ImageOps.exif_transpose(Image.open(os.path.join(args.out, "oriented-6.jpg")))
     out["jpeg.pixels"] = ("U8", np.ascontiguousarray(np.asarray(shown.convert("RGB"))))
     dest = os.path.join(args.out, "vision-golden.safetensors")

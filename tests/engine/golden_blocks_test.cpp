@@ -4,9 +4,13 @@
 // the oracle's: RMS(engine_out - oracle_out) / RMS(oracle_out - oracle_in) as
 // tools/compare_logits.py measures it, over the block's prefill and decode rows together (a
 // single rounding flip moves one row by 1e-2 - 2e-2, too much for a handful of decode rows
-// alone; both parts are printed). Expert ids, published top-k ids and candidate blocks must match
-// in >= 98% of the rows (the rest: near-ties, docs/goldens.md), Engram hash ids in all. Both
-// prefill modes, both CPU backends.
+// alone; both parts are printed). One exception, for goldens that keep the oracle's compressed
+// KV (flash-tiny): a block may reach kFlipRelErr when the cached compressed entries of its KV
+// source differ from the oracle's in at most kMaxCacheFlips values (an FP4 code on the other side
+// of a tie). A cached entry is read by every later query, so such a flip is not diluted by
+// pooling rows; the test shows it is there instead of assuming it. Expert ids, published top-k ids
+// and candidate blocks must match in >= 98% of the rows (the rest: near-ties, docs/goldens.md),
+// Engram hash ids in all. Both prefill modes, both CPU backends.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +29,8 @@ namespace {
 
 constexpr double kBlockRelErr = 5e-3;
 constexpr double kIdMatch = 0.98;
+constexpr double kFlipRelErr = 5e-2;
+constexpr int64_t kMaxCacheFlips = 2;
 // Logits computed from the last block fed the oracle's input: only that block, the final collapse,
 // norm and head separate them from the oracle's (measured ~1e-7; a flipped rounding in the last
 // block's row moves them ~1e-3).
@@ -144,6 +150,16 @@ class GoldenBlocks : public ::testing::TestWithParam<BackendMode> {
       logits_.insert(logits_.end(), row.begin(), row.end());
     }
     dec.finish(candidate_entries(model, s));
+    cache_flips_.clear();
+    for (const LayerRole& r : model.roles()) {
+      const std::string name = "decode_compress_kv.layer" + std::to_string(r.layer);
+      if (!g.count(name) || !s.global[static_cast<size_t>(r.layer)].entries.defined()) continue;
+      const std::vector<float> mine = model.dequantized_entries(s, r.layer), gold = floats(g, name);
+      ASSERT_EQ(mine.size(), gold.size()) << name;
+      int64_t flips = 0;
+      for (size_t i = 0; i < mine.size(); ++i) flips += mine[i] != gold[i];
+      cache_flips_[r.layer] = flips;
+    }
     eng_ = std::move(pre.tensors());
     for (auto& [name, t] : dec.tensors()) eng_.emplace(name, std::move(t));
   }
@@ -237,6 +253,8 @@ class GoldenBlocks : public ::testing::TestWithParam<BackendMode> {
   BackendModel m_;
   NamedTensors eng_;
   std::vector<float> logits_;  // the last prefill row, then each decode step's
+  // Per KV source whose compressed entries the golden keeps: values differing from the oracle's.
+  std::map<int64_t, int64_t> cache_flips_;
   int64_t P_ = 0, T_ = 0;
 };
 
@@ -257,7 +275,17 @@ void GoldenBlocks::check_every_block(const std::string& name,
   for (const LayerRole& r : m_.model->roles()) {
     const auto [pre, dec] = block_errors(g, r.layer, run);
     const double pre_err = pre.ratio(), dec_err = dec.ratio(), err = (pre + dec).ratio();
-    EXPECT_LE(err, kBlockRelErr) << "block " << r.layer << " (" << role_label(r) << ")";
+    const auto flips = cache_flips_.find(r.kv_source);
+    const bool flipped =
+        flips != cache_flips_.end() && flips->second > 0 && flips->second <= kMaxCacheFlips;
+    EXPECT_LE(err, flipped ? kFlipRelErr : kBlockRelErr)
+        << "block " << r.layer << " (" << role_label(r) << ")";
+    if (flipped && err > kBlockRelErr)
+      std::printf(
+          "      block %lld: %lld cached compressed value(s) of layer %lld differ from the "
+          "oracle's (a rounding flip every later row reads): bound %.0e\n",
+          static_cast<long long>(r.layer), static_cast<long long>(flips->second),
+          static_cast<long long>(r.kv_source), kFlipRelErr);
     const Rates ids = id_rates(g, r.layer, run);
     total.add(ids);
     std::printf("%5lld %-22s %11.3e %11.3e %11.3e %9.3f %9s\n", static_cast<long long>(r.layer),

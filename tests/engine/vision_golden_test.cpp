@@ -2,11 +2,13 @@
 // tools/vision_goldens.py (trainer's vision tower + the oracle's text forward), on every CPU
 // backend. Tolerances: ViT features and span rows within 2% of the largest magnitude (bf16
 // rounding after every op may flip a last bit where the FP32 sums are ordered differently, and
-// flips propagate through the blocks; measured 0.4-0.9%). Logits: max |diff| within 6% of the
-// largest logit, cosine > 0.995 and the same top token. The text forward alone differs from the
-// oracle on flash-tiny at that level (rel. RMS 5.8% on a 38-token text prompt, FP8/FP4 quantised
-// activations and discrete routing amplify last-bit differences: MODEL-REFERENCE §14), so the
-// logits bound is the text engine's, not the vision path's.
+// flips propagate through the blocks; measured 0.4-0.9%). The text blocks on an image prompt, each
+// fed the oracle's input: within 5e-3, as GoldenBlocks (measured <= 2.1e-3). End-to-end logits:
+// the same top token and cosine > 0.95 only. The trained model's forward is chaotic in summation
+// order: the oracle itself, with FP32 torch-order sums, moves these logits by 4.3% / 9.3% of the
+// largest (cosine 0.998 / 0.989; stored as image{i}.noise), and the engine, whose blocks each match
+// the oracle, lands 10-13% away (cosine 0.970-0.990) after twelve blocks of amplification
+// (MODEL-REFERENCE §14). The block-by-block test is the precise one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,15 +17,18 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
 #include "engine/util/numeric.h"
 #include "engine/vision/vision_encoder.h"
 #include "tests/engine/backend_test_util.h"
+#include "tests/engine/golden_test_util.h"
 
 namespace flashdesk::test {
 namespace {
 
 const std::filesystem::path kSource(FD_SOURCE_DIR);
+constexpr double kLogitsCosine = 0.95;  // end to end: a gross check (see the top of the file)
 
 struct Golden {
   SafetensorsFile file{kSource / "tests/data/vision/vision-golden.safetensors"};
@@ -121,16 +126,18 @@ TEST_P(VisionGoldenTest, LogitsWithImageMatchOracle) {
     const std::vector<float> got = model.prefill(state, ids, opt);
     const std::vector<float> want = golden_.f32(p + "logits");
     const double err = relative_error(got, want), cos = cosine(got, want);
-    EXPECT_LT(err, 0.06) << p;
-    EXPECT_GT(cos, 0.995) << p;
+    EXPECT_GT(cos, kLogitsCosine) << p;
     EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
               std::max_element(want.begin(), want.end()) - want.begin())
         << p;
     // The span's tokens are dead for Engram and route with bias_vl.
     for (int64_t j = 0; j < span.rows.rows(); ++j)
       EXPECT_EQ(state.dead[static_cast<size_t>(span.first + j)], 1);
-    std::printf("[ vision   ] %s %s logits max rel err %.2e, cosine %.5f\n", GetParam().c_str(),
-                p.c_str(), err, cos);
+    const std::vector<float> noise = golden_.f32(p + "noise");
+    std::printf(
+        "[ vision   ] %s %s logits max rel err %.2e, cosine %.5f (the oracle's own "
+        "summation-order noise: %.2e, cosine %.5f)\n",
+        GetParam().c_str(), p.c_str(), err, cos, noise[0], noise[1]);
   }
 }
 
@@ -147,11 +154,64 @@ TEST_P(VisionGoldenTest, LogitsFromPyTorchSpanRowsMatchOracle) {
     opt.images = std::span<const ImageEmbedding>(&span, 1);
     SequenceState state = model.new_sequence();
     const std::vector<float> got = model.prefill(state, golden_.i32(p + "prompt_ids"), opt);
-    const double err = relative_error(got, golden_.f32(p + "logits"));
-    EXPECT_LT(err, 0.06) << p;
-    EXPECT_GT(cosine(got, golden_.f32(p + "logits")), 0.995) << p;
+    const std::vector<float> want = golden_.f32(p + "logits");
+    const double err = relative_error(got, want);
+    EXPECT_GT(cosine(got, want), kLogitsCosine) << p;
+    EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(),
+              std::max_element(want.begin(), want.end()) - want.begin())
+        << p;
     std::printf("[ vision   ] %s %s logits from the oracle's span: max rel err %.2e\n",
                 GetParam().c_str(), p.c_str(), err);
+  }
+}
+
+// The text forward on an image prompt, block by block: every block is fed the oracle's input
+// (DumpRecorder teacher forcing) with the oracle's span rows as the image embeddings, so what is
+// compared is each block alone, as GoldenBlocks does for text prompts. The end-to-end logits above
+// are chaotic on a trained model (the oracle with FP32 sums moves them by image{i}.noise); this is
+// the precise check that the image span (bias_vl routing, dead Engram rows, span rows in place)
+// runs through the blocks as in the oracle.
+TEST_P(VisionGoldenTest, BlocksOnAnImagePromptMatchTheOracleFedItsInputs) {
+  const NamedTensors g = load_golden(kSource / "tests/data/vision/image0-blocks.safetensors");
+  Model model(ckpt_, be());
+  const std::vector<int32_t> prompt = ids(g, "prompt_ids");
+  const std::vector<float> rows = golden_.f32("image0.span");
+  const int64_t D = ckpt_->config().text.hidden_size, L = ckpt_->config().text.num_hidden_layers;
+  const int64_t T = static_cast<int64_t>(prompt.size());
+  const ImageEmbedding span{golden_.i32("image0.span_first")[0],
+                            f32(Shape{static_cast<int64_t>(rows.size()) / D, D}, rows)};
+  PrefillOptions opt;
+  opt.mode = PrefillMode::Exact;
+  opt.images = std::span<const ImageEmbedding>(&span, 1);
+  SequenceState state = model.new_sequence();
+  DumpRecorder rec(model, "prefill_", T, 0, 0);
+  rec.set_block_inputs(&g);
+  model.prefill(state, prompt, opt, &rec);
+  std::map<int64_t, int64_t> candidate_entries;  // what the candidate masks are written over
+  for (const LayerRole& r : model.roles())
+    if (r.builds_candidates)
+      candidate_entries[r.layer] = state.global[static_cast<size_t>(r.kv_source)].n_entries;
+  rec.finish(candidate_entries);
+  const std::vector<float> gold = floats(g, "prefill_block_out");
+  const std::vector<float> eng = floats(rec.tensors(), "prefill_block_out");
+  const std::vector<float> embed = floats(g, "prefill_embed");
+  ASSERT_EQ(eng.size(), gold.size());
+  const int64_t hc = static_cast<int64_t>(gold.size()) / (L * T * D);
+  for (int64_t l = 0; l < L; ++l) {
+    double num = 0.0, den = 0.0;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < hc; ++k)
+        for (int64_t d = 0; d < D; ++d) {
+          const size_t at = static_cast<size_t>(((l * T + t) * hc + k) * D + d);
+          const double in = l == 0 ? embed[static_cast<size_t>(t * D + d)]
+                                   : gold[at - static_cast<size_t>(T * hc * D)];
+          num += (eng[at] - gold[at]) * (eng[at] - gold[at]);
+          den += (gold[at] - in) * (gold[at] - in);
+        }
+    const double err = std::sqrt(num / den);
+    EXPECT_LE(err, 5e-3) << "block " << l;
+    std::printf("[ vision   ] %s image0 block %lld fed the oracle's input: rel err %.2e\n",
+                GetParam().c_str(), static_cast<long long>(l), err);
   }
 }
 
