@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "engine/runtime/backend_factory.h"
+
 namespace flashdesk::ui {
 
 namespace {
@@ -22,6 +24,8 @@ constexpr NumberKey kPoolTtl{"window_pool/ttl_minutes", 1, double(kMaxPoolTtlMin
 constexpr NumberKey kTemperature{"new_chat/temperature", 0.0, 2.0};
 constexpr NumberKey kTopP{"new_chat/top_p", 0.01, 1.0};
 constexpr NumberKey kMaxNewTokens{"new_chat/max_new_tokens", 1, double(1 << 20)};
+constexpr NumberKey kThreads{"engine/threads", 0, double(kMaxThreads)};
+constexpr const char* kBackend = "engine/backend";
 constexpr const char* kDataDir = "data_dir";
 constexpr const char* kSystemPrompt = "new_chat/system_prompt";
 constexpr const char* kTheme = "view/theme";
@@ -45,6 +49,12 @@ T read_number(const QSettings& store, const NumberKey& k, T fallback, QStringLis
 
 }  // namespace
 
+QStringList backend_choices() {
+  QStringList names;
+  for (const std::string& name : backend_names()) names << QString::fromStdString(name);
+  return names;
+}
+
 AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
   AppSettings s;
   s.data_dir = store.value(QLatin1String(kDataDir)).toString();
@@ -65,6 +75,15 @@ AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
     *problems << QStringLiteral("%1: \"%2\" is not system, light or dark; using system")
                      .arg(QLatin1String(kTheme), theme);
   }
+  const QString backend = store.value(QLatin1String(kBackend), s.backend).toString();
+  if (backend_choices().contains(backend)) {
+    s.backend = backend;
+  } else if (problems) {
+    *problems << QStringLiteral("%1: \"%2\" is not a backend of this build (%3); using %4")
+                     .arg(QLatin1String(kBackend), backend, backend_choices().join(", "),
+                          s.backend);
+  }
+  s.threads = read_number(store, kThreads, s.threads, problems);
   return s;
 }
 
@@ -79,6 +98,8 @@ void save_app_settings(QSettings& store, const AppSettings& s) {
   store.setValue(QLatin1String(kTopP.key), s.new_chat.top_p);
   store.setValue(QLatin1String(kMaxNewTokens.key), qlonglong(s.new_chat.max_new_tokens));
   store.setValue(QLatin1String(kTheme), theme_key(s.theme));
+  store.setValue(QLatin1String(kBackend), s.backend);
+  store.setValue(QLatin1String(kThreads.key), s.threads);
   store.sync();
 }
 

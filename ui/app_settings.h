@@ -1,7 +1,8 @@
 // Application-wide settings: where the data lives, how much SSD and RAM the KV caches may use, the
 // defaults of a new chat and the theme. Persisted with QSettings (not in the data folder: the data
 // folder is itself a setting). Read once at start: the data folder and the cache budgets take
-// effect after a restart; new-chat defaults and the theme at once.
+// effect after a restart; the backend and threads at the next model load; new-chat defaults and
+// the theme at once.
 //
 // Goals: each option declared once (key, default, allowed range) and validated where it is read;
 // a bad stored value falls back to its default with a message saying so. Non-goals: per-session
@@ -27,6 +28,9 @@ struct AppSettings {
   int64_t window_pool_ttl_minutes = 10;
   SessionChoices new_chat;  // system prompt, sampling and answer length of a new chat
   ThemeChoice theme = ThemeChoice::system;
+  // The compute device of the next model load (File > Open model, or a restart).
+  QString backend = QStringLiteral("cpu");  // one of flashdesk::backend_names()
+  int threads = 0;                          // CPU threads; 0: every core
 
   bool operator==(const AppSettings&) const = default;
 };
@@ -36,6 +40,10 @@ inline constexpr uint64_t kGiB = uint64_t{1} << 30;
 inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr int64_t kMaxRetentionHours = 24 * 365;
 inline constexpr int64_t kMaxPoolTtlMinutes = 24 * 60;
+inline constexpr int kMaxThreads = 1024;
+
+// The backends this build has (flashdesk::backend_names(): a CUDA backend appears when built).
+QStringList backend_choices();
 
 // Reads the stored settings; each missing value is its default, each invalid one too, with a line
 // in `problems` naming the key, the stored value and what is used instead.

@@ -2,6 +2,7 @@
 // bytes and durations; the ranges are those load_app_settings accepts.
 #include "ui/app_settings_dialog.h"
 
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -11,6 +12,8 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QThread>
+#include <algorithm>
 #include <cmath>
 
 #include "ui/session_settings_dialog.h"
@@ -25,6 +28,9 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
       kv_retention_(new QSpinBox(this)),
       pool_budget_(new QSpinBox(this)),
       pool_ttl_(new QSpinBox(this)),
+      backend_(new QComboBox(this)),
+      threads_(new QSpinBox(this)),
+      devices_(new QLabel(this)),
       new_chat_(new QPushButton(tr("Edit…"), this)),
       new_chat_summary_(new QLabel(this)) {
   setWindowTitle(tr("FlashDesk settings"));
@@ -48,6 +54,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   pool_ttl_->setSuffix(tr(" min"));
   pool_ttl_->setValue(int(settings.window_pool_ttl_minutes));
   pool_ttl_->setAccessibleName(tr("Drop a parked window unused for this many minutes"));
+  buildDeviceFields(settings);
   new_chat_->setAccessibleName(tr("Edit the system prompt and sampling of new chats"));
   connect(new_chat_, &QPushButton::clicked, this, &AppSettingsDialog::editNewChatDefaults);
   new_chat_summary_->setWordWrap(true);
@@ -57,7 +64,10 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   new_chat_row->addWidget(new_chat_);
 
   auto* restart = new QLabel(
-      tr("<i>The data folder and the cache sizes take effect after FlashDesk restarts.</i>"), this);
+      tr("<i>The data folder and the cache sizes take effect after FlashDesk restarts; the backend "
+         "and threads at the next model load (File ▸ Open model folder… or Reload the model, "
+         "F5).</i>"),
+      this);
   restart->setWordWrap(true);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
@@ -68,9 +78,31 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(tr("Keep SSD KV blocks for"), kv_retention_);
   form->addRow(tr("Window pool size"), pool_budget_);
   form->addRow(tr("Keep parked windows for"), pool_ttl_);
+  form->addRow(tr("Compute backend"), backend_);
+  form->addRow(tr("CPU threads"), threads_);
+  form->addRow(tr("Devices"), devices_);
   form->addRow(tr("New chats"), new_chat_row);
   form->addRow(restart);
   form->addRow(buttons);
+}
+
+// The choices come from the backend factory, so a build with a CUDA backend lists it; this one
+// says plainly that it has none rather than offering a device it cannot use.
+void AppSettingsDialog::buildDeviceFields(const AppSettings& settings) {
+  const QStringList choices = backend_choices();
+  backend_->addItems(choices);
+  backend_->setCurrentIndex(std::max<qsizetype>(0, choices.indexOf(settings.backend)));
+  backend_->setAccessibleName(tr("Compute backend of the next model load"));
+  const int cores = QThread::idealThreadCount();
+  threads_->setRange(0, kMaxThreads);
+  threads_->setSpecialValueText(tr("All cores (%1)").arg(cores));
+  threads_->setValue(settings.threads);
+  threads_->setAccessibleName(tr("CPU threads of the next model load; 0 is every core"));
+  const bool cuda = choices.filter(QStringLiteral("cuda"), Qt::CaseInsensitive).size() > 0;
+  devices_->setText(tr("CPU, %1 cores").arg(cores) +
+                    (cuda ? QString() : tr("; no CUDA backend in this build")));
+  devices_->setWordWrap(true);
+  devices_->setAccessibleName(tr("Devices this build can run on"));
 }
 
 QWidget* AppSettingsDialog::buildDataDirRow() {
@@ -128,6 +160,8 @@ AppSettings AppSettingsDialog::settings() const {
   if (uint64_t(pool_budget_->value()) != base_.window_pool_budget_bytes / kMiB)
     s.window_pool_budget_bytes = uint64_t(pool_budget_->value()) * kMiB;
   s.window_pool_ttl_minutes = pool_ttl_->value();
+  s.backend = backend_->currentText();
+  s.threads = threads_->value();
   return s;
 }
 

@@ -1,12 +1,14 @@
 // The application settings dialog (File ▸ Settings…): data folder, SSD KV budget and retention,
-// window-pool budget and lifetime, and the defaults of a new chat (edited in the per-session
-// SessionSettingsDialog, not duplicated here). It edits an AppSettings value; the window saves it.
+// window-pool budget and lifetime, compute backend and CPU threads, and the defaults of a new chat
+// (edited in the per-session SessionSettingsDialog, not duplicated here). It edits an AppSettings
+// value; the window saves it.
 #pragma once
 
 #include <QDialog>
 
 #include "ui/app_settings.h"
 
+class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -30,11 +32,15 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* kvRetentionHours() const { return kv_retention_; }
   QSpinBox* windowPoolBudgetMiB() const { return pool_budget_; }
   QSpinBox* windowPoolTtlMinutes() const { return pool_ttl_; }
+  QComboBox* backend() const { return backend_; }
+  QSpinBox* threads() const { return threads_; }
+  QLabel* devices() const { return devices_; }  // what the build can run on
   QPushButton* newChatDefaultsButton() const { return new_chat_; }
   QLabel* newChatSummary() const { return new_chat_summary_; }
 
  private:
   QWidget* buildDataDirRow();
+  void buildDeviceFields(const AppSettings& settings);
   void chooseDataDir();
   void editNewChatDefaults();
   void showNewChatSummary();
@@ -45,6 +51,9 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* kv_retention_;
   QSpinBox* pool_budget_;
   QSpinBox* pool_ttl_;
+  QComboBox* backend_;
+  QSpinBox* threads_;
+  QLabel* devices_;
   QPushButton* new_chat_;
   QLabel* new_chat_summary_;
 };

@@ -61,6 +61,9 @@ void ChatController::queue(void (ChatWorker::*slot)(Args...), std::decay_t<Args>
 void ChatController::loadModel(const QString& directory) {
   queue(&ChatWorker::loadModel, directory);
 }
+void ChatController::setDevice(const QString& backend, int threads) {
+  queue(&ChatWorker::setDevice, backend, threads);
+}
 void ChatController::listSessions(const QString& filter) {
   queue(&ChatWorker::listSessions, filter);
 }

@@ -23,6 +23,7 @@ class ChatController : public QObject {
   ChatWorker* worker() const { return worker_; }
 
   void loadModel(const QString& directory);
+  void setDevice(const QString& backend, int threads);  // used by the next loadModel
   void listSessions(const QString& filter);
   void createSession(SessionChoices choices);
   void openSession(qint64 id);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/load_progress.h"
 #include "engine/runtime/generator.h"
 #include "storage/session_types.h"
 
@@ -28,6 +29,7 @@ struct ModelSummary {
   std::filesystem::path directory;
   bool vision = false;      // the model has an image encoder
   int64_t max_context = 0;  // tokens
+  std::string backend;      // the compute backend it runs on ("cpu", ...)
 };
 
 // One user turn as the app asks for it.
@@ -59,6 +61,9 @@ struct TurnOutcome {
   FinishReason finish = FinishReason::kEos;
   TurnStats stats;
   std::string effort_line;  // the "Reasoning Effort: ..." line of the rendered prompt, if any
+  // The latest storage failure (disk full while spilling KV blocks or logging tokens): the turn
+  // went on, the user should be told (storage::SessionTurn::storage_warning).
+  std::optional<std::string> storage_warning;
 };
 
 // What the KV caches hold now (SSD blocks, the DRAM window pool) and what the turns of this app
@@ -85,8 +90,13 @@ class ChatService {
   virtual ~ChatService() = default;
 
   // Verifies and loads a model directory; throws Error subclasses naming the file and problem.
-  // Open sessions are forgotten (their ids belong to the old model).
-  virtual ModelSummary load_model(const std::filesystem::path& directory) = 0;
+  // Open sessions are forgotten (their ids belong to the old model). `progress` (may be empty) is
+  // called on this thread as the weights are uploaded, ending at done == total.
+  virtual ModelSummary load_model(const std::filesystem::path& directory,
+                                  const LoadProgressCallback& progress) = 0;
+  // The compute backend (a backend_names() entry) and CPU threads (0: every core) of the next
+  // load_model; the loaded model keeps its own until then.
+  virtual void set_device(const std::string& backend, int threads) = 0;
   virtual std::optional<ModelSummary> model() const = 0;
 
   // Makes a stored session ready to continue: `history` is everything before the next turn.

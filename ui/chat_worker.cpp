@@ -71,11 +71,25 @@ void ChatWorker::loadModel(const QString& directory) {
   emit modelLoading(directory);
   open_sessions_.clear();  // the service forgets its sessions when the model changes
   try {
-    const ModelSummary summary = service_->load_model(directory.toStdString());
-    emit modelLoaded(qstr(summary.name), directory);
+    // One signal per per-mille step: a checkpoint of many thousand tensors must not flood the
+    // GUI's event queue.
+    int64_t shown = -1;
+    const auto progress = [this, &shown](const LoadProgress& p) {
+      const int64_t permille =
+          p.total_bytes == 0 ? 1000 : int64_t(p.done_bytes * 1000 / p.total_bytes);
+      if (permille == shown) return;
+      shown = permille;
+      emit modelProgress(qint64(p.done_bytes), qint64(p.total_bytes));
+    };
+    const ModelSummary summary = service_->load_model(directory.toStdString(), progress);
+    emit modelLoaded(qstr(summary.name), directory, qstr(summary.backend));
   } catch (const std::exception& e) {
     emit modelFailed(directory, QString::fromUtf8(e.what()));
   }
+}
+
+void ChatWorker::setDevice(const QString& backend, int threads) {
+  service_->set_device(backend.toStdString(), threads);
 }
 
 void ChatWorker::list_sessions() {
@@ -239,6 +253,7 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_or
           answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
     }
     emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.effort_line));
+    if (outcome.storage_warning) emit storageWarning(id, qstr(*outcome.storage_warning));
     count_turn(outcome.stats);
     refreshCacheStats();
   } catch (const std::exception& e) {

@@ -38,6 +38,7 @@ class ChatWorker : public QObject {
  public slots:
   void initialize();
   void loadModel(const QString& directory);
+  void setDevice(const QString& backend, int threads);  // for the next loadModel
   void listSessions(const QString& filter);
   void createSession(flashdesk::ui::SessionChoices choices);
   void openSession(qint64 id);
@@ -53,7 +54,9 @@ class ChatWorker : public QObject {
  signals:
   void storageFailed(const QString& message);
   void modelLoading(const QString& directory);
-  void modelLoaded(const QString& name, const QString& directory);
+  // Weight bytes uploaded so far; sent when the per-mille figure changes, last with done == total.
+  void modelProgress(qint64 done_bytes, qint64 total_bytes);
+  void modelLoaded(const QString& name, const QString& directory, const QString& backend);
   void modelFailed(const QString& directory, const QString& message);
   void sessionsListed(const QList<flashdesk::ui::SessionRow>& rows);
   void sessionCreated(qint64 id);
@@ -67,6 +70,8 @@ class ChatWorker : public QObject {
   void answerFinished(qint64 session, const flashdesk::ui::TurnStats& stats, const QString& finish,
                       const QString& effort_line);
   void turnFailed(qint64 session, const QString& message);
+  // A turn went on although storage failed (disk full while spilling KV blocks or logging).
+  void storageWarning(qint64 session, const QString& message);
   // After each turn and on request: the caches' figures and this run's totals.
   void cacheStatsReady(const flashdesk::ui::CacheStats& stats);
 

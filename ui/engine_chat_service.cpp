@@ -19,13 +19,14 @@ std::string find_effort_line(const std::string& rendered_prompt) {
 EngineChatService::EngineChatService(EngineOptions options) : options_(std::move(options)) {}
 EngineChatService::~EngineChatService() = default;
 
-ModelSummary EngineChatService::load_model(const std::filesystem::path& directory) {
+ModelSummary EngineChatService::load_model(const std::filesystem::path& directory,
+                                           const LoadProgressCallback& progress) {
   if (!std::filesystem::is_directory(directory))
     throw IoError(directory.string() + ": no such folder");
   sessions_.clear();
   summary_.reset();
   engine_.reset();  // free the old weights before loading the new ones
-  engine_ = ChatEngine::load(directory, options_);
+  engine_ = ChatEngine::load(directory, options_, progress);
   summary_ = summary_of(*engine_, directory);
   return *summary_;
 }

@@ -16,7 +16,12 @@ class EngineChatService final : public ChatService {
   explicit EngineChatService(EngineOptions options = {});
   ~EngineChatService() override;
 
-  ModelSummary load_model(const std::filesystem::path& directory) override;
+  ModelSummary load_model(const std::filesystem::path& directory,
+                          const LoadProgressCallback& progress) override;
+  void set_device(const std::string& backend, int threads) override {
+    options_.backend = backend;
+    options_.threads = threads;
+  }
   std::optional<ModelSummary> model() const override { return summary_; }
   void open_session(int64_t session_id, std::span<const storage::Message> history) override;
   void forget_session(int64_t session_id) override;

@@ -3,7 +3,6 @@
 
 #include <QActionGroup>
 #include <QDateTime>
-#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
@@ -62,6 +61,7 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
       model_name_(new QLabel),
       model_error_(new QLabel),
       model_progress_(new QProgressBar),
+      storage_warning_(new QLabel),
       effort_line_(new QLabel),
       regenerate_(new QPushButton(tr("Regenerate"))),
       settings_(new QPushButton(tr("Chat settings…"))),
@@ -90,6 +90,7 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
   status_->setObjectName(QStringLiteral("turnStats"));
   status_->setAccessibleName(tr("Status"));
   statusBar()->addWidget(status_, 1);
+  statusBar()->addPermanentWidget(storage_warning_);
   resize(1100, 720);
   addDockWidget(Qt::RightDockWidgetArea, cache_panel_);
   cache_panel_->hide();
@@ -98,30 +99,6 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
   buildMenus();
   controller_.listSessions(QString());  // the worker may have listed before we connected
   if (!model_dir.isEmpty()) loadModel(model_dir);
-}
-
-QWidget* MainWindow::buildModelBar() {
-  auto* bar = new QWidget;
-  auto* open = new QPushButton(tr("Open model folder…"));
-  open->setAccessibleName(tr("Open a model folder"));
-  connect(open, &QPushButton::clicked, this, &MainWindow::openModelFolder);
-  model_name_->setText(tr("No model loaded"));
-  model_name_->setAccessibleName(tr("Model"));
-  model_progress_->setRange(0, 0);  // loading reports no steps: a busy bar
-  model_progress_->setMaximumWidth(160);
-  model_progress_->hide();
-  model_error_->setObjectName(QStringLiteral("modelError"));
-  show_as_error(model_error_);
-  model_error_->setWordWrap(true);
-  model_error_->hide();
-  auto* layout = new QHBoxLayout(bar);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(model_name_);
-  layout->addWidget(model_progress_);
-  layout->addWidget(model_error_, 1);
-  layout->addStretch();
-  layout->addWidget(open);
-  return bar;
 }
 
 QWidget* MainWindow::buildChatPane() {
@@ -155,35 +132,7 @@ void MainWindow::connectWorker() {
         composer_->showError(tr("The chat database could not be opened: %1").arg(message));
       },
       queued);
-  connect(
-      w, &ChatWorker::modelLoading, this,
-      [this](const QString& dir) {
-        model_ready_ = false;
-        model_name_->setText(tr("Loading %1…").arg(dir));
-        model_progress_->show();
-        model_error_->hide();
-      },
-      queued);
-  connect(
-      w, &ChatWorker::modelLoaded, this,
-      [this](const QString& name, const QString& dir) {
-        model_ready_ = true;
-        model_name_->setText(tr("Model: %1").arg(name));
-        model_name_->setToolTip(dir);
-        model_progress_->hide();
-        requestPreview();
-      },
-      queued);
-  connect(
-      w, &ChatWorker::modelFailed, this,
-      [this](const QString& dir, const QString& message) {
-        model_name_->setText(tr("No model loaded"));
-        model_progress_->hide();
-        model_error_->setText(tr("Could not load the model: %1").arg(message));
-        model_error_->setToolTip(dir);
-        model_error_->show();
-      },
-      queued);
+  connectModel();
   connect(w, &ChatWorker::sessionsListed, this, &MainWindow::onSessionsListed, queued);
   connect(w, &ChatWorker::sessionCreated, this, &MainWindow::openSession, queued);
   connect(w, &ChatWorker::sessionOpened, this, &MainWindow::onSessionOpened, queued);
@@ -273,15 +222,6 @@ void MainWindow::editSettings() {
     requestPreview();
   });
   dialog->open();  // window-modal, not a nested event loop
-}
-
-void MainWindow::openModelFolder() {
-  const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a model folder"));
-  if (!dir.isEmpty()) loadModel(dir);
-}
-
-void MainWindow::loadModel(const QString& directory) {
-  controller_.loadModel(directory);
 }
 
 void MainWindow::newSession() {

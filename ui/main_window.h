@@ -50,10 +50,13 @@ class MainWindow : public QMainWindow {
   const AppSettings& appSettings() const { return app_settings_; }
   CachePanel* cachePanel() const { return cache_panel_; }
   QAction* themeAction(ThemeChoice choice) const;
+  QProgressBar* modelProgress() const { return model_progress_; }
+  QString storageWarning() const;  // the latest storage failure shown, empty when none
 
  public slots:
   void openModelFolder();
   void loadModel(const QString& directory);
+  void reloadModel();  // the last model folder again, with the current backend and threads
   void newSession();
   void openSession(qint64 id);
   void submit(QString text, QStringList images);  // copies: the composer clears its own
@@ -66,6 +69,8 @@ class MainWindow : public QMainWindow {
 
  private:
   QWidget* buildModelBar();
+  void connectModel();
+  void showStorageWarning(qint64 session, const QString& message);
   QWidget* buildChatPane();
   void connectWorker();
   void connectWidgets();
@@ -94,6 +99,8 @@ class MainWindow : public QMainWindow {
   QLabel* model_name_;
   QLabel* model_error_;
   QProgressBar* model_progress_;
+  QLabel* storage_warning_;
+  QString model_dir_;  // the folder last asked for (reloadModel)
   QLabel* effort_line_;
   QPushButton* regenerate_;
   QPushButton* settings_;

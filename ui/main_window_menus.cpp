@@ -21,6 +21,8 @@ void MainWindow::buildMenus() {
   file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newSession);
   file->addAction(tr("&Open model folder…"), QKeySequence::Open, this,
                   &MainWindow::openModelFolder);
+  file->addAction(tr("Re&load the model"), QKeySequence(Qt::Key_F5), this,
+                  &MainWindow::reloadModel);
   file->addSeparator();
   file->addAction(tr("&Settings…"), QKeySequence(tr("Ctrl+,")), this, &MainWindow::editAppSettings);
   file->addSeparator();
@@ -84,6 +86,7 @@ void MainWindow::changeEvent(QEvent* event) {
   if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ThemeChange ||
       event->type() == QEvent::ApplicationPaletteChange) {
     show_as_error(model_error_);
+    show_as_error(storage_warning_);
     showPaletteKind();
   }
 }
@@ -104,10 +107,20 @@ void MainWindow::applyAppSettings(const AppSettings& settings) {
       settings.kv_retention_hours != app_settings_.kv_retention_hours ||
       settings.window_pool_budget_bytes != app_settings_.window_pool_budget_bytes ||
       settings.window_pool_ttl_minutes != app_settings_.window_pool_ttl_minutes;
+  const bool device =
+      settings.backend != app_settings_.backend || settings.threads != app_settings_.threads;
   app_settings_ = settings;
   if (settings_store_) save_app_settings(*settings_store_, app_settings_);
   if (current_ == 0) choices_ = app_settings_.new_chat;
-  if (restart) status_->setText(tr("The new data folder and cache sizes apply after a restart"));
+  if (device) controller_.setDevice(settings.backend, settings.threads);
+  QStringList notes;
+  if (restart) notes << tr("The new data folder and cache sizes apply after a restart");
+  if (device)
+    notes << tr("Backend %1 with %2 apply at the next model load (File ▸ Reload the model, F5)")
+                 .arg(settings.backend, settings.threads == 0
+                                            ? tr("every core")
+                                            : tr("%n thread(s)", "", settings.threads));
+  if (!notes.isEmpty()) status_->setText(notes.join(QStringLiteral(". ")));
 }
 
 }  // namespace flashdesk::ui

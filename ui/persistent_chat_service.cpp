@@ -42,13 +42,14 @@ PersistentChatService::PersistentChatService(storage::PersistentChatOptions chat
 
 PersistentChatService::~PersistentChatService() = default;
 
-ModelSummary PersistentChatService::load_model(const std::filesystem::path& directory) {
+ModelSummary PersistentChatService::load_model(const std::filesystem::path& directory,
+                                               const LoadProgressCallback& progress) {
   if (!std::filesystem::is_directory(directory))
     throw IoError(directory.string() + ": no such folder");
   summary_.reset();
   chat_.reset();    // finishes its queued block writes and token commits first
   engine_.reset();  // free the old weights before loading the new ones
-  engine_ = ChatEngine::load(directory, engine_options_);
+  engine_ = ChatEngine::load(directory, engine_options_, progress);
   chat_ = std::make_unique<storage::PersistentChat>(*engine_, chat_options_);
   summary_ = summary_of(*engine_, directory);
   return *summary_;
@@ -126,6 +127,7 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
   outcome.reasoning = turn.turn.generation.reasoning;
   outcome.finish = turn.turn.generation.finish;
   outcome.stats = persistent_stats(turn.turn.generation.stats);
+  outcome.storage_warning = turn.storage_warning;
   return outcome;
 }
 

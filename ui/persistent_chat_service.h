@@ -24,7 +24,12 @@ class PersistentChatService final : public ChatService {
   PersistentChatService(storage::PersistentChatOptions chat, EngineOptions engine = {});
   ~PersistentChatService() override;
 
-  ModelSummary load_model(const std::filesystem::path& directory) override;
+  ModelSummary load_model(const std::filesystem::path& directory,
+                          const LoadProgressCallback& progress) override;
+  void set_device(const std::string& backend, int threads) override {
+    engine_options_.backend = backend;
+    engine_options_.threads = threads;
+  }
   std::optional<ModelSummary> model() const override { return summary_; }
   void open_session(int64_t session_id, std::span<const storage::Message> history) override;
   void forget_session(int64_t session_id) override;

@@ -61,6 +61,7 @@ ModelSummary summary_of(const ChatEngine& engine, const std::filesystem::path& d
       .directory = directory,
       .vision = engine.config().vision.has_value(),
       .max_context = engine.config().text.max_position_embeddings,
+      .backend = std::string(engine.backend().name()),
   };
 }
 

@@ -5,6 +5,7 @@
 #include <QCommandLineParser>
 #include <QMessageBox>
 #include <QSettings>
+#include <optional>
 
 #include "engine/runtime/backend_factory.h"
 #include "ui/app_settings.h"
@@ -16,10 +17,10 @@
 namespace {
 
 struct AppOptions {
-  QString model;     // empty: the bundled demo
-  QString data_dir;  // empty: the settings' data folder
-  QString backend = QStringLiteral("cpu");
-  int threads = 0;
+  QString model;                   // empty: the bundled demo
+  QString data_dir;                // empty: the settings' data folder
+  std::optional<QString> backend;  // unset: the settings' backend
+  std::optional<int> threads;      // unset: the settings' threads
 };
 
 // The command line, declared once for both the display-less check and the real parse.
@@ -30,8 +31,11 @@ struct CommandLine {
   QCommandLineOption model{{"m", "model"}, "Model folder (default: the bundled demo).", "dir"};
   QCommandLineOption data{
       "data-dir", "Sessions and KV cache folder for this run (default: File > Settings).", "dir"};
-  QCommandLineOption backend{"backend", "Compute backend: " + backend_list() + ".", "name", "cpu"};
-  QCommandLineOption threads{"threads", "CPU threads (0: every core).", "n", "0"};
+  QCommandLineOption backend{
+      "backend", "Compute backend for this run: " + backend_list() + " (default: File > Settings).",
+      "name"};
+  QCommandLineOption threads{
+      "threads", "CPU threads for this run, 0: every core (default: File > Settings).", "n"};
 
   CommandLine() {
     parser.setApplicationDescription(QStringLiteral("FlashDesk: chat with a local model."));
@@ -44,8 +48,10 @@ struct CommandLine {
     return names.join(", ");
   }
   AppOptions options() const {
-    return {parser.value(model), parser.value(data), parser.value(backend),
-            parser.value(threads).toInt()};
+    AppOptions o{parser.value(model), parser.value(data), std::nullopt, std::nullopt};
+    if (parser.isSet(backend)) o.backend = parser.value(backend);
+    if (parser.isSet(threads)) o.threads = parser.value(threads).toInt();
+    return o;
   }
 };
 
@@ -95,9 +101,11 @@ int main(int argc, char** argv) {
     QMessageBox::critical(nullptr, QStringLiteral("FlashDesk"), QString::fromUtf8(e.what()));
     return 1;
   }
+  // The settings' device, or the command line's for this run only (like --data-dir); a later
+  // change in the settings dialog applies at the next model load.
   flashdesk::EngineOptions engine;
-  engine.backend = options.backend.toStdString();
-  engine.threads = options.threads;
+  engine.backend = options.backend.value_or(app_settings.backend).toStdString();
+  engine.threads = options.threads.value_or(app_settings.threads);
   // Turns go through the persistent sessions layer: a restart resumes with the KV from the SSD,
   // within the SSD and window-pool budgets of the settings.
   flashdesk::ui::ChatController controller(

@@ -74,12 +74,14 @@ Model::Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
   check_supported(t, cfg_file, comm_->world());
   decoder_first_ = decoder_first_layer(t);
   max_context_ = options.max_context > 0 ? options.max_context : t.max_position_embeddings;
-  weights_ = std::make_unique<ModelWeights>(
-      load_model_weights(*checkpoint_, roles_, backend_, ShardPlan{comm_->rank(), comm_->world()}));
+  LoadProgressTracker progress(*checkpoint_, roles_, options.on_load_progress);
+  weights_ = std::make_unique<ModelWeights>(load_model_weights(
+      *checkpoint_, roles_, backend_, ShardPlan{comm_->rank(), comm_->world()}, &progress));
   if (!t.engram_layer_ids.empty())
     engram_ =
         std::make_unique<EngramHasher>(t, load_engram_tables(*checkpoint_),
                                        (checkpoint_->dir() / "engram_map.safetensors").string());
+  progress.finish();
   for (const LayerRole& r : roles_) rope_.push_back(rope_inv_freq(t, r.compress_ratio));
 }
 

@@ -16,6 +16,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/forward_observer.h"
+#include "engine/model/load_progress.h"
 #include "engine/model/sequence_state.h"
 #include "engine/ops/backend.h"
 #include "engine/ops/collective.h"
@@ -70,7 +71,8 @@ struct PrefillOptions {
 };
 
 struct ModelOptions {
-  int64_t max_context = 0;  // longest sequence accepted; 0 = max_position_embeddings
+  int64_t max_context = 0;                // longest sequence accepted; 0 = max_position_embeddings
+  LoadProgressCallback on_load_progress;  // bytes of weights uploaded, per tensor (may be empty)
 };
 
 class Model {

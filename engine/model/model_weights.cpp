@@ -4,18 +4,23 @@
 
 #include <array>
 #include <cstring>
+#include <exception>
 #include <string>
+
+#include "engine/model/load_progress.h"
 
 namespace flashdesk {
 namespace {
 
 class WeightLoader {
  public:
-  WeightLoader(const Checkpoint& ckpt, Backend& backend, const ShardPlan& plan)
-      : ckpt_(ckpt), be_(backend), plan_(plan), text_(ckpt.config().text) {}
+  WeightLoader(const Checkpoint& ckpt, Backend& backend, const ShardPlan& plan,
+               LoadProgressTracker* progress)
+      : ckpt_(ckpt), be_(backend), plan_(plan), text_(ckpt.config().text), progress_(progress) {}
 
   Tensor vec(const std::string& name) {
     TensorView v = ckpt_.tensor(name);
+    Counted counted(this, v);
     if (shard_split(name) != ShardSplit::VectorByHead || plan_.world == 1) return be_.upload_f32(v);
     const int64_t n = v.dim(0) / plan_.world;
     std::array<int64_t, 1> shape = {n};
@@ -26,13 +31,18 @@ class WeightLoader {
     return be_.upload_f32(part);
   }
 
-  Tensor raw(const std::string& name) { return be_.upload(ckpt_.tensor(name)); }
+  Tensor raw(const std::string& name) {
+    TensorView v = ckpt_.tensor(name);
+    Counted counted(this, v);
+    return be_.upload(v);
+  }
 
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
   LinearWeight linear(const std::string& module) {
     TensorView w = ckpt_.tensor(module + ".weight");
     const bool has_scale = ckpt_.has(module + ".scale");
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
+    Counted counted(this, w, has_scale ? &s : nullptr);
     const ShardSplit split = shard_split(module + ".weight");
     if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
         split == ShardSplit::FirstRankOnly)
@@ -48,6 +58,18 @@ class WeightLoader {
   const ShardPlan& plan() const { return plan_; }
 
  private:
+  // Reports its tensors to the progress tracker when the upload that follows it has returned.
+  struct Counted {
+    WeightLoader* loader;
+    const TensorView& first;
+    const TensorView* second = nullptr;
+    ~Counted() {
+      if (!loader->progress_ || std::uncaught_exceptions() > 0) return;
+      loader->progress_->uploaded(first);
+      if (second) loader->progress_->uploaded(*second);
+    }
+  };
+
   // This rank's contiguous share of the output rows (whole 32-row scale tiles).
   LinearWeight row_slice(const TensorView& w, const TensorView* s) {
     const int64_t rows = w.dim(0) / plan_.world, first = plan_.rank * rows;
@@ -98,6 +120,7 @@ class WeightLoader {
   Backend& be_;
   ShardPlan plan_;
   const TextConfig& text_;
+  LoadProgressTracker* progress_;
 };
 
 AttentionWeights load_attention(WeightLoader& ld, const std::string& p, const LayerRole& role) {
@@ -146,9 +169,10 @@ MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t)
 }  // namespace
 
 ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerRole>& roles,
-                                Backend& backend, const ShardPlan& plan) {
+                                Backend& backend, const ShardPlan& plan,
+                                LoadProgressTracker* progress) {
   const TextConfig& t = ckpt.config().text;
-  WeightLoader ld(ckpt, backend, plan);
+  WeightLoader ld(ckpt, backend, plan, progress);
   ModelWeights w;
   w.embed = ld.raw("embed.weight");
   w.head = ld.linear(t.tie_word_embeddings ? "embed" : "head");

@@ -69,7 +69,11 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+class LoadProgressTracker;
+
+// `progress` (may be null) is told of each tensor after its upload.
 ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerRole>& roles,
-                                Backend& backend, const ShardPlan& plan);
+                                Backend& backend, const ShardPlan& plan,
+                                LoadProgressTracker* progress = nullptr);
 
 }  // namespace flashdesk

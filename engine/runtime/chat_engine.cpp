@@ -10,7 +10,8 @@
 namespace flashdesk {
 
 std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_dir,
-                                             const EngineOptions& options) {
+                                             const EngineOptions& options,
+                                             const LoadProgressCallback& progress) {
   std::unique_ptr<ChatEngine> e(new ChatEngine());
   e->checkpoint_ = Checkpoint::open(model_dir);
   const auto tokenizer_file = model_dir / "tokenizer.json";
@@ -24,8 +25,9 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
                           " but the model's vocab_size is " + std::to_string(vocab));
   e->template_ = std::make_unique<ChatTemplate>(*e->tokenizer_);
   e->backend_ = make_backend(options.backend, options.threads);
-  e->model_ = std::make_unique<Model>(e->checkpoint_, *e->backend_,
-                                      ModelOptions{.max_context = options.max_context});
+  e->model_ = std::make_unique<Model>(
+      e->checkpoint_, *e->backend_,
+      ModelOptions{.max_context = options.max_context, .on_load_progress = progress});
   e->generator_ = std::make_unique<Generator>(*e->model_, *e->tokenizer_);
   e->image_limits_ = options.image_limits;
   if (e->checkpoint_->config().vision) {

@@ -40,9 +40,11 @@ class ChatEngine {
  public:
   // Opens and validates the directory (config.json, safetensors, tokenizer.json, and
   // engram_map.safetensors for Engram models) and uploads the weights. Throws Error subclasses
-  // naming the file and what is wrong.
+  // naming the file and what is wrong. `progress` is told of each weight tensor uploaded (on
+  // this thread) and ends at done == total (load_progress.h).
   static std::unique_ptr<ChatEngine> load(const std::filesystem::path& model_dir,
-                                          const EngineOptions& options = {});
+                                          const EngineOptions& options = {},
+                                          const LoadProgressCallback& progress = {});
   ~ChatEngine();
 
   const ModelConfig& config() const { return model_->config(); }
@@ -53,6 +55,7 @@ class ChatEngine {
   Model& model() { return *model_; }
   Generator& generator() { return *generator_; }
   Backend& backend() { return *backend_; }
+  const Backend& backend() const { return *backend_; }
 
   // Images: available when the model has a vision tower (vision_config) and the backend has
   // vision ops. prepare_image reads, decodes and preprocesses a file (IoError, FormatError;

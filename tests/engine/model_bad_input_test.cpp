@@ -10,7 +10,7 @@ namespace flashdesk::test {
 namespace {
 
 TEST(ModelBadInput, PromptLongerThanTheContextIsRefused) {
-  LoadedModel m = load_every_role(2, ModelOptions{32});
+  LoadedModel m = load_every_role(2, ModelOptions{32, {}});
   SequenceState s = m.model->new_sequence();
   const auto ids = test_prompt(33, m.model->config().text.vocab_size);
   EXPECT_THROW(m.model->prefill(s, ids, PrefillOptions{}), InvalidRequest);

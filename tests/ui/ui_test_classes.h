@@ -15,6 +15,7 @@ std::unique_ptr<QObject> make_session_list_test();
 std::unique_ptr<QObject> make_app_test();
 std::unique_ptr<QObject> make_app_settings_test();
 std::unique_ptr<QObject> make_cache_panel_test();
+std::unique_ptr<QObject> make_model_load_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -24,6 +25,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_app_test());
   tests.push_back(make_app_settings_test());
   tests.push_back(make_cache_panel_test());
+  tests.push_back(make_model_load_test());
   return tests;
 }
 
