@@ -467,7 +467,7 @@ class AppTest : public QObject {
     const auto layout = storage::StorageLayout::in(data.path().toStdString());
     PersistentChatService service(storage::PersistentChatOptions{.layout = layout},
                                   EngineOptions{.threads = 2});
-    QVERIFY(service.load_model(kModel.toStdString()).vision);
+    QVERIFY(service.load_model(kModel.toStdString(), {}).vision);
     TurnOptions options;
     options.mode = ThinkingMode::kChat;
     TurnRequest request;
