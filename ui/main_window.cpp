@@ -134,7 +134,13 @@ void MainWindow::connectWorker() {
       queued);
   connectModel();
   connect(w, &ChatWorker::sessionsListed, this, &MainWindow::onSessionsListed, queued);
-  connect(w, &ChatWorker::sessionCreated, this, &MainWindow::openSession, queued);
+  connect(
+      w, &ChatWorker::sessionCreated, this,
+      [this](qint64 id) {
+        creating_session_ = false;
+        openSession(id);
+      },
+      queued);
   connect(w, &ChatWorker::sessionOpened, this, &MainWindow::onSessionOpened, queued);
   connect(
       w, &ChatWorker::sessionDeleted, this,
@@ -228,6 +234,13 @@ void MainWindow::newSession() {
   SessionChoices choices = app_settings_.new_chat;  // the effort control's choice carries over
   choices.effort = effort_->choices().effort;
   choices.thinking = effort_->choices().thinking;
+  // The new chat is current at once: a message sent before the worker has made it waits for it
+  // (pending_text_) instead of going to the chat shown before.
+  if (generating_) stop();  // the answer keeps what it has
+  current_ = 0;
+  view_->clearMessages();
+  if (creating_session_) return;
+  creating_session_ = true;
   controller_.createSession(choices);
 }
 
@@ -246,7 +259,10 @@ void MainWindow::submit(QString text, QStringList images) {
   if (current_ == 0) {  // the first message creates its session
     pending_text_ = text;
     pending_images_ = images;
-    controller_.createSession(currentChoices());
+    if (!creating_session_) {
+      creating_session_ = true;
+      controller_.createSession(currentChoices());
+    }
   } else {
     controller_.send(current_, text, images, currentChoices());
   }

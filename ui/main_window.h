@@ -114,6 +114,7 @@ class MainWindow : public QMainWindow {
   qint64 current_ = 0;
   bool generating_ = false;
   bool listed_once_ = false;
+  bool creating_session_ = false;  // a createSession is on its way to the worker
   bool model_ready_ = false;
   QString pending_text_;  // a message typed before its session existed
   QStringList pending_images_;

@@ -102,6 +102,32 @@ class AppTest : public QObject {
   Q_OBJECT
 
  private slots:
+  void aMessageSentRightAfterNewChatGoesToTheNewChat() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    app.type_and_send(QStringLiteral("Hello, who are you?"));
+    QVERIFY(app.wait_turn());
+    const qint64 first = app.window->currentSession();
+    QVERIFY(first != 0);
+    app.window->newSession();  // no event loop turn before the next message: the worker has not
+    app.type_and_send(QStringLiteral("What is 12 + 30?"));  // made the new chat yet
+    QVERIFY(app.wait_turn());
+    QVERIFY(
+        QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 2; }, 10'000));
+    const qint64 second = app.window->currentSession();
+    QVERIFY(second != 0 && second != first);
+    QVERIFY(app.window->messageView()->message(0)->text().contains("12 + 30"));
+    app.window->openSession(first);  // the first chat kept its own exchange only
+    const MessageView* view = app.window->messageView();
+    QVERIFY(QTest::qWaitFor(
+        [&] {
+          return view->messageCount() > 0 && view->message(0)->text().contains("who are you");
+        },
+        10'000));
+    QCOMPARE(view->messageCount(), 2);
+  }
+
   void sliderChangesTheRenderedEffortLine() {
     QTemporaryDir data;
     App app(data.path(), kModel);
@@ -509,7 +535,12 @@ class AppTest : public QObject {
     const QString answer = app.last_message()->text();
     const qint64 first = app.window->currentSession();
     app.window->newSession();
-    QVERIFY(QTest::qWaitFor([&] { return app.window->currentSession() != first; }, 5000));
+    QVERIFY(QTest::qWaitFor(
+        [&] {
+          const qint64 id = app.window->currentSession();
+          return id != 0 && id != first;
+        },
+        5000));
     const qint64 second = app.window->currentSession();
     SessionListModel* list = app.window->sidebar()->model();
     QVERIFY(QTest::qWaitFor([&] { return list->rowCount() == 2; }, 5000));

@@ -82,7 +82,12 @@ class CachePanelTest : public QObject {
     // the blocks the first chat wrote (they are keyed by the tokens, not the session).
     const qint64 first = window.currentSession();
     window.newSession();
-    QVERIFY(QTest::qWaitFor([&] { return window.currentSession() != first; }, 10'000));
+    QVERIFY(QTest::qWaitFor(
+        [&] {
+          const qint64 id = window.currentSession();
+          return id != 0 && id != first;
+        },
+        10'000));
     QTest::keyClicks(window.composer()->edit(), question);
     QTest::keyClick(window.composer()->edit(), Qt::Key_Return);
     QVERIFY(QTest::qWaitFor([&] { return !window.generating(); }, 120'000));

@@ -12,10 +12,10 @@
 #include "storage/storage_layout.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
-#include "ui/engine_chat_service.h"
 #include "ui/main_window.h"
 #include "ui/message_bubble.h"
 #include "ui/message_view.h"
+#include "ui/persistent_chat_service.h"
 
 namespace {
 
@@ -61,9 +61,12 @@ int main(int argc, char** argv) {
                                  : QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
   QDir().mkpath(out);
   QTemporaryDir data, files;
+  // The app's own service: sessions in SQLite, KV spilled to the (temporary) data folder.
+  const auto layout = flashdesk::storage::StorageLayout::in(data.path().toStdString());
   flashdesk::ui::ChatController controller(
-      std::make_unique<flashdesk::ui::EngineChatService>(),
-      flashdesk::storage::StorageLayout::in(data.path().toStdString()));
+      std::make_unique<flashdesk::ui::PersistentChatService>(
+          flashdesk::storage::PersistentChatOptions{.layout = layout}),
+      layout);
   MainWindow window(controller, model);
   window.resize(1100, 720);
   window.show();
@@ -78,6 +81,14 @@ int main(int argc, char** argv) {
   save(window, out, "chat-dark.png");
   window.setTheme(flashdesk::ui::ThemeChoice::system);
 
+  // A picture question in a new chat: one of the demo eval's held-out pictures (4 shapes).
+  window.newSession();
+  window.composer()->addImageFile(
+      QStringLiteral(FD_SOURCE_DIR "/assets/eval/demo/images/image-0.png"));
+  if (!ask(window, "How many shapes are there?")) qFatal("no answer about the picture");
+  save(window, out, "image-question.png");
+
+  window.newSession();
   window.effortControl()->slider()->setValue(100);
   window.composer()->addImageFile(sample_image(files.path()));
   QFile broken(QDir(files.path()).filePath("scan.jpg"));
