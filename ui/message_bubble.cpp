@@ -96,6 +96,7 @@ MessageBubble::MessageBubble(const MessageRow& message, QWidget* parent)
 
 void MessageBubble::addImages(const QStringList& paths) {
   if (paths.isEmpty()) return;
+  image_paths_ = paths;
   auto* row = new QHBoxLayout;
   for (const QString& path : paths) {
     auto* image = new QLabel(this);

@@ -24,6 +24,7 @@ class MessageBubble : public QFrame {
   bool fromUser() const { return from_user_; }
   const QString& text() const { return text_; }
   const QString& thinking() const { return thinking_; }
+  const QStringList& imagePaths() const { return image_paths_; }  // the files shown, in order
   QString thinkingTitle() const;
   QString note() const;  // "stopped", "interrupted"... in words; empty for a complete answer
   bool thinkingExpanded() const;
@@ -40,6 +41,7 @@ class MessageBubble : public QFrame {
   bool from_user_;
   QString text_;
   QString thinking_;
+  QStringList image_paths_;
   QLabel* body_;
   QToolButton* thinking_toggle_;
   QLabel* thinking_body_;

@@ -487,6 +487,55 @@ class AppTest : public QObject {
     QCOMPARE(messages[0].attachments[0].byte_size, QFileInfo(png).size());
   }
 
+  // The whole story with a picture: drop it, ask, quit, restart, continue. The picture
+  // comes back from the session store (its original file is gone by then) and the next turn reads
+  // the image-bearing prefix's KV back from the SSD instead of encoding and prefilling it again.
+  void anImageChatContinuesAfterRestartWithItsKvFromSsd() {
+    QTemporaryDir data, files;
+    const QString picture = QDir(files.path()).filePath(QStringLiteral("shapes.png"));
+    QVERIFY(
+        QFile::copy(QStringLiteral(FD_SOURCE_DIR "/assets/eval/demo/images/image-0.png"), picture));
+    constexpr int64_t kBlock = 256;  // storage::KvBlockStoreOptions::tokens_per_block default
+    qint64 session = 0;
+    {
+      App app(data.path(), kModel);
+      QVERIFY(app.wait_model());
+      QVERIFY(app.window->composer()->addImageFile(picture));
+      app.type_and_send(long_question() + QStringLiteral(" How many shapes are there?"));
+      QVERIFY(app.wait_turn());
+      QVERIFY2(app.window->composer()->errorText().isEmpty(),
+               qPrintable(app.window->composer()->errorText()));
+      QCOMPARE(app.window->messageView()->messageCount(), 2);
+      session = app.window->currentSession();
+      // Its KV blocks are written in the background after the turn.
+      QVERIFY(QTest::qWaitFor([&] { return block_files(data.path()) > 0; }, 10'000));
+    }
+    QVERIFY(QFile::remove(picture));
+
+    App app(data.path(), kModel);
+    const MessageView* view = app.window->messageView();
+    QVERIFY(QTest::qWaitFor([&] { return view->messageCount() == 2; }, 10'000));
+    QCOMPARE(app.window->currentSession(), session);
+    QCOMPARE(view->message(0)->imagePaths().size(), 1);  // shown from the store's copy
+    QVERIFY(QFileInfo::exists(view->message(0)->imagePaths().front()));
+    QVERIFY(app.wait_model());
+    QSignalSpy finished(app.controller->worker(), &ChatWorker::answerFinished);
+    app.type_and_send(QStringLiteral("Thank you."));
+    QVERIFY(app.wait_turn());
+    QCOMPARE(view->messageCount(), 4);
+    QCOMPARE(finished.count(), 1);
+    const TurnStats resumed = finished.at(0).at(1).value<TurnStats>();
+    qInfo(
+        "resumed image chat: prompt %lld, restored %lld from SSD in %.1f ms, replayed %lld, "
+        "computed %lld",
+        qlonglong(resumed.prompt_tokens), qlonglong(resumed.restored_tokens), resumed.restore_ms,
+        qlonglong(resumed.replayed_tokens), qlonglong(resumed.computed_tokens));
+    QVERIFY(resumed.restored_tokens >= kBlock);  // the block holding the picture included
+    QCOMPARE(resumed.computed_tokens, resumed.prompt_tokens - resumed.restored_tokens);
+    QVERIFY(resumed.computed_tokens < kBlock + 32);
+    QVERIFY(app.window->statusText().contains(QStringLiteral("from SSD")));
+  }
+
   // The service decodes the files in check(), before the worker shows or stores anything.
   void persistentServiceRefusesBrokenImagesBeforeStoring() {
     QTemporaryDir data, files;
