@@ -5,7 +5,7 @@ import re
 import unittest
 
 import demo_support
-from demo import arithmetic, conversation, mixture, prose, recall, shapes
+from demo import arithmetic, conversation, copy_task, mixture, prose, recall, shapes
 from demo.sample import score_answer
 
 
@@ -27,7 +27,8 @@ class DeterminismTest(unittest.TestCase):
         self.assertFalse(train & evals)
 
     def test_every_task_generates(self):
-        for gen in (arithmetic.generate, conversation.generate, prose.generate, shapes.generate, recall.generate):
+        for gen in (arithmetic.generate, conversation.generate, prose.generate, shapes.generate, recall.generate,
+                    copy_task.generate):
             for seed in range(25):
                 s = gen(seed)
                 self.assertEqual(s.messages[-1]["role"], "assistant")
@@ -95,3 +96,29 @@ class RecallTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CopyTaskTest(unittest.TestCase):
+    def test_the_answer_is_what_the_user_gave(self):
+        kinds = set()
+        for seed in range(200):
+            s = copy_task.generate(seed)
+            kinds.add((s.meta["kind"], s.mode))
+            users = " ".join(m["content"] for m in s.messages if m["role"] == "user")
+            self.assertIn(s.expected, users)  # only looking back can predict it
+            self.assertIn(s.expected, s.final_answer())
+            self.assertEqual(s.final_thinking(), "")
+            self.assertTrue(score_answer(s.expected, s.final_answer(), s.match))
+        self.assertEqual(kinds, {("repeat", "thinking"), ("repeat", "chat"),
+                                 ("introduce", "thinking"), ("introduce", "chat")})
+
+    def test_same_seed_same_sample_and_bad_kind_refused(self):
+        self.assertEqual(_digest(copy_task.generate(7)), _digest(copy_task.generate(7)))
+        self.assertNotEqual(_digest(copy_task.generate(7)), _digest(copy_task.generate(8)))
+        with self.assertRaises(ValueError):
+            copy_task.generate(1, kind="dictation")
+
+    def test_the_mixture_can_draw_it(self):
+        tasks = {mixture.generate_sample("train", 5, k, weights={"copy": 0.5, "prose": 0.5}).task
+                 for k in range(20)}
+        self.assertEqual(tasks, {"copy", "prose"})
