@@ -20,7 +20,7 @@ class WeightLoader {
 
   Tensor vec(const std::string& name) {
     TensorView v = ckpt_.tensor(name);
-    Counted counted(this, v);
+    Counted counted{this, v};
     if (shard_split(name) != ShardSplit::VectorByHead || plan_.world == 1) return be_.upload_f32(v);
     const int64_t n = v.dim(0) / plan_.world;
     std::array<int64_t, 1> shape = {n};
@@ -33,7 +33,7 @@ class WeightLoader {
 
   Tensor raw(const std::string& name) {
     TensorView v = ckpt_.tensor(name);
-    Counted counted(this, v);
+    Counted counted{this, v};
     return be_.upload(v);
   }
 
@@ -42,7 +42,7 @@ class WeightLoader {
     TensorView w = ckpt_.tensor(module + ".weight");
     const bool has_scale = ckpt_.has(module + ".scale");
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
-    Counted counted(this, w, has_scale ? &s : nullptr);
+    Counted counted{this, w, has_scale ? &s : nullptr};
     const ShardSplit split = shard_split(module + ".weight");
     if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
         split == ShardSplit::FirstRankOnly)

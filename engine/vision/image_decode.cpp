@@ -8,6 +8,8 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "engine/util/error.h"
 #include "engine/util/file_io.h"
@@ -86,6 +88,37 @@ void check_complete(std::span<const uint8_t> b, const std::string& name, ImageFo
                                 " bytes, the file has " + std::to_string(b.size()));
 }
 
+uint32_t be32(std::span<const uint8_t> b, size_t at) {
+  return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 |
+         uint32_t(b[at + 3]);
+}
+
+// A PNG without its empty IDAT chunks (they hold no data: the image is the same), or nothing when
+// it has none. stb_image copies an IDAT's bytes with memcpy into a buffer it has not allocated
+// yet when the first IDAT is empty: memcpy(NULL, p, 0), undefined behaviour (found by
+// image_decode_fuzz), also when the file ends inside that chunk. The walk stops at the first
+// other chunk that does not fit; stb judges the rest.
+std::optional<std::vector<uint8_t>> without_empty_idat(std::span<const uint8_t> b) {
+  std::vector<uint8_t> out;
+  size_t at = 8, kept_to = 0;  // out holds b[0, kept_to) minus the dropped chunks
+  bool dropped = false;
+  while (at + 8 <= b.size()) {  // length and type; the data and the CRC may be cut off
+    const uint32_t length = be32(b, at);
+    const uint64_t end = at + 12 + uint64_t{length};
+    if (length == 0 && std::memcmp(b.data() + at + 4, "IDAT", 4) == 0) {
+      out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(kept_to),
+                 b.begin() + static_cast<std::ptrdiff_t>(at));
+      kept_to = static_cast<size_t>(std::min<uint64_t>(end, b.size()));
+      dropped = true;
+    }
+    if (end > b.size()) break;
+    at = static_cast<size_t>(end);
+  }
+  if (!dropped) return std::nullopt;
+  out.insert(out.end(), b.begin() + static_cast<std::ptrdiff_t>(kept_to), b.end());
+  return out;
+}
+
 struct StbPixels {
   stbi_uc* p = nullptr;
   ~StbPixels() { stbi_image_free(p); }
@@ -94,6 +127,8 @@ struct StbPixels {
 RgbImage decode_stb(std::span<const uint8_t> bytes, const std::string& name,
                     const DecodeLimits& limits, ImageFormat format) {
   if (bytes.size() > static_cast<size_t>(INT_MAX)) throw FormatError(name, "image file too large");
+  std::optional<std::vector<uint8_t>> cleaned;
+  if (format == ImageFormat::kPng && (cleaned = without_empty_idat(bytes))) bytes = *cleaned;
   const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
   const int len = static_cast<int>(bytes.size());
   int w = 0, h = 0, comp = 0;

@@ -147,6 +147,31 @@ TEST(ImageDecode, PixelLimitIsCheckedBeforeDecoding) {
   EXPECT_NE(format_error([&] { load_image(kData / "oriented-6.jpg", small); }), "");
 }
 
+// An empty IDAT chunk holds no data, so the picture is the same; stb_image would memcpy into a
+// null buffer for it (undefined behaviour, found by image_decode_fuzz), so the decoder drops it.
+TEST(ImageDecode, EmptyIdatChunksAreHarmless) {
+  const std::vector<uint8_t> png = file_bytes(kData / "tiny.png");
+  // The first chunk (IHDR) is 8 + 13 + 4 bytes after the 8-byte signature.
+  const size_t after_ihdr = 8 + 25;
+  const uint8_t empty_idat[12] = {0, 0, 0, 0, 'I', 'D', 'A', 'T', 0x35, 0xAF, 0x06, 0x1E};
+  std::vector<uint8_t> with_empty(png.begin(), png.begin() + after_ihdr);
+  with_empty.insert(with_empty.end(), std::begin(empty_idat), std::end(empty_idat));
+  with_empty.insert(with_empty.end(), png.begin() + after_ihdr, png.end());
+  with_empty.insert(with_empty.end() - 12, std::begin(empty_idat), std::end(empty_idat));
+  const RgbImage want = decode_image(png, "tiny.png");
+  const RgbImage got = decode_image(with_empty, "tiny-with-empty-idat.png");
+  EXPECT_EQ(got.width, want.width);
+  EXPECT_EQ(got.height, want.height);
+  EXPECT_EQ(got.pixels, want.pixels);
+  // The fuzzer's inputs: an empty IDAT first, then data that does not inflate; a file that ends
+  // inside an empty IDAT chunk.
+  for (const char* name : {"png-empty-idat-first.png", "png-empty-idat-cut.png"}) {
+    const std::vector<uint8_t> found = file_bytes(kData / name);
+    ASSERT_FALSE(found.empty()) << name;
+    EXPECT_NE(format_error([&] { decode_image(found, name); }), "") << name;
+  }
+}
+
 TEST(ImageDecode, MissingFileIsAnIoError) {
   EXPECT_THROW(load_image(kData / "no-such-image.png"), IoError);
 }
