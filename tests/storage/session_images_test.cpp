@@ -11,6 +11,7 @@
 
 #include "engine/runtime/chat_engine.h"
 #include "engine/util/error.h"
+#include "persistent_chat_test_util.h"
 #include "storage/kv_payload.h"
 #include "storage/persistent_chat.h"
 #include "storage/prefix_planner.h"
@@ -20,44 +21,17 @@ namespace flashdesk::storage {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::answer_ids;
+using testing::chat_options;
+using testing::kBlock;
+using testing::kDemoModel;
+using testing::load_engine;
+using testing::long_text;
 using testing::TempDir;
+using testing::turn_options;
 
 const fs::path kSource(FD_SOURCE_DIR);
-const fs::path kModel = kSource / "assets/models/flash-tiny";
 const fs::path kImages = kSource / "assets/eval/demo/images";
-constexpr int64_t kBlock = 32;  // a multiple of flash-tiny's ratios (1, 2)
-
-std::unique_ptr<ChatEngine> load_engine() {
-  return ChatEngine::load(kModel, EngineOptions{.backend = "cpu", .threads = 2});
-}
-
-PersistentChatOptions chat_options(const TempDir& dir) {
-  PersistentChatOptions o{.layout = dir.layout()};
-  o.blocks.tokens_per_block = kBlock;
-  return o;
-}
-
-TurnOptions turn_options(PrefillMode mode, int64_t max_tokens = 6) {
-  TurnOptions t;
-  t.mode = ThinkingMode::kChat;
-  t.generation.max_new_tokens = max_tokens;
-  t.generation.sampling.temperature = 0.0f;  // greedy: answers are a function of the logits
-  t.generation.prefill.mode = mode;
-  return t;
-}
-
-std::string long_text(int sentences) {
-  std::string s;
-  for (int i = 0; i < sentences; ++i)
-    s += "Sentence " + std::to_string(i) + " talks about the river, the hills and the old mill. ";
-  return s;
-}
-
-std::vector<TokenId> answer_ids(const GenerationResult& g) {
-  std::vector<TokenId> ids = g.reasoning_ids;
-  ids.insert(ids.end(), g.content_ids.begin(), g.content_ids.end());
-  return ids;
-}
 
 std::vector<uint8_t> file_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -308,7 +282,7 @@ TEST(SessionImages, BadImageFilesLeaveTheSessionUnchanged) {
   PersistentChat chat(*engine, chat_options(dir));
   const TurnOptions t = turn_options(PrefillMode::Bounded, 2);
   chat.create_session("bad", chat.settings_for(t));
-  EXPECT_THROW(chat.send("x", std::vector{kModel / "config.json"}, t), FormatError);
+  EXPECT_THROW(chat.send("x", std::vector{kDemoModel / "config.json"}, t), FormatError);
   EXPECT_THROW(chat.send("x", std::vector{dir.path() / "no-such.png"}, t), IoError);
   EXPECT_TRUE(chat.messages().empty());
   EXPECT_EQ(files_under(dir.layout().attachments_dir()), 0);

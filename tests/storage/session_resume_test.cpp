@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "engine/runtime/chat_engine.h"
+#include "persistent_chat_test_util.h"
 #include "storage/kv_block_file.h"
 #include "storage/kv_payload.h"
 #include "storage/persistent_chat.h"
@@ -17,43 +18,14 @@
 namespace flashdesk::storage {
 namespace {
 
+using testing::answer_ids;
+using testing::chat_options;
+using testing::kBlock;
+using testing::kDemoModel;
+using testing::load_engine;
+using testing::long_text;
 using testing::TempDir;
-
-const std::filesystem::path kModel =
-    std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny";
-constexpr int64_t kBlock = 32;  // a multiple of flash-tiny's ratios (1, 2) and candidate block (8)
-
-std::unique_ptr<ChatEngine> load_engine(const std::filesystem::path& dir = kModel) {
-  return ChatEngine::load(dir, EngineOptions{.backend = "cpu", .threads = 2});
-}
-
-PersistentChatOptions chat_options(const TempDir& dir) {
-  PersistentChatOptions o{.layout = dir.layout()};
-  o.blocks.tokens_per_block = kBlock;
-  return o;
-}
-
-TurnOptions turn_options(PrefillMode mode, int64_t max_tokens = 6) {
-  TurnOptions t;
-  t.mode = ThinkingMode::kChat;
-  t.generation.max_new_tokens = max_tokens;
-  t.generation.sampling.temperature = 0.0f;  // greedy: answers are a function of the logits
-  t.generation.prefill.mode = mode;
-  return t;
-}
-
-std::string long_text(int sentences) {
-  std::string s;
-  for (int i = 0; i < sentences; ++i)
-    s += "Sentence " + std::to_string(i) + " talks about the river, the hills and the old mill. ";
-  return s;
-}
-
-std::vector<TokenId> answer_ids(const GenerationResult& g) {
-  std::vector<TokenId> ids = g.reasoning_ids;
-  ids.insert(ids.end(), g.content_ids.begin(), g.content_ids.end());
-  return ids;
-}
+using testing::turn_options;
 
 // A fresh-process generation of `prompt` with no cache at all: the reference.
 std::vector<TokenId> fresh_answer(ChatEngine& engine, const std::vector<TokenId>& prompt,
@@ -193,7 +165,8 @@ TEST(SessionResume, ChangedModelFingerprintReusesNothing) {
   const Built b = build_session(dir, PrefillMode::Bounded, 12);
   // The same weights under a config.json that differs by one byte: another fingerprint.
   TempDir model_copy;
-  std::filesystem::copy(kModel, model_copy.path() / "m", std::filesystem::copy_options::recursive);
+  std::filesystem::copy(kDemoModel, model_copy.path() / "m",
+                        std::filesystem::copy_options::recursive);
   { std::ofstream(model_copy.path() / "m/config.json", std::ios::app) << "\n"; }
   auto engine = load_engine(model_copy.path() / "m");
   auto original = load_engine();

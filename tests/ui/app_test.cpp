@@ -86,16 +86,6 @@ QString long_question() {
   return question;
 }
 
-// KV block files the data folder holds on the SSD.
-int block_files(const QString& data_dir) {
-  const auto kv = storage::StorageLayout::in(data_dir.toStdString()).kv_dir();
-  int n = 0;
-  if (!std::filesystem::exists(kv)) return 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(kv))
-    n += entry.is_regular_file() && entry.path().extension() == storage::kBlockFileExtension;
-  return n;
-}
-
 }  // namespace
 
 class AppTest : public QObject {
@@ -508,7 +498,7 @@ class AppTest : public QObject {
       QCOMPARE(app.window->messageView()->messageCount(), 2);
       session = app.window->currentSession();
       // Its KV blocks are written in the background after the turn.
-      QVERIFY(QTest::qWaitFor([&] { return block_files(data.path()) > 0; }, 10'000));
+      QVERIFY(QTest::qWaitFor([&] { return kv_block_files(data.path()) > 0; }, 10'000));
     }
     QVERIFY(QFile::remove(picture));
 
@@ -580,7 +570,7 @@ class AppTest : public QObject {
     app.type_and_send(long_question());
     QVERIFY(app.wait_turn());
     // Its KV blocks are written in the background after the turn.
-    QVERIFY(QTest::qWaitFor([&] { return block_files(data.path()) > 0; }, 10'000));
+    QVERIFY(QTest::qWaitFor([&] { return kv_block_files(data.path()) > 0; }, 10'000));
     const QString answer = app.last_message()->text();
     const qint64 first = app.window->currentSession();
     app.window->newSession();
@@ -618,7 +608,7 @@ class AppTest : public QObject {
     app.window->sidebar()->searchField()->setText(word);
     QVERIFY(QTest::qWaitFor([&] { return list->rowCount() == 0; }, 5000));
     // Deleting really erases: the session's KV blocks are gone from the SSD too.
-    QCOMPARE(block_files(data.path()), 0);
+    QCOMPARE(kv_block_files(data.path()), 0);
   }
 };
 

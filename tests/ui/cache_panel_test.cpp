@@ -21,15 +21,6 @@ namespace {
 
 const QString kModel = QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
 
-// KV block files under the data folder.
-int block_files(const std::filesystem::path& kv) {
-  int n = 0;
-  if (!std::filesystem::exists(kv)) return 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(kv))
-    n += entry.is_regular_file() && entry.path().extension() == storage::kBlockFileExtension;
-  return n;
-}
-
 }  // namespace
 
 class CachePanelTest : public QObject {
@@ -71,7 +62,7 @@ class CachePanelTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(panel->stats().ssd_blocks > 0, 15'000);
     const CacheStats shown = panel->stats();
     qInfo("cache panel after one turn:\n%s", qPrintable(panel->text()));
-    QCOMPARE(shown.ssd_blocks, block_files(layout.kv_dir()));
+    QCOMPARE(shown.ssd_blocks, kv_block_files(settings.data_dir));
     QVERIFY(shown.ssd_bytes > 0);
     QCOMPARE(shown.turns, 1);
     QVERIFY(shown.prompt_tokens > 256);

@@ -1,6 +1,11 @@
-// Files the UI tests drop and attach: real PNGs and deliberately broken ones.
+// Files the UI tests drop and attach (real PNGs and deliberately broken ones), and the KV block
+// files a data folder holds.
 #include <QFile>
 #include <QImage>
+#include <filesystem>
+
+#include "storage/kv_block_file.h"
+#include "storage/storage_layout.h"
 
 #include "tests/ui/ui_test_classes.h"
 
@@ -21,6 +26,15 @@ QString write_bytes(const QString& dir, const QString& name, const QByteArray& b
   if (!file.open(QIODevice::WriteOnly) || file.write(bytes) != bytes.size())
     qFatal("cannot write %s", qPrintable(path));
   return path;
+}
+
+int kv_block_files(const QString& data_dir) {
+  const auto kv = storage::StorageLayout::in(data_dir.toStdString()).kv_dir();
+  int n = 0;
+  if (!std::filesystem::exists(kv)) return 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(kv))
+    n += entry.is_regular_file() && entry.path().extension() == storage::kBlockFileExtension;
+  return n;
 }
 
 }  // namespace flashdesk::ui::test

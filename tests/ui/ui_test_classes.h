@@ -33,5 +33,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
 QString write_png(const QString& dir, const QString& name, int w, int h);
 // A file holding exactly `bytes`; returns its path.
 QString write_bytes(const QString& dir, const QString& name, const QByteArray& bytes);
+// KV block files the data folder `data_dir` holds on the SSD.
+int kv_block_files(const QString& data_dir);
 
 }  // namespace flashdesk::ui::test
