@@ -108,13 +108,21 @@ storage::StorageLayout storage_layout(const AppSettings& settings) {
                                      : storage::StorageLayout::in(settings.data_dir.toStdString());
 }
 
+CacheLimits cache_limits(const AppSettings& settings) {
+  return {.ssd_budget_bytes = settings.kv_disk_budget_bytes,
+          .ssd_retention = std::chrono::hours(settings.kv_retention_hours),
+          .pool_budget_bytes = settings.window_pool_budget_bytes,
+          .pool_ttl = std::chrono::minutes(settings.window_pool_ttl_minutes)};
+}
+
 storage::PersistentChatOptions persistent_chat_options(const AppSettings& settings,
                                                        storage::StorageLayout layout) {
+  const CacheLimits limits = cache_limits(settings);
   storage::PersistentChatOptions options{.layout = std::move(layout)};
-  options.blocks.disk_budget_bytes = settings.kv_disk_budget_bytes;
-  options.blocks.retention = std::chrono::hours(settings.kv_retention_hours);
-  options.window_pool.budget_bytes = settings.window_pool_budget_bytes;
-  options.window_pool.ttl = std::chrono::minutes(settings.window_pool_ttl_minutes);
+  options.blocks.disk_budget_bytes = limits.ssd_budget_bytes;
+  options.blocks.retention = limits.ssd_retention;
+  options.window_pool.budget_bytes = limits.pool_budget_bytes;
+  options.window_pool.ttl = limits.pool_ttl;
   return options;
 }
 

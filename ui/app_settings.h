@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "storage/persistent_chat.h"
+#include "ui/chat_service.h"
 #include "ui/chat_types.h"
 #include "ui/theme.h"
 
@@ -52,6 +53,8 @@ void save_app_settings(QSettings& store, const AppSettings& settings);
 
 // The data folder the settings name (the XDG folders when empty). Throws IoError.
 storage::StorageLayout storage_layout(const AppSettings& settings);
+// The KV cache sizes of the settings (ChatService::set_cache_limits).
+CacheLimits cache_limits(const AppSettings& settings);
 // The options PersistentChatService is built with: the budgets and lifetimes above.
 storage::PersistentChatOptions persistent_chat_options(const AppSettings& settings,
                                                        storage::StorageLayout layout);

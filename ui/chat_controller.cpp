@@ -64,6 +64,10 @@ void ChatController::loadModel(const QString& directory) {
 void ChatController::setDevice(const QString& backend, int threads) {
   queue(&ChatWorker::setDevice, backend, threads);
 }
+
+void ChatController::setCacheLimits(const CacheLimits& limits) {
+  queue(&ChatWorker::setCacheLimits, limits);
+}
 void ChatController::listSessions(const QString& filter) {
   queue(&ChatWorker::listSessions, filter);
 }

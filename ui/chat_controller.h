@@ -24,6 +24,7 @@ class ChatController : public QObject {
 
   void loadModel(const QString& directory);
   void setDevice(const QString& backend, int threads);  // used by the next loadModel
+  void setCacheLimits(const CacheLimits& limits);       // used by the next loadModel
   void listSessions(const QString& filter);
   void createSession(SessionChoices choices);
   void openSession(qint64 id);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -68,6 +69,15 @@ struct TurnOutcome {
 
 // What the KV caches hold now (SSD blocks, the DRAM window pool) and what the turns of this app
 // run got from them; the cache panel shows it.
+// The sizes of the KV caches (issue: settings for the SSD budget, retention and window pool):
+// what the app settings give storage::KvBlockStoreOptions and WindowPoolOptions.
+struct CacheLimits {
+  uint64_t ssd_budget_bytes = 0;
+  std::chrono::milliseconds ssd_retention{0};
+  uint64_t pool_budget_bytes = 0;  // 0: 10% of physical RAM
+  std::chrono::milliseconds pool_ttl{0};
+};
+
 struct CacheStats {
   bool has_caches = false;  // false: the service keeps no SSD blocks (or no model is loaded)
   int64_t ssd_blocks = 0;
@@ -97,6 +107,8 @@ class ChatService {
   // The compute backend (a backend_names() entry) and CPU threads (0: every core) of the next
   // load_model; the loaded model keeps its own until then.
   virtual void set_device(const std::string& backend, int threads) = 0;
+  // The KV cache sizes of the next load_model (a service without caches ignores them).
+  virtual void set_cache_limits(const CacheLimits& /*limits*/) {}
   virtual std::optional<ModelSummary> model() const = 0;
 
   // Makes a stored session ready to continue: `history` is everything before the next turn.

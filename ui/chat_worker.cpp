@@ -88,6 +88,10 @@ void ChatWorker::loadModel(const QString& directory) {
   }
 }
 
+void ChatWorker::setCacheLimits(const CacheLimits& limits) {
+  service_->set_cache_limits(limits);
+}
+
 void ChatWorker::setDevice(const QString& backend, int threads) {
   service_->set_device(backend.toStdString(), threads);
 }

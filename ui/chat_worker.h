@@ -39,6 +39,7 @@ class ChatWorker : public QObject {
   void initialize();
   void loadModel(const QString& directory);
   void setDevice(const QString& backend, int threads);  // for the next loadModel
+  void setCacheLimits(const CacheLimits& limits);       // for the next loadModel
   void listSessions(const QString& filter);
   void createSession(flashdesk::ui::SessionChoices choices);
   void openSession(qint64 id);

@@ -101,20 +101,22 @@ AppSettingsDialog* MainWindow::editAppSettings() {
 }
 
 void MainWindow::applyAppSettings(const AppSettings& settings) {
-  const bool restart =
-      settings.data_dir != app_settings_.data_dir ||
-      settings.kv_disk_budget_bytes != app_settings_.kv_disk_budget_bytes ||
-      settings.kv_retention_hours != app_settings_.kv_retention_hours ||
-      settings.window_pool_budget_bytes != app_settings_.window_pool_budget_bytes ||
-      settings.window_pool_ttl_minutes != app_settings_.window_pool_ttl_minutes;
+  const bool restart = settings.data_dir != app_settings_.data_dir;
+  const bool caches = settings.kv_disk_budget_bytes != app_settings_.kv_disk_budget_bytes ||
+                      settings.kv_retention_hours != app_settings_.kv_retention_hours ||
+                      settings.window_pool_budget_bytes != app_settings_.window_pool_budget_bytes ||
+                      settings.window_pool_ttl_minutes != app_settings_.window_pool_ttl_minutes;
   const bool device =
       settings.backend != app_settings_.backend || settings.threads != app_settings_.threads;
   app_settings_ = settings;
   if (settings_store_) save_app_settings(*settings_store_, app_settings_);
   if (current_ == 0) choices_ = app_settings_.new_chat;
   if (device) controller_.setDevice(settings.backend, settings.threads);
+  if (caches) controller_.setCacheLimits(cache_limits(settings));
   QStringList notes;
-  if (restart) notes << tr("The new data folder and cache sizes apply after a restart");
+  if (restart) notes << tr("The new data folder applies after a restart");
+  if (caches)
+    notes << tr("The new cache sizes apply at the next model load (File ▸ Reload the model, F5)");
   if (device)
     notes << tr("Backend %1 with %2 apply at the next model load (File ▸ Reload the model, F5)")
                  .arg(settings.backend, settings.threads == 0

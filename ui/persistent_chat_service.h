@@ -30,6 +30,12 @@ class PersistentChatService final : public ChatService {
     engine_options_.backend = backend;
     engine_options_.threads = threads;
   }
+  void set_cache_limits(const CacheLimits& limits) override {
+    chat_options_.blocks.disk_budget_bytes = limits.ssd_budget_bytes;
+    chat_options_.blocks.retention = limits.ssd_retention;
+    chat_options_.window_pool.budget_bytes = limits.pool_budget_bytes;
+    chat_options_.window_pool.ttl = limits.pool_ttl;
+  }
   std::optional<ModelSummary> model() const override { return summary_; }
   void open_session(int64_t session_id, std::span<const storage::Message> history) override;
   void forget_session(int64_t session_id) override;

@@ -17,6 +17,8 @@
 #include "engine/runtime/backend_factory.h"
 #include "tests/ui/ui_test_classes.h"
 #include "ui/app_settings_dialog.h"
+#include "ui/cache_panel.h"
+#include "ui/chat_worker.h"
 #include "ui/composer.h"
 #include "ui/main_window.h"
 #include "ui/persistent_chat_service.h"
@@ -138,6 +140,33 @@ class ModelLoadTest : public QObject {
     QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
     QCOMPARE(saved.backend, QStringLiteral("cpu-reference"));
     QCOMPARE(saved.threads, 1);
+  }
+
+  // The cache sizes of the settings reach the stores at the next model load, no restart needed:
+  // the window pool's budget as the cache panel reads it from the pool itself.
+  void cacheSizesApplyAtTheNextLoad() {
+    DeviceApp app;
+    app.window->loadModel(kModel);
+    QVERIFY(app.wait_model("cpu"));
+    CachePanel* panel = app.window->cachePanel();
+    QSignalSpy stats(app.controller->worker(), &ChatWorker::cacheStatsReady);
+    panel->toggleViewAction()->trigger();  // shown: it asks the worker now and every 2 s
+    QVERIFY(stats.wait(10'000));
+    QTRY_VERIFY(panel->stats().has_caches);
+    const uint64_t before = panel->stats().pool_budget_bytes;
+    QVERIFY(before > 0 && before != 40 * kMiB);
+
+    AppSettingsDialog* dialog = app.window->editAppSettings();
+    dialog->windowPoolBudgetMiB()->setValue(40);
+    dialog->accept();
+    QVERIFY2(app.window->statusText().contains("cache sizes apply at the next model load"),
+             qPrintable(app.window->statusText()));
+    stats.clear();
+    QVERIFY(stats.wait(10'000));
+    QCOMPARE(panel->stats().pool_budget_bytes, before);  // the loaded stores keep theirs
+
+    app.window->reloadModel();  // File ▸ Reload the model (F5)
+    QTRY_COMPARE_WITH_TIMEOUT(panel->stats().pool_budget_bytes, 40 * kMiB, 15'000);
   }
 
   void unknownStoredBackendFallsBackWithAMessage() {
