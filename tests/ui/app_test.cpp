@@ -1,7 +1,6 @@
 // The whole app on the real demo model (assets/models/flash-tiny, CPU): the effort line of the
 // rendered prompt, streaming, GUI latency during generation, sessions surviving a restart, broken
-// model folders, images sent and stored (broken ones refused before storing), search / rename /
-// delete.
+// model folders, search / rename / delete. Pictures: image_chat_test.cpp.
 #include <QCheckBox>
 #include <QDir>
 #include <QElapsedTimer>
@@ -25,6 +24,7 @@
 #include "engine/util/error.h"
 #include "storage/kv_block_file.h"
 #include "storage/session_store.h"
+#include "tests/ui/app_fixture.h"
 #include "tests/ui/ui_test_classes.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
@@ -36,57 +36,6 @@
 #include "ui/session_sidebar.h"
 
 namespace flashdesk::ui::test {
-
-namespace {
-
-const QString kModel = QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
-constexpr int kLoadMs = 60'000;
-constexpr int kTurnMs = 120'000;
-
-// The app objects main() makes, on one data folder.
-struct App {
-  std::unique_ptr<ChatController> controller;
-  std::unique_ptr<MainWindow> window;
-
-  App(const QString& data_dir, const QString& model_dir, EngineOptions engine = {}) {
-    const auto layout = storage::StorageLayout::in(data_dir.toStdString());
-    controller = std::make_unique<ChatController>(
-        std::make_unique<PersistentChatService>(storage::PersistentChatOptions{.layout = layout},
-                                                engine),
-        layout);
-    window = std::make_unique<MainWindow>(*controller, model_dir);
-    window->show();
-  }
-  ~App() {
-    window.reset();  // the window goes first: it refers to the controller
-    controller.reset();
-  }
-  bool wait_model() const {
-    return QTest::qWaitFor([&] { return window->modelName().startsWith("Model:"); }, kLoadMs);
-  }
-  void type_and_send(const QString& text) const {
-    QTest::keyClicks(window->composer()->edit(), text);
-    QTest::keyClick(window->composer()->edit(), Qt::Key_Return);
-  }
-  bool wait_turn() const {
-    return QTest::qWaitFor([&] { return !window->generating(); }, kTurnMs);
-  }
-  MessageBubble* last_message() const {
-    const MessageView* view = window->messageView();
-    return view->messageCount() ? view->message(view->messageCount() - 1) : nullptr;
-  }
-};
-
-// A first question whose prompt spans more than one KV block (256 tokens, the default) and more
-// than the 128-token sliding window of the demo model.
-QString long_question() {
-  QString question = QStringLiteral("Hello, who are you? Please read my notes first.");
-  for (int i = 1; i <= 40; ++i)
-    question += QStringLiteral(" Note %1: the ship number %1 sailed north at dawn.").arg(i);
-  return question;
-}
-
-}  // namespace
 
 class AppTest : public QObject {
   Q_OBJECT
@@ -455,112 +404,6 @@ class AppTest : public QObject {
     app.window->loadModel(kModel);  // a good folder afterwards clears the error
     QVERIFY(app.wait_model());
     QVERIFY(app.window->modelError().isEmpty());
-  }
-
-  void imagesAreSentAndStoredWithTheSession() {
-    QTemporaryDir data, files;
-    App app(data.path(), kModel);
-    QVERIFY(app.wait_model());
-    const QString png = write_png(files.path(), QStringLiteral("chart.png"), 80, 60);
-    QVERIFY(app.window->composer()->addImageFile(png));
-    app.type_and_send(QStringLiteral("What does this chart show?"));
-    QVERIFY(app.wait_turn());
-    QVERIFY2(app.window->composer()->errorText().isEmpty(),
-             qPrintable(app.window->composer()->errorText()));
-    QVERIFY(app.window->composer()->attachments().isEmpty());  // sent with the message
-    QCOMPARE(app.window->messageView()->messageCount(), 2);
-    storage::SessionStore store(storage::StorageLayout::in(data.path().toStdString()));
-    const auto messages = store.messages(app.window->currentSession());
-    QCOMPARE(messages.size(), size_t{2});
-    QCOMPARE(messages[0].attachments.size(), size_t{1});
-    QCOMPARE(messages[0].attachments[0].mime_type, std::string("image/png"));
-    QCOMPARE(messages[0].attachments[0].byte_size, QFileInfo(png).size());
-  }
-
-  // The whole story with a picture: drop it, ask, quit, restart, continue. The picture
-  // comes back from the session store (its original file is gone by then) and the next turn reads
-  // the image-bearing prefix's KV back from the SSD instead of encoding and prefilling it again.
-  void anImageChatContinuesAfterRestartWithItsKvFromSsd() {
-    QTemporaryDir data, files;
-    const QString picture = QDir(files.path()).filePath(QStringLiteral("shapes.png"));
-    QVERIFY(
-        QFile::copy(QStringLiteral(FD_SOURCE_DIR "/assets/eval/demo/images/image-0.png"), picture));
-    constexpr int64_t kBlock = 256;  // storage::KvBlockStoreOptions::tokens_per_block default
-    qint64 session = 0;
-    {
-      App app(data.path(), kModel);
-      QVERIFY(app.wait_model());
-      QVERIFY(app.window->composer()->addImageFile(picture));
-      app.type_and_send(long_question() + QStringLiteral(" How many shapes are there?"));
-      QVERIFY(app.wait_turn());
-      QVERIFY2(app.window->composer()->errorText().isEmpty(),
-               qPrintable(app.window->composer()->errorText()));
-      QCOMPARE(app.window->messageView()->messageCount(), 2);
-      session = app.window->currentSession();
-      // Its KV blocks are written in the background after the turn.
-      QVERIFY(QTest::qWaitFor([&] { return kv_block_files(data.path()) > 0; }, 10'000));
-    }
-    QVERIFY(QFile::remove(picture));
-
-    App app(data.path(), kModel);
-    const MessageView* view = app.window->messageView();
-    QVERIFY(QTest::qWaitFor([&] { return view->messageCount() == 2; }, 10'000));
-    QCOMPARE(app.window->currentSession(), session);
-    QCOMPARE(view->message(0)->imagePaths().size(), 1);  // shown from the store's copy
-    QVERIFY(QFileInfo::exists(view->message(0)->imagePaths().front()));
-    QVERIFY(app.wait_model());
-    QSignalSpy finished(app.controller->worker(), &ChatWorker::answerFinished);
-    app.type_and_send(QStringLiteral("Thank you."));
-    QVERIFY(app.wait_turn());
-    QCOMPARE(view->messageCount(), 4);
-    QCOMPARE(finished.count(), 1);
-    const TurnStats resumed = finished.at(0).at(1).value<TurnStats>();
-    qInfo(
-        "resumed image chat: prompt %lld, restored %lld from SSD in %.1f ms, replayed %lld, "
-        "computed %lld",
-        qlonglong(resumed.prompt_tokens), qlonglong(resumed.restored_tokens), resumed.restore_ms,
-        qlonglong(resumed.replayed_tokens), qlonglong(resumed.computed_tokens));
-    QVERIFY(resumed.restored_tokens >= kBlock);  // the block holding the picture included
-    QCOMPARE(resumed.computed_tokens, resumed.prompt_tokens - resumed.restored_tokens);
-    QVERIFY(resumed.computed_tokens < kBlock + 32);
-    QVERIFY(app.window->statusText().contains(QStringLiteral("from SSD")));
-  }
-
-  // The service decodes the files in check(), before the worker shows or stores anything.
-  void persistentServiceRefusesBrokenImagesBeforeStoring() {
-    QTemporaryDir data, files;
-    const auto layout = storage::StorageLayout::in(data.path().toStdString());
-    PersistentChatService service(storage::PersistentChatOptions{.layout = layout},
-                                  EngineOptions{.threads = 2});
-    QVERIFY(service.load_model(kModel.toStdString(), {}).vision);
-    TurnOptions options;
-    options.mode = ThinkingMode::kChat;
-    TurnRequest request;
-    request.settings = service.chat()->settings_for(options);
-    request.settings.max_new_tokens = 2;
-    request.session_id = service.chat()->create_session("images", request.settings);
-    request.text = "What is this?";
-    const auto refused = [&](const QString& file) {
-      request.images = {file.toStdString()};
-      try {
-        service.check(request);
-      } catch (const InvalidRequest& e) {
-        return QString::fromUtf8(e.what()).contains(file);
-      }
-      return false;
-    };
-    QVERIFY(refused(write_bytes(files.path(), QStringLiteral("broken.png"), "not a png at all")));
-    QVERIFY(refused(files.filePath(QStringLiteral("missing.png"))));
-    QVERIFY(service.chat()->messages().empty());
-
-    request.images = {write_png(files.path(), QStringLiteral("ok.png"), 40, 30).toStdString()};
-    service.check(request);
-    QVERIFY(QString::fromStdString(service.render_prompt(request)).contains("image"));
-    const TurnOutcome outcome = service.send(request, {}, nullptr);
-    QCOMPARE(outcome.stats.computed_tokens, outcome.stats.prompt_tokens);
-    const auto messages = service.chat()->messages();
-    QCOMPARE(messages.size(), size_t{2});
-    QCOMPARE(messages[0].attachments.size(), size_t{1});
   }
 
   void sessionsAreSearchedRenamedAndDeleted() {

@@ -16,6 +16,7 @@ std::unique_ptr<QObject> make_app_test();
 std::unique_ptr<QObject> make_app_settings_test();
 std::unique_ptr<QObject> make_cache_panel_test();
 std::unique_ptr<QObject> make_model_load_test();
+std::unique_ptr<QObject> make_image_chat_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -26,6 +27,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_app_settings_test());
   tests.push_back(make_cache_panel_test());
   tests.push_back(make_model_load_test());
+  tests.push_back(make_image_chat_test());
   return tests;
 }
 
