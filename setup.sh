@@ -63,7 +63,11 @@ start_app() {
     exec build/release/bin/flashdesk --model "$model" "$@"
   fi
   [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && echo "No display found: starting the terminal chat."
-  if build/release/bin/flashdesk-cli --help 2>&1 | grep -q "^  chat "; then
+  # The help text is read whole first: `--help | grep -q` under pipefail fails at random when grep
+  # exits before the writer is done (SIGPIPE), which once sent this branch to the "not built" text.
+  local commands
+  commands="$(build/release/bin/flashdesk-cli --help 2>&1 || true)"
+  if grep -q "^  chat " <<<"$commands"; then
     if [ -f "$model/config.json" ]; then
       exec build/release/bin/flashdesk-cli chat --model "$model" "$@"
     fi
