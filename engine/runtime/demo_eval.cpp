@@ -78,6 +78,7 @@ std::string cell_of(const EvalItem& item, const json& meta) {
   if (item.task == "arithmetic")
     return meta.value("op", std::string("?")) + " e" + std::to_string(item.effort);
   if (item.task == "image") return "image " + meta.value("question_kind", std::string("?"));
+  if (item.task == "copy") return "copy " + meta.value("kind", std::string("?"));
   return item.task;
 }
 

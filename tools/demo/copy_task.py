@@ -61,14 +61,18 @@ def _introduce(rng):
     return messages, value
 
 
-def generate(seed, kind=None, mode=None):
+KINDS = ("repeat", "introduce")
+
+
+def generate(seed, kind=None, mode=None, effort=None):
     """One copying chat with empty thinking: `kind` "repeat" or "introduce", `mode` "thinking" or
-    "chat" (each drawn from the seed unless given)."""
+    "chat", `effort` in thinking mode (each drawn from the seed unless given)."""
     rng = Rng(seed)
     kind = kind or ("repeat" if rng.chance(0.5) else "introduce")
     mode = mode or ("thinking" if rng.chance(0.6) else "chat")
-    effort = rng.randint(1, 100) if mode == "thinking" else None
-    if kind not in ("repeat", "introduce"):
+    drawn = rng.randint(1, 100)
+    effort = (effort or drawn) if mode == "thinking" else None
+    if kind not in KINDS:
         raise ValueError(f"copy: unknown kind {kind!r}")
     messages, expected = _repeat(rng) if kind == "repeat" else _introduce(rng)
     for m in messages:

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from demo import arithmetic, chat_format, png, recall, shapes  # noqa: E402
+from demo import arithmetic, chat_format, copy_task, png, recall, shapes  # noqa: E402
 from demo.make_dataset import DEFAULT_TOKENIZER, load_tokenizer  # noqa: E402
 from demo.rng import derive_seed  # noqa: E402
 
@@ -76,6 +76,15 @@ def image_items(n, seed, out_dir):
         yield _item(s, f"image-{k}", [rel])
 
 
+def copy_items(n, seed):
+    """Copying inside the window (copy_task.py): does the model look back at all?"""
+    for kind in copy_task.KINDS:
+        for k in range(n):
+            s = copy_task.generate(derive_seed("eval", "copy", seed, kind, k), kind=kind, mode="thinking",
+                                   effort=75)
+            yield _item(s, f"copy-{kind}-{k}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Write the flash-tiny eval set.")
     ap.add_argument("--out", required=True)
@@ -89,7 +98,7 @@ def main(argv=None):
     counts = {}
     with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
         for gen in (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
-                    image_items(args.n * 4, args.seed, args.out)):
+                    image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed)):
             for item in gen:
                 f.write(json.dumps(item, ensure_ascii=False) + "\n")
                 counts[item["task"]] = counts.get(item["task"], 0) + 1
