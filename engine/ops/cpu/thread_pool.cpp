@@ -1,4 +1,4 @@
-// Fixed worker threads with a blocking parallel_for.
+// Fixed worker threads with a blocking parallel_for; idle threads spin briefly before sleeping.
 #include "engine/ops/cpu/thread_pool.h"
 
 #include <algorithm>
@@ -16,14 +16,27 @@ std::pair<int64_t, int64_t> part_range(int64_t n, int parts, int p) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
+// Between polls the thread yields its core: with more threads than free cores (tests run in
+// parallel, a busy desktop) a pure spin would keep the thread that has work from running.
+template <class Ready>
+bool ThreadPool::spin_until(Ready ready) const {
+  if (spin_.count() == 0) return ready();
+  const auto until = std::chrono::steady_clock::now() + spin_;
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    std::this_thread::yield();
+    if (i % 16 == 0 && std::chrono::steady_clock::now() >= until) return ready();
+  }
+}
+
+ThreadPool::ThreadPool(int threads, std::chrono::microseconds spin) : spin_(spin) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -38,36 +51,55 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     fn(0, n);
     return;
   }
+  job_ = &fn;
+  job_n_ = n;
+  job_parts_ = parts;
+  // Every worker acknowledges every job, those without a part too: then none is still reading
+  // these fields when the next job overwrites them.
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
+    // Under the mutex, so that a worker about to sleep either sees the new generation in its
+    // wait predicate or is already waiting when notify_all runs.
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_parts_ = parts;
-    pending_ = parts - 1;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.notify_all();  // no system call when every worker is still spinning
   const auto [b, e] = part_range(n, parts, 0);
   fn(b, e);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  const auto all_done = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, all_done);
+  }
   job_ = nullptr;
+}
+
+uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+  const auto ready = [&] {
+    return stop_.load(std::memory_order_acquire) ||
+           generation_.load(std::memory_order_acquire) != seen;
+  };
+  if (!spin_until(ready)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, ready);
+  }
+  return generation_.load(std::memory_order_acquire);
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    if (index >= job_parts_) continue;
-    const auto* fn = job_;
-    const auto [b, e] = part_range(job_n_, job_parts_, index);
-    lock.unlock();
-    (*fn)(b, e);
-    lock.lock();
-    if (--pending_ == 0) done_.notify_one();
+    seen = wait_for_job(seen);
+    if (stop_.load(std::memory_order_acquire)) return;
+    if (index < job_parts_) {
+      const auto [b, e] = part_range(job_n_, job_parts_, index);
+      (*job_)(b, e);
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller may be blocked in done_.wait: notify under the mutex so it cannot miss it.
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_one();
+    }
   }
 }
 

@@ -1,8 +1,15 @@
 // A fixed set of worker threads for data-parallel loops of the CPU backends (RAII: the
 // destructor joins them). Each index is processed by exactly one thread, in a fixed partition,
 // so results do not depend on scheduling.
+//
+// Decoding one token runs hundreds of small loops back to back; waking a sleeping thread for each
+// (a futex wake and a context switch, tens of microseconds) cost a third of decode time. So a
+// worker that has just finished spins for a short while (kSpin) before it sleeps, and the caller
+// spins while it waits for the others: within a token, no one sleeps.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -14,8 +21,12 @@ namespace flashdesk {
 
 class ThreadPool {
  public:
-  // threads <= 1: every loop runs on the calling thread.
-  explicit ThreadPool(int threads);
+  // How long an idle thread polls for the next loop before it blocks (by default).
+  static constexpr std::chrono::microseconds kSpin{200};
+
+  // threads <= 1: every loop runs on the calling thread. spin 0: idle threads block at once (the
+  // pool before 2026-12-01; bench/thread_pool_bench compares the two).
+  explicit ThreadPool(int threads, std::chrono::microseconds spin = kSpin);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,17 +38,26 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  // Waits (spinning, then blocking) until the generation differs from `seen` or stop is set.
+  uint64_t wait_for_job(uint64_t seen);
+  // Polls `ready` until it holds or spin_ has passed; true when it holds.
+  template <class Ready>
+  bool spin_until(Ready ready) const;
 
+  const std::chrono::microseconds spin_;
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
+  std::mutex mutex_;              // guards the sleeping side of wake_ and done_
+  std::condition_variable wake_;  // a new generation, or stop
+  std::condition_variable done_;  // pending_ reached 0
+  // The job: written by parallel_for before the generation is bumped (release), read by the
+  // workers after they see it (acquire); rewritten only after every worker has acknowledged the
+  // previous one (pending_ == 0), so no worker can read a half-written job.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int job_parts_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};  // workers yet to acknowledge the current generation
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace flashdesk
