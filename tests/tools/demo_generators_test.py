@@ -5,7 +5,7 @@ import re
 import unittest
 
 import demo_support
-from demo import arithmetic, conversation, copy_task, mixture, prose, recall, shapes
+from demo import arithmetic, conversation, copy_task, followup, mixture, prose, recall, shapes
 from demo.sample import score_answer
 
 
@@ -122,3 +122,26 @@ class CopyTaskTest(unittest.TestCase):
         tasks = {mixture.generate_sample("train", 5, k, weights={"copy": 0.5, "prose": 0.5}).task
                  for k in range(20)}
         self.assertEqual(tasks, {"copy", "prose"})
+
+
+class FollowupTest(unittest.TestCase):
+    def test_the_task_comes_after_earlier_turns_and_keeps_its_answer(self):
+        finals = set()
+        for seed in range(120):
+            s = followup.generate(seed)
+            finals.add(s.task)
+            turns = [m for m in s.messages if m["role"] != "system"]
+            self.assertGreaterEqual(len(turns), 4)  # at least one earlier exchange
+            self.assertEqual([m["role"] for m in turns], ["user", "assistant"] * (len(turns) // 2))
+            self.assertLessEqual(sum(m["role"] == "system" for m in s.messages), 1)
+            if s.task == "arithmetic":
+                a, b, op = s.meta["a"], s.meta["b"], s.meta["op"]
+                self.assertEqual(s.final_answer(), str(arithmetic.solve(op, a, b)))
+            if s.expected:
+                self.assertTrue(score_answer(s.expected, s.final_answer(), s.match, s.distractors))
+        self.assertEqual(finals, {"arithmetic", "copy", "conversation"})
+
+    def test_same_seed_same_sample(self):
+        self.assertEqual(_digest(followup.generate(3)), _digest(followup.generate(3)))
+        self.assertNotEqual(_digest(followup.generate(3)), _digest(followup.generate(4)))
+        self.assertEqual(followup.generate(5, final="copy").task, "copy")

@@ -1,6 +1,6 @@
 """The training mixture: which task each sample index gets, by seed, and the task generators' table."""
 
-from demo import arithmetic, chat_format, conversation, copy_task, prose, recall, shapes
+from demo import arithmetic, chat_format, conversation, copy_task, followup, prose, recall, shapes
 from demo.rng import Rng, derive_seed
 
 TASK_WEIGHTS = {"recall": 0.34, "arithmetic": 0.30, "image": 0.14, "conversation": 0.14, "prose": 0.08}
@@ -30,6 +30,8 @@ def generate_sample(split, base_seed, index, weights=None, count_tokens=None, ma
         return prose.generate(seed)
     if task == "copy":
         return copy_task.generate(seed)
+    if task == "followup":
+        return followup.generate(seed)
     raise ValueError(f"unknown task {task!r} in the mixture weights")
 
 

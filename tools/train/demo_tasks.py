@@ -1,7 +1,7 @@
 """The flash-tiny training tasks from tools/demo (generators, V4.1 chat format, the 8K BPE
 tokenizer) as trainer Samples: ids, target mask, the final answer's start P, image patches.
 
-Task names are the demo's (recall, arithmetic, image, conversation, prose, copy); extra keyword options
+Task names are the demo's (recall, arithmetic, image, conversation, prose, copy, followup); extra keyword options
 go to the task's generator (e.g. distance=2000, final_only=True for recall; op, digits, effort for
 arithmetic), which the evaluation sets use for fixed buckets.
 """
@@ -16,14 +16,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 class DemoTasks:
     def __init__(self, cfg, tokenizer=None, loss_on="all"):
-        from demo import arithmetic, conversation, copy_task, make_dataset, prose, recall, shapes
+        from demo import (arithmetic, conversation, copy_task, followup, make_dataset, prose, recall,
+                          shapes)
         self.cfg, self.loss_on = cfg, loss_on
         self.md = make_dataset
         path = tokenizer or os.path.join(REPO, "assets", "models", "flash-tiny", "tokenizer.json")
         self.tok = make_dataset.load_tokenizer(path)
         self.gens = {"recall": recall.generate, "arithmetic": arithmetic.generate,
                      "image": shapes.generate, "conversation": conversation.generate,
-                     "prose": prose.generate, "copy": copy_task.generate}
+                     "prose": prose.generate, "copy": copy_task.generate,
+                     "followup": followup.generate}
         self.vision = ({"patch": cfg.vision.patch_size, "downsample": cfg.vision.downsample_ratio}
                        if cfg.vision is not None else make_dataset.VISION)
         self.think_end = self.tok.token_id("</think>")
