@@ -66,6 +66,9 @@ MessageBubble::MessageBubble(const MessageRow& message, QWidget* parent)
   thinking_toggle_->setArrowType(Qt::RightArrow);
   thinking_toggle_->setAccessibleName(tr("Show or hide the thinking"));
   thinking_body_->setForegroundRole(QPalette::PlaceholderText);  // dimmer than the answer
+  // Reasoning is worked line by line (one column of a sum per line): plain text keeps its line
+  // breaks, which markdown would join into one paragraph.
+  thinking_body_->setTextFormat(Qt::PlainText);
   thinking_body_->setObjectName(QStringLiteral("thinking"));
   connect(thinking_toggle_, &QToolButton::toggled, this, &MessageBubble::setThinkingExpanded);
   layout->addWidget(thinking_toggle_);
