@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "engine/runtime/backend_factory.h"
+#include "ui/persistent_chat_service.h"
 
 namespace flashdesk::ui {
 
@@ -117,12 +118,8 @@ CacheLimits cache_limits(const AppSettings& settings) {
 
 storage::PersistentChatOptions persistent_chat_options(const AppSettings& settings,
                                                        storage::StorageLayout layout) {
-  const CacheLimits limits = cache_limits(settings);
   storage::PersistentChatOptions options{.layout = std::move(layout)};
-  options.blocks.disk_budget_bytes = limits.ssd_budget_bytes;
-  options.blocks.retention = limits.ssd_retention;
-  options.window_pool.budget_bytes = limits.pool_budget_bytes;
-  options.window_pool.ttl = limits.pool_ttl;
+  apply_cache_limits(cache_limits(settings), options);
   return options;
 }
 

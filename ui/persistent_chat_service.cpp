@@ -36,6 +36,13 @@ size_t PersistentChatService::stored_images(const storage::Message& m) const {
   return engine_->has_vision() ? m.attachments.size() : 0;
 }
 
+void apply_cache_limits(const CacheLimits& limits, storage::PersistentChatOptions& options) {
+  options.blocks.disk_budget_bytes = limits.ssd_budget_bytes;
+  options.blocks.retention = limits.ssd_retention;
+  options.window_pool.budget_bytes = limits.pool_budget_bytes;
+  options.window_pool.ttl = limits.pool_ttl;
+}
+
 PersistentChatService::PersistentChatService(storage::PersistentChatOptions chat,
                                              EngineOptions engine)
     : chat_options_(std::move(chat)), engine_options_(std::move(engine)) {}

@@ -18,6 +18,9 @@
 
 namespace flashdesk::ui {
 
+// Puts the cache sizes `limits` into the block store's and the window pool's options.
+void apply_cache_limits(const CacheLimits& limits, storage::PersistentChatOptions& options);
+
 class PersistentChatService final : public ChatService {
  public:
   // `chat.layout` is the data folder the worker's SessionStore uses too.
@@ -31,10 +34,7 @@ class PersistentChatService final : public ChatService {
     engine_options_.threads = threads;
   }
   void set_cache_limits(const CacheLimits& limits) override {
-    chat_options_.blocks.disk_budget_bytes = limits.ssd_budget_bytes;
-    chat_options_.blocks.retention = limits.ssd_retention;
-    chat_options_.window_pool.budget_bytes = limits.pool_budget_bytes;
-    chat_options_.window_pool.ttl = limits.pool_ttl;
+    apply_cache_limits(limits, chat_options_);
   }
   std::optional<ModelSummary> model() const override { return summary_; }
   void open_session(int64_t session_id, std::span<const storage::Message> history) override;

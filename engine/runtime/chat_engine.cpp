@@ -60,10 +60,6 @@ ImageRef ChatEngine::prepare_image(const std::filesystem::path& path) const {
 ImageRef ChatEngine::prepare_image_bytes(std::span<const uint8_t> bytes,
                                          const std::string& name) const {
   require_vision();
-  if (static_cast<int64_t>(bytes.size()) > image_limits_.max_file_bytes)
-    throw FormatError(name, "image of " + std::to_string(bytes.size()) +
-                                " bytes exceeds the limit of " +
-                                std::to_string(image_limits_.max_file_bytes));
   return std::make_shared<const PreparedImage>(
       flashdesk::prepare_image_bytes(bytes, name, vision_->config(), image_limits_));
 }

@@ -63,7 +63,7 @@ class ChatEngine {
   bool has_vision() const { return vision_ != nullptr; }
   ImageRef prepare_image(const std::filesystem::path& path) const;
   // The same from a file's bytes the caller has read (and keeps, e.g. to store them); `name`
-  // labels errors. The size limit applies as to a file.
+  // labels errors. The size limit applies as to a file (decode_image checks it).
   ImageRef prepare_image_bytes(std::span<const uint8_t> bytes, const std::string& name) const;
   // Span embeddings for the images of a rendered prompt (spans and images in prompt order) whose
   // span reaches past `reuse` (ids already in the state), `first` relative to ids[reuse]; what

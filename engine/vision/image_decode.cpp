@@ -169,9 +169,17 @@ ImageFormat sniff_image_format(std::span<const uint8_t> b) {
   return ImageFormat::kUnknown;
 }
 
+void check_file_size(uint64_t size, const std::string& name, const DecodeLimits& limits) {
+  if (size > static_cast<uint64_t>(limits.max_file_bytes))
+    throw FormatError(name, "image file of " + std::to_string(size) +
+                                " bytes exceeds the limit of " +
+                                std::to_string(limits.max_file_bytes));
+}
+
 RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& name,
                       const DecodeLimits& limits) {
   if (bytes.empty()) throw FormatError(name, "empty image file");
+  check_file_size(bytes.size(), name, limits);  // bytes read by the caller, not by read_image_file
   const ImageFormat format = sniff_image_format(bytes);
   if (format == ImageFormat::kJpeg) return decode_jpeg(bytes, name, limits);
   // TGA has no signature (kUnknown): stb recognises it from its header fields.
@@ -182,10 +190,7 @@ std::string read_image_file(const std::filesystem::path& path, const DecodeLimit
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw IoError("cannot read image " + path.string() + ": " + ec.message());
-  if (static_cast<int64_t>(size) > limits.max_file_bytes)
-    throw FormatError(path.string(), "image file of " + std::to_string(size) +
-                                         " bytes exceeds the limit of " +
-                                         std::to_string(limits.max_file_bytes));
+  check_file_size(size, path.string(), limits);  // before reading it
   return read_small_file(path, static_cast<size_t>(limits.max_file_bytes));
 }
 

@@ -36,6 +36,9 @@ ImageFormat sniff_image_format(std::span<const uint8_t> bytes);
 // Decodes `bytes` (named `name` in errors). Throws FormatError.
 RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& name,
                       const DecodeLimits& limits = {});
+// FormatError naming `name` when an image file of `size` bytes is over limits.max_file_bytes
+// (decode_image checks the bytes it is given; read_image_file the file before reading it).
+void check_file_size(uint64_t size, const std::string& name, const DecodeLimits& limits);
 // A file's bytes, at most limits.max_file_bytes (else FormatError); IoError when unreadable.
 std::string read_image_file(const std::filesystem::path& path, const DecodeLimits& limits = {});
 // Reads and decodes a file: IoError when it cannot be read, FormatError when it is bad.

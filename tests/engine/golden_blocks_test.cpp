@@ -37,44 +37,6 @@ constexpr int64_t kMaxCacheFlips = 2;
 constexpr double kLogitsRelRms = 1e-2;
 constexpr double kNearTie = 0.05;
 
-// Shape of a block_out tensor: [S, L, R, hc, D] (the prefill has S = 1, R = P; decode S = T, R =
-// 1).
-struct Layout {
-  int64_t S, L, R, hc, D;
-  size_t at(int64_t s, int64_t l, int64_t r) const {
-    return static_cast<size_t>(((s * L + l) * R + r) * hc * D);
-  }
-};
-
-// Sums of squares of (eng - gold) and (gold - input) of one block over some rows: their ratio's
-// square root is RMS(eng - gold) / RMS(gold - input), and sums over row sets pool.
-struct ErrSums {
-  double num = 0, den = 0;
-  double ratio() const { return den > 0 ? std::sqrt(num / den) : (num == 0 ? 0.0 : INFINITY); }
-  ErrSums operator+(const ErrSums& o) const { return {num + o.num, den + o.den}; }
-};
-
-// Block l's error sums over the rows it ran (run [L, R], empty = all).
-ErrSums block_error(const std::vector<float>& gold, const std::vector<float>& eng,
-                    const std::vector<float>& embed, const Layout& x, int64_t l,
-                    const std::vector<int64_t>& run) {
-  ErrSums e;
-  for (int64_t s = 0; s < x.S; ++s)
-    for (int64_t r = 0; r < x.R; ++r) {
-      if (!run.empty() && run[static_cast<size_t>(l * x.R + r)] == 0) continue;
-      for (int64_t k = 0; k < x.hc; ++k)
-        for (int64_t d = 0; d < x.D; ++d) {
-          const double g = gold[x.at(s, l, r) + static_cast<size_t>(k * x.D + d)];
-          const double in = l == 0 ? embed[static_cast<size_t>((s * x.R + r) * x.D + d)]
-                                   : gold[x.at(s, l - 1, r) + static_cast<size_t>(k * x.D + d)];
-          const double diff = eng[x.at(s, l, r) + static_cast<size_t>(k * x.D + d)] - g;
-          e.num += diff * diff;
-          e.den += (g - in) * (g - in);
-        }
-    }
-  return e;
-}
-
 // Per row of two [rows, width] id arrays: equal as sets of valid (>= 0) ids, or equal outright.
 std::vector<bool> rows_match(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                              size_t width, bool as_sets) {

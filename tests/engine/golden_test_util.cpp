@@ -80,6 +80,26 @@ const std::filesystem::path& golden_every_role_model() {
   return dir.path();
 }
 
+ErrSums block_error(const std::vector<float>& gold, const std::vector<float>& eng,
+                    const std::vector<float>& embed, const Layout& x, int64_t l,
+                    const std::vector<int64_t>& run) {
+  ErrSums e;
+  for (int64_t s = 0; s < x.S; ++s)
+    for (int64_t r = 0; r < x.R; ++r) {
+      if (!run.empty() && run[static_cast<size_t>(l * x.R + r)] == 0) continue;
+      for (int64_t k = 0; k < x.hc; ++k)
+        for (int64_t d = 0; d < x.D; ++d) {
+          const double g = gold[x.at(s, l, r) + static_cast<size_t>(k * x.D + d)];
+          const double in = l == 0 ? embed[static_cast<size_t>((s * x.R + r) * x.D + d)]
+                                   : gold[x.at(s, l - 1, r) + static_cast<size_t>(k * x.D + d)];
+          const double diff = eng[x.at(s, l, r) + static_cast<size_t>(k * x.D + d)] - g;
+          e.num += diff * diff;
+          e.den += (g - in) * (g - in);
+        }
+    }
+  return e;
+}
+
 NamedTensors load_golden(const std::filesystem::path& path) {
   SafetensorsFile f(path);
   NamedTensors out;

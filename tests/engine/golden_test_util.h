@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -18,6 +19,29 @@
 #include "engine/ops/backend.h"
 
 namespace flashdesk::test {
+
+// Shape of a block_out tensor: [S, L, R, hc, D] (the prefill has S = 1, R = P; decode S = T, R =
+// 1).
+struct Layout {
+  int64_t S, L, R, hc, D;
+  size_t at(int64_t s, int64_t l, int64_t r) const {
+    return static_cast<size_t>(((s * L + l) * R + r) * hc * D);
+  }
+};
+
+// Sums of squares of (eng - gold) and (gold - input) of one block over some rows: their ratio's
+// square root is RMS(eng - gold) / RMS(gold - input), and sums over row sets pool.
+struct ErrSums {
+  double num = 0, den = 0;
+  double ratio() const { return den > 0 ? std::sqrt(num / den) : (num == 0 ? 0.0 : INFINITY); }
+  ErrSums operator+(const ErrSums& o) const { return {num + o.num, den + o.den}; }
+};
+
+// Block l's error sums over the rows it ran (run [L, R], empty = all); block 0's input is the
+// embedding `embed` [S, R, D] copied to every stream.
+ErrSums block_error(const std::vector<float>& gold, const std::vector<float>& eng,
+                    const std::vector<float>& embed, const Layout& x, int64_t l,
+                    const std::vector<int64_t>& run);
 
 // FD_SOURCE_DIR/tests/data/goldens/<name>
 std::filesystem::path golden_dir(const std::string& name);

@@ -196,19 +196,9 @@ TEST_P(VisionGoldenTest, BlocksOnAnImagePromptMatchTheOracleFedItsInputs) {
   const std::vector<float> eng = floats(rec.tensors(), "prefill_block_out");
   const std::vector<float> embed = floats(g, "prefill_embed");
   ASSERT_EQ(eng.size(), gold.size());
-  const int64_t hc = static_cast<int64_t>(gold.size()) / (L * T * D);
+  const Layout x{1, L, T, static_cast<int64_t>(gold.size()) / (L * T * D), D};
   for (int64_t l = 0; l < L; ++l) {
-    double num = 0.0, den = 0.0;
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t k = 0; k < hc; ++k)
-        for (int64_t d = 0; d < D; ++d) {
-          const size_t at = static_cast<size_t>(((l * T + t) * hc + k) * D + d);
-          const double in = l == 0 ? embed[static_cast<size_t>(t * D + d)]
-                                   : gold[at - static_cast<size_t>(T * hc * D)];
-          num += (eng[at] - gold[at]) * (eng[at] - gold[at]);
-          den += (gold[at] - in) * (gold[at] - in);
-        }
-    const double err = std::sqrt(num / den);
+    const double err = block_error(gold, eng, embed, x, l, {}).ratio();
     EXPECT_LE(err, 5e-3) << "block " << l;
     std::printf("[ vision   ] %s image0 block %lld fed the oracle's input: rel err %.2e\n",
                 GetParam().c_str(), static_cast<long long>(l), err);

@@ -4,7 +4,6 @@
 #include <QCheckBox>
 #include <QDir>
 #include <QElapsedTimer>
-#include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMimeData>
@@ -21,9 +20,7 @@
 #include <QPlainTextEdit>
 #include <QSpinBox>
 #include "engine/tokenizer/reasoning_effort.h"
-#include "engine/util/error.h"
 #include "storage/kv_block_file.h"
-#include "storage/session_store.h"
 #include "tests/ui/app_fixture.h"
 #include "tests/ui/ui_test_classes.h"
 #include "ui/composer.h"
