@@ -72,10 +72,8 @@ int main(int argc, char** argv) {
   window.show();
   if (!wait_for([&] { return window.modelName().startsWith("Model:"); })) qFatal("no model");
 
-  // Two chats, one question each: the demo model answers best when the question is the chat's
-  // first message (README, "The demo model").
-  if (!ask(window, "Hello, who are you?")) qFatal("no answer");
-  window.newSession();
+  // One chat of two turns: a greeting by name, then a sum with its thinking shown.
+  if (!ask(window, "Hi! My name is Quinn.")) qFatal("no answer");
   if (!ask(window, "What is 4821 + 1367?")) qFatal("no answer");
   auto* view = window.messageView();
   view->message(view->messageCount() - 1)->setThinkingExpanded(true);
