@@ -86,6 +86,32 @@ class RecallTest(unittest.TestCase):
                 rendered = "".join(m["content"] for m in s.messages[:2] if isinstance(m["content"], str))
                 self.assertIn(s.expected, rendered + s.meta["mentions"][0])
 
+    def test_extra_questions_ask_the_other_facts_before_the_final_one(self):
+        for seed in range(20):
+            s = recall.generate(seed, distance=300, n_facts=3, extra_questions=1.0)
+            answers = [m["content"] for m in s.messages if m["role"] == "assistant"]
+            values = [v for v in [s.expected] + [d for d in s.distractors] if any(v in a for a in answers[-3:])]
+            self.assertIn(s.expected, answers[-1])  # the final question is still the target's
+            self.assertGreaterEqual(len(values), 3, answers[-3:])  # all three facts asked for
+            # Every value asked for at the end was stated in an earlier user turn.
+            users = " ".join(m["content"] for m in s.messages[:-6] if m["role"] == "user")
+            for a in answers[-3:-1]:
+                self.assertTrue(any(v in users for v in s.distractors if v in a), a)
+
+    def test_extra_questions_leave_eval_samples_and_the_old_stream_alone(self):
+        for seed in range(10):
+            self.assertEqual(_digest(recall.generate(seed)), _digest(recall.generate(seed, extra_questions=0.0)))
+            self.assertEqual(_digest(recall.generate(seed, final_only=True)),
+                             _digest(recall.generate(seed, final_only=True, extra_questions=1.0)))
+        changed = sum(_digest(recall.generate(seed)) != _digest(recall.generate(seed, extra_questions=1.0))
+                      for seed in range(20))
+        self.assertGreater(changed, 5)  # samples of 2-3 facts gain questions
+        self.assertEqual(_digest(recall.generate(3)), _digest(recall.generate(3, max_facts=3)))
+
+    def test_more_facts_when_asked(self):
+        counts = {recall.generate(seed, distance=300, max_facts=6).meta["n_facts"] for seed in range(60)}
+        self.assertEqual(counts, set(range(1, 7)))
+
     def test_answer_scoring(self):
         self.assertTrue(score_answer("teal", "Your favourite colour is teal.", distractors=["red"]))
         self.assertFalse(score_answer("teal", "Your favourite colour is red.", distractors=["red"]))
@@ -93,9 +119,6 @@ class RecallTest(unittest.TestCase):
         self.assertTrue(score_answer("42", "42", match="exact"))
         self.assertFalse(score_answer("42", "420", match="exact"))
 
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class CopyTaskTest(unittest.TestCase):
@@ -145,3 +168,7 @@ class FollowupTest(unittest.TestCase):
         self.assertEqual(_digest(followup.generate(3)), _digest(followup.generate(3)))
         self.assertNotEqual(_digest(followup.generate(3)), _digest(followup.generate(4)))
         self.assertEqual(followup.generate(5, final="copy").task, "copy")
+
+
+if __name__ == "__main__":
+    unittest.main()

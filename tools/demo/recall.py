@@ -119,18 +119,24 @@ def _fill_exchange(rng, budget, count):
 
 
 def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max_tokens=4096, n_facts=None,
-             final_only=False):
+             final_only=False, extra_questions=0.0, max_facts=3):
     """A recall chat: 1-3 facts, filler of about `distance` tokens, then a question on one fact.
 
     final_only=True (eval) asks only the final question; training samples may also ask about other
     facts midway, or about a fact never given (answered "you have not told me").
+    extra_questions (training only): the chance that each other fact is also asked for right before
+    the final question, at about the same distance. More answers that need the far-back fact per
+    sample token; 0 keeps the stream of earlier runs unchanged.
+    max_facts: facts per chat are 1-3 (weights 0.4 / 0.35 / 0.25) by default, else uniform over
+    1..max_facts; with extra_questions, more facts mean more far-back answers per sample.
     """
     rng = Rng(seed)
     count = count_tokens or _approx_tokens
     mode = mode or ("thinking" if rng.chance(0.6) else "chat")
     effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None
     distance = distance or rng.log_uniform_int(20, 4000)
-    facts = _distinct_facts(rng, n_facts or rng.weighted([(1, 0.4), (2, 0.35), (3, 0.25)]))
+    counts = [(1, 0.4), (2, 0.35), (3, 0.25)] if max_facts == 3 else [(k, 1.0) for k in range(1, max_facts + 1)]
+    facts = _distinct_facts(rng, n_facts or rng.weighted(counts))
     messages = []
     if rng.chance(0.3):
         messages.append({"role": "system", "content": rng.choice(conversation.SYSTEM_PROMPTS)})
@@ -141,6 +147,8 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     answer = target.answer.format(v=target.value)
     budget = min(distance, max_tokens - 120 - sum(count(_text(m)) for m in messages)) - count(question) - TURN_OVERHEAD
     _add_filler(rng, messages, facts, target, budget, count, final_only)
+    if extra_questions > 0 and not final_only:
+        _ask_other_facts(rng, messages, facts, target, extra_questions)
     thinking = ""
     if mode == "thinking" and effort >= 61:
         thinking = f"The user told me earlier: {mentions[target.key][0]}"
@@ -206,6 +214,18 @@ def _add_filler(rng, messages, facts, target, budget, count, final_only):
             user, reply = pair
         budget -= count(user) + count(reply) + TURN_OVERHEAD
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply, "thinking": ""}]
+
+
+def _ask_other_facts(rng, messages, facts, target, chance):
+    """Questions on the facts other than `target`, each with probability `chance`, in random order.
+    Their thinking is empty: the chat template drops earlier turns' reasoning anyway."""
+    others = [f for f in facts if f.key != target.key]
+    rng.shuffle(others)
+    for f in others:
+        if rng.chance(chance):
+            question = rng.choice(QUESTION_PREFIXES) + rng.choice(f.questions)
+            messages += [{"role": "user", "content": question},
+                         {"role": "assistant", "content": f.answer.format(v=f.value), "thinking": ""}]
 
 
 def measure_distance(sample, tokenizer):

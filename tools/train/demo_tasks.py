@@ -15,10 +15,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class DemoTasks:
-    def __init__(self, cfg, tokenizer=None, loss_on="all"):
+    def __init__(self, cfg, tokenizer=None, loss_on="all", generator_options=None):
+        """generator_options: {task: {option: value}} for that task's generator in the training
+        stream (calls naming no options), e.g. {"recall": {"extra_questions": 1.0}}. Eval sets
+        name their options (final_only, distance, ...) and keep the held-out distribution."""
         from demo import (arithmetic, conversation, copy_task, followup, make_dataset, prose, recall,
                           shapes)
         self.cfg, self.loss_on = cfg, loss_on
+        self.generator_options = {k: dict(v) for k, v in (generator_options or {}).items()}
         self.md = make_dataset
         path = tokenizer or os.path.join(REPO, "assets", "models", "flash-tiny", "tokenizer.json")
         self.tok = make_dataset.load_tokenizer(path)
@@ -39,6 +43,8 @@ class DemoTasks:
         task = name
         base = options.pop("task", task)
         gen = self.gens[base]
+        if not options:
+            options = dict(self.generator_options.get(base, {}))
         if base == "recall":
             options.setdefault("count_tokens", self.count)
             options.setdefault("max_tokens", max_len or 4096)
