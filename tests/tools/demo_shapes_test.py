@@ -81,6 +81,68 @@ class ShapesTest(unittest.TestCase):
                 self.assertIn(s.expected, {c for c, *_ in found})
             self.assertIn(s.expected.lower() if kind != "describe" else "", s.final_answer().lower())
 
+    def test_selection_step_lists_what_the_question_is_about(self):
+        kinds = set()
+        for seed in range(300):
+            s = shapes.generate(seed, mode="thinking", effort=80, n_questions=1, select_step=True, short_counts=True)
+            kind, thinking = s.meta["question_kind"], s.final_thinking()
+            if kind in ("describe", "count_all"):
+                self.assertNotIn(". The ", thinking)  # no selection sentence
+                continue
+            kinds.add(kind)
+            described, selected = thinking.split(". The ", 1)
+            listed = [] if selected.endswith(": none.") else selected.split(": ", 1)[1].rstrip(".").split(", ")
+            for phrase in listed:
+                self.assertIn(phrase, described)  # copied from the description
+            if kind.startswith("count"):
+                self.assertEqual(s.expected, str(len(listed)))
+            if kind == "exists":
+                self.assertEqual(s.expected, "yes" if listed else "no")
+            if kind in ("colour_of", "shape_of", "position", "size"):
+                self.assertEqual(len(listed), 1)
+                self.assertIn(s.expected, listed[0])
+        self.assertEqual(kinds, {"count_shape", "count_colour", "count_both", "exists", "colour_of", "shape_of",
+                                 "position", "size"})
+
+    def test_new_options_off_keep_every_sample(self):
+        for seed in range(40):
+            a = shapes.generate(seed)
+            b = shapes.generate(seed, select_step=False, short_counts=False, count_present=0.8)
+            self.assertEqual(repr(a.messages), repr(b.messages))
+            c = shapes.generate(seed, select_step=True, short_counts=True)
+            self.assertEqual(len(a.messages), len(c.messages))  # same questions, kinds and scene
+            np.testing.assert_array_equal(a.images[0], c.images[0])
+
+    def test_short_count_questions(self):
+        asked = 0
+        for seed in range(300):
+            s = shapes.generate(seed, n_questions=1, short_counts=True, count_present=0.5)
+            q = s.messages[0]["content"][1]["text"]
+            if q.startswith("How many") and q.endswith("s?") and " are " not in q and " can " not in q:
+                asked += 1
+                found = objects_from_pixels(s.images[0])
+                colour = next((c for c in shapes.SHAPE_COLOURS if f" {c} " in q), None)
+                if colour and s.meta["question_kind"] == "count_colour":
+                    self.assertEqual(s.expected, str(sum(1 for c, *_ in found if c == colour)))
+        self.assertGreater(asked, 15)
+
+    def test_short_count_eval_sample(self):
+        answers = []
+        for seed in range(60):
+            scene_sample = shapes.generate(seed, n_questions=1)
+            s = shapes.short_count_sample(1000 + seed, scene_sample.meta["scene"], scene_sample.images[0])
+            q = s.messages[0]["content"][1]["text"]
+            colour = next(c for c in shapes.SHAPE_COLOURS if f" {c} " in q)
+            found = objects_from_pixels(s.images[0])
+            shape = next(k for k, v in shapes.SHAPE_PLURALS.items() if q.endswith(f" {v}?"))
+            want = sum(1 for o in scene_sample.meta["scene"]["objects"] if o["colour"] == colour and o["shape"] == shape)
+            self.assertEqual(s.expected, str(want))
+            self.assertLessEqual(want, sum(1 for c, *_ in found if c == colour))
+            self.assertIn(s.expected, s.final_answer())
+            answers.append(want)
+        self.assertGreater(answers.count(0), 10)
+        self.assertGreater(answers.count(1), 10)
+
     def test_png_round_trip(self):
         img = shapes.generate(5).images[0]
         data = png.encode_png(img)

@@ -9,7 +9,8 @@ One line per item:
 Scoring (sample.score_answer): exact -> the answer after </think>, stripped, equals expected;
 contains -> expected occurs as a whole-word sequence (case-insensitive) and no distractor does.
 Cells: recall x EVAL_DISTANCES; arithmetic x {add 4-digit, sub 4-digit, mul 3x2} x efforts
-25/50/75/100 (the same problems at every effort); images x question kinds.
+25/50/75/100 (the same problems at every effort); images x question kinds; last, "How many red
+circles?"-style questions on the same pictures (question kind count_short).
 """
 
 import argparse
@@ -76,6 +77,17 @@ def image_items(n, seed, out_dir):
         yield _item(s, f"image-{k}", [rel])
 
 
+def short_count_items(n, seed):
+    """"How many red circles?" (shapes.short_count_sample) on the pictures of image_items."""
+    for k in range(n):
+        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
+        if s.meta["question_kind"] == "describe":
+            continue
+        q = shapes.short_count_sample(derive_seed("eval", "image-count-short", seed, k), s.meta["scene"],
+                                      s.images[0])
+        yield _item(q, f"image-count-short-{k}", [f"images/image-{k}.png"])
+
+
 def copy_items(n, seed):
     """Copying inside the window (copy_task.py): does the model look back at all?"""
     for kind in copy_task.KINDS:
@@ -98,7 +110,8 @@ def main(argv=None):
     counts = {}
     with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
         for gen in (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
-                    image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed)):
+                    image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
+                    short_count_items(args.n * 4, args.seed)):
             for item in gen:
                 f.write(json.dumps(item, ensure_ascii=False) + "\n")
                 counts[item["task"]] = counts.get(item["task"], 0) + 1

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from demo.lexicon import SHAPE_PLURALS, SHAPES
-from demo.rng import Rng
+from demo.rng import Rng, derive_seed
 from demo.sample import Sample
 
 SHAPE_COLOURS = {
@@ -124,8 +124,11 @@ def _unique(objects, key):
     return [o for o, v in zip(objects, values) if values.count(v) == 1]
 
 
-def _question(rng, scene):
-    """(question, answer, expected, distractors, kind) valid for the scene."""
+def _question(rng, scene, style=None, count_present=0.8):
+    """(question, answer, expected, distractors, kind, focus) valid for the scene; focus is what the
+    question is about ({"shape": ..., "colour": ...}, either may be absent) for the selection step.
+    style: a second Rng for phrasings added later (None: the original phrasings only), so the main
+    stream, and with it every earlier sample, stays the same."""
     objs = scene["objects"]
     kinds = ["count_all", "count_shape", "count_colour", "count_both", "exists"]
     by_shape = _unique(objs, lambda o: o["shape"])
@@ -139,9 +142,9 @@ def _question(rng, scene):
         n = len(objs)
         q = rng.choice(["How many shapes are there?", "How many shapes can you see?", "Count the shapes.",
                         "How many objects are in the picture?"])
-        return q, _count_answer(n), str(n), _numbers_except(n), kind
+        return q, _count_answer(n), str(n), _numbers_except(n), kind, {}
     if kind in ("count_shape", "count_colour", "count_both"):
-        if rng.chance(0.8):  # mostly ask about something that is there
+        if rng.chance(count_present):  # mostly ask about something that is there
             o = rng.choice(objs)
             shape, colour = o["shape"], o["colour"]
         match = {"count_shape": lambda o: o["shape"] == shape, "count_colour": lambda o: o["colour"] == colour,
@@ -150,7 +153,11 @@ def _question(rng, scene):
         what = {"count_shape": SHAPE_PLURALS[shape], "count_colour": f"{colour} shapes",
                 "count_both": f"{colour} {SHAPE_PLURALS[shape]}"}[kind]
         q = rng.choice([f"How many {what} are there?", f"How many {what} can you see?", f"Count the {what}."])
-        return q, _count_answer(n), str(n), _numbers_except(n), kind
+        if style is not None and style.chance(0.3):
+            q = f"How many {what}?"
+        focus = {"count_shape": {"shape": shape}, "count_colour": {"colour": colour},
+                 "count_both": {"shape": shape, "colour": colour}}[kind]
+        return q, _count_answer(n), str(n), _numbers_except(n), kind, focus
     if kind == "exists":
         if rng.chance(0.5):
             o = rng.choice(objs)
@@ -158,33 +165,56 @@ def _question(rng, scene):
         there = any(o["shape"] == shape and o["colour"] == colour for o in objs)
         q = rng.choice([f"Is there a {colour} {shape}?", f"Do you see a {colour} {shape}?",
                         f"Is there a {colour} {shape} in the image?"])
-        return q, "Yes." if there else "No.", "yes" if there else "no", ["no" if there else "yes"], kind
+        return (q, "Yes." if there else "No.", "yes" if there else "no", ["no" if there else "yes"], kind,
+                {"shape": shape, "colour": colour})
     if kind == "colour_of":
         o = rng.choice(by_shape)
         q = rng.choice([f"What colour is the {o['shape']}?", f"Which colour is the {o['shape']}?"])
         a = rng.choice([f"It is {o['colour']}.", f"The {o['shape']} is {o['colour']}."])
-        return q, a, o["colour"], _others(list(SHAPE_COLOURS), o["colour"]), kind
+        return q, a, o["colour"], _others(list(SHAPE_COLOURS), o["colour"]), kind, {"shape": o["shape"]}
     if kind == "shape_of":
         o = rng.choice(by_colour)
         q = rng.choice([f"What shape is the {o['colour']} one?", f"Which shape is {o['colour']}?"])
-        return q, f"It is a {o['shape']}.", o["shape"], _others(list(SHAPES), o["shape"]), kind
+        return q, f"It is a {o['shape']}.", o["shape"], _others(list(SHAPES), o["shape"]), kind, {"colour": o["colour"]}
     o = rng.choice(by_both)
     name = f"{o['colour']} {o['shape']}"
     if kind == "position":
         pos = position_name(o["cell"])
         q = rng.choice([f"Where is the {name}?", f"Where is the {name} in the image?"])
         a = f"It is {position_phrase(pos)}."
-        return q, a, pos, _others(ALL_POSITIONS, pos), kind
+        return q, a, pos, _others(ALL_POSITIONS, pos), kind, {"shape": o["shape"], "colour": o["colour"]}
     q = rng.choice([f"Is the {name} small or large?", f"How big is the {name}, small or large?"])
-    return q, f"It is {o['size']}.", o["size"], _others(list(SIZES), o["size"]), kind
+    return (q, f"It is {o['size']}.", o["size"], _others(list(SIZES), o["size"]), kind,
+            {"shape": o["shape"], "colour": o["colour"]})
+
+
+def _object_phrase(o):
+    return f"a {o['size']} {o['colour']} {o['shape']} {position_phrase(position_name(o['cell']))}"
 
 
 def describe(scene):
     """One sentence listing every object in reading order (the high-effort thinking)."""
     objs = sorted(scene["objects"], key=lambda o: o["cell"])
-    parts = [f"a {o['size']} {o['colour']} {o['shape']} {position_phrase(position_name(o['cell']))}" for o in objs]
     noun = "shape" if len(objs) == 1 else "shapes"
-    return f"I see {len(objs)} {noun}: " + ", ".join(parts) + "."
+    return f"I see {len(objs)} {noun}: " + ", ".join(_object_phrase(o) for o in objs) + "."
+
+
+def selection(scene, focus):
+    """The thinking's second sentence: the objects the question is about, copied from the
+    description ("The red circles: a small red circle at the top, ..." or "...: none."), so the
+    answer reads them off instead of searching the whole list. "" when the question has no focus."""
+    if not focus:
+        return ""
+    shape, colour = focus.get("shape"), focus.get("colour")
+    if shape and colour:
+        what = f"{colour} {SHAPE_PLURALS[shape]}"
+    else:
+        what = SHAPE_PLURALS[shape] if shape else f"{colour} shapes"
+    objs = sorted((o for o in scene["objects"]
+                   if (shape is None or o["shape"] == shape) and (colour is None or o["colour"] == colour)),
+                  key=lambda o: o["cell"])
+    found = ", ".join(_object_phrase(o) for o in objs) if objs else "none"
+    return f"The {what}: {found}."
 
 
 DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do you see?",
@@ -192,9 +222,17 @@ DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do y
 DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the scene first
 
 
-def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE):
-    """One image sample: an image in the first user turn and 1-3 questions about it."""
+def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
+             short_counts=False, count_present=0.8):
+    """One image sample: an image in the first user turn and 1-3 questions about it.
+
+    Options added after the first runs (their defaults keep earlier samples byte for byte):
+    select_step: the describing thinking goes on with the objects the question is about
+    (`selection`); short_counts: 30% of count questions are asked as "How many red circles?";
+    count_present: the share of count questions about something in the picture.
+    """
     rng = Rng(seed)
+    style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
     scene = random_scene(rng)
     mode = mode or ("thinking" if rng.chance(0.7) else "chat")
     effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None
@@ -202,15 +240,45 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE):
     messages = []
     for k in range(n_q):
         if rng.chance(0.1):
-            q, a, expected, distractors, kind = rng.choice(DESCRIBE_QUESTIONS), describe(scene), "", [], "describe"
+            q, a, expected, distractors, kind, focus = (rng.choice(DESCRIBE_QUESTIONS), describe(scene), "", [],
+                                                        "describe", {})
         else:
-            q, a, expected, distractors, kind = _question(rng, scene)
+            q, a, expected, distractors, kind, focus = _question(rng, scene, style, count_present)
         if k == 0:
             messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]})
         else:
             messages.append({"role": "user", "content": q})
         thinking = describe(scene) if effort and effort >= DESCRIBE_EFFORT and kind != "describe" else ""
+        if thinking and select_step and focus:
+            thinking += " " + selection(scene, focus)
         messages.append({"role": "assistant", "content": a, "thinking": thinking})
     meta = {"question_kind": kind, "scene": scene, "image_size": size}
     return Sample("image", messages, mode, effort, images=[render_scene(scene, size)], expected=expected,
                   distractors=distractors, meta=meta)
+
+
+def short_count_sample(seed, scene, image, effort=75, mode="thinking"):
+    """"How many red circles?" about a given picture (the image issue's own question): a colour and
+    shape that occur more than once (when some do) 30% of the time, those of one object up to half, else
+    any pair (often none there), so that no single answer scores well. An eval cell of its own,
+    "count_short"; the reference thinking includes the selection step."""
+    rng = Rng(seed)
+    pairs = [(o["colour"], o["shape"]) for o in scene["objects"]]
+    repeated = sorted({p for p in pairs if pairs.count(p) > 1})
+    r = rng.random()
+    if repeated and r < 0.3:
+        colour, shape = rng.choice(repeated)
+    elif r < 0.5:
+        colour, shape = rng.choice(pairs)
+    else:
+        shape, colour = rng.choice(SHAPES), rng.choice(list(SHAPE_COLOURS))
+    n = sum(1 for o in scene["objects"] if o["shape"] == shape and o["colour"] == colour)
+    q = f"How many {colour} {SHAPE_PLURALS[shape]}?"
+    thinking = ""
+    if mode == "thinking" and effort >= DESCRIBE_EFFORT:
+        thinking = describe(scene) + " " + selection(scene, {"shape": shape, "colour": colour})
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]},
+                {"role": "assistant", "content": _count_answer(n), "thinking": thinking}]
+    meta = {"question_kind": "count_short", "scene": scene, "image_size": image.shape[0]}
+    return Sample("image", messages, mode, effort if mode == "thinking" else None, images=[image], expected=str(n),
+                  distractors=_numbers_except(n), meta=meta)
