@@ -7,6 +7,9 @@ data, AdamW step included) for a few settings variants, each against the first a
   A variant is NAME:KEY=JSON;KEY=JSON (settings overrides).
   --phase-step S: run the steps as global step S (0 = dense warm-up without QAT; >= the QAT
   and dense limits = the main phase).
+  --profile N: after the timed steps, one more step under torch.profiler; prints the N operators
+  with the most device time (self), the step's host and device totals, and writes a Chrome trace
+  next to --trace when given.
 """
 import argparse
 import json
@@ -38,7 +41,30 @@ def parse_variant(text):
     return name, over
 
 
-def run_variant(base, over, steps, phase_step, device, emulate):
+def profile_step(tr, stream, phase_step, device, rows, trace=None):
+    """One training step under torch.profiler: the top `rows` operators by self device time."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    _, samples = stream.get()
+    t0 = time.time()
+    with profile(activities=acts) as prof:
+        tr.train_step(phase_step, samples)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    wall = time.time() - t0
+    events = prof.key_averages()
+    key = "self_device_time_total" if hasattr(events[0], "self_device_time_total") else "self_cuda_time_total"
+    sort = key if device.type == "cuda" else "self_cpu_time_total"
+    device_total = sum(getattr(e, key, 0) for e in events) / 1e6
+    host_total = sum(e.self_cpu_time_total for e in events) / 1e6
+    print(f"profiled step: wall {wall:.2f} s (with profiler), device self time {device_total:.2f} s, "
+          f"host self time {host_total:.2f} s, {sum(e.count for e in events)} operator calls")
+    print(events.table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+    if trace:
+        prof.export_chrome_trace(trace)
+
+
+def run_variant(base, over, steps, phase_step, device, emulate, profile_rows=0, trace=None):
     s = dict(base, **over)
     if s["task_source"] == "demo":
         s["task_options"] = dict(s["task_options"], tokenizer=resolve(s["tokenizer"]))
@@ -69,6 +95,8 @@ def run_variant(base, over, steps, phase_step, device, emulate):
             if i >= 2:                      # the first two steps warm up allocator and kernels
                 times.append(time.time() - t0)
                 toks.append(sum(len(x) for x in samples))
+        if profile_rows:
+            profile_step(tr, stream, phase_step, device, profile_rows, trace)
     finally:
         stream.close()
     peak = torch.cuda.max_memory_allocated() / 2 ** 30 if device.type == "cuda" else float("nan")
@@ -84,6 +112,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--phase-step", type=int, default=100000)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="profile one more step, print N rows")
+    ap.add_argument("--trace", help="with --profile: write a Chrome trace here")
     a = ap.parse_args(argv)
     base = load_settings(a.settings, {k: json.loads(v) for k, v in (x.split("=", 1) for x in a.set)})
     device = torch.device(a.device)
@@ -95,7 +125,7 @@ def main(argv=None):
     for name, over in variants:
         try:
             rate, dt, peak = run_variant(base, over, a.steps, a.phase_step, device,
-                                         device.type == "cpu")
+                                         device.type == "cpu", a.profile, a.trace)
         except RuntimeError as e:          # e.g. out of memory: report and continue
             print(f"{name:<14} failed: {str(e).splitlines()[0][:80]}")
             if device.type == "cuda":
