@@ -55,25 +55,54 @@ std::vector<int32_t> teacher_forced(Model& model, const std::vector<int32_t>& pr
   }
 }
 
-TEST_P(GoldenFlashTiny, GreedyIdsEqualTheOracles) {
-  const auto& [backend, mode] = GetParam();
+// One prompt of greedy.json in one prefill mode: the oracle's ids, its top-1/top-2 gap at each
+// step and the noise band below which a different choice is not a fault.
+struct OracleCase {
+  std::vector<int32_t> prompt, want;
+  std::vector<double> gaps;
+  double tie = 0.0;
+  std::string label;  // the prompt's text, shortened for messages
+};
+
+struct OracleGreedy {
+  size_t steps = 0;
+  std::vector<OracleCase> cases;
+};
+
+OracleGreedy load_oracle_greedy(const std::string& mode) {
   std::ifstream in(golden_dir("flash-tiny") / "greedy.json");
   const nlohmann::json doc = nlohmann::json::parse(in);
-  BackendModel m =
-      load_on(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny", backend);
-  const size_t steps = doc.at("steps").get<size_t>();
-  ASSERT_GE(doc.at("cases").size(), 4u);
+  OracleGreedy g;
+  g.steps = doc.at("steps").get<size_t>();
   for (const auto& c : doc.at("cases")) {
-    const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
-    const auto want = c.at(mode).at("ids").get<std::vector<int32_t>>();
-    const auto gaps = c.at(mode).at("gaps").get<std::vector<double>>();
-    const double tie = std::max(kNearTie, c.at(mode).at("noise_max_abs").get<double>());
+    OracleCase oc;
+    oc.prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+    oc.want = c.at(mode).at("ids").get<std::vector<int32_t>>();
+    oc.gaps = c.at(mode).at("gaps").get<std::vector<double>>();
+    oc.tie = std::max(kNearTie, c.at(mode).at("noise_max_abs").get<double>());
+    oc.label = c.at("prompt").get<std::string>();
+    if (oc.label.size() > 40) oc.label = oc.label.substr(0, 37) + "...";
+    g.cases.push_back(std::move(oc));
+  }
+  return g;
+}
+
+BackendModel load_flash_tiny(const std::string& backend) {
+  return load_on(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny", backend);
+}
+
+TEST_P(GoldenFlashTiny, GreedyIdsEqualTheOracles) {
+  const auto& [backend, mode] = GetParam();
+  const OracleGreedy oracle = load_oracle_greedy(mode);
+  BackendModel m = load_flash_tiny(backend);
+  const size_t steps = oracle.steps;
+  ASSERT_GE(oracle.cases.size(), 4u);
+  for (const OracleCase& c : oracle.cases) {
+    const auto& [prompt, want, gaps, tie, prompt_text] = c;
     ASSERT_EQ(want.size(), steps);
     const std::vector<int32_t> got = greedy(*m.model, prompt, parse_prefill_mode(mode), steps);
     const size_t first = static_cast<size_t>(
         std::mismatch(want.begin(), want.end(), got.begin()).first - want.begin());
-    std::string prompt_text = c.at("prompt").get<std::string>();
-    if (prompt_text.size() > 40) prompt_text = prompt_text.substr(0, 37) + "...";
     if (first == steps) {
       std::printf("[golden] flash-tiny %s %s \"%s\": %zu greedy ids equal\n", backend.c_str(),
                   mode.c_str(), prompt_text.c_str(), steps);
@@ -93,16 +122,11 @@ TEST_P(GoldenFlashTiny, GreedyIdsEqualTheOracles) {
 
 TEST_P(GoldenFlashTiny, TeacherForcedArgmaxEqualsTheOraclesOutsideTheNoiseBand) {
   const auto& [backend, mode] = GetParam();
-  std::ifstream in(golden_dir("flash-tiny") / "greedy.json");
-  const nlohmann::json doc = nlohmann::json::parse(in);
-  BackendModel m =
-      load_on(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny", backend);
+  const OracleGreedy oracle = load_oracle_greedy(mode);
+  BackendModel m = load_flash_tiny(backend);
   size_t checked = 0;
-  for (const auto& c : doc.at("cases")) {
-    const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
-    const auto want = c.at(mode).at("ids").get<std::vector<int32_t>>();
-    const auto gaps = c.at(mode).at("gaps").get<std::vector<double>>();
-    const double tie = std::max(kNearTie, c.at(mode).at("noise_max_abs").get<double>());
+  for (const OracleCase& c : oracle.cases) {
+    const auto& [prompt, want, gaps, tie, label] = c;
     const std::vector<int32_t> got =
         teacher_forced(*m.model, prompt, parse_prefill_mode(mode), want);
     size_t agree = 0, outside = 0;
@@ -115,12 +139,12 @@ TEST_P(GoldenFlashTiny, TeacherForcedArgmaxEqualsTheOraclesOutsideTheNoiseBand) 
     }
     checked += outside;
     std::printf(
-        "[golden] flash-tiny %s %s teacher-forced: %zu/%zu argmax equal, %zu steps "
+        "[golden] flash-tiny %s %s \"%s\" teacher-forced: %zu/%zu argmax equal, %zu steps "
         "outside the noise band %.2f\n",
-        backend.c_str(), mode.c_str(), agree, want.size(), outside, tie);
+        backend.c_str(), mode.c_str(), label.c_str(), agree, want.size(), outside, tie);
   }
   // The check must cover most steps, or a larger noise band would make it vacuous.
-  EXPECT_GE(checked, doc.at("cases").size() * doc.at("steps").get<size_t>() / 2);
+  EXPECT_GE(checked, oracle.cases.size() * oracle.steps / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenFlashTiny, kBackendsAndModes,
