@@ -135,7 +135,8 @@ class ShapesTest(unittest.TestCase):
             colour = next(c for c in shapes.SHAPE_COLOURS if f" {c} " in q)
             found = objects_from_pixels(s.images[0])
             shape = next(k for k, v in shapes.SHAPE_PLURALS.items() if q.endswith(f" {v}?"))
-            want = sum(1 for o in scene_sample.meta["scene"]["objects"] if o["colour"] == colour and o["shape"] == shape)
+            objects = scene_sample.meta["scene"]["objects"]
+            want = sum(1 for o in objects if o["colour"] == colour and o["shape"] == shape)
             self.assertEqual(s.expected, str(want))
             self.assertLessEqual(want, sum(1 for c, *_ in found if c == colour))
             self.assertIn(s.expected, s.final_answer())
