@@ -64,6 +64,23 @@ class ArithmeticTest(unittest.TestCase):
         self.assertEqual([arithmetic.thinking_level(e) for e in (1, 20, 21, 40, 41, 60, 61, 85, 86, 100)],
                          [0, 0, 1, 1, 2, 2, 3, 3, 4, 4])
 
+    def test_level2_columns_work_the_sum_and_keep_the_growth(self):
+        for seed in range(60):
+            def thinking(e, columns=True):
+                return arithmetic.generate(seed, effort=e, mode="thinking", level2_columns=columns).final_thinking()
+            lengths = [len(thinking(e)) for e in range(1, 101)]
+            self.assertEqual(lengths, sorted(lengths))
+            self.assertGreater(lengths[99], lengths[74])
+            self.assertGreater(lengths[74], lengths[49])
+            self.assertGreater(lengths[49], lengths[24])
+            s = arithmetic.generate(seed, effort=50, mode="thinking", level2_columns=True)
+            self.assertTrue(s.final_thinking().endswith(f"answer {s.final_answer()}"))
+            level2, level3 = thinking(50).splitlines(), thinking(75).splitlines()
+            self.assertEqual([line for line in level3 if not line.startswith("plan:")], level2)
+            for e in (10, 30, 75, 100):  # only level 2 changes
+                self.assertEqual(thinking(e), thinking(e, False))
+            self.assertEqual(_digest(arithmetic.generate(seed)), _digest(arithmetic.generate(seed, level2_columns=False)))
+
     def test_same_problem_at_every_effort(self):
         seen = {(s.meta["a"], s.meta["b"], s.meta["op"]) for s in
                 (arithmetic.generate(7, effort=e, mode="thinking") for e in (25, 50, 75, 100))}
@@ -163,6 +180,19 @@ class FollowupTest(unittest.TestCase):
             if s.expected:
                 self.assertTrue(score_answer(s.expected, s.final_answer(), s.match, s.distractors))
         self.assertEqual(finals, {"arithmetic", "copy", "conversation"})
+
+    def test_arithmetic_options_reach_the_final_task(self):
+        changed = 0
+        for seed in range(200):
+            plain = followup.generate(seed, final="arithmetic")
+            columns = followup.generate(seed, final="arithmetic", arithmetic_options={"level2_columns": True})
+            self.assertEqual(plain.final_answer(), columns.final_answer())
+            if plain.meta.get("level") == 2 and plain.mode == "thinking":
+                self.assertIn(f"answer {columns.final_answer()}", columns.final_thinking())
+                changed += 1
+            else:
+                self.assertEqual(_digest(plain), _digest(columns))
+        self.assertGreater(changed, 10)
 
     def test_same_seed_same_sample(self):
         self.assertEqual(_digest(followup.generate(3)), _digest(followup.generate(3)))

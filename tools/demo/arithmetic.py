@@ -10,6 +10,13 @@ The column lines are built for a small transformer: every line starts by copying
 line's remaining digits minus the one just used (so the next digits are always at a fixed place
 in the line above), carries/borrows are written explicitly, and the running result is
 accumulated most-significant digit first, so the last line already holds the answer.
+
+level2_columns (an option, off by default so earlier samples stay the same): level 2 writes the
+column lines instead of the plan and the reversed operands, and level 3 adds those two lines.
+Why: the plan alone does not help the answer, and the first trained model answered 4-digit
+additions right 45% of the time at effort 25 but never at effort 50 (docs/demo-eval.md); with the
+columns at level 2 the thinking still grows with the effort and no level is worse than the one
+below it.
 """
 
 from demo import chat_format
@@ -145,13 +152,16 @@ def work_lines(op, a, b):
     return {"add": add_lines, "sub": sub_lines, "mul": mul_lines}[op](a, b)
 
 
-def thinking_text(op, a, b, effort):
+def thinking_text(op, a, b, effort, level2_columns=False):
     """The reasoning before </think> for effort 1..100 (empty at the lowest level)."""
     level = thinking_level(effort)
     sym = OPS[op]
     if level == 0:
         return ""
     lines = [f"{a}{sym}{b}"]
+    if level2_columns and level == 2:
+        body, result = work_lines(op, a, b)
+        return "\n".join(lines + body + [f"answer {result}"])
     if level >= 2:
         plan = {"add": "add column by column from the ones digit, carrying tens",
                 "sub": "subtract column by column from the ones digit, borrowing when needed",
@@ -198,7 +208,7 @@ def sample_problem(rng, op=None, digits=None):
     return op, a, b
 
 
-def generate(seed, effort=None, mode=None, op=None, digits=None):
+def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False):
     """One arithmetic sample; effort/mode/op/digits are drawn from the seed unless given."""
     rng = Rng(seed)
     op, a, b = sample_problem(rng, op, digits)
@@ -211,7 +221,7 @@ def generate(seed, effort=None, mode=None, op=None, digits=None):
     result = solve(op, a, b)
     answer = {"role": "assistant", "content": str(result)}
     if mode == "thinking":
-        answer["thinking"] = thinking_text(op, a, b, effort)
+        answer["thinking"] = thinking_text(op, a, b, effort, level2_columns)
     messages = [{"role": "user", "content": question}, answer]
     meta = {"op": op, "a": a, "b": b, "digits": max(len(str(a)), len(str(b))),
             "level": thinking_level(effort) if effort else 0}

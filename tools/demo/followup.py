@@ -13,22 +13,23 @@ from demo.sample import Sample
 FINAL_TASKS = (("arithmetic", 0.6), ("copy", 0.25), ("conversation", 0.15))
 
 
-def _final(task, seed, mode, effort):
+def _final(task, seed, mode, effort, arithmetic_options):
     if task == "arithmetic":
-        return arithmetic.generate(seed, effort=effort, mode=mode)
+        return arithmetic.generate(seed, effort=effort, mode=mode, **arithmetic_options)
     if task == "copy":
         return copy_task.generate(seed, mode=mode, effort=effort)
     return conversation.generate(seed, effort=effort, mode=mode, n_turns=1)
 
 
-def generate(seed, final=None):
+def generate(seed, final=None, arithmetic_options=None):
     """Earlier turns, then a `final` task sample ("arithmetic", "copy" or "conversation"; drawn
-    from the seed unless given) whose mode, effort, answer and scoring the sample keeps."""
+    from the seed unless given) whose mode, effort, answer and scoring the sample keeps.
+    arithmetic_options go to arithmetic.generate (e.g. {"level2_columns": True})."""
     rng = Rng(seed)
     task = final or rng.weighted(FINAL_TASKS)
     mode = "thinking" if rng.chance(0.8) else "chat"
     effort = rng.randint(1, 100) if mode == "thinking" else None
-    last = _final(task, rng.randint(0, 2**31 - 1), mode, effort)
+    last = _final(task, rng.randint(0, 2**31 - 1), mode, effort, arithmetic_options or {})
     earlier = conversation.generate(rng.randint(0, 2**31 - 1), effort=effort, mode=mode,
                                     n_turns=rng.randint(1, 3)).messages
     if rng.chance(0.3):  # a copying exchange among them
