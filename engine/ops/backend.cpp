@@ -27,6 +27,52 @@ void expect_scale_shape(const TensorView& scale, int64_t rows, int64_t cols, con
 
 }  // namespace
 
+void check_indexer_args(const IndexerArgs& a, const Tensor& topk) {
+  const Tensor& q = *a.q;
+  const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = a.keys.n_entries;
+  check_shape(*a.weights, Shape{n, heads}, "indexer weights");
+  FD_CHECK(static_cast<int64_t>(a.n_visible.size()) == n, "indexer: one n_visible per row");
+  FD_CHECK(topk.rows() == n && topk.dtype() == DType::I32, "indexer: topk " + topk.shape().str());
+  FD_CHECK(E == 0 || (a.keys.rows && a.keys.rows->dim(1) == kv_row_bytes(KvFormat::Fp4Key, d) &&
+                      a.keys.rows->dim(0) >= E),
+           "indexer: key cache does not match the query head dim");
+  FD_CHECK(d % 32 == 0, "indexer: head dim must be a multiple of 32");
+  if (a.restrict_blocks) FD_CHECK(a.restrict_blocks->rows() == n, "indexer: restriction rows");
+}
+
+void check_hc_mix_args(const Tensor& X, const HcParams& p, const HcSettings& s, const Tensor& pre,
+                       const Tensor& post, const Tensor& comb) {
+  const int64_t n = X.rows(), hc = s.hc, flat = X.shape().row_numel();
+  const int64_t n_mix = (2 + hc) * hc;
+  check_shape(p.fn, Shape{n_mix, flat}, "hc fn");
+  check_shape(p.base, Shape{n_mix}, "hc base");
+  check_shape(p.scale, Shape{3}, "hc scale");
+  check_shape(pre, Shape{n, hc}, "hc pre");
+  check_shape(post, Shape{n, hc}, "hc post");
+  check_shape(comb, Shape{n, hc, hc}, "hc comb");
+}
+
+void check_attention_args(const AttentionArgs& a, const Tensor& out) {
+  const Tensor& q = *a.q;
+  const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);
+  check_shape(out, q.shape(), "attention out");
+  check_shape(*a.sink, Shape{heads}, "attention sink");
+  FD_CHECK(static_cast<int64_t>(a.positions.size()) == n, "attention: one position per row");
+  const WindowKv& w = a.window;
+  FD_CHECK(w.window > 0 && w.ring && static_cast<int64_t>(w.ring_positions.size()) == w.window &&
+               w.ring->rows() == w.window,
+           "attention: ring must have W slots");
+  const int64_t win_bytes = kv_row_bytes(KvFormat::Fp8Window, d);
+  FD_CHECK(w.ring->dim(1) == win_bytes, "attention: window row size");
+  if (w.step && w.step->rows() > 0)
+    FD_CHECK(w.step->dim(1) == win_bytes, "attention: window row size");
+  if (a.topk) {
+    FD_CHECK(a.topk->rows() == n && a.compressed.rows, "attention: top-k without entries");
+    FD_CHECK(a.compressed.rows->dim(1) == kv_row_bytes(KvFormat::Fp4Entry, d),
+             "attention: entry row size");
+  }
+}
+
 LinearWeight Backend::upload_linear(const TensorView& w, const TensorView* scale) {
   LinearWeight lw;
   lw.name = std::string(w.name);

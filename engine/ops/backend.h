@@ -61,6 +61,11 @@ struct AttentionArgs {
   float softmax_scale = 1.0f;    // D^-1/2
 };
 
+// The shape rules of AttentionArgs that every backend's sparse_attention relies on (output like
+// q, one sink per head, one position per query, a W-slot FP8 ring, FP4 entry rows under top-k),
+// checked with FD_CHECK before any work.
+void check_attention_args(const AttentionArgs& a, const Tensor& out);
+
 struct IndexerArgs {
   const Tensor* q = nullptr;           // [n, n_ih, d_ih] F32, FP4-valued (fake-quantised)
   const Tensor* weights = nullptr;     // [n, n_ih] F32 head weights (scaled)
@@ -71,6 +76,13 @@ struct IndexerArgs {
   const Tensor* restrict_blocks = nullptr;
   int64_t block_size = 8;  // candidate block size (entries)
 };
+
+// The shape rules of IndexerArgs and its outputs that every backend's indexer_select relies on.
+void check_indexer_args(const IndexerArgs& a, const Tensor& topk);
+
+// The shapes of hc_mixes' parameters and outputs for X [n, hc, d].
+void check_hc_mix_args(const Tensor& X, const HcParams& p, const HcSettings& s, const Tensor& pre,
+                       const Tensor& post, const Tensor& comb);
 
 struct RouteSettings {
   int64_t topk = 6;

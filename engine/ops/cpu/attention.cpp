@@ -14,7 +14,6 @@ namespace {
 // All rows of an Fp8Window cache, dequantised: [rows, dim].
 std::vector<float> dequantize_all(const Tensor* rows, int64_t dim) {
   if (!rows || rows->rows() == 0) return {};
-  FD_CHECK(rows->dim(1) == kv_row_bytes(KvFormat::Fp8Window, dim), "attention: window row size");
   std::vector<float> out(static_cast<size_t>(rows->rows() * dim));
   for (int64_t r = 0; r < rows->rows(); ++r)
     cpu::dequantize_kv_row(KvFormat::Fp8Window, rows->bytes() + r * rows->dim(1), dim,
@@ -27,22 +26,14 @@ std::vector<float> dequantize_all(const Tensor* rows, int64_t dim) {
 void CpuReferenceBackend::sparse_attention(const AttentionArgs& a, Tensor& out) {
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);
-  check_shape(out, q.shape(), "attention out");
-  check_shape(*a.sink, Shape{heads}, "attention sink");
-  FD_CHECK(static_cast<int64_t>(a.positions.size()) == n, "attention: one position per row");
+  check_attention_args(a, out);
   const WindowKv& w = a.window;
-  FD_CHECK(w.window > 0 && w.ring && static_cast<int64_t>(w.ring_positions.size()) == w.window &&
-               w.ring->rows() == w.window,
-           "attention: ring must have W slots");
   const int64_t n_step = w.step ? w.step->rows() : 0;
   const std::vector<float> ring = dequantize_all(w.ring, d);
   const std::vector<float> step = dequantize_all(w.step, d);
   const int64_t k_cols = a.topk ? a.topk->dim(1) : 0;
-  if (a.topk)
-    FD_CHECK(a.topk->rows() == n && a.compressed.rows, "attention: top-k without entries");
   const float* sink = a.sink->data<float>();
   const int64_t entry_bytes = kv_row_bytes(KvFormat::Fp4Entry, d);
-  if (a.topk) FD_CHECK(a.compressed.rows->dim(1) == entry_bytes, "attention: entry row size");
 
   pool_->parallel_for(
       n, cpu::rows_per_task((w.window + k_cols) * heads * d), [&](int64_t begin, int64_t end) {

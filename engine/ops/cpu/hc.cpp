@@ -8,47 +8,12 @@
 #include "engine/ops/cpu/kernels.h"
 
 namespace flashdesk {
-namespace {
-
-// Sinkhorn on one hc x hc matrix c (row j, column k), in place, FP32, the reference's order.
-void sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
-  for (int64_t j = 0; j < hc; ++j) {  // row softmax + eps
-    float* row = c + j * hc;
-    const float mx = *std::max_element(row, row + hc);
-    float sum = 0.0f;
-    for (int64_t k = 0; k < hc; ++k) sum += (row[k] = std::exp(row[k] - mx));
-    for (int64_t k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
-  }
-  auto normalize_columns = [&] {
-    for (int64_t k = 0; k < hc; ++k) {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k];
-      for (int64_t j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
-    }
-  };
-  normalize_columns();
-  for (int64_t it = 1; it < iters; ++it) {
-    for (int64_t j = 0; j < hc; ++j) {
-      float sum = 0.0f;
-      for (int64_t k = 0; k < hc; ++k) sum += c[j * hc + k];
-      for (int64_t k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
-    }
-    normalize_columns();
-  }
-}
-
-}  // namespace
 
 void CpuReferenceBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s,
                                    Tensor& pre, Tensor& post, Tensor& comb) {
   const int64_t n = X.rows(), hc = s.hc, flat = X.shape().row_numel();
   const int64_t n_mix = (2 + hc) * hc;
-  check_shape(p.fn, Shape{n_mix, flat}, "hc fn");
-  check_shape(p.base, Shape{n_mix}, "hc base");
-  check_shape(p.scale, Shape{3}, "hc scale");
-  check_shape(pre, Shape{n, hc}, "hc pre");
-  check_shape(post, Shape{n, hc}, "hc post");
-  check_shape(comb, Shape{n, hc, hc}, "hc comb");
+  check_hc_mix_args(X, p, s, pre, post, comb);
   const float* fn = p.fn.data<float>();
   const float* base = p.base.data<float>();
   const float* sc = p.scale.data<float>();
@@ -67,7 +32,7 @@ void CpuReferenceBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcS
         po[j] = 2.0f * cpu::sigmoid(m[hc + j] * sc[1] + base[hc + j]);
       }
       for (int64_t j = 0; j < hc * hc; ++j) c[j] = m[2 * hc + j] * sc[2] + base[2 * hc + j];
-      sinkhorn(c, hc, s.sinkhorn_iters, s.hc_eps);
+      cpu::sinkhorn(c, hc, s.sinkhorn_iters, s.hc_eps);
     }
   });
 }

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "engine/ops/cpu/cpu_backend.h"
@@ -16,25 +15,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kPosInf = std::numeric_limits<float>::infinity();
-
-// Writes the `out.size()` best of `score` (higher first, ties: lower index first) in ascending
-// index order into out; indices >= limit (or missing) become -1. Keeps entries scoring -inf,
-// like the reference's topk; `drop_neg_inf` drops them instead (candidate blocks).
-void select_best(const std::vector<float>& score, int64_t limit, bool drop_neg_inf,
-                 std::span<int32_t> out) {
-  std::vector<int32_t> idx(score.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  const size_t k = std::min(out.size(), idx.size());
-  auto better = [&](int32_t a, int32_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  };
-  std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), better);
-  idx.resize(k);
-  if (drop_neg_inf) std::erase_if(idx, [&](int32_t i) { return score[i] == kNegInf; });
-  std::sort(idx.begin(), idx.end());
-  std::fill(out.begin(), out.end(), -1);
-  for (size_t i = 0; i < idx.size(); ++i) out[i] = idx[i] < limit ? idx[i] : -1;
-}
 
 // Entry-level mask of a row's candidate blocks (-1 = none).
 std::vector<uint8_t> candidate_mask(const int32_t* blocks, int64_t n_blocks, int64_t block_size,
@@ -53,14 +33,7 @@ std::vector<uint8_t> candidate_mask(const int32_t* blocks, int64_t n_blocks, int
 void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Tensor* candidates) {
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = a.keys.n_entries;
-  check_shape(*a.weights, Shape{n, heads}, "indexer weights");
-  FD_CHECK(static_cast<int64_t>(a.n_visible.size()) == n, "indexer: one n_visible per row");
-  FD_CHECK(topk.rows() == n && topk.dtype() == DType::I32, "indexer: topk " + topk.shape().str());
-  FD_CHECK(E == 0 || (a.keys.rows && a.keys.rows->dim(1) == kv_row_bytes(KvFormat::Fp4Key, d) &&
-                      a.keys.rows->dim(0) >= E),
-           "indexer: key cache does not match the query head dim");
-  FD_CHECK(d % 32 == 0, "indexer: head dim must be a multiple of 32");
-  if (a.restrict_blocks) FD_CHECK(a.restrict_blocks->rows() == n, "indexer: restriction rows");
+  check_indexer_args(a, topk);
   const int64_t k_cols = topk.dim(1), row_bytes = kv_row_bytes(KvFormat::Fp4Key, d);
   pool_->parallel_for(
       n, cpu::rows_per_task(std::max<int64_t>(E, 1) * heads * d), [&](int64_t begin, int64_t end) {
@@ -85,7 +58,7 @@ void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
               acc += wt[h] * std::max(0.0f, cpu::dot(qt + h * d, key.data(), d));
             score[s] = acc;
           }
-          select_best(
+          cpu::select_best(
               score, a.n_visible[static_cast<size_t>(t)], false,
               std::span<int32_t>(topk.data<int32_t>() + t * k_cols, static_cast<size_t>(k_cols)));
           if (!candidates) continue;
@@ -95,9 +68,9 @@ void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
           for (int64_t s = 0; s < E; ++s)
             block_score[s / bs] = std::max(block_score[s / bs], score[s]);
           if (visible >= 1) block_score[(visible - 1) / bs] = kPosInf;
-          select_best(block_score, n_blocks, true,
-                      std::span<int32_t>(candidates->data<int32_t>() + t * c_cols,
-                                         static_cast<size_t>(c_cols)));
+          cpu::select_best(block_score, n_blocks, true,
+                           std::span<int32_t>(candidates->data<int32_t>() + t * c_cols,
+                                              static_cast<size_t>(c_cols)));
         }
       });
 }

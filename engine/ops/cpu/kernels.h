@@ -1,11 +1,13 @@
-// Small scalar building blocks shared by the CPU reference ops: dot products, weight-row
-// dequantisation, the activation quantiser applied to a row.
+// Small scalar building blocks shared by the CPU ops of both backends: dot products, weight-row
+// dequantisation, the activation quantiser applied to a row, Sinkhorn, top-k selection.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "engine/ops/kv_format.h"
 #include "engine/ops/weights.h"
@@ -46,6 +48,17 @@ void act_quant_row(const float* x, int64_t n, float* out);
 // One cache row (kv_format.h layout) quantised from / dequantised to `dim` FP32 values.
 void quantize_kv_row(KvFormat f, const float* x, int64_t dim, uint8_t* row);
 void dequantize_kv_row(KvFormat f, const uint8_t* row, int64_t dim, float* out);
+
+// Sinkhorn on one hc x hc mHC matrix c (row j, column k), in place, FP32, in the order of
+// MODEL-REFERENCE §4.1: row softmax + eps, column normalisation, then (iters - 1) row / column
+// rounds.
+void sinkhorn(float* c, int64_t hc, int64_t iters, float eps);
+
+// Writes the `out.size()` best of `score` (higher first, ties: lower index first) in ascending
+// index order into out; indices >= limit (or missing) become -1. Keeps entries scoring -inf,
+// like the reference's topk; `drop_neg_inf` drops them instead (candidate blocks).
+void select_best(const std::vector<float>& score, int64_t limit, bool drop_neg_inf,
+                 std::span<int32_t> out);
 
 inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));

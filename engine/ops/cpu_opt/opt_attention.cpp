@@ -35,23 +35,10 @@ std::vector<int64_t> iota_rows(int64_t n) {
 void CpuOptimizedBackend::sparse_attention(const AttentionArgs& a, Tensor& out) {
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);
-  check_shape(out, q.shape(), "attention out");
-  check_shape(*a.sink, Shape{heads}, "attention sink");
-  FD_CHECK(static_cast<int64_t>(a.positions.size()) == n, "attention: one position per row");
+  check_attention_args(a, out);
   const WindowKv& w = a.window;
-  FD_CHECK(w.window > 0 && w.ring && static_cast<int64_t>(w.ring_positions.size()) == w.window &&
-               w.ring->rows() == w.window,
-           "attention: ring must have W slots");
-  const int64_t win_bytes = kv_row_bytes(KvFormat::Fp8Window, d);
-  FD_CHECK(w.ring->dim(1) == win_bytes, "attention: window row size");
   const int64_t n_step = w.step ? w.step->rows() : 0;
-  if (n_step) FD_CHECK(w.step->dim(1) == win_bytes, "attention: window row size");
   const int64_t k_cols = a.topk ? a.topk->dim(1) : 0;
-  if (a.topk) {
-    FD_CHECK(a.topk->rows() == n && a.compressed.rows, "attention: top-k without entries");
-    FD_CHECK(a.compressed.rows->dim(1) == kv_row_bytes(KvFormat::Fp4Entry, d),
-             "attention: entry row size");
-  }
   const std::vector<float> ring =
       decode_rows(*this, KvFormat::Fp8Window, *w.ring, iota_rows(w.window), d);
   const std::vector<float> step =

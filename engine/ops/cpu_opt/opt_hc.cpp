@@ -13,34 +13,6 @@
 namespace flashdesk {
 namespace {
 
-// Sinkhorn on one hc x hc matrix, FP32, the order of MODEL-REFERENCE §4.1 (and of the reference
-// backend): row softmax + eps, column normalisation, then (iters - 1) row / column rounds.
-void sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
-  for (int64_t j = 0; j < hc; ++j) {
-    float* row = c + j * hc;
-    const float mx = *std::max_element(row, row + hc);
-    float sum = 0.0f;
-    for (int64_t k = 0; k < hc; ++k) sum += (row[k] = std::exp(row[k] - mx));
-    for (int64_t k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
-  }
-  auto normalize_columns = [&] {
-    for (int64_t k = 0; k < hc; ++k) {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k];
-      for (int64_t j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
-    }
-  };
-  normalize_columns();
-  for (int64_t it = 1; it < iters; ++it) {
-    for (int64_t j = 0; j < hc; ++j) {
-      float sum = 0.0f;
-      for (int64_t k = 0; k < hc; ++k) sum += c[j * hc + k];
-      for (int64_t k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
-    }
-    normalize_columns();
-  }
-}
-
 // pre / post / comb of one token from its raw mixes m (already times the RMS factor).
 void split_mixes(const float* m, const float* base, const float* sc, const HcSettings& s,
                  float* pre, float* post, float* comb) {
@@ -50,7 +22,7 @@ void split_mixes(const float* m, const float* base, const float* sc, const HcSet
     post[j] = 2.0f * cpu::sigmoid(m[hc + j] * sc[1] + base[hc + j]);
   }
   for (int64_t j = 0; j < hc * hc; ++j) comb[j] = m[2 * hc + j] * sc[2] + base[2 * hc + j];
-  sinkhorn(comb, hc, s.sinkhorn_iters, s.hc_eps);
+  cpu::sinkhorn(comb, hc, s.sinkhorn_iters, s.hc_eps);
 }
 
 }  // namespace
@@ -59,12 +31,7 @@ void CpuOptimizedBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcS
                                    Tensor& pre, Tensor& post, Tensor& comb) {
   const int64_t n = X.rows(), hc = s.hc, flat = X.shape().row_numel();
   const int64_t n_mix = (2 + hc) * hc;
-  check_shape(p.fn, Shape{n_mix, flat}, "hc fn");
-  check_shape(p.base, Shape{n_mix}, "hc base");
-  check_shape(p.scale, Shape{3}, "hc scale");
-  check_shape(pre, Shape{n, hc}, "hc pre");
-  check_shape(post, Shape{n, hc}, "hc post");
-  check_shape(comb, Shape{n, hc, hc}, "hc comb");
+  check_hc_mix_args(X, p, s, pre, post, comb);
   // m = X . fn^T, FP32 output, no rounding; X rows padded only when flat is not a multiple of 8.
   const LinearWeight fn{WeightFormat::F32, n_mix, flat, 32, p.fn, Tensor(), "hc fn"};
   const float* xd = X.data<float>();

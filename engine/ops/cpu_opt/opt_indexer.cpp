@@ -6,9 +6,9 @@
 // reference bit for bit.
 #include <algorithm>
 #include <limits>
-#include <numeric>
 #include <vector>
 
+#include "engine/ops/cpu/kernels.h"
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
 
 namespace flashdesk {
@@ -17,25 +17,6 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kPosInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kKeysPerUnit = 64;
-
-// The `out.size()` best of `score` (higher first, ties: lower index first) in ascending index
-// order; indices >= limit (or missing) become -1; `drop_neg_inf` drops -inf scores (as the
-// reference backend's selection).
-void select_best(const std::vector<float>& score, int64_t limit, bool drop_neg_inf,
-                 std::span<int32_t> out) {
-  std::vector<int32_t> idx(score.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  const size_t k = std::min(out.size(), idx.size());
-  auto better = [&](int32_t a, int32_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  };
-  std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), better);
-  idx.resize(k);
-  if (drop_neg_inf) std::erase_if(idx, [&](int32_t i) { return score[i] == kNegInf; });
-  std::sort(idx.begin(), idx.end());
-  std::fill(out.begin(), out.end(), -1);
-  for (size_t i = 0; i < idx.size(); ++i) out[i] = idx[i] < limit ? idx[i] : -1;
-}
 
 // Scores outside the row's candidate blocks (-1 = none) set to -inf.
 void apply_restriction(const int32_t* blocks, int64_t n_blocks, int64_t block_size,
@@ -57,7 +38,7 @@ void select_candidates(const std::vector<float>& score, int64_t visible, int64_t
   std::vector<float> block_score(static_cast<size_t>(n_blocks), kNegInf);
   for (int64_t s = 0; s < E; ++s) block_score[s / bs] = std::max(block_score[s / bs], score[s]);
   if (visible >= 1) block_score[(visible - 1) / bs] = kPosInf;
-  select_best(block_score, n_blocks, true, out);
+  cpu::select_best(block_score, n_blocks, true, out);
 }
 
 }  // namespace
@@ -65,14 +46,7 @@ void select_candidates(const std::vector<float>& score, int64_t visible, int64_t
 void CpuOptimizedBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Tensor* candidates) {
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = a.keys.n_entries;
-  check_shape(*a.weights, Shape{n, heads}, "indexer weights");
-  FD_CHECK(static_cast<int64_t>(a.n_visible.size()) == n, "indexer: one n_visible per row");
-  FD_CHECK(topk.rows() == n && topk.dtype() == DType::I32, "indexer: topk " + topk.shape().str());
-  FD_CHECK(E == 0 || (a.keys.rows && a.keys.rows->dim(1) == kv_row_bytes(KvFormat::Fp4Key, d) &&
-                      a.keys.rows->dim(0) >= E),
-           "indexer: key cache does not match the query head dim");
-  FD_CHECK(d % 32 == 0, "indexer: head dim must be a multiple of 32");
-  if (a.restrict_blocks) FD_CHECK(a.restrict_blocks->rows() == n, "indexer: restriction rows");
+  check_indexer_args(a, topk);
   if (n == 0) return;
   const int64_t k_cols = topk.dim(1), row_bytes = kv_row_bytes(KvFormat::Fp4Key, d);
   // Queries per block: enough GEMM rows to reuse each decoded key, scores bounded in memory.
@@ -116,7 +90,7 @@ void CpuOptimizedBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
           const int64_t c = a.restrict_blocks->dim(1);
           apply_restriction(a.restrict_blocks->data<int32_t>() + t * c, c, a.block_size, score);
         }
-        select_best(
+        cpu::select_best(
             score, a.n_visible[static_cast<size_t>(t)], false,
             std::span<int32_t>(topk.data<int32_t>() + t * k_cols, static_cast<size_t>(k_cols)));
         if (candidates)
