@@ -92,6 +92,13 @@ class VisionGoldenTest : public BackendTest {
     encoder_ = std::make_unique<VisionEncoder>(*ckpt_, be());
   }
   std::vector<float> read(const Tensor& t) { return host<float>(t); }
+  // The oracle's image span rows for golden prefix `p` ("image0."), where they enter the prompt.
+  ImageEmbedding oracle_span(const std::string& p) {
+    const std::vector<float> rows = golden_.f32(p + "span");
+    const int64_t dim = ckpt_->config().text.hidden_size;
+    return ImageEmbedding{golden_.i32(p + "span_first")[0],
+                          f32(Shape{static_cast<int64_t>(rows.size()) / dim, dim}, rows)};
+  }
 
   std::shared_ptr<const Checkpoint> ckpt_;
   std::unique_ptr<VisionEncoder> encoder_;
@@ -146,10 +153,7 @@ TEST_P(VisionGoldenTest, LogitsFromPyTorchSpanRowsMatchOracle) {
   Model model(ckpt_, be());
   for (int i = 0; i < 2; ++i) {
     const std::string p = "image" + std::to_string(i) + ".";
-    const std::vector<float> rows = golden_.f32(p + "span");
-    const int64_t dim = ckpt_->config().text.hidden_size;
-    const ImageEmbedding span{golden_.i32(p + "span_first")[0],
-                              f32(Shape{static_cast<int64_t>(rows.size()) / dim, dim}, rows)};
+    const ImageEmbedding span = oracle_span(p);
     PrefillOptions opt;
     opt.images = std::span<const ImageEmbedding>(&span, 1);
     SequenceState state = model.new_sequence();
@@ -175,11 +179,9 @@ TEST_P(VisionGoldenTest, BlocksOnAnImagePromptMatchTheOracleFedItsInputs) {
   const NamedTensors g = load_golden(kSource / "tests/data/vision/image0-blocks.safetensors");
   Model model(ckpt_, be());
   const std::vector<int32_t> prompt = ids(g, "prompt_ids");
-  const std::vector<float> rows = golden_.f32("image0.span");
   const int64_t D = ckpt_->config().text.hidden_size, L = ckpt_->config().text.num_hidden_layers;
   const int64_t T = static_cast<int64_t>(prompt.size());
-  const ImageEmbedding span{golden_.i32("image0.span_first")[0],
-                            f32(Shape{static_cast<int64_t>(rows.size()) / D, D}, rows)};
+  const ImageEmbedding span = oracle_span("image0.");
   PrefillOptions opt;
   opt.mode = PrefillMode::Exact;
   opt.images = std::span<const ImageEmbedding>(&span, 1);
@@ -228,10 +230,7 @@ TEST_P(VisionGoldenTest, SpanTokensRouteWithBiasVlAndAreDeadForEngram) {
   const auto& engram_layers = ckpt_->config().text.engram_layer_ids;
   for (int i = 0; i < 2; ++i) {
     const std::string p = "image" + std::to_string(i) + ".";
-    const std::vector<float> rows = golden_.f32(p + "span");
-    const int64_t dim = ckpt_->config().text.hidden_size;
-    const ImageEmbedding span{golden_.i32(p + "span_first")[0],
-                              f32(Shape{static_cast<int64_t>(rows.size()) / dim, dim}, rows)};
+    const ImageEmbedding span = oracle_span(p);
     PrefillOptions opt;
     opt.images = std::span<const ImageEmbedding>(&span, 1);
     SequenceState state = model.new_sequence();
