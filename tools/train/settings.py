@@ -1,5 +1,6 @@
 """Training settings: defaults, loading a JSON file of overrides, and the per-step phase."""
 import json
+import os
 
 DEFAULTS = dict(
     model_config="assets/models/flash-tiny/config.json",
@@ -33,11 +34,25 @@ DEFAULTS = dict(
 )
 
 
+def _read_file(path, seen=()):
+    """A settings file's values; "base" names another settings file (relative to this one) whose
+    values these override, so a run's settings can say only what it changes."""
+    if path in seen:
+        raise ValueError(f"settings files include each other: {path}")
+    with open(path) as f:
+        values = json.load(f)
+    base = values.pop("base", None)
+    if base is None:
+        return values
+    merged = _read_file(os.path.join(os.path.dirname(path), base), seen + (path,))
+    merged.update(values)
+    return merged
+
+
 def load_settings(path=None, overrides=None):
     s = dict(DEFAULTS)
     if path:
-        with open(path) as f:
-            s.update(json.load(f))
+        s.update(_read_file(os.path.abspath(path)))
     s.update(overrides or {})
     unknown = set(s) - set(DEFAULTS)
     if unknown:
