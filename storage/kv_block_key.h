@@ -22,6 +22,7 @@ struct ImageSpan {
   ImageDigest digest;
   int64_t begin = 0;
   int64_t length = 0;
+  bool operator==(const ImageSpan&) const = default;
 };
 
 // The key of the block holding prompt tokens [block_start, block_start + tokens.size()).

@@ -75,9 +75,7 @@ void truncate_rows(std::vector<GlobalKvRows>& rows, const SequenceState& shape, 
 }
 
 bool has_span(std::span<const ImageSpan> spans, const ImageSpan& s) {
-  return std::any_of(spans.begin(), spans.end(), [&](const ImageSpan& o) {
-    return o.begin == s.begin && o.length == s.length && o.digest == s.digest;
-  });
+  return std::find(spans.begin(), spans.end(), s) != spans.end();
 }
 
 // A restored prefix's tokens come back as text tokens (load_prefix, apply_window_snapshot); its

@@ -67,8 +67,6 @@ struct TurnOutcome {
   std::optional<std::string> storage_warning;
 };
 
-// What the KV caches hold now (SSD blocks, the DRAM window pool) and what the turns of this app
-// run got from them; the cache panel shows it.
 // The sizes of the KV caches (issue: settings for the SSD budget, retention and window pool):
 // what the app settings give storage::KvBlockStoreOptions and WindowPoolOptions.
 struct CacheLimits {
@@ -78,6 +76,8 @@ struct CacheLimits {
   std::chrono::milliseconds pool_ttl{0};
 };
 
+// What the KV caches hold now (SSD blocks, the DRAM window pool) and what the turns of this app
+// run got from them; the cache panel shows it.
 struct CacheStats {
   bool has_caches = false;  // false: the service keeps no SSD blocks (or no model is loaded)
   int64_t ssd_blocks = 0;

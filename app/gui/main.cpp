@@ -7,7 +7,6 @@
 #include <QSettings>
 #include <optional>
 
-#include "engine/runtime/backend_factory.h"
 #include "ui/app_settings.h"
 #include "ui/chat_controller.h"
 #include "ui/main_window.h"
@@ -32,7 +31,9 @@ struct CommandLine {
   QCommandLineOption data{
       "data-dir", "Sessions and KV cache folder for this run (default: File > Settings).", "dir"};
   QCommandLineOption backend{
-      "backend", "Compute backend for this run: " + backend_list() + " (default: File > Settings).",
+      "backend",
+      "Compute backend for this run: " + flashdesk::ui::backend_choices().join(", ") +
+          " (default: File > Settings).",
       "name"};
   QCommandLineOption threads{
       "threads", "CPU threads for this run, 0: every core (default: File > Settings).", "n"};
@@ -40,12 +41,6 @@ struct CommandLine {
   CommandLine() {
     parser.setApplicationDescription(QStringLiteral("FlashDesk: chat with a local model."));
     parser.addOptions({model, data, backend, threads});
-  }
-  static QString backend_list() {
-    QStringList names;
-    for (const std::string& name : flashdesk::backend_names())
-      names << QString::fromStdString(name);
-    return names.join(", ");
   }
   AppOptions options() const {
     AppOptions o{parser.value(model), parser.value(data), std::nullopt, std::nullopt};

@@ -44,7 +44,7 @@ def _read_file(path, seen=()):
     base = values.pop("base", None)
     if base is None:
         return values
-    merged = _read_file(os.path.join(os.path.dirname(path), base), seen + (path,))
+    merged = _read_file(os.path.normpath(os.path.join(os.path.dirname(path), base)), seen + (path,))
     merged.update(values)
     return merged
 
@@ -52,7 +52,7 @@ def _read_file(path, seen=()):
 def load_settings(path=None, overrides=None):
     s = dict(DEFAULTS)
     if path:
-        s.update(_read_file(os.path.abspath(path)))
+        s.update(_read_file(os.path.normpath(os.path.abspath(path))))
     s.update(overrides or {})
     unknown = set(s) - set(DEFAULTS)
     if unknown:
