@@ -104,14 +104,58 @@ class ShapesTest(unittest.TestCase):
         self.assertEqual(kinds, {"count_shape", "count_colour", "count_both", "exists", "colour_of", "shape_of",
                                  "position", "size"})
 
+    def test_check_step_marks_each_object_and_lists_the_matches(self):
+        kinds = set()
+        for seed in range(300):
+            s = shapes.generate(seed, mode="thinking", effort=80, n_questions=1, check_step=True, short_counts=True,
+                                count_present=0.6)
+            kind, thinking = s.meta["question_kind"], s.final_thinking()
+            plain = shapes.describe(s.meta["scene"])
+            if kind in ("describe", "count_all"):
+                self.assertIn(thinking, ("", plain))  # no checks without a focus
+                continue
+            kinds.add(kind)
+            header, rest = thinking.split(". ", 1)
+            self.assertTrue(header.startswith("Looking for "))
+            described, found_line = rest.rsplit(". Found ", 1)
+            count_text, _, checks = described.partition(": ")
+            self.assertTrue(plain.startswith(count_text + ": "))
+            marked = [c.rsplit(": ", 1) for c in checks.split(", ")]
+            # the checks are the plain description, object by object, each with a yes or a no
+            self.assertEqual(plain, f"{count_text}: " + ", ".join(phrase for phrase, _ in marked) + ".")
+            self.assertTrue(all(mark in ("yes", "no") for _, mark in marked))
+            yes = [phrase for phrase, mark in marked if mark == "yes"]
+            target = header[len("Looking for "):].split()  # [colour] plural, or colour "shapes"
+            colour = target[0] if len(target) == 2 else None
+            plural = None if target[-1] == "shapes" else target[-1]
+            for phrase, mark in marked:
+                _, _, obj_colour, obj_shape = phrase.split()[:4]  # "a small red circle at ..."
+                match = colour in (None, obj_colour) and plural in (None, shapes.SHAPE_PLURALS[obj_shape])
+                self.assertEqual(mark == "yes", match, (target, phrase))
+            self.assertEqual(found_line, f"{len(yes)}" + (": " + ", ".join(yes) if yes else "") + ".")
+            if kind.startswith("count"):
+                self.assertEqual(s.expected, str(len(yes)))
+            if kind == "exists":
+                self.assertEqual(s.expected, "yes" if yes else "no")
+            if kind in ("colour_of", "shape_of", "position", "size"):
+                self.assertEqual(len(yes), 1)
+                self.assertIn(s.expected, yes[0])
+        self.assertEqual(kinds, {"count_shape", "count_colour", "count_both", "exists", "colour_of", "shape_of",
+                                 "position", "size"})
+
+    def test_check_step_and_select_step_exclude_each_other(self):
+        with self.assertRaises(ValueError):
+            shapes.generate(1, select_step=True, check_step=True)
+
     def test_new_options_off_keep_every_sample(self):
         for seed in range(40):
             a = shapes.generate(seed)
-            b = shapes.generate(seed, select_step=False, short_counts=False, count_present=0.8)
+            b = shapes.generate(seed, select_step=False, short_counts=False, count_present=0.8, check_step=False)
             self.assertEqual(repr(a.messages), repr(b.messages))
-            c = shapes.generate(seed, select_step=True, short_counts=True)
-            self.assertEqual(len(a.messages), len(c.messages))  # same questions, kinds and scene
-            np.testing.assert_array_equal(a.images[0], c.images[0])
+            for c in (shapes.generate(seed, select_step=True, short_counts=True),
+                      shapes.generate(seed, check_step=True, short_counts=True)):
+                self.assertEqual(len(a.messages), len(c.messages))  # same questions, kinds and scene
+                np.testing.assert_array_equal(a.images[0], c.images[0])
 
     def test_short_count_questions(self):
         asked = 0

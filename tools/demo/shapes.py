@@ -206,15 +206,40 @@ def selection(scene, focus):
     if not focus:
         return ""
     shape, colour = focus.get("shape"), focus.get("colour")
-    if shape and colour:
-        what = f"{colour} {SHAPE_PLURALS[shape]}"
-    else:
-        what = SHAPE_PLURALS[shape] if shape else f"{colour} shapes"
     objs = sorted((o for o in scene["objects"]
                    if (shape is None or o["shape"] == shape) and (colour is None or o["colour"] == colour)),
                   key=lambda o: o["cell"])
     found = ", ".join(_object_phrase(o) for o in objs) if objs else "none"
-    return f"The {what}: {found}."
+    return f"The {_focus_name(focus)}: {found}."
+
+
+def _focus_name(focus):
+    """"red circles", "circles" or "red shapes": what a focused question asks about."""
+    shape, colour = focus.get("shape"), focus.get("colour")
+    if shape and colour:
+        return f"{colour} {SHAPE_PLURALS[shape]}"
+    return SHAPE_PLURALS[shape] if shape else f"{colour} shapes"
+
+
+def checked_description(scene, focus):
+    """The description with one yes/no check per object, for a focused question ("Looking for red
+    circles. I see 3 shapes: a small green square at the top: no, a large red circle on the right:
+    yes, .... Found 1: a large red circle on the right."). Each check reads only the object just
+    named and the target named a few tokens earlier, instead of picking the matching objects out of
+    the whole list at once (`selection`), which the 1283-step model copies wrongly about one time in
+    five (docs/demo-eval.md). The "Found" line repeats the objects marked yes, so the answer reads
+    the count, place, size, colour or shape off it."""
+    shape, colour = focus.get("shape"), focus.get("colour")
+    objs = sorted(scene["objects"], key=lambda o: o["cell"])
+    noun = "shape" if len(objs) == 1 else "shapes"
+
+    def matches(o):
+        return (shape is None or o["shape"] == shape) and (colour is None or o["colour"] == colour)
+
+    checks = ", ".join(f"{_object_phrase(o)}: {'yes' if matches(o) else 'no'}" for o in objs)
+    found = [_object_phrase(o) for o in objs if matches(o)]
+    found_line = f"Found {len(found)}" + (": " + ", ".join(found) if found else "") + "."
+    return f"Looking for {_focus_name(focus)}. I see {len(objs)} {noun}: {checks}. {found_line}"
 
 
 DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do you see?",
@@ -223,14 +248,18 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
-             short_counts=False, count_present=0.8):
+             short_counts=False, count_present=0.8, check_step=False):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
     select_step: the describing thinking goes on with the objects the question is about
     (`selection`); short_counts: 30% of count questions are asked as "How many red circles?";
-    count_present: the share of count questions about something in the picture.
+    count_present: the share of count questions about something in the picture; check_step: a
+    focused question's thinking is the description with a check per object instead
+    (`checked_description`; not together with select_step).
     """
+    if select_step and check_step:
+        raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
     rng = Rng(seed)
     style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
     scene = random_scene(rng)
@@ -251,6 +280,8 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
         thinking = describe(scene) if effort and effort >= DESCRIBE_EFFORT and kind != "describe" else ""
         if thinking and select_step and focus:
             thinking += " " + selection(scene, focus)
+        if thinking and check_step and focus:
+            thinking = checked_description(scene, focus)
         messages.append({"role": "assistant", "content": a, "thinking": thinking})
     meta = {"question_kind": kind, "scene": scene, "image_size": size}
     return Sample("image", messages, mode, effort, images=[render_scene(scene, size)], expected=expected,

@@ -55,7 +55,10 @@ def profile_step(tr, stream, phase_step, device, rows, trace=None):
     events = prof.key_averages()
     key = "self_device_time_total" if hasattr(events[0], "self_device_time_total") else "self_cuda_time_total"
     sort = key if device.type == "cuda" else "self_cpu_time_total"
-    device_total = sum(getattr(e, key, 0) for e in events) / 1e6
+    # Kernels appear twice, as their own events and in their operator's self device time: count
+    # the kernel events only (the table's "Self CUDA time total").
+    kernels = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")]
+    device_total = sum(getattr(e, key, 0) for e in (kernels or events)) / 1e6
     host_total = sum(e.self_cpu_time_total for e in events) / 1e6
     print(f"profiled step: wall {wall:.2f} s (with profiler), device self time {device_total:.2f} s, "
           f"host self time {host_total:.2f} s, {sum(e.count for e in events)} operator calls")

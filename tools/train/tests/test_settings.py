@@ -41,6 +41,23 @@ class SettingsFileTest(unittest.TestCase):
         self.assertEqual(s["seed"], 20260501)  # from flash-tiny.json
         self.assertIn("add4_e50", s["eval_tasks"])
 
+    def test_every_configs_file_draws_a_sample_of_each_task_and_eval_set(self):
+        """A misspelt generator option fails here (TypeError), not minutes into a GPU call."""
+        from train.config import load_model_config
+        from train.demo_tasks import DemoTasks
+        configs = os.path.join(REPO, "tools/train/configs")
+        for name in sorted(n for n in os.listdir(configs) if not n.endswith("-model.json")):
+            s = load_settings(os.path.join(configs, name))
+            if s["task_source"] != "demo":
+                continue
+            with self.subTest(settings=name):
+                cfg = load_model_config(os.path.join(REPO, s["model_config"]))
+                tasks = DemoTasks(cfg, **s["task_options"])
+                for task in s["tasks"]:
+                    self.assertGreater(len(tasks.sample(task, 1).ids), 0)
+                for set_name, options in (s["eval_tasks"] or {}).items():
+                    self.assertGreater(len(tasks.sample(set_name, 1, **options).ids), 0)
+
 
 if __name__ == "__main__":
     unittest.main()
