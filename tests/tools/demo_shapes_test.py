@@ -42,6 +42,10 @@ def objects_from_pixels(img):
     return found
 
 
+# the question kinds with a focus (the thinking picks out the objects they are about)
+FOCUSED_KINDS = {"count_shape", "count_colour", "count_both", "exists", "colour_of", "shape_of", "position", "size"}
+
+
 class ShapesTest(unittest.TestCase):
     def test_scene_recounted_from_pixels(self):
         for seed in range(40):
@@ -81,6 +85,16 @@ class ShapesTest(unittest.TestCase):
                 self.assertIn(s.expected, {c for c, *_ in found})
             self.assertIn(s.expected.lower() if kind != "describe" else "", s.final_answer().lower())
 
+    def assert_answer_follows(self, s, kind, objects):
+        """The expected answer can be read off the objects the thinking picked out."""
+        if kind.startswith("count"):
+            self.assertEqual(s.expected, str(len(objects)))
+        if kind == "exists":
+            self.assertEqual(s.expected, "yes" if objects else "no")
+        if kind in ("colour_of", "shape_of", "position", "size"):
+            self.assertEqual(len(objects), 1)
+            self.assertIn(s.expected, objects[0])
+
     def test_selection_step_lists_what_the_question_is_about(self):
         kinds = set()
         for seed in range(300):
@@ -94,15 +108,8 @@ class ShapesTest(unittest.TestCase):
             listed = [] if selected.endswith(": none.") else selected.split(": ", 1)[1].rstrip(".").split(", ")
             for phrase in listed:
                 self.assertIn(phrase, described)  # copied from the description
-            if kind.startswith("count"):
-                self.assertEqual(s.expected, str(len(listed)))
-            if kind == "exists":
-                self.assertEqual(s.expected, "yes" if listed else "no")
-            if kind in ("colour_of", "shape_of", "position", "size"):
-                self.assertEqual(len(listed), 1)
-                self.assertIn(s.expected, listed[0])
-        self.assertEqual(kinds, {"count_shape", "count_colour", "count_both", "exists", "colour_of", "shape_of",
-                                 "position", "size"})
+            self.assert_answer_follows(s, kind, listed)
+        self.assertEqual(kinds, FOCUSED_KINDS)
 
     def test_check_step_marks_each_object_and_lists_the_matches(self):
         kinds = set()
@@ -133,15 +140,8 @@ class ShapesTest(unittest.TestCase):
                 match = colour in (None, obj_colour) and plural in (None, shapes.SHAPE_PLURALS[obj_shape])
                 self.assertEqual(mark == "yes", match, (target, phrase))
             self.assertEqual(found_line, f"{len(yes)}" + (": " + ", ".join(yes) if yes else "") + ".")
-            if kind.startswith("count"):
-                self.assertEqual(s.expected, str(len(yes)))
-            if kind == "exists":
-                self.assertEqual(s.expected, "yes" if yes else "no")
-            if kind in ("colour_of", "shape_of", "position", "size"):
-                self.assertEqual(len(yes), 1)
-                self.assertIn(s.expected, yes[0])
-        self.assertEqual(kinds, {"count_shape", "count_colour", "count_both", "exists", "colour_of", "shape_of",
-                                 "position", "size"})
+            self.assert_answer_follows(s, kind, yes)
+        self.assertEqual(kinds, FOCUSED_KINDS)
 
     def test_check_step_and_select_step_exclude_each_other(self):
         with self.assertRaises(ValueError):

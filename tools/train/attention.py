@@ -10,6 +10,7 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from . import indexer as ix
+from .regions import region
 from .common import Norm, Weight
 from .config import FULL, REINDEX, WINDOW
 from .context import IndexState, Selection
@@ -80,18 +81,21 @@ class Attention(nn.Module):
         comp = {}
         if r.role != WINDOW:
             if r.role == FULL:
-                self._compress(num, x, ctx, cos, sin)
+                with region("attention.compress"):
+                    self._compress(num, x, ctx, cos, sin)
             if r.role in (FULL, REINDEX):
-                self._index(num, x, qrq, ctx, cos, sin)
+                with region("attention.indexer"):
+                    self._index(num, x, qrq, ctx, cos, sin)
             kvc, _ = ctx.kv[r.kv_source]
             sel = ctx.sel[r.index_source]
             comp = dict(kvc=kvc, idx=sel.idx, valid=sel.valid, n_vis=ctx.n_visible(r.ratio))
         lo = ctx.lo_decoder if r.decoder else ctx.lo_encoder
         args = (q, kv, lo, self.attn_sink, ctx.window)
-        if self.use_checkpoint and torch.is_grad_enabled():
-            o, probs = checkpoint(_core, *args, comp, use_reentrant=False)
-        else:
-            o, probs = _core(*args, comp)
+        with region("attention.core"):
+            if self.use_checkpoint and torch.is_grad_enabled():
+                o, probs = checkpoint(_core, *args, comp, use_reentrant=False)
+            else:
+                o, probs = _core(*args, comp)
         if probs is not None and ctx.distill and r.index_source in ctx.index_state:
             st = ctx.index_state[r.index_source]
             st.target = probs if st.target is None else st.target + probs

@@ -8,8 +8,9 @@ data, AdamW step included) for a few settings variants, each against the first a
   --phase-step S: run the steps as global step S (0 = dense warm-up without QAT; >= the QAT
   and dense limits = the main phase).
   --profile N: after the timed steps, one more step under torch.profiler; prints the N operators
-  with the most device time (self), the step's host and device totals, and writes a Chrome trace
-  next to --trace when given.
+  with the most device time (self), the step's host and device totals, a table of the step's
+  named regions (forward, attention, mhc, moe, ...; tools/train/regions.py), and writes a Chrome
+  trace to --trace when given.
 """
 import argparse
 import json
@@ -28,6 +29,7 @@ from train.engram_map import load_hasher  # noqa: E402
 from train.loop import Trainer  # noqa: E402
 from train.model import Transformer  # noqa: E402
 from train.numerics import Numerics  # noqa: E402
+from train.regions import PREFIX  # noqa: E402
 from train.settings import load_settings  # noqa: E402
 from train.train import resolve  # noqa: E402
 
@@ -63,8 +65,32 @@ def profile_step(tr, stream, phase_step, device, rows, trace=None):
     print(f"profiled step: wall {wall:.2f} s (with profiler), device self time {device_total:.2f} s, "
           f"host self time {host_total:.2f} s, {sum(e.count for e in events)} operator calls")
     print(events.table(sort_by=sort, row_limit=rows, max_name_column_width=60))
+    print(format_regions(region_rows(events), device_total, host_total))
     if trace:
         prof.export_chrome_trace(trace)
+
+
+def region_rows(events):
+    """[(name, calls, host s, device s)] of the step's named ranges (tools/train/regions.py),
+    inclusive of nested ranges, by name."""
+    out = []
+    for e in events:
+        if e.key.startswith(PREFIX):
+            dev = getattr(e, "device_time_total", None)
+            if dev is None:
+                dev = getattr(e, "cuda_time_total", 0)
+            out.append((e.key[len(PREFIX):], e.count, e.cpu_time_total / 1e6, dev / 1e6))
+    return sorted(out)
+
+
+def format_regions(rows, device_total, host_total):
+    lines = ["region                 calls   host s  of host  device s  of device",
+             *(f"{n:<22} {c:>5} {h:>8.3f} {h / max(host_total, 1e-9):>7.0%} {d:>9.3f} "
+               f"{d / max(device_total, 1e-9):>9.0%}" for n, c, h, d in rows),
+             "(inclusive times; a nested range, e.g. attention.indexer, is also inside its parent. The "
+             "backward's kernels run on autograd's thread and are not attributed to \"backward\": "
+             "its device time is the step's minus forward and optimizer.)"]
+    return "\n".join(lines)
 
 
 def run_variant(base, over, steps, phase_step, device, emulate, profile_rows=0, trace=None):

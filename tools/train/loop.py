@@ -15,6 +15,7 @@ from .data import StepStream, make_task_source
 from .evaluate import evaluate, make_eval_sets
 from .objective import Phase, batch_losses
 from .optim import lr_at, make_optimizer, set_lr
+from .regions import region
 from .settings import phase_flags
 
 TRAIN_FIELDS = ["step", "tokens", "lr", "loss", "ce", "kl", "balance", "grad_norm", "qat",
@@ -94,7 +95,8 @@ class Trainer:
         for b in batches:
             frac = b.n_valid / n_tok
             b = b.to(self.device)
-            out = batch_losses(model, self.num, b, phase, self.hasher)
+            with region("forward"):
+                out = batch_losses(model, self.num, b, phase, self.hasher)
             loss = out["ce_sum"] / n_loss
             sums[0] += out["ce_sum"].detach() / n_loss
             if out["kl"] is not None:
@@ -103,13 +105,15 @@ class Trainer:
             if out["balance"] is not None:
                 loss = loss + s["balance_weight"] * frac * out["balance"]
                 sums[2] += out["balance"].detach() * frac
-            loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), s["grad_clip"])
-        lr = lr_at(step, s, self.rewarm_from)
-        set_lr(self.opt, lr)
-        if math.isfinite(float(gn)):      # the step's one host sync
-            self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+            with region("backward"):
+                loss.backward()
+        with region("optimizer"):
+            gn = torch.nn.utils.clip_grad_norm_(model.parameters(), s["grad_clip"])
+            lr = lr_at(step, s, self.rewarm_from)
+            set_lr(self.opt, lr)
+            if math.isfinite(float(gn)):      # the step's one host sync
+                self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
         for moe in model.moe_layers():
             moe.update_bias(s["bias_update_rate"])
         self.tokens += n_tok

@@ -15,6 +15,7 @@ from .attention import Attention
 from .common import Norm, Weight
 from .engram import Engram
 from .moe import MoE
+from .regions import region
 from .rope import RopeTables
 from .vision import Aligner, VisionTower, image_span_rows
 
@@ -53,20 +54,26 @@ class Block(nn.Module):
         """X [B, N, hc, D], pre_in [B, N, hc] -> (X2, pre_f)."""
         eps = self.cfg.rms_norm_eps
         if engram_index >= 0:
-            X = self.engram(num, X, ctx.engram_ids[:, :, engram_index], ctx.is_image)
+            with region("engram"):
+                X = self.engram(num, X, ctx.engram_ids[:, :, engram_index], ctx.is_image)
             if ctx.record is not None:
                 ctx.record.setdefault("engram_out", {})[self.role.layer] = X.detach()
-        pre_a, post_a, comb_a = self.mixes(X, "hc_attn")
-        x = num.rms_norm(mhc.collapse(num, X, pre_in), self.attn_norm.weight, eps)
-        a = self.attn(num, x, ctx)
-        X1 = mhc.expand(num, X, a, post_a, comb_a)
-        pre_f, post_f, comb_f = self.mixes(X1, "hc_ffn")
-        x = num.rms_norm(mhc.collapse(num, X1, pre_a), self.ffn_norm.weight, eps)
-        y = self.ffn(num, x, ctx, self.role.layer)
+        with region("mhc"):
+            pre_a, post_a, comb_a = self.mixes(X, "hc_attn")
+            x = num.rms_norm(mhc.collapse(num, X, pre_in), self.attn_norm.weight, eps)
+        with region("attention"):
+            a = self.attn(num, x, ctx)
+        with region("mhc"):
+            X1 = mhc.expand(num, X, a, post_a, comb_a)
+            pre_f, post_f, comb_f = self.mixes(X1, "hc_ffn")
+            x = num.rms_norm(mhc.collapse(num, X1, pre_a), self.ffn_norm.weight, eps)
+        with region("moe"):
+            y = self.ffn(num, x, ctx, self.role.layer)
         if ctx.record is not None:
             ctx.record.setdefault("attn_out", {})[self.role.layer] = a.detach()
             ctx.record.setdefault("ffn_out", {})[self.role.layer] = y.detach()
-        return mhc.expand(num, X1, y, post_f, comb_f), pre_f
+        with region("mhc"):
+            return mhc.expand(num, X1, y, post_f, comb_f), pre_f
 
 
 class Transformer(nn.Module):
@@ -105,8 +112,9 @@ class Transformer(nn.Module):
         B, N = batch.ids.shape
         emb = num.rb(F.embedding(batch.ids, self.embed.weight))
         for grp in batch.images:
-            feats = self.vision(num, grp.pixels, grp.vit_h, grp.vit_w)
-            rows = self.aligner(num, feats, grp.vit_h, grp.vit_w)
+            with region("vision"):
+                feats = self.vision(num, grp.pixels, grp.vit_h, grp.vit_w)
+                rows = self.aligner(num, feats, grp.vit_h, grp.vit_w)
             spans = image_span_rows(num, rows, grp.llm_h, grp.llm_w, self.image_start,
                                     self.image_newline, self.image_end)
             L = spans.shape[1]

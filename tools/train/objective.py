@@ -9,6 +9,7 @@ from torch.utils.checkpoint import checkpoint
 
 from . import indexer as ix
 from .context import ForwardContext, window_bounds
+from .regions import region
 
 F32 = torch.float32
 
@@ -57,13 +58,15 @@ def batch_losses(model, num, batch, phase, hasher=None):
     ctx = make_context(model, batch, phase, hasher)
     h = model(num, batch, ctx)
     rows = batch.loss_rows
-    ce_sum = cross_entropy_sum(model, num, h.flatten(0, 1).index_select(0, rows),
-                               batch.targets.reshape(-1).index_select(0, rows))
+    with region("loss.ce"):
+        ce_sum = cross_entropy_sum(model, num, h.flatten(0, 1).index_select(0, rows),
+                                   batch.targets.reshape(-1).index_select(0, rows))
     kls = []
-    for st in ctx.index_state.values():
-        out = ix.distill_loss(st, batch.valid)
-        if out is not None:
-            kls.append(out[0])
+    with region("loss.indexer_kl"):
+        for st in ctx.index_state.values():
+            out = ix.distill_loss(st, batch.valid)
+            if out is not None:
+                kls.append(out[0])
     bal = [b for _, b in ctx.moe_stats]
     return dict(ce_sum=ce_sum, n_tokens=rows.numel(),
                 kl=torch.stack(kls).mean() if kls else None,
