@@ -1,12 +1,16 @@
 // `flashdesk-cli eval --suite demo`: runs the demo model's held-out eval set and prints accuracy
 // per cell (recall by distance, arithmetic by operation and effort, images) for exact and
-// bounded prefill side by side.
+// bounded prefill side by side; --details writes every item's output as JSON lines, for looking
+// at what the model got wrong.
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <cxxopts.hpp>
+#include <nlohmann/json.hpp>
 
 #include "app/cli/turn_options.h"
 #include "engine/runtime/demo_eval.h"
@@ -36,6 +40,22 @@ struct Row {
   EvalCell exact, bounded;
 };
 
+// One line of the --details file: the item, the prefill mode, and what the model wrote next to
+// what the generator would have written.
+std::string details_line(const EvalItem& item, const char* prefill, const EvalOutcome& o) {
+  const nlohmann::json j = {{"id", item.id},
+                            {"cell", item.cell},
+                            {"prefill", prefill},
+                            {"correct", o.correct},
+                            {"expected", item.expected},
+                            {"answer", o.answer},
+                            {"thinking", o.thinking},
+                            {"reference_thinking", item.reference_thinking},
+                            {"thinking_tokens", o.thinking_tokens}};
+  // Invalid UTF-8 in a model's output (a cut multi-byte character) is replaced, not fatal.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace
 
 int run_eval(int argc, char** argv) {
@@ -50,7 +70,9 @@ int run_eval(int argc, char** argv) {
       "tasks", "comma-separated tasks to run (default: all)",
       cxxopts::value<std::string>()->default_value(""))(
       "max-tokens", "most tokens generated per item",
-      cxxopts::value<int64_t>()->default_value("1024"))("h,help", "show this help");
+      cxxopts::value<int64_t>()->default_value("1024"))(
+      "details", "write each item's answer and thinking to this file (JSON lines)",
+      cxxopts::value<std::string>())("h,help", "show this help");
   const auto args = options.parse(argc, argv);
   if (args.count("help")) {
     std::printf("%s\n", options.help().c_str());
@@ -62,6 +84,12 @@ int run_eval(int argc, char** argv) {
     throw InvalidRequest("--prefill must be exact, bounded or both");
   const std::string tasks = "," + args["tasks"].as<std::string>() + ",";
   const int64_t limit = args["limit"].as<int64_t>();
+  std::unique_ptr<std::ofstream> details;
+  if (args.count("details")) {
+    const std::string path = args["details"].as<std::string>();
+    details = std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc);
+    if (!*details) throw IoError("cannot write " + path);
+  }
 
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
   DemoEval eval(*engine, args["max-tokens"].as<int64_t>());
@@ -86,9 +114,12 @@ int run_eval(int argc, char** argv) {
       c.correct += o.correct;
       c.thinking_tokens += o.thinking_tokens;
       c.template_mismatches += !o.template_matches;
+      if (details) *details << details_line(item, mode, o);
     }
     std::fprintf(stderr, ".");
   }
+  if (details && !details->flush())
+    throw IoError("cannot write " + args["details"].as<std::string>());
   const double minutes =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60.0;
   std::fprintf(stderr, "\n");

@@ -95,6 +95,8 @@ EvalItem parse_item(const json& j) {
   item.match = j.value("match", std::string("contains"));
   for (const json& d : j.value("distractors", json::array())) item.distractors.push_back(d);
   item.cell = cell_of(item, j.value("meta", json::object()));
+  const json reference = j.value("reference", json::object());
+  if (reference.is_object()) item.reference_thinking = reference.value("thinking", std::string());
   return item;
 }
 
@@ -158,6 +160,7 @@ EvalOutcome DemoEval::run(const EvalItem& item, PrefillMode mode) {
   SequenceState state = engine_.model().new_sequence();
   const GenerationResult r = engine_.generator().generate(state, prompt.ids, gen, {});
   out.answer = r.content;
+  out.thinking = r.reasoning;
   out.thinking_tokens = r.stats.thinking_tokens;
   out.correct = score_answer(item.expected, r.content, item.match, item.distractors);
   return out;

@@ -28,7 +28,8 @@ struct EvalItem {
   std::string expected;
   std::string match = "contains";  // exact | contains
   std::vector<std::string> distractors;
-  std::string cell;  // the table row: "recall 500", "add e25", "image color", ...
+  std::string cell;                // the table row: "recall 500", "add e25", "image color", ...
+  std::string reference_thinking;  // the generator's own thinking for this item ("" if none)
 };
 
 // Reads eval.jsonl; a malformed line is a FormatError naming the file and the line.
@@ -44,6 +45,7 @@ struct EvalOutcome {
   bool correct = false;
   bool template_matches = false;  // the C++ rendering equals the item's prompt_text
   int64_t thinking_tokens = 0;
+  std::string thinking;
   std::string answer;
 };
 

@@ -227,7 +227,7 @@ def checked_description(scene, focus):
     yes, .... Found 1: a large red circle on the right."). Each check reads only the object just
     named and the target named a few tokens earlier, instead of picking the matching objects out of
     the whole list at once (`selection`), which the 1283-step model copies wrongly about one time in
-    five (docs/demo-eval.md). The "Found" line repeats the objects marked yes, so the answer reads
+    four (docs/demo-eval.md). The "Found" line repeats the objects marked yes, so the answer reads
     the count, place, size, colour or shape off it."""
     shape, colour = focus.get("shape"), focus.get("colour")
     objs = sorted(scene["objects"], key=lambda o: o["cell"])
