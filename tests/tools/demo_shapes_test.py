@@ -143,6 +143,20 @@ class ShapesTest(unittest.TestCase):
             self.assert_answer_follows(s, kind, yes)
         self.assertEqual(kinds, FOCUSED_KINDS)
 
+    def test_example_picture_is_its_scene(self):
+        """assets/examples/shapes.png (README's image example) is what make_example_image.py draws, and
+        the pixels hold the scene's two red circles."""
+        import os
+        from demo import make_example_image
+        path = os.path.join(demo_support.REPO, "assets", "examples", "shapes.png")
+        with open(path, "rb") as f:
+            img = png.decode_png(f.read())
+        np.testing.assert_array_equal(img, shapes.render_scene(make_example_image.SCENE))
+        red_fills = [fill for colour, _, _, fill in objects_from_pixels(img) if colour == "red"]
+        self.assertEqual(len(red_fills), 2)
+        for fill in red_fills:  # a disc fills pi/4 of its bounding box
+            self.assertAlmostEqual(fill, 0.785, delta=0.05)
+
     def test_check_step_and_select_step_exclude_each_other(self):
         with self.assertRaises(ValueError):
             shapes.generate(1, select_step=True, check_step=True)
