@@ -100,6 +100,9 @@ def run_variant(base, over, steps, phase_step, device, emulate, profile_rows=0, 
     if s.get("compile") == "ops":
         from train import compile_ops
         compile_ops.enable()
+    if device.type == "cuda":  # as train.py sets it, per variant
+        torch.backends.cuda.matmul.allow_tf32 = bool(s["tf32"])
+        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     cfg = load_model_config(resolve(s["model_config"]))
     torch.manual_seed(0)
     model = Transformer(cfg).to(device)

@@ -31,11 +31,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 common=(--settings "$SETTINGS" --resume "$RESUME" --full-state "$STATE" --checkpoint-every 120)
 case "$ARG" in
   bench)
-    exec "$PY" tools/train/bench.py --settings "$SETTINGS" --steps 5 \
-      --variant 'mt64k:' --variant 'mt128k:micro_tokens=131072' \
-      --variant 'mt32k:micro_tokens=32768' --variant 'ops:compile="ops"' \
-      --variant 'nockpt:checkpoint={"attention":false,"experts":false,"mixes":false}' \
-      --variant 'sorted:moe_impl="sorted"' \
+    # The candidates not measured yet (tools/train/README.md, Throughput), each against base.
+    exec "$PY" tools/train/bench.py --settings "$SETTINGS" --steps 3 --phase-step 1300 \
+      --variant 'base:' --variant 'mhc:mhc_impl="matmul"' --variant 'tf32:tf32=true' \
+      --variant 'mhc+tf32:mhc_impl="matmul";tf32=true' --variant 'sorted:moe_impl="sorted"' \
       "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   export)

@@ -34,6 +34,7 @@ class Trainer:
         model.set_checkpointing(ck["attention"], ck["experts"], ck["mixes"])
         impl = settings["moe_impl"]
         model.set_moe_impl(impl if impl != "auto" else ("dense" if device.type == "cuda" else "sorted"))
+        model.set_mhc_impl(settings["mhc_impl"])
 
     # ---- state ------------------------------------------------------------------------------
     def state(self):

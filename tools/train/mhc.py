@@ -3,6 +3,11 @@ coefficients of a sublayer from its input streams (FP32, Sinkhorn), collapse and
 
 Shapes: streams X [B, N, hc, D] (activation dtype); pre/post [B, N, hc], comb [B, N, hc, hc]
 (row j = source stream, column k = destination stream), all FP32.
+
+collapse and expand have two implementations with the same values up to FP32 summation order:
+"loop" (one elementwise pass per stream; fast on CPUs, the default) and "matmul" (one batched
+matrix product per call; on the GPU it replaces about a dozen broadcasting passes over the
+[B, N, hc, D] FP32 streams, to be measured with bench.py).
 """
 import torch
 
@@ -32,18 +37,29 @@ def sinkhorn(c, iters, eps):
     return c
 
 
-def collapse(num, X, pre):
+IMPLS = ("loop", "matmul")
+
+
+def collapse(num, X, pre, impl="loop"):
     """bf16(sum_j pre_j X_j) summed over j in order: the sublayer input [B, N, D]."""
+    if impl == "matmul":
+        return num.rb(torch.matmul(pre.unsqueeze(-2), X.to(F32)).squeeze(-2))
     acc = pre[..., 0:1] * X[..., 0, :].to(F32)
     for j in range(1, X.shape[-2]):
         acc = acc + pre[..., j:j + 1] * X[..., j, :].to(F32)
     return num.rb(acc)
 
 
-def expand(num, X, y, post, comb):
+def expand(num, X, y, post, comb, impl="loop"):
     """X'_k = bf16(post_k * y + sum_j comb_jk X_j) (j in order): the new streams [B, N, hc, D].
-    Elementwise over j rather than a per-token [hc x hc] matmul (slow batched GEMMs on CPUs)."""
+    "loop": elementwise over j rather than a per-token [hc x hc] matmul (slow batched GEMMs on
+    CPUs); "matmul": post_k * y plus comb^T X as one batched product."""
     acc = post.unsqueeze(-1) * y.to(F32).unsqueeze(-2)
+    if impl == "matmul":
+        hc, D = X.shape[-2], X.shape[-1]
+        mixed = torch.baddbmm(acc.reshape(-1, hc, D), comb.reshape(-1, hc, hc).transpose(1, 2),
+                              X.to(F32).reshape(-1, hc, D))
+        return num.rb(mixed.view(acc.shape))
     for j in range(X.shape[-2]):
         acc = acc + comb[..., j, :].unsqueeze(-1) * X[..., j:j + 1, :].to(F32)
     return num.rb(acc)

@@ -41,6 +41,7 @@ class Block(nn.Module):
         self.attn = Attention(cfg, role)
         self.ffn = MoE(cfg)
         self.checkpoint_mixes = False
+        self.mhc_impl = "loop"  # mhc.IMPLS
 
     def mixes(self, X, sub):
         cfg = self.cfg
@@ -60,20 +61,20 @@ class Block(nn.Module):
                 ctx.record.setdefault("engram_out", {})[self.role.layer] = X.detach()
         with region("mhc"):
             pre_a, post_a, comb_a = self.mixes(X, "hc_attn")
-            x = num.rms_norm(mhc.collapse(num, X, pre_in), self.attn_norm.weight, eps)
+            x = num.rms_norm(mhc.collapse(num, X, pre_in, self.mhc_impl), self.attn_norm.weight, eps)
         with region("attention"):
             a = self.attn(num, x, ctx)
         with region("mhc"):
-            X1 = mhc.expand(num, X, a, post_a, comb_a)
+            X1 = mhc.expand(num, X, a, post_a, comb_a, self.mhc_impl)
             pre_f, post_f, comb_f = self.mixes(X1, "hc_ffn")
-            x = num.rms_norm(mhc.collapse(num, X1, pre_a), self.ffn_norm.weight, eps)
+            x = num.rms_norm(mhc.collapse(num, X1, pre_a, self.mhc_impl), self.ffn_norm.weight, eps)
         with region("moe"):
             y = self.ffn(num, x, ctx, self.role.layer)
         if ctx.record is not None:
             ctx.record.setdefault("attn_out", {})[self.role.layer] = a.detach()
             ctx.record.setdefault("ffn_out", {})[self.role.layer] = y.detach()
         with region("mhc"):
-            return mhc.expand(num, X1, y, post_f, comb_f), pre_f
+            return mhc.expand(num, X1, y, post_f, comb_f, self.mhc_impl), pre_f
 
 
 class Transformer(nn.Module):
@@ -89,6 +90,7 @@ class Transformer(nn.Module):
         self.engram_index = {l: i for i, l in enumerate(cfg.engram_layer_ids)}
         self.norm = Norm(dim)
         self.head = Weight(V, dim)
+        self.mhc_impl = "loop"
         if cfg.vision is not None:
             self.vision = VisionTower(cfg.vision)
             self.aligner = Aligner(cfg.vision, dim)
@@ -99,6 +101,14 @@ class Transformer(nn.Module):
         """"sorted" (per-expert GEMMs on routed tokens) or "dense" (see MoE.impl)."""
         for blk in self.layers:
             blk.ffn.impl = impl
+
+    def set_mhc_impl(self, impl):
+        """"loop" or "matmul" for the mHC collapse and expand (see mhc.py)."""
+        if impl not in mhc.IMPLS:
+            raise ValueError(f"mhc_impl must be one of {mhc.IMPLS}, not {impl!r}")
+        self.mhc_impl = impl
+        for blk in self.layers:
+            blk.mhc_impl = impl
 
     def set_checkpointing(self, attention=False, experts=False, mixes=False):
         for blk in self.layers:
@@ -139,7 +149,7 @@ class Transformer(nn.Module):
             if ctx.record is not None:
                 ctx.record.setdefault("block_out", []).append(X.detach())
                 ctx.record.setdefault("block_pre_mix", []).append(pre.detach())
-        return num.rms_norm(mhc.collapse(num, X, pre), self.norm.weight, cfg.rms_norm_eps)
+        return num.rms_norm(mhc.collapse(num, X, pre, self.mhc_impl), self.norm.weight, cfg.rms_norm_eps)
 
     def logits(self, num, h):
         """FP32 logits of hidden rows h [..., dim]."""

@@ -28,6 +28,8 @@ DEFAULTS = dict(
     checkpoint=dict(attention=True, experts=True, mixes=True),
     compile="none",               # "none" | "ops" (torch.compile of elementwise helpers)
     moe_impl="auto",              # "sorted" | "dense" | "auto" (dense on CUDA, sorted on CPU)
+    mhc_impl="loop",              # "loop" | "matmul": mHC collapse/expand (mhc.py)
+    tf32=False,                   # CUDA: TF32 tensor cores for FP32 matrix products (bench first)
     workers=8,
     save_moments=False,           # 8-bit AdamW moments in the compact checkpoint
     log_every=10,

@@ -72,7 +72,7 @@ def main(argv=None):
         s["task_options"] = dict(s["task_options"], tokenizer=resolve(s["tokenizer"]))
     device = torch.device(a.device)
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = bool(s["tf32"])
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     if s["compile"] == "ops":
         from train import compile_ops
