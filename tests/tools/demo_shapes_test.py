@@ -157,6 +157,19 @@ class ShapesTest(unittest.TestCase):
         for fill in red_fills:  # a disc fills pi/4 of its bounding box
             self.assertAlmostEqual(fill, 0.785, delta=0.05)
 
+    def test_describe_share_moves_samples_to_described_thinking(self):
+        def described(**options):
+            samples = [shapes.generate(seed, **options) for seed in range(400)]
+            return sum(s.mode == "thinking" and s.effort >= shapes.DESCRIBE_EFFORT for s in samples) / 400
+
+        self.assertAlmostEqual(described(), 0.7 * 0.4, delta=0.07)  # the uniform draw
+        self.assertAlmostEqual(described(describe_share=0.8), 0.8 + 0.2 * 0.28, delta=0.07)
+        # a mode or effort the caller chose (the eval sets) is kept
+        s = shapes.generate(3, mode="chat", describe_share=1.0)
+        self.assertEqual((s.mode, s.effort), ("chat", None))
+        s = shapes.generate(3, mode="thinking", effort=20, describe_share=1.0)
+        self.assertEqual(s.effort, 20)
+
     def test_check_step_and_select_step_exclude_each_other(self):
         with self.assertRaises(ValueError):
             shapes.generate(1, select_step=True, check_step=True)
@@ -164,10 +177,11 @@ class ShapesTest(unittest.TestCase):
     def test_new_options_off_keep_every_sample(self):
         for seed in range(40):
             a = shapes.generate(seed)
-            b = shapes.generate(seed, select_step=False, short_counts=False, count_present=0.8, check_step=False)
+            b = shapes.generate(seed, select_step=False, short_counts=False, count_present=0.8, check_step=False,
+                                describe_share=0.0)
             self.assertEqual(repr(a.messages), repr(b.messages))
             for c in (shapes.generate(seed, select_step=True, short_counts=True),
-                      shapes.generate(seed, check_step=True, short_counts=True)):
+                      shapes.generate(seed, check_step=True, short_counts=True, describe_share=0.8)):
                 self.assertEqual(len(a.messages), len(c.messages))  # same questions, kinds and scene
                 np.testing.assert_array_equal(a.images[0], c.images[0])
 

@@ -248,7 +248,7 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
-             short_counts=False, count_present=0.8, check_step=False):
+             short_counts=False, count_present=0.8, check_step=False, describe_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -256,15 +256,24 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     (`selection`); short_counts: 30% of count questions are asked as "How many red circles?";
     count_present: the share of count questions about something in the picture; check_step: a
     focused question's thinking is the description with a check per object instead
-    (`checked_description`; not together with select_step).
+    (`checked_description`; not together with select_step); describe_share: the share of samples
+    (with no mode or effort given) moved to thinking at an effort that describes the picture
+    (DESCRIBE_EFFORT-100). Drawn uniformly, only 28% of samples are there (70% thinking x 40%
+    of efforts), so most samples never train the description, the densest supervision of what
+    the picture shows; the eval asks at effort 75, as the app's "high" preset does.
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
     rng = Rng(seed)
     style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
     scene = random_scene(rng)
+    chosen = mode is not None or effort is not None
     mode = mode or ("thinking" if rng.chance(0.7) else "chat")
     effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None
+    if describe_share and not chosen:
+        bias = Rng(derive_seed("shapes-describe", seed))  # the main stream stays as it was
+        if bias.chance(describe_share):
+            mode, effort = "thinking", bias.randint(DESCRIBE_EFFORT, 100)
     n_q = n_questions or rng.weighted([(1, 0.6), (2, 0.25), (3, 0.15)])
     messages = []
     for k in range(n_q):

@@ -58,6 +58,15 @@ class SettingsFileTest(unittest.TestCase):
                 for set_name, options in (s["eval_tasks"] or {}).items():
                     self.assertGreater(len(tasks.sample(set_name, 1, **options).ids), 0)
 
+    def test_token_shares_add_up_and_follow_sample_length(self):
+        from train.token_shares import token_shares
+        s = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-pictures.json"))
+        shares = token_shares(s, samples=4)
+        self.assertEqual(set(shares), set(s["tasks"]))
+        self.assertAlmostEqual(sum(share for _, share in shares.values()), 1.0, places=9)
+        # a recall chat is many times longer than a picture question
+        self.assertGreater(shares["recall"][0], 3 * shares["image"][0])
+
 
 if __name__ == "__main__":
     unittest.main()
