@@ -105,6 +105,10 @@ EvalItem parse_item(const json& j) {
 std::vector<EvalItem> load_eval_items(const std::filesystem::path& jsonl) {
   std::ifstream in(jsonl);
   if (!in) throw IoError("cannot open " + jsonl.string());
+  return parse_eval_items(in, jsonl);
+}
+
+std::vector<EvalItem> parse_eval_items(std::istream& in, const std::filesystem::path& jsonl) {
   std::vector<EvalItem> items;
   std::string line;
   for (int line_no = 1; std::getline(in, line); ++line_no) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <map>
 #include <optional>
 #include <string>
@@ -34,6 +35,8 @@ struct EvalItem {
 
 // Reads eval.jsonl; a malformed line is a FormatError naming the file and the line.
 std::vector<EvalItem> load_eval_items(const std::filesystem::path& jsonl);
+// The same from a stream; image paths are resolved against jsonl's directory.
+std::vector<EvalItem> parse_eval_items(std::istream& in, const std::filesystem::path& jsonl);
 
 // tools/demo/sample.py score_answer: exact -> the stripped answer equals `expected`; contains ->
 // `expected` occurs as a whole-word sequence (case-insensitive, punctuation ignored) and no
