@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <memory>
+#include <optional>
 #include <string>
 
 #include <cxxopts.hpp>
@@ -84,10 +84,10 @@ int run_eval(int argc, char** argv) {
     throw InvalidRequest("--prefill must be exact, bounded or both");
   const std::string tasks = "," + args["tasks"].as<std::string>() + ",";
   const int64_t limit = args["limit"].as<int64_t>();
-  std::unique_ptr<std::ofstream> details;
+  std::optional<std::ofstream> details;
   if (args.count("details")) {
     const std::string path = args["details"].as<std::string>();
-    details = std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc);
+    details.emplace(path, std::ios::binary | std::ios::trunc);
     if (!*details) throw IoError("cannot write " + path);
   }
 

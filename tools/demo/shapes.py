@@ -205,12 +205,14 @@ def selection(scene, focus):
     answer reads them off instead of searching the whole list. "" when the question has no focus."""
     if not focus:
         return ""
-    shape, colour = focus.get("shape"), focus.get("colour")
-    objs = sorted((o for o in scene["objects"]
-                   if (shape is None or o["shape"] == shape) and (colour is None or o["colour"] == colour)),
-                  key=lambda o: o["cell"])
+    objs = sorted((o for o in scene["objects"] if _matches(o, focus)), key=lambda o: o["cell"])
     found = ", ".join(_object_phrase(o) for o in objs) if objs else "none"
     return f"The {_focus_name(focus)}: {found}."
+
+
+def _matches(o, focus):
+    """Whether object o has the focus's shape and colour (either may be absent)."""
+    return all(o[key] == focus[key] for key in ("shape", "colour") if focus.get(key))
 
 
 def _focus_name(focus):
@@ -229,15 +231,10 @@ def checked_description(scene, focus):
     the whole list at once (`selection`), which the 1283-step model copies wrongly about one time in
     four (docs/demo-eval.md). The "Found" line repeats the objects marked yes, so the answer reads
     the count, place, size, colour or shape off it."""
-    shape, colour = focus.get("shape"), focus.get("colour")
     objs = sorted(scene["objects"], key=lambda o: o["cell"])
     noun = "shape" if len(objs) == 1 else "shapes"
-
-    def matches(o):
-        return (shape is None or o["shape"] == shape) and (colour is None or o["colour"] == colour)
-
-    checks = ", ".join(f"{_object_phrase(o)}: {'yes' if matches(o) else 'no'}" for o in objs)
-    found = [_object_phrase(o) for o in objs if matches(o)]
+    checks = ", ".join(f"{_object_phrase(o)}: {'yes' if _matches(o, focus) else 'no'}" for o in objs)
+    found = [_object_phrase(o) for o in objs if _matches(o, focus)]
     found_line = f"Found {len(found)}" + (": " + ", ".join(found) if found else "") + "."
     return f"Looking for {_focus_name(focus)}. I see {len(objs)} {noun}: {checks}. {found_line}"
 

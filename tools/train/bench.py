@@ -31,7 +31,7 @@ from train.model import Transformer  # noqa: E402
 from train.numerics import Numerics  # noqa: E402
 from train.regions import PREFIX  # noqa: E402
 from train.settings import load_settings  # noqa: E402
-from train.train import resolve  # noqa: E402
+from train.train import resolve, set_matmul_precision  # noqa: E402
 
 
 def parse_variant(text):
@@ -100,9 +100,8 @@ def run_variant(base, over, steps, phase_step, device, emulate, profile_rows=0, 
     if s.get("compile") == "ops":
         from train import compile_ops
         compile_ops.enable()
-    if device.type == "cuda":  # as train.py sets it, per variant
-        torch.backends.cuda.matmul.allow_tf32 = bool(s["tf32"])
-        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    if device.type == "cuda":  # per variant, as train.py does
+        set_matmul_precision(s)
     cfg = load_model_config(resolve(s["model_config"]))
     torch.manual_seed(0)
     model = Transformer(cfg).to(device)

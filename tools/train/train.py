@@ -62,6 +62,13 @@ def resolve(path):
     return path if path is None or os.path.isabs(path) else os.path.join(REPO, path)
 
 
+def set_matmul_precision(s):
+    """CUDA matrix products: TF32 only when the settings ask for it (`tf32`), and BF16 products
+    accumulated without reduced-precision reductions, as the engine does."""
+    torch.backends.cuda.matmul.allow_tf32 = bool(s["tf32"])
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+
+
 def main(argv=None):
     t0 = time.time()
     a = parse_args(argv)
@@ -72,8 +79,7 @@ def main(argv=None):
         s["task_options"] = dict(s["task_options"], tokenizer=resolve(s["tokenizer"]))
     device = torch.device(a.device)
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = bool(s["tf32"])
-        torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        set_matmul_precision(s)
     if s["compile"] == "ops":
         from train import compile_ops
         compile_ops.enable(log=lambda m: print(m, flush=True))
