@@ -170,6 +170,21 @@ class ShapesTest(unittest.TestCase):
         s = shapes.generate(3, mode="thinking", effort=20, describe_share=1.0)
         self.assertEqual(s.effort, 20)
 
+    def test_small_share_redraws_sizes_inside_cells(self):
+        small = total = 0
+        for seed in range(200):
+            s = shapes.generate(seed, small_share=0.8)
+            scene, img = s.meta["scene"], s.images[0]
+            by_cell = {cell: side for _, cell, side, _ in objects_from_pixels(img)}
+            # every object still found whole in its own cell, its drawn size the one named
+            self.assertEqual(sorted(by_cell), sorted(tuple(o["cell"]) for o in scene["objects"]))
+            for o in scene["objects"]:
+                self.assertEqual(o["size"] == "large", by_cell[tuple(o["cell"])] > 32, (seed, o))
+                small += o["size"] == "small"
+                total += 1
+        self.assertAlmostEqual(small / total, 0.8, delta=0.05)
+        self.assertEqual(repr(shapes.generate(5, small_share=None).messages), repr(shapes.generate(5).messages))
+
     def test_check_step_and_select_step_exclude_each_other(self):
         with self.assertRaises(ValueError):
             shapes.generate(1, select_step=True, check_step=True)

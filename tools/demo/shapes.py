@@ -96,6 +96,18 @@ def random_scene(rng, n_objects=None):
     return {"background": rng.choice(BACKGROUNDS), "objects": objects}
 
 
+def _redraw_sizes(scene, rng, small_share):
+    """Each object small with probability small_share, its jitter rescaled to the new size's slack
+    so it stays inside its cell. Small shapes are where the pictures' errors were: 69 of the 71
+    wrong names in the 1283-step model's descriptions are a small object's shape
+    (docs/demo-eval.md)."""
+    for o in scene["objects"]:
+        size = "small" if rng.chance(small_share) else "large"
+        scale = (0.5 - SIZES[size] - 0.04) / (0.5 - SIZES[o["size"]] - 0.04)
+        o["jitter"] = tuple(round(j * scale, 3) for j in o["jitter"])
+        o["size"] = size
+
+
 def position_name(cell):
     return POSITIONS[cell[0]][cell[1]]
 
@@ -245,7 +257,7 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
-             short_counts=False, count_present=0.8, check_step=False, describe_share=0.0):
+             short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -257,13 +269,16 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     (with no mode or effort given) moved to thinking at an effort that describes the picture
     (DESCRIBE_EFFORT-100). Drawn uniformly, only 28% of samples are there (70% thinking x 40%
     of efforts), so most samples never train the description, the densest supervision of what
-    the picture shows; the eval asks at effort 75, as the app's "high" preset does.
+    the picture shows; the eval asks at effort 75, as the app's "high" preset does. small_share:
+    the share of small objects (None: half, as drawn), the hard ones to name (`_redraw_sizes`).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
     rng = Rng(seed)
     style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
     scene = random_scene(rng)
+    if small_share is not None:
+        _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)
     chosen = mode is not None or effort is not None
     mode = mode or ("thinking" if rng.chance(0.7) else "chat")
     effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None

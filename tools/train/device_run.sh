@@ -31,10 +31,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 common=(--settings "$SETTINGS" --resume "$RESUME" --full-state "$STATE" --checkpoint-every 120)
 case "$ARG" in
   bench)
-    # The candidates not measured yet (tools/train/README.md, Throughput), each against base.
+    # The settings file against the plain settings and the candidate not measured yet
+    # (tools/train/README.md, Throughput).
     exec "$PY" tools/train/bench.py --settings "$SETTINGS" --steps 3 --phase-step 1300 \
-      --variant 'base:' --variant 'mhc:mhc_impl="matmul"' --variant 'tf32:tf32=true' \
-      --variant 'mhc+tf32:mhc_impl="matmul";tf32=true' --variant 'sorted:moe_impl="sorted"' \
+      --variant 'base:' --variant 'plain:mhc_impl="loop";tf32=false' --variant 'sorted:moe_impl="sorted"' \
       "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   export)
