@@ -185,6 +185,47 @@ class ShapesTest(unittest.TestCase):
         self.assertAlmostEqual(small / total, 0.8, delta=0.05)
         self.assertEqual(repr(shapes.generate(5, small_share=None).messages), repr(shapes.generate(5).messages))
 
+    def test_sizes_and_soft_edges(self):
+        drawn, soft = set(), 0
+        for seed in range(120):
+            s = shapes.generate(seed, sizes=(168, 210, 294), soft_share=0.5)
+            img, scene = s.images[0], s.meta["scene"]
+            self.assertEqual(img.shape, (s.meta["image_size"],) * 2 + (3,))
+            drawn.add(s.meta["image_size"])
+            # the same scene and questions as without the options
+            plain = shapes.generate(seed)
+            self.assertEqual(repr(s.messages), repr(plain.messages))
+            self.assertEqual(scene, plain.meta["scene"])
+            colours = [shapes.SHAPE_COLOURS[o["colour"]] for o in scene["objects"]] + [scene["background"]]
+            off_palette = ~np.any([np.all(img == c, axis=-1) for c in colours], axis=0)
+            if off_palette.any():  # blended edges: only in the soft pictures
+                soft += 1
+                np.testing.assert_array_equal(img, shapes.render_soft(scene, img.shape[0]))
+            else:
+                np.testing.assert_array_equal(img, shapes.render_scene(scene, img.shape[0]))
+            # every object still found in its own cell by its exact colour (its inside is unblended)
+            found = sorted({(c, cell) for c, cell, _, _ in objects_from_pixels(img)})
+            self.assertEqual(found, sorted({(o["colour"], tuple(o["cell"])) for o in scene["objects"]}), seed)
+        self.assertEqual(drawn, {168, 210, 294})
+        self.assertAlmostEqual(soft / 120, 0.5, delta=0.12)
+        self.assertEqual(repr(shapes.generate(5, sizes=None).messages), repr(shapes.generate(5).messages))
+
+    def test_soft_render_blends_only_edges(self):
+        scene = {"background": (255, 255, 255), "objects": [
+            {"shape": "circle", "colour": "red", "size": "large", "cell": (1, 1), "jitter": (0.0, 0.0)}]}
+        hard, soft = shapes.render_scene(scene, 168), shapes.render_soft(scene, 168)
+        self.assertEqual(tuple(soft[84, 84]), shapes.SHAPE_COLOURS["red"])  # inside
+        self.assertEqual(tuple(soft[2, 2]), (255, 255, 255))  # background
+        differ = np.any(hard != soft, axis=-1)
+        self.assertGreater(differ.sum(), 0)
+        # differences only within a pixel of the hard edge
+        edge = np.zeros_like(differ)
+        red = np.all(hard == shapes.SHAPE_COLOURS["red"], axis=-1)
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                edge |= red != np.roll(np.roll(red, dy, 0), dx, 1)
+        self.assertFalse((differ & ~edge).any())
+
     def test_check_step_and_select_step_exclude_each_other(self):
         with self.assertRaises(ValueError):
             shapes.generate(1, select_step=True, check_step=True)

@@ -9,8 +9,9 @@ One line per item:
 Scoring (sample.score_answer): exact -> the answer after </think>, stripped, equals expected;
 contains -> expected occurs as a whole-word sequence (case-insensitive) and no distractor does.
 Cells: recall x EVAL_DISTANCES; arithmetic x {add 4-digit, sub 4-digit, mul 3x2} x efforts
-25/50/75/100 (the same problems at every effort); images x question kinds; last, "How many red
-circles?"-style questions on the same pictures (question kind count_short).
+25/50/75/100 (the same problems at every effort); images x question kinds; then "How many red
+circles?"-style questions on the same pictures (question kind count_short); last, the same
+pictures and questions at other sizes (question kind other_size).
 """
 
 import argparse
@@ -88,6 +89,26 @@ def short_count_items(n, seed):
         yield _item(q, f"image-count-short-{k}", [f"images/image-{k}.png"])
 
 
+OTHER_SIZES = (210, 252, 294, 336, 504)  # px; 336 and 504 are scaled down to 294 by the processor
+
+
+def other_size_items(n, seed, out_dir):
+    """The pictures of image_items drawn at other sizes (OTHER_SIZES in turn), with the same
+    questions: a picture a user drops is seldom 168 px, the size every training picture had until
+    the 1644-step model. 210-294 px are processed as drawn (5x5 to 7x7 image tokens); 336 and 504
+    px go through the processor's bicubic downscale to 294, as a larger file does."""
+    for k in range(n):
+        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
+        if s.meta["question_kind"] == "describe":
+            continue
+        size = OTHER_SIZES[k % len(OTHER_SIZES)]
+        rel = f"images/image-{k}-{size}px.png"
+        png.write_png(os.path.join(out_dir, rel), shapes.render_scene(s.meta["scene"], size))
+        item = _item(s, f"image-size-{k}", [rel])
+        item["meta"].update(question_kind="other_size", image_size=size)
+        yield item
+
+
 def copy_items(n, seed):
     """Copying inside the window (copy_task.py): does the model look back at all?"""
     for kind in copy_task.KINDS:
@@ -111,7 +132,7 @@ def main(argv=None):
     with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
         for gen in (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
                     image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
-                    short_count_items(args.n * 4, args.seed)):
+                    short_count_items(args.n * 4, args.seed), other_size_items(args.n * 4, args.seed, args.out)):
             for item in gen:
                 f.write(json.dumps(item, ensure_ascii=False) + "\n")
                 counts[item["task"]] = counts.get(item["task"], 0) + 1

@@ -83,6 +83,14 @@ def render_scene(scene, size=DEFAULT_SIZE):
     return img
 
 
+def render_soft(scene, size):
+    """render_scene drawn at twice the size and averaged over 2x2 pixels: edges blended with the
+    background, as in a larger picture the processor has scaled down (bicubic), instead of the
+    hard edges of render_scene."""
+    big = render_scene(scene, 2 * size).astype(np.float32)
+    return np.round(big.reshape(size, 2, size, 2, 3).mean(axis=(1, 3))).astype(np.uint8)
+
+
 def random_scene(rng, n_objects=None):
     n = n_objects or rng.randint(1, 6)
     cells = rng.sample([(r, c) for r in range(3) for c in range(3)], n)
@@ -257,7 +265,8 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
-             short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None):
+             short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
+             sizes=None, soft_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -271,6 +280,11 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     of efforts), so most samples never train the description, the densest supervision of what
     the picture shows; the eval asks at effort 75, as the app's "high" preset does. small_share:
     the share of small objects (None: half, as drawn), the hard ones to name (`_redraw_sizes`).
+    sizes: picture sides in px to draw from instead of `size` (each must be a size the processor
+    keeps as it is: a multiple of 14 within the model's pixel and token limits, which the trainer
+    checks); soft_share: the share drawn with blended edges (`render_soft`). Until the 1644-step
+    model every picture was 168 px with hard edges, and it reads other sizes poorly
+    (docs/demo-eval.md, "image other_size").
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -304,8 +318,13 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
         if thinking and check_step and focus:
             thinking = checked_description(scene, focus)
         messages.append({"role": "assistant", "content": a, "thinking": thinking})
+    soft = False
+    if sizes:
+        look = Rng(derive_seed("shapes-look", seed))  # the main stream stays as it was
+        size, soft = look.choice(list(sizes)), look.chance(soft_share)
+    image = render_soft(scene, size) if soft else render_scene(scene, size)
     meta = {"question_kind": kind, "scene": scene, "image_size": size}
-    return Sample("image", messages, mode, effort, images=[render_scene(scene, size)], expected=expected,
+    return Sample("image", messages, mode, effort, images=[image], expected=expected,
                   distractors=distractors, meta=meta)
 
 

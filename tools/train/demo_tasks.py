@@ -20,10 +20,10 @@ class DemoTasks:
         stream (calls naming no options), e.g. {"recall": {"extra_questions": 1.0}}. Eval sets
         name their options (final_only, distance, ...) and keep the held-out distribution."""
         from demo import (arithmetic, conversation, copy_task, followup, make_dataset, prose, recall,
-                          shapes)
+                          shapes, vision_layout)
         self.cfg, self.loss_on = cfg, loss_on
         self.generator_options = {k: dict(v) for k, v in (generator_options or {}).items()}
-        self.md = make_dataset
+        self.md, self.layout = make_dataset, vision_layout
         path = tokenizer or os.path.join(REPO, "assets", "models", "flash-tiny", "tokenizer.json")
         self.tok = make_dataset.load_tokenizer(path)
         self.gens = {"recall": recall.generate, "arithmetic": arithmetic.generate,
@@ -72,8 +72,10 @@ class DemoTasks:
         """uint8 [H, W, 3] at its processed size -> normalised patches [vh*vw, 3*p*p]."""
         vc, p = self.cfg.vision, self.vision["patch"]
         H, W, _ = img.shape
-        if H % p or W % p or H * W < (vc.min_pixels if vc else 0):
-            raise ValueError(f"image {H}x{W} is not at its processed size (patch {p})")
+        if H % p or W % p or (vc and self.layout.resized_size(H, W, p, vc.downsample_ratio, vc.min_pixels,
+                                                                vc.max_image_tokens) != (H, W)):
+            raise ValueError(f"image {H}x{W} is not at its processed size (patch {p}): the engine "
+                             "would resize it first")
         x = (img.astype(np.float32) / 255.0 - 0.5) / 0.5
         vh, vw = H // p, W // p
         patches = x.transpose(2, 0, 1).reshape(3, vh, p, vw, p).transpose(1, 3, 0, 2, 4)

@@ -34,5 +34,24 @@ class GeneratorOptionsTest(unittest.TestCase):
             np.testing.assert_array_equal(self.plain.sample("copy", seed).ids, self.dense.sample("copy", seed).ids)
 
 
+class PictureSizeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tasks = DemoTasks(load_model_config(os.path.join(MODEL, "config.json")))
+
+    def test_sizes_the_engine_keeps_give_their_image_token_grid(self):
+        for size, grid in ((168, 4), (210, 5), (252, 6), (294, 7)):
+            s = self.tasks.sample("image", 3, task="image", sizes=[size])
+            (img,) = s.images
+            self.assertEqual((img.vit_h, img.vit_w, img.llm_h, img.llm_w), (size // 14,) * 2 + (grid,) * 2)
+            self.assertEqual(img.pixels.shape, ((size // 14) ** 2, 3 * 14 * 14))
+
+    def test_a_picture_the_engine_would_resize_is_refused(self):
+        # 308 px is a multiple of 14, but 8x8 image tokens are over flash-tiny's 64: the engine
+        # scales it to 294 first, so training on it as drawn would teach a layout never seen
+        with self.assertRaisesRegex(ValueError, "not at its processed size"):
+            self.tasks.sample("image", 3, task="image", sizes=[308])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -57,6 +57,11 @@ class SettingsFileTest(unittest.TestCase):
                     self.assertGreater(len(tasks.sample(task, 1).ids), 0)
                 for set_name, options in (s["eval_tasks"] or {}).items():
                     self.assertGreater(len(tasks.sample(set_name, 1, **options).ids), 0)
+                # every picture size a file names is one the engine keeps as drawn (else refused)
+                named = ([s["task_options"].get("generator_options", {}).get("image", {})]
+                         + [e for e in (s["eval_tasks"] or {}).values() if e.get("task") == "image"])
+                for size in sorted({z for o in named for z in o.get("sizes") or []}):
+                    self.assertGreater(len(tasks.sample("image", 1, task="image", sizes=[size]).ids), 0)
 
     def test_token_shares_add_up_and_follow_sample_length(self):
         from train.token_shares import token_shares
