@@ -67,12 +67,18 @@ def arithmetic_items(n, seed):
                 yield _item(s, f"arith-{op}-{k}-e{effort}")
 
 
-def image_items(n, seed, out_dir):
-    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+def _eval_pictures(n, seed):
+    """(k, sample) of the eval's pictures: one question at effort 75 each, "describe the picture"
+    ones left out (they have no short answer to score)."""
     for k in range(n):
         s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
-        if s.meta["question_kind"] == "describe":
-            continue
+        if s.meta["question_kind"] != "describe":
+            yield k, s
+
+
+def image_items(n, seed, out_dir):
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    for k, s in _eval_pictures(n, seed):
         rel = f"images/image-{k}.png"
         png.write_png(os.path.join(out_dir, rel), s.images[0])
         yield _item(s, f"image-{k}", [rel])
@@ -80,10 +86,7 @@ def image_items(n, seed, out_dir):
 
 def short_count_items(n, seed):
     """"How many red circles?" (shapes.short_count_sample) on the pictures of image_items."""
-    for k in range(n):
-        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
-        if s.meta["question_kind"] == "describe":
-            continue
+    for k, s in _eval_pictures(n, seed):
         q = shapes.short_count_sample(derive_seed("eval", "image-count-short", seed, k), s.meta["scene"],
                                       s.images[0])
         yield _item(q, f"image-count-short-{k}", [f"images/image-{k}.png"])
@@ -97,10 +100,7 @@ def other_size_items(n, seed, out_dir):
     questions: a picture a user drops is seldom 168 px, the size every training picture had until
     the 1644-step model. 210-294 px are processed as drawn (5x5 to 7x7 image tokens); 336 and 504
     px go through the processor's bicubic downscale to 294, as a larger file does."""
-    for k in range(n):
-        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
-        if s.meta["question_kind"] == "describe":
-            continue
+    for k, s in _eval_pictures(n, seed):
         size = OTHER_SIZES[k % len(OTHER_SIZES)]
         rel = f"images/image-{k}-{size}px.png"
         png.write_png(os.path.join(out_dir, rel), shapes.render_scene(s.meta["scene"], size))

@@ -212,11 +212,20 @@ def _object_phrase(o):
     return f"a {o['size']} {o['colour']} {o['shape']} {position_phrase(position_name(o['cell']))}"
 
 
+def _in_reading_order(scene):
+    return sorted(scene["objects"], key=lambda o: o["cell"])
+
+
+def _shape_list(scene, phrase=_object_phrase):
+    """"I see 3 shapes: " and every object's phrase in reading order, without the full stop."""
+    objs = _in_reading_order(scene)
+    noun = "shape" if len(objs) == 1 else "shapes"
+    return f"I see {len(objs)} {noun}: " + ", ".join(phrase(o) for o in objs)
+
+
 def describe(scene):
     """One sentence listing every object in reading order (the high-effort thinking)."""
-    objs = sorted(scene["objects"], key=lambda o: o["cell"])
-    noun = "shape" if len(objs) == 1 else "shapes"
-    return f"I see {len(objs)} {noun}: " + ", ".join(_object_phrase(o) for o in objs) + "."
+    return _shape_list(scene) + "."
 
 
 def selection(scene, focus):
@@ -225,7 +234,7 @@ def selection(scene, focus):
     answer reads them off instead of searching the whole list. "" when the question has no focus."""
     if not focus:
         return ""
-    objs = sorted((o for o in scene["objects"] if _matches(o, focus)), key=lambda o: o["cell"])
+    objs = [o for o in _in_reading_order(scene) if _matches(o, focus)]
     found = ", ".join(_object_phrase(o) for o in objs) if objs else "none"
     return f"The {_focus_name(focus)}: {found}."
 
@@ -251,12 +260,10 @@ def checked_description(scene, focus):
     the whole list at once (`selection`), which the 1283-step model copies wrongly about one time in
     four (docs/demo-eval.md). The "Found" line repeats the objects marked yes, so the answer reads
     the count, place, size, colour or shape off it."""
-    objs = sorted(scene["objects"], key=lambda o: o["cell"])
-    noun = "shape" if len(objs) == 1 else "shapes"
-    checks = ", ".join(f"{_object_phrase(o)}: {'yes' if _matches(o, focus) else 'no'}" for o in objs)
-    found = [_object_phrase(o) for o in objs if _matches(o, focus)]
+    checks = _shape_list(scene, lambda o: f"{_object_phrase(o)}: {'yes' if _matches(o, focus) else 'no'}")
+    found = [_object_phrase(o) for o in _in_reading_order(scene) if _matches(o, focus)]
     found_line = f"Found {len(found)}" + (": " + ", ".join(found) if found else "") + "."
-    return f"Looking for {_focus_name(focus)}. I see {len(objs)} {noun}: {checks}. {found_line}"
+    return f"Looking for {_focus_name(focus)}. {checks}. {found_line}"
 
 
 DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do you see?",
