@@ -21,6 +21,7 @@
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
+#include "engine/util/numeric.h"
 #include "engine/util/token_ids_file.h"
 #include "engine/vision/vision_encoder.h"
 
@@ -55,12 +56,25 @@ std::vector<ImageRef> prepare_images(const Checkpoint& ckpt,
   return out;
 }
 
+// Every tensor of a dump file; BF16 ones (goldens store bf16-valued streams as BF16) widened to
+// F32, exactly, as the block inputs are read as F32.
 NamedTensors read_all(const std::string& path) {
   SafetensorsFile f(path);
   NamedTensors out;
   for (const auto& e : f.tensors()) {
     HostTensor t{e.dtype, e.shape, {}};
-    t.bytes.assign(f.data(e), f.data(e) + e.nbytes);
+    if (e.dtype == DType::BF16) {
+      t.dtype = DType::F32;
+      t.bytes.resize(e.nbytes * 2);
+      for (size_t i = 0; i < e.nbytes / 2; ++i) {
+        uint16_t h;
+        std::memcpy(&h, f.data(e) + 2 * i, 2);
+        const float v = bf16_to_f32(h);
+        std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+      }
+    } else {
+      t.bytes.assign(f.data(e), f.data(e) + e.nbytes);
+    }
     out.emplace(e.name, std::move(t));
   }
   return out;
@@ -229,6 +243,22 @@ int run_logits(int argc, char** argv) {
     }
     out.push_back(
         data("image_spans", DType::I64, {static_cast<int64_t>(images.size()), 2}, span_rows));
+    po.images = embeddings;
+  } else if (block_inputs && inputs.contains("image_spans")) {
+    // The file's image spans: their rows take no Engram part and route with bias_vl; what the
+    // rows hold comes from the file's embeddings, so placeholder rows mark the spans.
+    const HostTensor& sp = inputs.at("image_spans");
+    if (sp.dtype != DType::I64 || sp.shape.size() != 2 || sp.shape[1] != 2)
+      throw FormatError(args["block-inputs"].as<std::string>(), "image_spans must be I64 [n, 2]");
+    const auto v = sp.as<int64_t>();
+    for (size_t i = 0; i + 1 < v.size(); i += 2) {
+      if (v[i] < 0 || v[i + 1] <= v[i] || v[i + 1] > P)
+        throw FormatError(args["block-inputs"].as<std::string>(), "image_spans: a span is outside the prompt");
+      embeddings.push_back(ImageEmbedding{
+          v[i], backend->zeros(DType::F32, Shape{v[i + 1] - v[i], text.hidden_size})});
+    }
+    out.push_back(data("image_spans", DType::I64, {sp.shape[0], 2},
+                       std::vector<int64_t>(v.begin(), v.end())));
     po.images = embeddings;
   }
   std::vector<float> logits = model.prefill(state, prompt, po, observe ? &pre_rec : nullptr);

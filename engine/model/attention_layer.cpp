@@ -133,7 +133,11 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
   be_.fake_quant_fp4_e8m0(qi, 32);
   Tensor w = f32(Shape{n, n_ih});
   be_.linear(x, I.weights_proj, kBf16Linear, w);
-  be_.scale(w, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_ih) * n_ih)));
+  // The official weights stay BF16: bf16(w * float(d_ih^-1/2 * n_ih^-1/2)), the constant formed in
+  // double as Python forms it.
+  be_.scale(w, static_cast<float>(std::pow(static_cast<double>(d_ih), -0.5) *
+                                  std::pow(static_cast<double>(n_ih), -0.5)));
+  be_.round_bf16(w);
 
   const bool restricted = role.candidate_source >= 0 && !role.builds_candidates;
   for (const SeqRows& s : seqs_) {

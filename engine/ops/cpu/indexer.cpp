@@ -1,6 +1,7 @@
 // The V4.1 indexer on the CPU reference backend (MODEL-REFERENCE §3.6): ReLU-weighted head
-// scores against FP4 index keys, candidate blocks of the candidate source, top-k by score
-// (ties: lower entry first) published in position order with -1 for entries not yet visible.
+// scores against FP4 index keys in the official BF16 arithmetic, candidate blocks of the
+// candidate source, top-k by score (ties broken as torch's CPU topk does) published in position
+// order with -1 for entries not yet visible.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -55,8 +56,8 @@ void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
             cpu::dequantize_kv_row(KvFormat::Fp4Key, row, d, key.data());
             float acc = 0.0f;
             for (int64_t h = 0; h < heads; ++h)
-              acc += wt[h] * std::max(0.0f, cpu::dot(qt + h * d, key.data(), d));
-            score[s] = acc;
+              acc += cpu::index_head_term(cpu::dot(qt + h * d, key.data(), d), wt[h]);
+            score[s] = flashdesk::round_bf16(acc);
           }
           cpu::select_best(
               score, a.n_visible[static_cast<size_t>(t)], false,

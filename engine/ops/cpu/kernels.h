@@ -26,6 +26,16 @@ inline float dot(const float* a, const float* b, int64_t n) {
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
+// FP32 dot of the official quantised GEMM: a partial per K-block of 32 (cpu::dot's order), the
+// partials added in K order (docs/numerics.md "Linear layers").
+float blocked_dot(const float* x, const float* w, int64_t k);
+
+// Whether a linear with this weight accumulates by K-block (the FP8 and FP4 formats, whose
+// official GEMM does) or in one dot over K (BF16 / F32 weights).
+inline bool accumulates_by_block(const LinearWeight& w) {
+  return w.format == WeightFormat::Fp8Block || w.format == WeightFormat::Fp4Row;
+}
+
 // Rows per thread task so that a task holds at least ~64K multiply-adds: smaller ops run on the
 // calling thread, where waking the pool would cost more than the work.
 inline int64_t rows_per_task(int64_t work_per_row) {
@@ -54,11 +64,17 @@ void dequantize_kv_row(KvFormat f, const uint8_t* row, int64_t dim, float* out);
 // rounds.
 void sinkhorn(float* c, int64_t hc, int64_t iters, float eps);
 
-// Writes the `out.size()` best of `score` (higher first, ties: lower index first) in ascending
-// index order into out; indices >= limit (or missing) become -1. Keeps entries scoring -inf,
-// like the reference's topk; `drop_neg_inf` drops them instead (candidate blocks).
+// Writes the `out.size()` best of `score` (ties broken as torch's CPU topk breaks them) in
+// ascending index order into out; indices >= limit (or missing) become -1. Keeps entries scoring
+// -inf, like the reference's topk; `drop_neg_inf` drops them instead (candidate blocks).
 void select_best(const std::vector<float>& score, int64_t limit, bool drop_neg_inf,
                  std::span<int32_t> out);
+
+// One head's term of an index score in the official BF16 arithmetic: the head's dot product
+// rounded to bf16, ReLU, times the head weight (bf16), rounded to bf16 (docs/numerics.md).
+inline float index_head_term(float dot, float weight) {
+  return round_bf16(std::max(0.0f, round_bf16(dot)) * weight);
+}
 
 inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));

@@ -73,6 +73,22 @@ const float* prepared_input(const Tensor& x, int64_t k, LinearInput input,
 
 }  // namespace
 
+namespace cpu {
+
+// The official FP8/FP4 GEMM (docs/numerics.md "Linear layers"): per K-block of 32, the block's
+// products summed on their own (cpu::dot's order within the block), then the block partials
+// added in K order. Activations and weights are passed dequantised: their scales are powers of
+// two, so each partial equals the official unscaled partial times both scales, exactly.
+float blocked_dot(const float* x, const float* w, int64_t k) {
+  float acc = 0.0f;
+  int64_t b0 = 0;
+  for (; b0 + 32 <= k; b0 += 32) acc += dot(x + b0, w + b0, 32);
+  if (b0 < k) acc += dot(x + b0, w + b0, k - b0);
+  return acc;
+}
+
+}  // namespace cpu
+
 void CpuReferenceBackend::linear(const Tensor& x, const LinearWeight& w, LinearMode mode,
                                  Tensor& y) {
   const int64_t n = x.rows(), k = w.in, out = w.out;
@@ -84,13 +100,15 @@ void CpuReferenceBackend::linear(const Tensor& x, const LinearWeight& w, LinearM
   const float* xq = prepared_input(x, k, mode.input, xq_storage);
   float* yd = y.data<float>();
   const bool round = mode.output == LinearOutput::Bf16;
+  const bool blocked = cpu::accumulates_by_block(w);
   pool_->parallel_for(out, cpu::rows_per_task(k * std::max<int64_t>(n, 1)),
                       [&](int64_t begin, int64_t end) {
                         std::vector<float> wrow(static_cast<size_t>(k));
                         for (int64_t o = begin; o < end; ++o) {
                           cpu::dequantize_weight_row(w, o, wrow.data());
                           for (int64_t i = 0; i < n; ++i) {
-                            const float v = cpu::dot(xq + i * k, wrow.data(), k);
+                            const float v = blocked ? cpu::blocked_dot(xq + i * k, wrow.data(), k)
+                                                    : cpu::dot(xq + i * k, wrow.data(), k);
                             yd[i * out + o] = round ? flashdesk::round_bf16(v) : v;
                           }
                         }

@@ -8,6 +8,7 @@
 
 #include "engine/ops/cpu/cpu_backend.h"
 #include "engine/util/numeric.h"
+#include "engine/util/torch_topk.h"
 
 namespace flashdesk {
 namespace {
@@ -27,7 +28,6 @@ void CpuReferenceBackend::moe_route(const Tensor& logits, const Tensor& bias,
   check_shape(weights, Shape{n, k}, "moe weights");
   FD_CHECK(k <= E, "moe: more experts per token than experts");
   std::vector<float> score(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
-  std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t i = 0; i < n; ++i) {
     const bool image = !image_rows.empty() && image_rows[static_cast<size_t>(i)] && bias_image;
     const float* b = (image ? *bias_image : bias).data<float>();
@@ -37,10 +37,8 @@ void CpuReferenceBackend::moe_route(const Tensor& logits, const Tensor& bias,
       score[e] = std::sqrt(softplus(z));
       biased[e] = score[e] + b[e];
     }
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t c) {
-      return biased[a] != biased[c] ? biased[a] > biased[c] : a < c;
-    });
+    // torch.topk's choice and order (ties included), which the weights' sum follows.
+    const std::vector<int32_t> order = torch_topk(biased, k, true);
     int32_t* id = ids.data<int32_t>() + i * k;
     float* w = weights.data<float>() + i * k;
     float sum = 0.0f;

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "engine/ops/cpu/kernels.h"
+#include "engine/util/torch_topk.h"
 
 namespace flashdesk::cpu {
 
@@ -37,14 +38,9 @@ void sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
 
 void select_best(const std::vector<float>& score, int64_t limit, bool drop_neg_inf,
                  std::span<int32_t> out) {
-  std::vector<int32_t> idx(score.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  const size_t k = std::min(out.size(), idx.size());
-  auto better = [&](int32_t a, int32_t b) {
-    return score[a] != score[b] ? score[a] > score[b] : a < b;
-  };
-  std::nth_element(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k), idx.end(), better);
-  idx.resize(k);
+  const int64_t k = std::min<int64_t>(static_cast<int64_t>(out.size()),
+                                      static_cast<int64_t>(score.size()));
+  std::vector<int32_t> idx = torch_topk(score, k, false);
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (drop_neg_inf) std::erase_if(idx, [&](int32_t i) { return score[i] == kNegInf; });
   std::sort(idx.begin(), idx.end());
