@@ -151,13 +151,18 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
     args.weights = &w_s;
     args.n_visible = visible;
     args.keys = EntryCache{&g.index_keys, g.n_entries};
+    // The score row spans the entries at the end of the prompt this step belongs to (or of this
+    // step), as the official one-shot prefill's does: ties then fall the same way in any chunking.
+    const int64_t prompt_end = batch_[static_cast<size_t>(s.seq)].prompt_end;
+    args.select_width = std::max(g.n_entries, prompt_end / m);
     args.block_size = text_.candidate_block_size;
     auto& seq_cand = candidates_[static_cast<size_t>(s.seq)];
     if (restricted) args.restrict_blocks = &seq_cand.at(role.candidate_source);
-    Tensor topk = be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.index_topk, g.n_entries)});
+    Tensor topk =
+        be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.index_topk, args.select_width)});
     Tensor cand;
     if (role.builds_candidates) {
-      const int64_t n_blocks = (g.n_entries + args.block_size - 1) / args.block_size;
+      const int64_t n_blocks = (args.select_width + args.block_size - 1) / args.block_size;
       cand =
           be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.candidate_topk_blocks, n_blocks)});
     }

@@ -161,6 +161,7 @@ std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t>
     s.tokens = ids.subspan(static_cast<size_t>(at), static_cast<size_t>(n));
     s.decoder_from = decoder_from;
     s.replay = std::clamp<int64_t>(R - at, 0, n);
+    s.prompt_end = end;
     s.logits = options.all_positions ? LogitsWanted::All
                                      : (last ? LogitsWanted::Last : LogitsWanted::None);
     std::vector<ImageEmbedding> images;  // spans re-based on this chunk's first id

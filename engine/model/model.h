@@ -54,6 +54,11 @@ struct SequenceStep {
   // tokens (their global KV is present); they run again to rebuild window KV (and pending
   // compressor tokens), their global KV is neither recomputed nor overwritten.
   int64_t replay = 0;
+  // The position one past the prompt this step is a chunk of (0: this step's end). Top-k rows
+  // choose among exactly tied scores as the official code does over the entries that exist at
+  // the end of the whole prompt, so a prompt gives the same bits in any chunking
+  // (docs/numerics.md "Top-k").
+  int64_t prompt_end = 0;
   LogitsWanted logits = LogitsWanted::Last;
   std::span<const ImageEmbedding> images = {};  // image spans overlapping this step's tokens
 

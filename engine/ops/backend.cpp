@@ -38,6 +38,7 @@ void check_indexer_args(const IndexerArgs& a, const Tensor& topk) {
            "indexer: key cache does not match the query head dim");
   FD_CHECK(d % 32 == 0, "indexer: head dim must be a multiple of 32");
   if (a.restrict_blocks) FD_CHECK(a.restrict_blocks->rows() == n, "indexer: restriction rows");
+  FD_CHECK(a.select_width == 0 || a.select_width >= E, "indexer: select_width below the entries");
 }
 
 void check_hc_mix_args(const Tensor& X, const HcParams& p, const HcSettings& s, const Tensor& pre,

@@ -71,6 +71,10 @@ struct IndexerArgs {
   const Tensor* weights = nullptr;     // [n, n_ih] F32 head weights (scaled)
   std::span<const int64_t> n_visible;  // [n] query t sees entries s < n_visible[t]
   EntryCache keys;                     // Fp4Key rows
+  // Length of the score row the top-k is taken over (>= keys.n_entries; entries beyond
+  // keys.n_entries score -inf): the entries that exist at the end of the prompt being prefilled.
+  // 0 = keys.n_entries. Ties are broken over that row, as in the official code.
+  int64_t select_width = 0;
   // Candidate restriction (Reindex layers): [n, C] I32 block ids, -1 = none; entries outside
   // these blocks score -inf. Null: no restriction.
   const Tensor* restrict_blocks = nullptr;
@@ -165,11 +169,13 @@ class Backend {
                                Tensor& out) = 0;
 
   // -- indexer and attention (one sequence) --
-  // Scores I(t,s) = sum_h w[t,h] relu(q[t,h] . k[s]) (s >= n_visible[t] -> -inf, outside the
-  // restriction -> -inf); topk [n, k] I32 = the k best (ties: lower entry first), sorted
+  // Scores I(t,s) = bf16(sum_h bf16(relu(bf16(q[t,h] . k[s])) w[t,h])) over a row of
+  // select_width entries (s >= n_visible[t] -> -inf, outside the restriction -> -inf);
+  // topk [n, k] I32 = the k best (ties broken as torch's CPU topk over that row), sorted
   // ascending, entries >= n_visible[t] published as -1. With candidates (the candidate source):
-  // candidates [n, C] I32 = the C best blocks by block score (max over block_size entries), the
-  // block of entry n_visible[t]-1 forced first, -inf blocks dropped (-1), sorted ascending.
+  // candidates [n, C] I32 = the C best blocks by block score (max over block_size entries, the
+  // row padded with -inf to whole blocks), the block of entry n_visible[t]-1 forced first, -inf
+  // blocks dropped (-1), sorted ascending.
   virtual void indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) = 0;
   // out [n, H, D] bf16: attention over the window keys and the top-k compressed entries with the
   // per-head sink (docs/numerics.md "Sparse attention").

@@ -35,17 +35,18 @@ void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = a.keys.n_entries;
   check_indexer_args(a, topk);
+  const int64_t width = std::max(E, a.select_width);  // the row the top-k is taken over
   const int64_t k_cols = topk.dim(1), row_bytes = kv_row_bytes(KvFormat::Fp4Key, d);
   pool_->parallel_for(
       n, cpu::rows_per_task(std::max<int64_t>(E, 1) * heads * d), [&](int64_t begin, int64_t end) {
-        std::vector<float> score(static_cast<size_t>(E)), key(static_cast<size_t>(d));
+        std::vector<float> score(static_cast<size_t>(width)), key(static_cast<size_t>(d));
         for (int64_t t = begin; t < end; ++t) {
           const int64_t visible = std::min(a.n_visible[static_cast<size_t>(t)], E);
           std::vector<uint8_t> allowed;
           if (a.restrict_blocks) {
             const int64_t c = a.restrict_blocks->dim(1);
             allowed =
-                candidate_mask(a.restrict_blocks->data<int32_t>() + t * c, c, a.block_size, E);
+                candidate_mask(a.restrict_blocks->data<int32_t>() + t * c, c, a.block_size, width);
           }
           const float* qt = q.data<float>() + t * heads * d;
           const float* wt = a.weights->data<float>() + t * heads;
@@ -63,10 +64,10 @@ void CpuReferenceBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
               score, a.n_visible[static_cast<size_t>(t)], false,
               std::span<int32_t>(topk.data<int32_t>() + t * k_cols, static_cast<size_t>(k_cols)));
           if (!candidates) continue;
-          const int64_t bs = a.block_size, n_blocks = (E + bs - 1) / bs,
+          const int64_t bs = a.block_size, n_blocks = (width + bs - 1) / bs,
                         c_cols = candidates->dim(1);
           std::vector<float> block_score(static_cast<size_t>(n_blocks), kNegInf);
-          for (int64_t s = 0; s < E; ++s)
+          for (int64_t s = 0; s < width; ++s)
             block_score[s / bs] = std::max(block_score[s / bs], score[s]);
           if (visible >= 1) block_score[(visible - 1) / bs] = kPosInf;
           cpu::select_best(block_score, n_blocks, true,

@@ -139,11 +139,13 @@ void relu_weighted_sum(const float* dots, int64_t stride, const float* w, int64_
                        float* score) {
   map(dots, score, m, [&](__m256, int64_t s) {
     __m256 acc = _mm256_setzero_ps();
+    // The official BF16 score: per head bf16(relu(bf16(dot)) * w), summed in FP32, rounded.
     for (int64_t h = 0; h < heads; ++h) {
-      const __m256 r = _mm256_max_ps(load_n(dots + h * stride, s, m), _mm256_setzero_ps());
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w[h]), r));
+      const __m256 r =
+          _mm256_max_ps(round_bf16(load_n(dots + h * stride, s, m)), _mm256_setzero_ps());
+      acc = _mm256_add_ps(acc, round_bf16(_mm256_mul_ps(r, _mm256_set1_ps(w[h]))));
     }
-    return acc;
+    return round_bf16(acc);
   });
 }
 

@@ -22,10 +22,12 @@ void act_quant_row(const float* x, int64_t k, float* out) {
 void linear_rows(const LinearJob& j, int64_t o_begin, int64_t o_end) {
   const int64_t k = j.w->in;
   std::vector<float> wrow(static_cast<size_t>(k));
+  const bool blocked = cpu::accumulates_by_block(*j.w);
   for (int64_t o = o_begin; o < o_end; ++o) {
     cpu::dequantize_weight_row(*j.w, o, wrow.data());
     for (int64_t i = 0; i < j.n; ++i) {
-      const float v = cpu::dot(j.x + i * j.x_stride, wrow.data(), k);
+      const float v = blocked ? cpu::blocked_dot(j.x + i * j.x_stride, wrow.data(), k)
+                              : cpu::dot(j.x + i * j.x_stride, wrow.data(), k);
       j.y[i * j.y_stride + o] = j.round_bf16 ? flashdesk::round_bf16(v) : v;
     }
   }
@@ -98,8 +100,8 @@ void relu_weighted_sum(const float* dots, int64_t stride, const float* w, int64_
                        float* score) {
   for (int64_t s = 0; s < m; ++s) {
     float acc = 0.0f;
-    for (int64_t h = 0; h < heads; ++h) acc += w[h] * std::max(0.0f, dots[h * stride + s]);
-    score[s] = acc;
+    for (int64_t h = 0; h < heads; ++h) acc += cpu::index_head_term(dots[h * stride + s], w[h]);
+    score[s] = flashdesk::round_bf16(acc);
   }
 }
 

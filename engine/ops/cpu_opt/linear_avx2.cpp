@@ -1,8 +1,9 @@
 // AVX2 linear layers: weights decoded to exact FP32 vectors on the fly (one or two tokens: a
 // memory-bound GEMV) or into a panel reused by every token of a block (prefill: compute-bound),
-// plus the FP8 act_quant of the input. Both paths accumulate each output in one 8-lane
-// multiply-then-add chain over K in column order and sum the lanes in cpu::dot's tree, so they
-// give the reference's bits (and the same bits for any token count).
+// plus the FP8 act_quant of the input. BF16 / F32 weights accumulate each output in one 8-lane
+// multiply-then-add chain over K summed in cpu::dot's tree; FP8 / FP4 weights do that per K-block
+// of 32 and add the block sums in K order (cpu::blocked_dot, the official GEMM's order). Both
+// give the reference's bits, and the same bits for any token count.
 #include <algorithm>
 
 #include "engine/ops/cpu_opt/linear_avx2.h"
@@ -19,6 +20,7 @@ namespace {
 
 // Each format holds the weight's base pointers (read once per call, not per row).
 struct Fp8Format {
+  static constexpr bool kBlocked = true;  // sums by K-block of 32, as the official GEMM
   explicit Fp8Format(const LinearWeight& w)
       : in(w.in), codes(w.data.bytes()), scales(w.scale.bytes()), scale_cols(w.scale.dim(1)) {}
   int64_t in;
@@ -64,6 +66,7 @@ struct Fp8Unscaled : Fp8Format {
 };
 
 struct Fp4Format {
+  static constexpr bool kBlocked = true;
   explicit Fp4Format(const LinearWeight& w)
       : in(w.in), packed(w.data.bytes()), scales(w.scale.bytes()) {}
   int64_t in;
@@ -93,6 +96,7 @@ struct Fp4Format {
 };
 
 struct Bf16Format {
+  static constexpr bool kBlocked = false;  // one chain over K
   explicit Bf16Format(const LinearWeight& w) : in(w.in), data(w.data.bytes()) {}
   int64_t in;
   const uint8_t* data;
@@ -109,6 +113,7 @@ struct Bf16Format {
 };
 
 struct F32Format {
+  static constexpr bool kBlocked = false;
   explicit F32Format(const LinearWeight& w)
       : in(w.in), data(reinterpret_cast<const float*>(w.data.bytes())) {}
   int64_t in;
@@ -162,12 +167,63 @@ void direct_tile(const F& f, const LinearJob& j, int64_t i0, int64_t o0) {
     for (int r = 0; r < NR; ++r) store_output(j, i0 + m, o0 + r, hsum(acc[m][r]));
 }
 
+// The same tile for FP8 / FP4 weights, summed as cpu::blocked_dot: per K-block of 32 one chain
+// per output from zero, its lanes reduced in cpu::dot's tree (all MR x NR <= 8 outputs of the
+// tile in one hsum8), and the block sums added to the outputs' totals in K order.
+template <int MR, int NR, class F>
+void blocked_tile(const F& f, const LinearJob& j, int64_t i0, int64_t o0) {
+  static_assert(MR * NR <= 8, "one hsum8 per block");
+  const int64_t K = f.in;
+  typename F::Row rows[NR];
+  for (int r = 0; r < NR; ++r) rows[r] = f.row(o0 + r);
+  const float* x = j.x + i0 * j.x_stride;
+  __m256 total = _mm256_setzero_ps();  // lane m * NR + r: output (token m, row r)
+  for (int64_t k0 = 0; k0 < K; k0 += 32) {
+    __m256 part[8];
+    for (int v = MR * NR; v < 8; ++v) part[v] = _mm256_setzero_ps();
+    if (k0 + 32 <= K) {
+#pragma GCC unroll 8
+      for (int r = 0; r < NR; ++r) {
+        __m256 w[4];
+        f.block32(rows[r], k0, w);
+#pragma GCC unroll 4
+        for (int m = 0; m < MR; ++m) {
+          __m256 acc = _mm256_setzero_ps();
+#pragma GCC unroll 4
+          for (int v = 0; v < 4; ++v)
+            acc = mul_add(acc, _mm256_loadu_ps(x + m * j.x_stride + k0 + 8 * v), w[v]);
+          part[m * NR + r] = acc;
+        }
+      }
+    } else {  // a last, partial block (x is zero-padded to a multiple of 8)
+      for (int r = 0; r < NR; ++r)
+        for (int m = 0; m < MR; ++m) {
+          __m256 acc = _mm256_setzero_ps();
+          for (int64_t k = k0; k < K; k += 8)
+            acc = mul_add(acc, _mm256_loadu_ps(x + m * j.x_stride + k),
+                          f.vec8(rows[r], k, std::min<int64_t>(8, K - k)));
+          part[m * NR + r] = acc;
+        }
+    }
+    total = _mm256_add_ps(total, hsum8(part));
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, total);
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) store_output(j, i0 + m, o0 + r, out[m * NR + r]);
+}
+
 // Rows [o_begin, o_end) for MR tokens starting at i0: groups of NR rows, then single rows.
 template <int MR, int NR, class F>
 void direct_rows(const F& f, const LinearJob& j, int64_t i0, int64_t o_begin, int64_t o_end) {
   int64_t o = o_begin;
-  for (; o + NR <= o_end; o += NR) direct_tile<MR, NR>(f, j, i0, o);
-  for (; o < o_end; ++o) direct_tile<MR, 1>(f, j, i0, o);
+  if constexpr (F::kBlocked) {
+    for (; o + NR <= o_end; o += NR) blocked_tile<MR, NR>(f, j, i0, o);
+    for (; o < o_end; ++o) blocked_tile<MR, 1>(f, j, i0, o);
+  } else {
+    for (; o + NR <= o_end; o += NR) direct_tile<MR, NR>(f, j, i0, o);
+    for (; o < o_end; ++o) direct_tile<MR, 1>(f, j, i0, o);
+  }
 }
 
 // ---- panel path: a panel of P rows x KC columns decoded once per block of NB tokens ----------
@@ -254,15 +310,72 @@ void panel_block(const F& f, const LinearJob& j, int64_t i0, int64_t nb, int64_t
       store_output(j, i0 + i, o0 + r, hsum(_mm256_loadu_ps(s.acc + (i * kPanelRows + r) * 8)));
 }
 
+// FP8 / FP4 weights on the panel: MR <= 2 tokens x 4 panel rows, per K-block of 32 one chain per
+// output from zero, reduced by one hsum8, added to the 8 totals (lane m * 4 + r), which carry
+// over panel chunks in `totals` (cpu::blocked_dot's order; kPanelCols is a multiple of 32).
+template <int MR>
+void panel_tile_blocked(const float* x, int64_t xs, const float* wc, int64_t nvec, float* totals,
+                        bool first) {
+  __m256 total = first ? _mm256_setzero_ps() : _mm256_loadu_ps(totals);
+  for (int64_t v0 = 0; v0 < nvec; v0 += 4) {
+    const int64_t nv = std::min<int64_t>(4, nvec - v0);
+    __m256 part[8];
+    for (int v = 0; v < 8; ++v) part[v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r)
+#pragma GCC unroll 2
+      for (int m = 0; m < MR; ++m) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t v = 0; v < nv; ++v)
+          acc = mul_add(acc, _mm256_loadu_ps(x + m * xs + 8 * (v0 + v)),
+                        _mm256_loadu_ps(wc + r * kPanelCols + 8 * (v0 + v)));
+        part[m * 4 + r] = acc;
+      }
+    total = _mm256_add_ps(total, hsum8(part));
+  }
+  _mm256_storeu_ps(totals, total);
+}
+
+template <class F>
+void panel_block_blocked(const F& f, const LinearJob& j, int64_t i0, int64_t nb, int64_t o0,
+                         int64_t rows, PanelScratch& s) {
+  const int64_t K = f.in;
+  for (int64_t k0 = 0; k0 < K; k0 += kPanelCols) {
+    const int64_t k1 = std::min(K, k0 + kPanelCols), nvec = (k1 - k0 + 7) / 8;
+    decode_panel(f, o0, rows, k0, k1, s.wc);
+    for (int64_t im = 0; im < nb; im += 2) {
+      const float* x = j.x + (i0 + im) * j.x_stride + k0;
+      for (int64_t rg = 0; rg < rows; rg += 4) {
+        float* totals = s.acc + ((im / 2) * (kPanelRows / 4) + rg / 4) * 8;
+        if (nb - im >= 2)
+          panel_tile_blocked<2>(x, j.x_stride, s.wc + rg * kPanelCols, nvec, totals, k0 == 0);
+        else
+          panel_tile_blocked<1>(x, j.x_stride, s.wc + rg * kPanelCols, nvec, totals, k0 == 0);
+      }
+    }
+  }
+  for (int64_t im = 0; im < nb; im += 2)
+    for (int64_t rg = 0; rg < rows; rg += 4) {
+      const float* totals = s.acc + ((im / 2) * (kPanelRows / 4) + rg / 4) * 8;
+      for (int64_t m = 0; m < std::min<int64_t>(2, nb - im); ++m)
+        for (int64_t r = 0; r < std::min<int64_t>(4, rows - rg); ++r)
+          store_output(j, i0 + im + m, o0 + rg + r, totals[m * 4 + r]);
+    }
+}
+
 template <class F>
 void run_rows(const F& f, const LinearJob& j, int64_t o_begin, int64_t o_end) {
   if (j.n == 1) return direct_rows<1, 8>(f, j, 0, o_begin, o_end);
   if (j.n == 2) return direct_rows<2, 4>(f, j, 0, o_begin, o_end);
   thread_local PanelScratch scratch;
   for (int64_t i0 = 0; i0 < j.n; i0 += kTokenBlock)
-    for (int64_t o0 = o_begin; o0 < o_end; o0 += kPanelRows)
-      panel_block(f, j, i0, std::min(kTokenBlock, j.n - i0), o0, std::min(kPanelRows, o_end - o0),
-                  scratch);
+    for (int64_t o0 = o_begin; o0 < o_end; o0 += kPanelRows) {
+      const int64_t nb = std::min(kTokenBlock, j.n - i0), rows = std::min(kPanelRows, o_end - o0);
+      if constexpr (F::kBlocked)
+        panel_block_blocked(f, j, i0, nb, o0, rows, scratch);
+      else
+        panel_block(f, j, i0, nb, o0, rows, scratch);
+    }
 }
 
 // ---- FP8 decode: block scales folded into the input ------------------------------------------

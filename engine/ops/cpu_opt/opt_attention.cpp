@@ -1,15 +1,19 @@
 // Sparse attention with sink on the optimised CPU backend (docs/numerics.md "Sparse
 // attention"): window rows and every top-k entry used by the step are decoded once (not once
 // per query), then each (query, group of heads) runs on one thread: register-blocked logits,
-// the reference's softmax with std::exp, and the register-blocked weighted sum of the keys.
+// the official block-wise online softmax with std::exp, and the register-blocked weighted sums.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
+#include "engine/util/numeric.h"
 
 namespace flashdesk {
 namespace {
+
+// Key-list slots per step of the official kernel's online softmax (as the reference backend).
+constexpr int64_t kAttentionBlock = 64;
 
 // Cache rows decoded to FP32 [rows.size(), dim].
 std::vector<float> decode_rows(CpuOptimizedBackend& be, KvFormat f, const Tensor& cache,
@@ -69,27 +73,37 @@ void CpuOptimizedBackend::sparse_attention(const AttentionArgs& a, Tensor& out) 
   parallel_units(
       n * groups, (w.window + k_cols) * per_group * d * 2, [&](int64_t begin, int64_t end) {
         std::vector<const float*> keys;
-        std::vector<float> p, acc;
+        std::vector<int64_t> block_of;  // the official kernel's 64-slot block of each key
+        std::vector<float> p, p_run, acc;
         for (int64_t u = begin; u < end; ++u) {
           const int64_t t = u / groups, h0 = (u % groups) * per_group;
           const int64_t hg = std::min(per_group, heads - h0);
           if (hg <= 0) continue;
-          // Keys in the reference's order: window positions ascending, then top-k columns.
+          // The official key list (docs/numerics.md): W window slots from max(0, p - W + 1),
+          // then the top-k columns; only the slots holding a key are kept, with their block.
           const int64_t pos_t = a.positions[static_cast<size_t>(t)];
+          const int64_t first = std::max<int64_t>(0, pos_t - w.window + 1);
           keys.clear();
-          for (int64_t pos = std::max<int64_t>(0, pos_t - w.window + 1); pos <= pos_t; ++pos) {
+          block_of.clear();
+          for (int64_t pos = first; pos <= pos_t; ++pos) {
+            const float* key = nullptr;
             if (pos >= w.step_first_position) {
               FD_CHECK(pos - w.step_first_position < n_step,
                        "attention: query beyond the step's KV");
-              keys.push_back(&step[static_cast<size_t>((pos - w.step_first_position) * d)]);
+              key = &step[static_cast<size_t>((pos - w.step_first_position) * d)];
             } else if (w.ring_positions[static_cast<size_t>(pos % w.window)] == pos) {
-              keys.push_back(&ring[static_cast<size_t>((pos % w.window) * d)]);
+              key = &ring[static_cast<size_t>((pos % w.window) * d)];
+            }
+            if (key) {
+              keys.push_back(key);
+              block_of.push_back((pos - first) / kAttentionBlock);
             }
           }
           for (int64_t c = 0; c < k_cols; ++c) {
             const int32_t j = a.topk->data<int32_t>()[t * k_cols + c];
-            if (j >= 0)
-              keys.push_back(&entries[static_cast<size_t>(slot[static_cast<size_t>(j)]) * d]);
+            if (j < 0) continue;
+            keys.push_back(&entries[static_cast<size_t>(slot[static_cast<size_t>(j)]) * d]);
+            block_of.push_back((w.window + c) / kAttentionBlock);
           }
           float* o = out.data<float>() + (t * heads + h0) * d;
           if (keys.empty()) {
@@ -100,20 +114,43 @@ void CpuOptimizedBackend::sparse_attention(const AttentionArgs& a, Tensor& out) 
           p.resize(static_cast<size_t>(hg * nk));
           kernels().qk_logits(q.data<float>() + (t * heads + h0) * d, hg, keys.data(), nk, d,
                               a.softmax_scale, p.data());
-          // The reference's softmax with the sink: FP32, std::exp, sums in key order.
-          std::vector<float> denom(static_cast<size_t>(hg));
-          for (int64_t h = 0; h < hg; ++h) {
-            float* l = &p[static_cast<size_t>(h * nk)];
-            const float mx = std::max(sink[h0 + h], *std::max_element(l, l + nk));
-            float sum = 0.0f;
-            for (int64_t i = 0; i < nk; ++i) sum += (l[i] = std::exp(l[i] - mx));
-            denom[static_cast<size_t>(h)] = sum + std::exp(sink[h0 + h] - mx);
-          }
           acc.assign(static_cast<size_t>(hg * d), 0.0f);
-          kernels().pv_accumulate(p.data(), hg, keys.data(), nk, d, acc.data());
+          std::vector<float> running_max(static_cast<size_t>(hg), -1e30f);
+          std::vector<float> denom(static_cast<size_t>(hg), 0.0f);
+          // The official online softmax, one run of keys (one 64-slot block) at a time: the
+          // reference's arithmetic per head (std::exp, sums in list order, bf16 probabilities in
+          // the weighted sum), the weighted sums of all heads in one register-blocked call.
+          for (int64_t i0 = 0; i0 < nk;) {
+            int64_t i1 = i0 + 1;
+            while (i1 < nk && block_of[static_cast<size_t>(i1)] == block_of[static_cast<size_t>(i0)])
+              ++i1;
+            const int64_t run = i1 - i0;
+            p_run.resize(static_cast<size_t>(hg * run));
+            for (int64_t h = 0; h < hg; ++h) {
+              const float* l = &p[static_cast<size_t>(h * nk + i0)];
+              const float new_max = std::max(running_max[static_cast<size_t>(h)],
+                                             *std::max_element(l, l + run));
+              const float rescale = std::exp(running_max[static_cast<size_t>(h)] - new_max);
+              float block_sum = 0.0f;
+              for (int64_t i = 0; i < run; ++i) {
+                const float pi = std::exp(l[i] - new_max);
+                block_sum += pi;
+                p_run[static_cast<size_t>(h * run + i)] = flashdesk::round_bf16(pi);
+              }
+              float* acc_h = &acc[static_cast<size_t>(h * d)];
+              for (int64_t e = 0; e < d; ++e) acc_h[e] *= rescale;
+              denom[static_cast<size_t>(h)] = denom[static_cast<size_t>(h)] * rescale + block_sum;
+              running_max[static_cast<size_t>(h)] = new_max;
+            }
+            kernels().pv_accumulate(p_run.data(), hg, keys.data() + i0, run, d, acc.data());
+            i0 = i1;
+          }
           for (int64_t h = 0; h < hg; ++h)
-            kernels().divide_round_bf16(&acc[static_cast<size_t>(h * d)],
-                                        denom[static_cast<size_t>(h)], d, o + h * d);
+            kernels().divide_round_bf16(
+                &acc[static_cast<size_t>(h * d)],
+                denom[static_cast<size_t>(h)] +
+                    std::exp(sink[h0 + h] - running_max[static_cast<size_t>(h)]),
+                d, o + h * d);
         }
       });
 }

@@ -49,6 +49,7 @@ void CpuOptimizedBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
   check_indexer_args(a, topk);
   if (n == 0) return;
   const int64_t k_cols = topk.dim(1), row_bytes = kv_row_bytes(KvFormat::Fp4Key, d);
+  const int64_t width = std::max(E, a.select_width);  // the row the top-k is taken over
   // Queries per block: enough GEMM rows to reuse each decoded key, scores bounded in memory.
   const int64_t block = std::clamp<int64_t>(
       std::min(128 / std::max<int64_t>(1, heads), (int64_t{1} << 24) / std::max<int64_t>(1, E)), 1,
@@ -79,8 +80,8 @@ void CpuOptimizedBackend::indexer_select(const IndexerArgs& a, Tensor& topk, Ten
                                       &scores[i * E + s0]);
       }
     });
-    parallel_units(nb, 4 * E, [&](int64_t begin, int64_t end) {
-      std::vector<float> score(static_cast<size_t>(E));
+    parallel_units(nb, 4 * width, [&](int64_t begin, int64_t end) {
+      std::vector<float> score(static_cast<size_t>(width));
       for (int64_t i = begin; i < end; ++i) {
         const int64_t t = t0 + i;
         const int64_t visible = std::clamp<int64_t>(a.n_visible[static_cast<size_t>(t)], 0, E);

@@ -24,7 +24,9 @@ constexpr int64_t padded_cols(int64_t k) {
 // y[i * y_stride + o] = sum_k x[i * x_stride + k] * W[o, k] for tokens i < n and weight rows o
 // of the range a kernel call is given (rows of W index the columns of y directly, so a grouped
 // linear passes each group's rows). x holds the prepared input (act-quantised or as is) and
-// zeros in columns [k, x_stride) when k is not a multiple of 8.
+// zeros in columns [k, x_stride) when k is not a multiple of 8. FP8 and FP4 weights sum as the
+// official GEMM does (cpu::blocked_dot: a partial per K-block of 32, partials added in K order);
+// BF16 and F32 weights in one chain over K (cpu::dot).
 //
 // Every output is computed by one call in a fixed order that depends neither on n, nor on the
 // row range, nor on the thread: so decode (n = 1) and prefill (n > 1) give the same bits.
@@ -74,8 +76,8 @@ struct Kernels {
 
   // One cache row (kv_format.h layout) to `dim` FP32 values (exact).
   void (*dequantize_kv_row)(KvFormat f, const uint8_t* row, int64_t dim, float* out);
-  // Indexer head sum for m entries: score[s] = sum_h w[h] * max(0, dots[h * stride + s]), h
-  // ascending from 0, multiply then add (the reference's order).
+  // Indexer score of m entries in the official BF16 arithmetic: score[s] = bf16(sum over h
+  // ascending of bf16(max(0, bf16(dots[h * stride + s])) * w[h])) (cpu::index_head_term).
   void (*relu_weighted_sum)(const float* dots, int64_t stride, const float* w, int64_t heads,
                             int64_t m, float* score);
 };

@@ -27,6 +27,19 @@ static inline float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
 
+// The tree sums (hsum) of eight vectors at once, in order: lane i of the result is hsum(v[i]),
+// with the same additions in the same order (each vector's halves added, then two rounds of
+// pairwise adds), so per-block reductions of several outputs cost one pass.
+static inline __m256 hsum8(const __m256 v[8]) {
+  __m256 a[4];
+  for (int i = 0; i < 4; ++i)
+    a[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  const __m256 b0 = _mm256_hadd_ps(a[0], a[1]), b1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 c = _mm256_hadd_ps(b0, b1);  // [r0 r2 r4 r6 | r1 r3 r5 r7]
+  return _mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 static inline float hmax(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_max_ps(s, _mm_movehl_ps(s, s));
