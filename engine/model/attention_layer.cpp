@@ -22,6 +22,7 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
   Tensor q = f32(Shape{n, H, D});
   be_.linear(qr, A.wq_b, kQuantLinear, q);
   be_.rope(q, D, positions_, freq, false);
+  observe(layer, "attn_q", q);
 
   Tensor kv = f32(Shape{n, D});
   be_.linear(x, A.wkv, kQuantLinear, kv);
@@ -63,10 +64,13 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
     be_.scatter_rows(kv_s, src, ring.rows, slots);
   }
 
+  observe(layer, "attn_raw", o);
   be_.rope(o, D, positions_, freq, true);
+  observe(layer, "attn_unrot", o);
   const int64_t groups = A.wo_a.out / text_.o_lora_rank;
   Tensor z = f32(Shape{n, A.wo_a.out});
   be_.grouped_linear(o, A.wo_a, groups, z);
+  observe(layer, "attn_wo_a", z);
   Tensor a = f32(Shape{n, text_.hidden_size});
   be_.linear(z, A.wo_b, LinearMode{LinearInput::ActQuantFp8, LinearOutput::F32}, a);
   all_reduce_and_round(a);

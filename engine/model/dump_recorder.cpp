@@ -92,6 +92,13 @@ void DumpRecorder::on_attn_out(int64_t layer, std::span<const RowInfo> rows, con
   put_rows(tensor("attn_out", DType::F32, {L}, {t.shape[1]}), L, layer, rows, t);
 }
 
+void DumpRecorder::on_layer_tensor(int64_t layer, std::string_view kind,
+                                   std::span<const RowInfo> rows, const HostTensor& t) {
+  const int64_t L = model_.config().text.num_hidden_layers;
+  const std::vector<int64_t> inner(t.shape.begin() + 1, t.shape.end());
+  put_rows(tensor(std::string(kind), DType::F32, {L}, inner), L, layer, rows, t);
+}
+
 void DumpRecorder::on_ffn_out(int64_t layer, std::span<const RowInfo> rows, const HostTensor& t) {
   const int64_t L = model_.config().text.num_hidden_layers;
   put_rows(tensor("ffn_out", DType::F32, {L}, {t.shape[1]}), L, layer, rows, t);

@@ -48,6 +48,8 @@ class DumpRecorder : public ForwardObserver {
                      int64_t block_size, int64_t n_entries) override;
   void on_block_out(int64_t layer, std::span<const RowInfo> rows, const HostTensor& X,
                     const HostTensor& pre) override;
+  void on_layer_tensor(int64_t layer, std::string_view kind, std::span<const RowInfo> rows,
+                       const HostTensor& t) override;
   bool overrides_block_inputs() const override { return inputs_ != nullptr; }
   void override_block_input(int64_t layer, std::span<const RowInfo> rows, HostTensor& X,
                             HostTensor& pre) override;

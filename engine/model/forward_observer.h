@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "engine/model/host_tensor.h"
 
@@ -38,6 +39,12 @@ class ForwardObserver {
   // sequence, with the block size and the number of entries.
   virtual void on_candidates(int64_t, std::span<const RowInfo>, const HostTensor&, int64_t,
                              int64_t) {}
+  // A finer per-row F32 tensor of block `layer`, for cross-checking against the official code's
+  // intermediates (tools/official_goldens.py records the same): attn_q [n, H, D] (after RoPE),
+  // attn_raw / attn_unrot [n, H, D] (attention output before / after the inverse RoPE),
+  // attn_wo_a [n, G * o_lora], hc_attn_pre / hc_ffn_pre / ..._post [n, hc], ..._comb [n, hc, hc].
+  virtual void on_layer_tensor(int64_t, std::string_view, std::span<const RowInfo>,
+                               const HostTensor&) {}
   // The stream [n, hc, D] and the pre-mix [n, hc] a block hands to the next.
   virtual void on_block_out(int64_t, std::span<const RowInfo>, const HostTensor&,
                             const HostTensor&) {}

@@ -83,6 +83,10 @@ std::vector<uint8_t> StepRunner::image_rows() const {
   return out;
 }
 
+void StepRunner::observe(int64_t layer, std::string_view kind, const Tensor& t) {
+  if (obs_) obs_->on_layer_tensor(layer, kind, rows_, to_host(t));
+}
+
 HostTensor StepRunner::to_host(const Tensor& t) {
   std::vector<int64_t> shape;
   for (int i = 0; i < t.shape().rank(); ++i) shape.push_back(t.dim(i));
@@ -157,6 +161,9 @@ void StepRunner::run_block(int64_t layer) {
   const int64_t n = n_rows_;
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
   be_.hc_mixes(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
+  observe(layer, "hc_attn_pre", pre_a);
+  observe(layer, "hc_attn_post", post_a);
+  observe(layer, "hc_attn_comb", comb_a);
   Tensor a = attention(layer, attn_input(X_, pre_, L.attn_norm), compressed_done);
   if (obs_) obs_->on_attn_out(layer, rows_, to_host(a));
   Tensor X1 = f32(Shape{n, hc, D});
@@ -164,6 +171,9 @@ void StepRunner::run_block(int64_t layer) {
 
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
   be_.hc_mixes(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
+  observe(layer, "hc_ffn_pre", pre_f);
+  observe(layer, "hc_ffn_post", post_f);
+  observe(layer, "hc_ffn_comb", comb_f);
   Tensor y = moe(layer, attn_input(X1, pre_a, L.ffn_norm));
   if (obs_) obs_->on_ffn_out(layer, rows_, to_host(y));
   Tensor X2 = f32(Shape{n, hc, D});

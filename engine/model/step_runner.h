@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "engine/model/model.h"
@@ -51,6 +52,8 @@ class StepRunner {
   // helpers
   Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
   HostTensor to_host(const Tensor& t);
+  // Hands a finer per-row tensor of `layer` to the observer, if there is one.
+  void observe(int64_t layer, std::string_view kind, const Tensor& t);
   std::span<const RowInfo> row_info(const SeqRows& s) const {
     return std::span<const RowInfo>(rows_).subspan(static_cast<size_t>(s.first_row),
                                                    static_cast<size_t>(s.n_rows));

@@ -21,7 +21,6 @@
 #include "tests/engine/engram_map_fixture.h"
 
 namespace flashdesk::test {
-namespace {
 
 std::string file_sha256(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -32,6 +31,8 @@ std::string file_sha256(const std::filesystem::path& path) {
                                       static_cast<size_t>(in.gcount())));
   return Sha256::hex(h.finish());
 }
+
+namespace {
 
 // SHA-256 over the tensors in name order (name, then raw bytes): tools/make_goldens.py's
 // tensors_sha256, the content whatever the header's layout.

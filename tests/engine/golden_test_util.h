@@ -43,6 +43,9 @@ ErrSums block_error(const std::vector<float>& gold, const std::vector<float>& en
                     const std::vector<float>& embed, const Layout& x, int64_t l,
                     const std::vector<int64_t>& run);
 
+// Hex SHA-256 of a file's bytes.
+std::string file_sha256(const std::filesystem::path& path);
+
 // FD_SOURCE_DIR/tests/data/goldens/<name>
 std::filesystem::path golden_dir(const std::string& name);
 
