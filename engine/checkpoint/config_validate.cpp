@@ -170,8 +170,11 @@ void check_engram(const Checker& c, const TextConfig& t) {
   c.range(T + "engram_head_dim", t.engram_head_dim, 32, 4096);
   c.multiple(T + "engram_head_dim", t.engram_head_dim, 32, "the per-32 scales of the tables");
   c.range(T + "engram_vocab_size", t.engram_vocab_size, 2, kMaxEngramVocab);
-  c.range(T + "engram_compressed_vocab_size", t.engram_compressed_vocab_size, 1, t.vocab_size);
-  c.token(T + "engram_pad_token_id", t.engram_pad_token_id, t.vocab_size);
+  // The map covers the tokenizer (len(tokenizer) entries), which may be longer than the
+  // embedding: the compressed vocabulary may exceed vocab_size, and the pad id is checked
+  // against the map when it is loaded or built.
+  c.range(T + "engram_compressed_vocab_size", t.engram_compressed_vocab_size, 1, kMaxVocab);
+  c.range(T + "engram_pad_token_id", t.engram_pad_token_id, 0, kMaxVocab - 1);
   const int64_t tables = static_cast<int64_t>(t.engram_layer_ids.size()) *
                          (t.engram_max_ngram_size - 1) * t.engram_n_heads;
   if (tables > kMaxEngramTables)

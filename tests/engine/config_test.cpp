@@ -78,6 +78,14 @@ TEST(Config, AbsentFieldsTakeTheFullSizeDefaults) {
   EXPECT_EQ(d.quant.scale_fmt, "ue8m0");
 }
 
+TEST(Config, CompressedVocabularyMayExceedVocabSize) {
+  json j = every_role_json();  // vocab_size 512
+  j["text_config"]["engram_compressed_vocab_size"] = 700;
+  EXPECT_EQ(parse_model_config(j.dump(), "c").text.engram_compressed_vocab_size, 700);
+  j["text_config"]["engram_compressed_vocab_size"] = 0;
+  expect_format_error(j.dump(), {"engram_compressed_vocab_size: 0 is outside"});
+}
+
 TEST(Config, ParsesEveryRoleConfig) {
   const ModelConfig c = parse_model_config(every_role_json().dump(), "every.json");
   EXPECT_EQ(c.text.num_hidden_layers, 14);
@@ -155,7 +163,7 @@ TEST(Config, ContradictionsNameTheField) {
   expect_text_field_error("num_experts_per_tok", 9, {"num_experts_per_tok", "outside"});
   expect_text_field_error("o_groups", 3, {"o_groups", "does not divide"});
   expect_text_field_error("num_key_value_heads", 2, {"num_key_value_heads"});
-  expect_text_field_error("engram_pad_token_id", 512, {"engram_pad_token_id", "vocabulary"});
+  expect_text_field_error("engram_pad_token_id", -1, {"engram_pad_token_id", "-1 is outside"});
   expect_text_field_error("rms_norm_eps", 0, {"rms_norm_eps", "positive"});
   expect_text_field_error("num_hash_layers", 3, {"num_hash_layers", "V4"});
   expect_text_field_error("hidden_act", "gelu", {"hidden_act", "gelu"});
