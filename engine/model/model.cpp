@@ -37,7 +37,8 @@ void check_supported(const TextConfig& t, const std::string& file, int world) {
   need(t.hidden_size % 32 == 0 && t.moe_intermediate_size % 32 == 0,
        "hidden_size and moe_intermediate_size must be multiples of 32");
   need(t.sliding_window > 0, "sliding_window must be positive");
-  need(t.candidate_block_size > 0, "candidate_block_size must be positive");
+  need(!t.candidate_source_layer_id || t.candidate_block_size > 0,
+       "candidate_block_size must be positive");
 }
 
 // A replayed prefix tail must be the state's own last tokens, and together with the global KV
