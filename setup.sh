@@ -14,7 +14,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   nlohmann-json3-dev libcxxopts-dev libgtest-dev libgmock-dev
   qt6-base-dev libsqlite3-dev libsqlitecpp-dev libxxhash-dev liburing-dev
-  libturbojpeg0-dev libstb-dev
+  libturbojpeg0-dev libstb-dev libicu-dev
   xvfb xauth fonts-wqy-microhei
   python3 python3-numpy
 )

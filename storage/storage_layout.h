@@ -28,6 +28,8 @@ struct StorageLayout {
   std::filesystem::path database() const { return data_dir / "sessions.sqlite"; }
   std::filesystem::path attachments_dir() const { return data_dir / "attachments"; }
   std::filesystem::path kv_dir() const { return cache_dir / "kv"; }
+  // Engram token maps built from published models' tokenizers (recomputable, like the KV).
+  std::filesystem::path engram_map_dir() const { return cache_dir / "engram-maps"; }
   std::filesystem::path lock_file() const { return data_dir / "flashdesk.lock"; }
 
   void create_directories() const;  // throws IoError

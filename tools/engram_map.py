@@ -4,8 +4,15 @@
 
     python3 tools/engram_map.py --tokenizer tokenizer.json --model DIR      # writes DIR/engram_map.safetensors
     python3 tools/engram_map.py --tokenizer tokenizer.json --config config.json --out FILE
+    python3 tools/engram_map.py --tokenizer tokenizer.json --summary   # sizes and SHA-256, as JSON
+
+--summary prints {"entries", "compressed_vocab_size", "token_map_sha256"} (SHA-256 of the map as
+little-endian int64): what tests/engine/compressed_token_map_test.cpp checks the engine's own
+build against (tests/data/tokenizers/*/engram_map_summary.json).
 """
 import argparse
+import hashlib
+import json
 import os
 import sys
 
@@ -31,19 +38,35 @@ def build(tokenizer_path, cfg):
     return np.array(token_map, dtype=np.int64), mult
 
 
+def summary(tokenizer_path):
+    token_map, size = compressed_token_map(TokenizerJson(tokenizer_path))
+    data = np.array(token_map, dtype="<i8").tobytes()
+    return {"entries": len(token_map), "compressed_vocab_size": size,
+            "token_map_sha256": hashlib.sha256(data).hexdigest(),
+            "command": "/usr/bin/python3 tools/engram_map.py --tokenizer TOKENIZER --summary"}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Build Engram's compressed-token map and multipliers")
     ap.add_argument("--tokenizer", required=True, help="HF tokenizer.json (byte-level BPE)")
     ap.add_argument("--model", help="model directory: reads its config.json, writes engram_map.safetensors there")
     ap.add_argument("--config", help="config.json (with --out)")
     ap.add_argument("--out", help="output file (default: MODEL/engram_map.safetensors)")
+    ap.add_argument("--summary", action="store_true",
+                    help="print the map's size and SHA-256 as JSON instead of writing it")
     args = ap.parse_args(argv)
+    if args.summary:
+        try:
+            print(json.dumps(summary(args.tokenizer), indent=1))
+        except (OSError, ValueError) as e:
+            print(f"engram_map: {e}", file=sys.stderr)
+            return 1
+        return 0
     config_path = args.config or (os.path.join(args.model, "config.json") if args.model else None)
     out = args.out or (os.path.join(args.model, "engram_map.safetensors") if args.model else None)
     if not config_path or not out:
         ap.error("give --model DIR, or --config FILE and --out FILE")
     try:
-        import json
         with open(config_path, "r", encoding="utf-8") as f:
             cfg = Config(json.load(f), where=config_path)
         if not cfg.engram_layer_ids:

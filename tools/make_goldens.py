@@ -8,8 +8,8 @@
     /usr/bin/python3 tools/make_goldens.py flash-tiny-blocks --cli build/release/bin/flashdesk-cli
 
 every-role: `flashdesk-cli make-random` writes the checkpoint of assets/configs/test-every-role.json
-(seed SEED; the C++ test regenerates it the same way), the Engram multipliers are added as
-tests/engine/engram_map_fixture.h adds them, then the oracle (tools/ref_logits.py) writes
+(seed SEED; the C++ test regenerates it the same way; its Engram map holds the official numpy
+multipliers), then the oracle (tools/ref_logits.py) writes
   logits-{exact,bounded}.safetensors  prompt of PROMPT_LEN ids, prefill + 32 greedy steps
                                        (prompt_ids, prefill_logits, decode_*; docs/logits-dump.md)
   noise-{exact,bounded}.safetensors   the same prompt and (teacher-forced) ids through the oracle
@@ -86,30 +86,10 @@ def tensors_sha256(path):
     return h.hexdigest()
 
 
-def add_test_multipliers(model_dir):
-    """The Engram hash multipliers of random_engram_multipliers() in
-    engine/checkpoint/random_checkpoint.cpp (same LCG, same values), for map files without them."""
-    path = os.path.join(model_dir, "engram_map.safetensors")
-    f = SafeTensorsFile(path)
-    if "multipliers" in f.names():
-        return
-    token_map = np.array(f.get("token_map"), dtype=np.int64)
-    cfg = load_config(model_dir)
-    layers, ngram = len(cfg.engram_layer_ids), cfg.engram_max_ngram_size
-    bound = ((2**63 - 1) // cfg.engram_compressed_vocab_size) // 2
-    x, mult, mask = 0x9E3779B97F4A7C15, [], (1 << 64) - 1
-    for _ in range(layers * ngram):
-        x = (x * 6364136223846793005 + 1442695040888963407) & mask
-        mult.append(((x >> 1) % bound) * 2 + 1)
-    write_safetensors(path, {"token_map": ("I64", token_map),
-                             "multipliers": ("I64", np.array(mult, np.int64).reshape(layers, ngram))})
-
-
 def make_every_role_checkpoint(cli, model_dir):
     config = os.path.join(ROOT, "assets/configs/test-every-role.json")
     subprocess.run([cli, "make-random", "--config", config, "--out", model_dir, "--seed", str(SEED)],
                    check=True, stdout=subprocess.DEVNULL)
-    add_test_multipliers(model_dir)
 
 
 def write_ids(path, ids):
@@ -165,7 +145,7 @@ def every_role(args):
             trim_block_dump(full, os.path.join(args.out_dir, f"blocks-{mode}.safetensors"))
             print(f"make_goldens: wrote {mode} goldens", flush=True)
         manifest = {"config": "assets/configs/test-every-role.json", "make_random_seed": SEED,
-                    "engram_multipliers": "tests/engine/engram_map_fixture.h",
+                    "engram_multipliers": "official: numpy default_rng(10007 * layer)",
                     "prompt": f"numpy default_rng({SEED}).integers(3, vocab_size, {PROMPT_LEN})",
                     "prompt_len": PROMPT_LEN, "decode_steps": DECODE,
                     "block_prompt_len": BLOCK_PROMPT_LEN, "block_decode_steps": BLOCK_DECODE,

@@ -56,7 +56,10 @@ ModelSummary PersistentChatService::load_model(const std::filesystem::path& dire
   summary_.reset();
   chat_.reset();    // finishes its queued block writes and token commits first
   engine_.reset();  // free the old weights before loading the new ones
-  engine_ = ChatEngine::load(directory, engine_options_, progress);
+  EngineOptions options = engine_options_;
+  if (options.engram_cache_dir.empty())
+    options.engram_cache_dir = chat_options_.layout.engram_map_dir();
+  engine_ = ChatEngine::load(directory, options, progress);
   chat_ = std::make_unique<storage::PersistentChat>(*engine_, chat_options_);
   summary_ = summary_of(*engine_, directory);
   return *summary_;

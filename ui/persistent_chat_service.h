@@ -23,7 +23,8 @@ void apply_cache_limits(const CacheLimits& limits, storage::PersistentChatOption
 
 class PersistentChatService final : public ChatService {
  public:
-  // `chat.layout` is the data folder the worker's SessionStore uses too.
+  // `chat.layout` is the data folder the worker's SessionStore uses too; Engram token maps built
+  // at load are kept in its engram_map_dir() unless `engine` names another folder.
   PersistentChatService(storage::PersistentChatOptions chat, EngineOptions engine = {});
   ~PersistentChatService() override;
 

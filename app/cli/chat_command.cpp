@@ -187,7 +187,11 @@ int run_chat(int argc, char** argv) {
   TurnOptions turn_opts = turn_options(args);
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const bool json = args.count("json") > 0;
-  auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
+  std::string data_dir;  // also where built Engram token maps are kept
+#ifdef FLASHDESK_HAVE_STORAGE
+  data_dir = args["data-dir"].as<std::string>();
+#endif
+  auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args, data_dir));
   std::unique_ptr<ChatSession> memory_session;
   Conversation session;
 #ifdef FLASHDESK_HAVE_STORAGE

@@ -49,7 +49,7 @@ void print_summary(const ModelConfig& c) {
   const TextConfig& t = c.text;
   std::printf("model: %s (%s)\n", c.name.c_str(), c.model_type.c_str());
   std::printf("layers: %lld main + %lld DSpark stages; hidden %lld; vocab %lld\n",
-              (long long)t.num_hidden_layers, (long long)t.num_nextn_predict_layers,
+              (long long)t.num_hidden_layers, (long long)dspark_stages(t),
               (long long)t.hidden_size, (long long)t.vocab_size);
   std::printf(
       "attention: %lld heads x %lld (rope %lld), q_lora %lld, output %lld groups x %lld, "

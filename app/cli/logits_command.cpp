@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/turn_options.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/safetensors_writer.h"
@@ -218,7 +219,9 @@ int run_logits(int argc, char** argv) {
   const bool dump = args.count("dump") > 0;
 
   const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
-  Model model(ckpt, *backend);
+  ModelOptions model_options;  // a published directory: the token map built from tokenizer.json
+  model_options.engram_cache_dir = engram_cache_dir({});
+  Model model(ckpt, *backend, model_options);
   const TextConfig& text = model.config().text;
   const int64_t V = text.vocab_size;
   SequenceState state = model.new_sequence();

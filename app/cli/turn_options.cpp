@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/util/error.h"
+#ifdef FLASHDESK_HAVE_STORAGE
+#include "storage/storage_layout.h"
+#endif
 
 namespace flashdesk::cli {
 
@@ -46,9 +49,25 @@ std::vector<ImageRef> image_options(ChatEngine& engine, const cxxopts::ParseResu
   return images;
 }
 
-EngineOptions engine_options(const cxxopts::ParseResult& args) {
+std::filesystem::path engram_cache_dir(const std::string& data_dir) {
+#ifdef FLASHDESK_HAVE_STORAGE
+  try {
+    return (data_dir.empty() ? storage::StorageLayout::from_environment()
+                             : storage::StorageLayout::in(data_dir))
+        .engram_map_dir();
+  } catch (const IoError&) {  // no home folder: build the map at every load
+    return {};
+  }
+#else
+  (void)data_dir;
+  return {};
+#endif
+}
+
+EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string& data_dir) {
   if (!args.count("model")) throw InvalidRequest("--model DIR is required");
   EngineOptions e;
+  e.engram_cache_dir = engram_cache_dir(data_dir);
   e.backend = args["backend"].as<std::string>();
   e.threads = args["threads"].as<int>();
   e.max_context = args["max-context"].as<int64_t>();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,7 +17,12 @@ namespace flashdesk::cli {
 void add_model_options(cxxopts::Options& options);
 void add_turn_options(cxxopts::Options& options);
 
-EngineOptions engine_options(const cxxopts::ParseResult& args);
+// `data_dir`: the command's --data-dir (empty: the XDG folders); built Engram token maps are kept
+// in its cache folder.
+EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string& data_dir = {});
+// Where built Engram token maps are kept: the data folder's cache (StorageLayout::engram_map_dir),
+// or nothing (built at every load) without storage or a home folder.
+std::filesystem::path engram_cache_dir(const std::string& data_dir);
 TurnOptions turn_options(const cxxopts::ParseResult& args);
 // The --image files, decoded and preprocessed for the engine's model.
 std::vector<ImageRef> image_options(ChatEngine& engine, const cxxopts::ParseResult& args);

@@ -2,6 +2,7 @@
 #include "engine/checkpoint/checkpoint.h"
 
 #include <charconv>
+#include <filesystem>
 #include <unordered_map>
 
 #include "engine/checkpoint/checkpoint_match.h"
@@ -164,8 +165,9 @@ void CheckpointImpl::build_table() {
 }
 
 // SHA-256 over: a version tag, config.json's bytes, then for each mapped safetensors file in
-// order (shards sorted by name, then the Engram map): its name, size and header bytes. Lengths
-// are 8-byte little-endian prefixes. Weights themselves are not read (minutes for 475 GiB);
+// order (shards sorted by name, then the Engram map): its name, size and header bytes; for an
+// Engram model without the map, tokenizer.json's size and SHA-256. Lengths are 8-byte
+// little-endian prefixes. Weights themselves are not read (minutes for 475 GiB);
 // a changed tensor changes nothing here only if its header and size stay byte-identical.
 void CheckpointImpl::compute_fingerprint() {
   Sha256 h;
@@ -182,6 +184,18 @@ void CheckpointImpl::compute_fingerprint() {
   };
   for (const auto& shard : shards_) add_file(*shard);
   if (engram_file_) add_file(*engram_file_);
+  // Without a shipped map, Engram's token map is built from tokenizer.json: its bytes decide
+  // every hash, so they are part of what cached KV depends on.
+  const auto tokenizer = dir_ / "tokenizer.json";
+  if (!engram_file_ && !config_.text.engram_layer_ids.empty() &&
+      std::filesystem::exists(tokenizer)) {
+    const std::string text = read_small_file(tokenizer);
+    Sha256 t;
+    t.update(text);
+    h.update("tokenizer.json");
+    h.update_u64(text.size());
+    h.update(Sha256::hex(t.finish()));
+  }
   fingerprint_ = Sha256::hex(h.finish());
 }
 

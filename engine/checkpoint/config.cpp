@@ -3,6 +3,7 @@
 #include "engine/checkpoint/config.h"
 
 #include <filesystem>
+#include <set>
 
 #include "engine/checkpoint/config_validate.h"
 #include "engine/checkpoint/json_fields.h"
@@ -91,6 +92,15 @@ void read_engram_and_dspark(const JsonFields& f, TextConfig& t) {
   f.read("dspark_num_experts_per_tok", t.dspark_num_experts_per_tok);
 }
 
+// Values the official code reads as "off" or "same as": a negative candidate source turns
+// candidate selection off; a DSpark expert count of 0 is the main layers' count.
+void resolve_official_sentinels(TextConfig& t) {
+  if (t.candidate_source_layer_id && *t.candidate_source_layer_id < 0)
+    t.candidate_source_layer_id.reset();
+  if (t.dspark_n_routed_experts == 0) t.dspark_n_routed_experts = t.n_routed_experts;
+  if (t.dspark_num_experts_per_tok == 0) t.dspark_num_experts_per_tok = t.num_experts_per_tok;
+}
+
 TextConfig read_text_config(const JsonFields& top) {
   const json* obj = top.object("text_config");
   if (obj == nullptr)
@@ -110,6 +120,7 @@ TextConfig read_text_config(const JsonFields& top) {
   read_attention(f, t);
   read_moe(f, t);
   read_engram_and_dspark(f, t);
+  resolve_official_sentinels(t);
   int64_t hash_layers = 0;
   f.read("num_hash_layers", hash_layers);
   if (hash_layers != 0)
@@ -136,6 +147,7 @@ std::optional<VisionConfig> read_vision_config(const JsonFields& top) {
   f.read("min_pixels", v.min_pixels);
   f.read("max_wh_ratio", v.max_wh_ratio);
   f.read("norm_eps", v.norm_eps);
+  if (v.num_hidden_layers == 0) return std::nullopt;  // vision_enabled is false: no tower
   return v;
 }
 
@@ -158,14 +170,27 @@ QuantizationConfig read_quantization_config(const JsonFields& top) {
   return q;
 }
 
+// "text_config.hidden_size", ... for every key config.json writes (one level into rope_scaling):
+// errors say when the value they judge is a default rather than something the user wrote.
+std::set<std::string> written_fields(const json& doc) {
+  std::set<std::string> out;
+  for (const auto& [key, value] : doc.items()) {
+    out.insert(key);
+    if (!value.is_object()) continue;
+    for (const auto& [inner, inner_value] : value.items()) {
+      out.insert(key + "." + inner);
+      if (inner_value.is_object())
+        for (const auto& [leaf, unused] : inner_value.items())
+          out.insert(key + "." + inner + "." + leaf);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-std::vector<int64_t> full_size_compress_ratios() {
-  std::vector<int64_t> r = {0, 0};
-  r.insert(r.end(), 18, 2);
-  r.insert(r.end(), 20, 1);
-  r.insert(r.end(), 3, 0);
-  return r;
+int64_t dspark_stages(const TextConfig& text) {
+  return text.dspark_block_size > 0 ? text.num_nextn_predict_layers : 0;
 }
 
 std::string_view attn_role_name(AttnRole role) {
@@ -198,7 +223,7 @@ ModelConfig parse_model_config(std::string_view json_text, const std::string& fi
   c.text = read_text_config(top);
   c.vision = read_vision_config(top);
   c.quant = read_quantization_config(top);
-  validate_model_config(c, file);
+  validate_model_config(c, file, written_fields(doc));
   return c;
 }
 

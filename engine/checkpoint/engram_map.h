@@ -1,6 +1,8 @@
 // The Engram compressed-token map file (engram_map.safetensors: tensor `token_map`, I64
-// [vocab_size]): the compressed id of each token id, precomputed from tokenizer.json by a tool
-// (MODEL-REFERENCE §7 step 1) because the engine does not carry Unicode normalisation tables.
+// [len(tokenizer)], optionally `multipliers`, I64 [engram layers, max n-gram size]): the
+// compressed id of each token id (MODEL-REFERENCE §7 step 1). A published V4.1 directory has
+// none (the engine builds the map from tokenizer.json, engine/model/engram_tables.h); FlashDesk's
+// random and demo checkpoints ship one.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +16,21 @@
 namespace flashdesk {
 
 inline constexpr const char* kEngramMapTensor = "token_map";
+inline constexpr const char* kEngramMultipliersTensor = "multipliers";
 
-// Checks the map's invariants: one entry per token id, values in [0, compressed_vocab_size),
-// first occurrences numbered 0, 1, 2, ... in token-id order, every compressed id used.
-// Throws FormatError naming `file` and the first offending token id.
+// What is wrong with a map's numbering, or "" when nothing is: first occurrences numbered 0, 1,
+// 2, ... in token-id order, exactly `compressed_size` ids used. Names the first offending id.
+std::string token_map_problem(std::span<const int64_t> map, int64_t compressed_size);
+
+// Checks the map against the config: at least one entry and one for engram_pad_token_id, the
+// numbering of token_map_problem with engram_compressed_vocab_size ids. The map may be longer or
+// shorter than vocab_size (it covers the tokenizer, which HF lets differ from the embedding).
+// Throws FormatError naming `file`.
 void validate_engram_token_map(std::span<const int64_t> map, const TextConfig& text,
                                const std::string& file);
 
-// Reads and validates the map file.
+// Reads and validates the map file; a `multipliers` tensor in it must equal the official ones
+// (engram_multipliers(text)), which the engine computes itself.
 std::vector<int64_t> load_engram_token_map(const std::filesystem::path& path,
                                            const TextConfig& text);
 

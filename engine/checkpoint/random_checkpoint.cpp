@@ -2,8 +2,7 @@
 // index, the Engram token map and config.json.
 #include "engine/checkpoint/random_checkpoint.h"
 
-#include <climits>
-
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <set>
@@ -13,6 +12,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/engram_map.h"
+#include "engine/checkpoint/engram_multipliers.h"
 #include "engine/checkpoint/random_init.h"
 #include "engine/checkpoint/random_tensor_writer.h"
 #include "engine/util/error.h"
@@ -99,18 +99,6 @@ void remove_stale_files(const std::filesystem::path& dir, const std::set<std::st
 
 }  // namespace
 
-std::vector<std::vector<int64_t>> random_engram_multipliers(const TextConfig& text) {
-  const int64_t bound = (INT64_MAX / text.engram_compressed_vocab_size) / 2;
-  std::vector<std::vector<int64_t>> out(text.engram_layer_ids.size());
-  uint64_t x = 0x9E3779B97F4A7C15ull;  // an LCG, so tools/make_goldens.py can repeat it
-  for (auto& layer : out)
-    for (int64_t n = 0; n < text.engram_max_ngram_size; ++n) {
-      x = x * 6364136223846793005ull + 1442695040888963407ull;
-      layer.push_back(static_cast<int64_t>((x >> 1) % static_cast<uint64_t>(bound)) * 2 + 1);
-    }
-  return out;
-}
-
 std::vector<int64_t> random_engram_token_map(int64_t vocab_size, int64_t compressed_size,
                                              uint64_t seed) {
   SplitMix64 rng(row_seed(seed, "engram_map", 0));
@@ -179,9 +167,12 @@ RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& con
     summary.files.push_back("model.safetensors.index.json");
   }
   if (!config.text.engram_layer_ids.empty()) {
+    // One entry per token of a tokenizer this checkpoint does not have: vocab_size of them, or
+    // more when the config's compressed vocabulary is larger (the official code allows that).
     const auto map = random_engram_token_map(
-        config.text.vocab_size, config.text.engram_compressed_vocab_size, options.seed);
-    write_engram_map(out_dir / kEngramMapFile, map, random_engram_multipliers(config.text));
+        std::max(config.text.vocab_size, config.text.engram_compressed_vocab_size),
+        config.text.engram_compressed_vocab_size, options.seed);
+    write_engram_map(out_dir / kEngramMapFile, map, engram_multipliers(config.text));
     summary.bytes += std::filesystem::file_size(out_dir / kEngramMapFile);
     summary.files.push_back(std::string(kEngramMapFile));
   }

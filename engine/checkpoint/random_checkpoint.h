@@ -1,9 +1,9 @@
 // Writes a random checkpoint directory in exactly the published format for any config:
 // config.json (copied byte for byte), model.safetensors or shards + index, and for Engram models
-// engram_map.safetensors. Weights are drawn at sensible scales (random_init.h) and quantised as
-// real checkpoints are (FP8 32x32 UE8M0 tiles, FP4 experts with per-32 E8M0 scales). Tensors are
-// generated in row chunks on several threads and streamed to disk, so a full-size layer never
-// has to fit in memory.
+// engram_map.safetensors (a random token map, the official multipliers). Weights are drawn at
+// sensible scales (random_init.h) and quantised as real checkpoints are (FP8 32x32 UE8M0 tiles, FP4
+// experts with per-32 E8M0 scales). Tensors are generated in row chunks on several threads and
+// streamed to disk, so a full-size layer never has to fit in memory.
 #pragma once
 
 #include <cstdint>
@@ -46,10 +46,5 @@ RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& con
 // merged into uniformly chosen earlier ids.
 std::vector<int64_t> random_engram_token_map(int64_t vocab_size, int64_t compressed_size,
                                              uint64_t seed);
-
-// Engram hash multipliers for a random checkpoint: [engram layers][max n-gram size] fixed odd
-// values below the int64 overflow bound of the hash (any such values are valid). Fixed, not
-// seeded: the committed goldens (tests/data/goldens) were made with exactly these.
-std::vector<std::vector<int64_t>> random_engram_multipliers(const TextConfig& text);
 
 }  // namespace flashdesk

@@ -136,7 +136,7 @@ void add_vision(SpecList& s, const VisionConfig& v, int64_t llm_dim) {
 }
 
 void add_dspark(SpecList& s, const TextConfig& t) {
-  const int64_t dim = t.hidden_size, stages = t.num_nextn_predict_layers;
+  const int64_t dim = t.hidden_size, stages = dspark_stages(t);
   const int64_t targets = static_cast<int64_t>(t.dspark_target_layer_ids.size());
   for (int64_t m = 0; m < stages; ++m) {
     const std::string p = "mtp." + std::to_string(m) + ".";
@@ -165,7 +165,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& config) {
   s.norm("norm", t.hidden_size);
   if (!t.tie_word_embeddings) s.bf16("head.weight", {t.vocab_size, t.hidden_size});
   if (config.vision) add_vision(s, *config.vision, t.hidden_size);
-  if (t.num_nextn_predict_layers > 0) add_dspark(s, t);
+  if (dspark_stages(t) > 0) add_dspark(s, t);
   return out;
 }
 

@@ -1,47 +1,74 @@
-// Reads the Engram token map and multipliers of a model directory (engram_map.safetensors) and
-// computes the primes of every Engram layer from the config.
+// Chooses where the Engram token map comes from and checks it against the config and tokenizer.
 #include "engine/model/engram_tables.h"
 
-#include <cstring>
+#include <optional>
 
+#include "engine/checkpoint/engram_multipliers.h"
 #include "engine/checkpoint/engram_primes.h"
-#include "engine/checkpoint/safetensors.h"
+#include "engine/model/engram_map_cache.h"
 #include "engine/util/error.h"
 
 namespace flashdesk {
+namespace {
 
-EngramHashTables load_engram_tables(const Checkpoint& checkpoint) {
-  const TextConfig& t = checkpoint.config().text;
-  const std::filesystem::path path = checkpoint.dir() / std::string(kEngramMapFile);
-  const std::string file = path.string();
+// The tokenizer to build the map from: the caller's, else the directory's tokenizer.json.
+const Tokenizer& map_tokenizer(const Checkpoint& checkpoint, const EngramMapOptions& options,
+                               std::optional<Tokenizer>& owned) {
+  if (options.tokenizer) return *options.tokenizer;
+  const auto path = checkpoint.dir() / "tokenizer.json";
   if (!std::filesystem::exists(path))
-    throw FormatError(file,
-                      "missing: a model with Engram layers needs its token map and "
-                      "multipliers (tensors token_map and multipliers)");
-  SafetensorsFile st(path);
-  auto read_i64 = [&](const char* name, const std::vector<int64_t>& shape) {
-    const SafetensorsEntry* e = st.find(name);
-    if (!e) throw FormatError(file, std::string("tensor ") + name + " is missing");
-    if (e->dtype != DType::I64 || e->shape.size() != shape.size())
-      throw FormatError(file, std::string("tensor ") + name + " must be I64 of rank " +
-                                  std::to_string(shape.size()));
-    for (size_t i = 0; i < shape.size(); ++i)
-      if (shape[i] >= 0 && e->shape[i] != shape[i])
-        throw FormatError(file, std::string("tensor ") + name + " dim " + std::to_string(i) +
-                                    " is " + std::to_string(e->shape[i]) + ", expected " +
-                                    std::to_string(shape[i]));
-    std::vector<int64_t> v(e->nbytes / 8);
-    std::memcpy(v.data(), st.data(*e), e->nbytes);
-    return std::pair{v, e->shape};
-  };
-  EngramHashTables tables;
-  tables.token_map = read_i64("token_map", {-1}).first;
-  const int64_t n_layers = static_cast<int64_t>(t.engram_layer_ids.size());
-  const auto [mult, shape] = read_i64("multipliers", {n_layers, t.engram_max_ngram_size});
-  for (int64_t l = 0; l < n_layers; ++l)
-    tables.multipliers.emplace_back(mult.begin() + l * shape[1], mult.begin() + (l + 1) * shape[1]);
-  tables.primes = engram_primes(t);
-  return tables;
+    throw FormatError((checkpoint.dir() / std::string(kEngramMapFile)).string(),
+                      "missing, and there is no tokenizer.json to build the Engram token map "
+                      "from (a model with engram_layer_ids needs one of the two)");
+  owned.emplace(Tokenizer::from_file(path));
+  return *owned;
+}
+
+EngramTables built_map(const Checkpoint& checkpoint, const EngramMapOptions& options) {
+  const TextConfig& t = checkpoint.config().text;
+  std::optional<Tokenizer> owned;
+  const Tokenizer& tokenizer = map_tokenizer(checkpoint, options, owned);
+  CachedTokenMap cached = cached_compressed_token_map(tokenizer, options.cache_dir);
+  if (cached.map.size != t.engram_compressed_vocab_size)
+    throw FormatError((checkpoint.dir() / "config.json").string(),
+                      "text_config.engram_compressed_vocab_size: " +
+                          std::to_string(t.engram_compressed_vocab_size) + ", but " +
+                          tokenizer.source() + " has " + std::to_string(cached.map.size) +
+                          " compressed tokens over its " + std::to_string(tokenizer.size()) +
+                          " entries (every hash multiplier depends on this size)");
+  if (t.engram_pad_token_id >= tokenizer.size())
+    throw FormatError((checkpoint.dir() / "config.json").string(),
+                      "text_config.engram_pad_token_id: " + std::to_string(t.engram_pad_token_id) +
+                          " is not a token of " + tokenizer.source() + " (" +
+                          std::to_string(tokenizer.size()) + " entries)");
+  EngramTables out;
+  out.tables.token_map = std::move(cached.map.ids);
+  out.map_source = tokenizer.source();
+  return out;
+}
+
+EngramTables shipped_map(const Checkpoint& checkpoint, const EngramMapOptions& options) {
+  EngramTables out;
+  out.map_source = (checkpoint.dir() / std::string(kEngramMapFile)).string();
+  const auto map = checkpoint.engram_token_map();  // validated by Checkpoint::open
+  if (options.tokenizer && static_cast<int64_t>(map.size()) != options.tokenizer->size())
+    throw FormatError(out.map_source, "token_map has " + std::to_string(map.size()) +
+                                          " entries, but " + options.tokenizer->source() + " has " +
+                                          std::to_string(options.tokenizer->size()) +
+                                          " (one per token of the tokenizer)");
+  out.tables.token_map.assign(map.begin(), map.end());
+  return out;
+}
+
+}  // namespace
+
+EngramTables load_engram_tables(const Checkpoint& checkpoint, const EngramMapOptions& options) {
+  const TextConfig& t = checkpoint.config().text;
+  EngramTables out = checkpoint.engram_token_map().empty() ? built_map(checkpoint, options)
+                                                           : shipped_map(checkpoint, options);
+  out.tables.multipliers = engram_multipliers(t);
+  out.tables.primes = engram_primes(t);
+  return out;
 }
 
 }  // namespace flashdesk

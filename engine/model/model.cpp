@@ -37,7 +37,8 @@ void check_supported(const TextConfig& t, const std::string& file, int world) {
   need(t.hidden_size % 32 == 0 && t.moe_intermediate_size % 32 == 0,
        "hidden_size and moe_intermediate_size must be multiples of 32");
   need(t.sliding_window > 0, "sliding_window must be positive");
-  need(t.candidate_block_size > 0, "candidate_block_size must be positive");
+  need(!t.candidate_source_layer_id || t.candidate_block_size > 0,
+       "candidate_block_size must be positive");
 }
 
 // A replayed prefix tail must be the state's own last tokens, and together with the global KV
@@ -77,10 +78,11 @@ Model::Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
   LoadProgressTracker progress(*checkpoint_, roles_, options.on_load_progress);
   weights_ = std::make_unique<ModelWeights>(load_model_weights(
       *checkpoint_, roles_, backend_, ShardPlan{comm_->rank(), comm_->world()}, &progress));
-  if (!t.engram_layer_ids.empty())
-    engram_ =
-        std::make_unique<EngramHasher>(t, load_engram_tables(*checkpoint_),
-                                       (checkpoint_->dir() / "engram_map.safetensors").string());
+  if (!t.engram_layer_ids.empty()) {
+    EngramTables engram = load_engram_tables(
+        *checkpoint_, {.tokenizer = options.tokenizer, .cache_dir = options.engram_cache_dir});
+    engram_ = std::make_unique<EngramHasher>(t, std::move(engram.tables), engram.map_source);
+  }
   progress.finish();
   for (const LayerRole& r : roles_) rope_.push_back(rope_inv_freq(t, r.compress_ratio));
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <span>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "engine/model/sequence_state.h"
 #include "engine/ops/backend.h"
 #include "engine/ops/collective.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace flashdesk {
 
@@ -78,12 +80,18 @@ struct PrefillOptions {
 struct ModelOptions {
   int64_t max_context = 0;                // longest sequence accepted; 0 = max_position_embeddings
   LoadProgressCallback on_load_progress;  // bytes of weights uploaded, per tensor (may be empty)
+  // Engram models without engram_map.safetensors (a published directory) build the token map
+  // from this tokenizer (null: the directory's tokenizer.json) and keep it in engram_cache_dir
+  // (engram_map_cache.h; empty: built at every load).
+  const Tokenizer* tokenizer = nullptr;
+  std::filesystem::path engram_cache_dir{};
 };
 
 class Model {
  public:
   // Loads (uploads) the weights of `checkpoint` to `backend`; both must outlive the model, and
-  // so must `comm` (null: a single device). Throws FormatError when the Engram map is missing.
+  // so must `comm` (null: a single device). Throws FormatError when the Engram token map can be
+  // neither read (engram_map.safetensors) nor built (tokenizer.json), or disagrees with the config.
   Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
         const ModelOptions& options = {}, Collective* comm = nullptr);
   ~Model();

@@ -18,8 +18,9 @@ double correction_dim(double rotations, double dim, double base, double max_seq_
 
 std::vector<float> rope_inv_freq(const TextConfig& text, int64_t compress_ratio) {
   const int64_t dim = text.qk_rope_head_dim, half = dim / 2;
-  const bool yarn = compress_ratio > 0;
-  const double base = yarn ? text.compress_rope_theta : text.rope_theta;
+  // Compressed layers rotate at compress_rope_theta, with YaRN when original_seq_len > 0.
+  const double base = compress_ratio > 0 ? text.compress_rope_theta : text.rope_theta;
+  const bool yarn = compress_ratio > 0 && text.rope_scaling.original_max_position > 0;
   std::vector<float> freq(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);

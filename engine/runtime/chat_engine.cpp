@@ -9,6 +9,28 @@
 
 namespace flashdesk {
 
+namespace {
+
+// A tokenizer may have more entries than the embedding has rows (HF allows it, and the official
+// code maps all of them for Engram); ids beyond vocab_size are refused when a step meets them.
+// The tokens the chat format itself writes must be rows of the embedding, though.
+void check_special_tokens_embedded(const SpecialTokenIds& s, const ModelConfig& config,
+                                   const std::string& file) {
+  const int64_t vocab = config.text.vocab_size;
+  std::vector<std::pair<const char*, TokenId>> used = {
+      {"begin of sentence", s.bos}, {"end of sentence", s.eos}, {"User", s.user},
+      {"Assistant", s.assistant},   {"System", s.system},       {"<think>", s.think_begin},
+      {"</think>", s.think_end}};
+  if (config.vision) used.emplace_back("deepseek_image", s.image);
+  for (const auto& [name, id] : used)
+    if (id >= vocab)
+      throw FormatError(file, std::string("the chat format's ") + name + " token is id " +
+                                  std::to_string(id) + ", beyond the model's vocab_size " +
+                                  std::to_string(vocab));
+}
+
+}  // namespace
+
 std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_dir,
                                              const EngineOptions& options,
                                              const LoadProgressCallback& progress) {
@@ -18,16 +40,15 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
   if (!std::filesystem::exists(tokenizer_file))
     throw FormatError(tokenizer_file.string(), "the model directory has no tokenizer.json");
   e->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_file(tokenizer_file));
-  const int64_t vocab = e->checkpoint_->config().text.vocab_size;
-  if (e->tokenizer_->id_bound() > vocab)
-    throw FormatError(tokenizer_file.string(),
-                      "the tokenizer has ids up to " + std::to_string(e->tokenizer_->id_bound()) +
-                          " but the model's vocab_size is " + std::to_string(vocab));
   e->template_ = std::make_unique<ChatTemplate>(*e->tokenizer_);
+  check_special_tokens_embedded(e->template_->special(), e->checkpoint_->config(),
+                                tokenizer_file.string());
   e->backend_ = make_backend(options.backend, options.threads);
-  e->model_ = std::make_unique<Model>(
-      e->checkpoint_, *e->backend_,
-      ModelOptions{.max_context = options.max_context, .on_load_progress = progress});
+  e->model_ = std::make_unique<Model>(e->checkpoint_, *e->backend_,
+                                      ModelOptions{.max_context = options.max_context,
+                                                   .on_load_progress = progress,
+                                                   .tokenizer = e->tokenizer_.get(),
+                                                   .engram_cache_dir = options.engram_cache_dir});
   e->generator_ = std::make_unique<Generator>(*e->model_, *e->tokenizer_);
   e->image_limits_ = options.image_limits;
   if (e->checkpoint_->config().vision) {

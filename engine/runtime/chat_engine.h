@@ -32,14 +32,18 @@ struct EngineOptions {
   int threads = 0;              // 0: every core
   int64_t max_context = 0;      // 0: the model's max_position_embeddings
   DecodeLimits image_limits{};  // pixel and file-size limits of prepare_image
+  // Where Engram token maps built from a tokenizer are kept (a published directory has no
+  // engram_map.safetensors); the app and the CLI use the data folder's cache. Empty: not kept.
+  std::filesystem::path engram_cache_dir{};
 };
 
 using ImageRef = std::shared_ptr<const PreparedImage>;
 
 class ChatEngine {
  public:
-  // Opens and validates the directory (config.json, safetensors, tokenizer.json, and
-  // engram_map.safetensors for Engram models) and uploads the weights. Throws Error subclasses
+  // Opens and validates the directory (config.json, safetensors, tokenizer.json, and for Engram
+  // models engram_map.safetensors or the token map built from tokenizer.json) and uploads the
+  // weights. Throws Error subclasses
   // naming the file and what is wrong. `progress` is told of each weight tensor uploaded (on
   // this thread) and ends at done == total (load_progress.h).
   static std::unique_ptr<ChatEngine> load(const std::filesystem::path& model_dir,

@@ -12,6 +12,7 @@
 #include "engine/tokenizer/utf8.h"
 #include "engine/tokenizer/word_cache.h"
 #include "engine/util/error.h"
+#include "engine/util/sha256.h"
 
 namespace flashdesk {
 namespace {
@@ -53,6 +54,8 @@ std::optional<uint8_t> fallback_byte(std::string_view s) {  // "<0xAB>" -> 0xAB
 
 struct Tokenizer::Impl {
   std::string source;
+  std::string sha256;  // of the JSON text
+  int64_t size = 0;    // distinct token strings (len(tokenizer))
   BpeModel model;
   Normalizer normalizer;
   PreTokenizerSpec pre;
@@ -74,6 +77,16 @@ struct Tokenizer::Impl {
         normalized_matcher(select(parts.added_tokens, true),
                            contents(select(parts.added_tokens, true), &normalizer)) {
     build_decode_table(parts.added_tokens, parts.decoder);
+    count_distinct_strings(parts.added_tokens);
+  }
+
+  // HF merges the vocab and the added tokens into one string -> id map and counts its entries.
+  void count_distinct_strings(const std::vector<AddedToken>& added) {
+    for (TokenId id = 0; id < model.id_bound(); ++id)
+      if (model.spelling(id)) ++size;
+    StringIdMap counted;
+    for (const AddedToken& t : added)
+      if (!model.token_id(t.content) && counted.insert(t.content, t.id)) ++size;
   }
 
   void build_decode_table(const std::vector<AddedToken>& added, const DecoderSpec& decoder) {
@@ -173,7 +186,11 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& source) {
-  return Tokenizer(std::make_unique<Impl>(parse_tokenizer_json(json_text, source), source));
+  auto impl = std::make_unique<Impl>(parse_tokenizer_json(json_text, source), source);
+  Sha256 h;
+  h.update(json_text);
+  impl->sha256 = Sha256::hex(h.finish());
+  return Tokenizer(std::move(impl));
 }
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
@@ -233,8 +250,22 @@ TokenId Tokenizer::id_bound() const {
   return static_cast<TokenId>(impl_->kinds.size());
 }
 
+int64_t Tokenizer::size() const {
+  return impl_->size;
+}
+
+std::optional<std::string_view> Tokenizer::token_string(TokenId id) const {
+  if (!contains(id)) return std::nullopt;
+  if (impl_->kinds[id] == TokenKind::kModel) return *impl_->model.spelling(id);
+  return impl_->bytes_by_id[id];  // an added token: its content
+}
+
 const std::string& Tokenizer::source() const {
   return impl_->source;
+}
+
+const std::string& Tokenizer::sha256() const {
+  return impl_->sha256;
 }
 
 }  // namespace flashdesk

@@ -68,7 +68,16 @@ class Tokenizer {
   bool is_special(TokenId id) const;
   // One more than the largest id (the embedding rows the tokenizer needs).
   TokenId id_bound() const;
+  // len(tokenizer) as HF counts it: the distinct token strings of model.vocab and added_tokens
+  // (equal to id_bound() unless ids are skipped). Engram's token map has this many entries.
+  int64_t size() const;
+  // The token's string as tokenizer.json spells it (HF id_to_token): an added token's content,
+  // else its model.vocab spelling (byte-level alphabet); nullopt for an id with no token.
+  std::optional<std::string_view> token_string(TokenId id) const;
   const std::string& source() const;
+  // Lowercase hex SHA-256 of the tokenizer.json text this was read from: keys what is built
+  // from it (the Engram token map cache).
+  const std::string& sha256() const;
 
  private:
   struct Impl;

@@ -1,4 +1,5 @@
-// config.json parsing: the V4.1 nested form, reference defaults, and typed errors naming the field.
+// config.json parsing: the V4.1 nested form, the official ModelArgs defaults, and typed errors
+// naming the field and saying which values are defaults.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -64,18 +65,105 @@ TEST(Config, ParsesFullSizeAsset) {
   EXPECT_EQ(c.quant.expert_dtype, "fp4");
 }
 
-TEST(Config, AbsentFieldsTakeTheFullSizeDefaults) {
+TEST(Config, AbsentFieldsTakeTheOfficialModelArgsDefaults) {
+  // The official ModelArgs defaults (model.py, dba1be0a): a small model with the optional parts
+  // off, not the published full-size config.
   const ModelConfig d = parse_model_config(R"({"text_config": {}})", "c.json");
-  const ModelConfig full =
-      load_model_config(testing::config_asset("deepseek-v4.1-flash.json").string());
-  EXPECT_EQ(d.text.compress_ratios, full.text.compress_ratios);
-  EXPECT_EQ(d.text.kv_source_layer_ids, full.text.kv_source_layer_ids);
-  EXPECT_EQ(d.text.index_source_layer_ids, full.text.index_source_layer_ids);
-  EXPECT_EQ(d.text.candidate_source_layer_id, full.text.candidate_source_layer_id);
-  EXPECT_EQ(d.text.hidden_size, 5120);
-  EXPECT_EQ(d.text.index_topk, 512);
+  const TextConfig& t = d.text;
+  EXPECT_EQ(t.vocab_size, 129280);
+  EXPECT_EQ(t.hidden_size, 1024);
+  EXPECT_EQ(t.num_hidden_layers, 5);
+  EXPECT_EQ(t.num_attention_heads, 16);
+  EXPECT_EQ(t.head_dim, 128);
+  EXPECT_EQ(t.qk_rope_head_dim, 32);
+  EXPECT_EQ(t.q_lora_rank, 256);
+  EXPECT_EQ(t.moe_intermediate_size, 1024);
+  EXPECT_EQ(t.n_routed_experts, 8);
+  EXPECT_EQ(t.num_experts_per_tok, 2);
+  EXPECT_DOUBLE_EQ(t.routed_scaling_factor, 1.0);
+  EXPECT_DOUBLE_EQ(t.swiglu_limit, 0.0);
+  EXPECT_EQ(t.compress_ratios, (std::vector<int64_t>{0, 2, 2, 1, 1, 0}));
+  EXPECT_EQ(t.kv_source_layer_ids, (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(t.index_topk, 64);
+  EXPECT_DOUBLE_EQ(t.compress_rope_theta, 40000.0);
+  EXPECT_EQ(t.rope_scaling.original_max_position, 0);  // no YaRN
+  EXPECT_FALSE(t.candidate_source_layer_id.has_value());
+  EXPECT_TRUE(t.engram_layer_ids.empty());
+  EXPECT_TRUE(t.engram_num_embeddings.empty());
+  EXPECT_EQ(t.num_nextn_predict_layers, 1);
+  EXPECT_EQ(dspark_stages(t), 0);  // dspark_block_size 0: no DSpark stages are built
+  EXPECT_EQ(t.dspark_n_routed_experts, t.n_routed_experts);  // 0 means "the main layers' count"
+  EXPECT_EQ(t.dspark_num_experts_per_tok, t.num_experts_per_tok);
   EXPECT_FALSE(d.vision.has_value());  // no vision_config: a text-only model
   EXPECT_EQ(d.quant.scale_fmt, "ue8m0");
+  EXPECT_EQ(derive_layer_roles(t).size(), 5u);
+}
+
+TEST(Config, NoEngramFieldsMeansNoEngram) {
+  json j = every_role_json();
+  for (const char* key :
+       {"engram_layer_ids", "engram_num_embeddings", "engram_max_ngram_size", "engram_vocab_size",
+        "engram_n_heads", "engram_head_dim", "engram_pad_token_id", "engram_compressed_vocab_size"})
+    j["text_config"].erase(key);
+  const ModelConfig c = parse_model_config(j.dump(), "c");
+  EXPECT_TRUE(c.text.engram_layer_ids.empty());
+  for (const LayerRole& r : derive_layer_roles(c.text)) EXPECT_FALSE(r.engram) << r.layer;
+}
+
+TEST(Config, ErrorsSayWhichValuesAreDefaults) {
+  // Engram layers written, their tables not: the error shows what the user wrote and says the
+  // other side is a default.
+  json j = every_role_json();
+  j["text_config"].erase("engram_num_embeddings");
+  expect_format_error(j.dump(), {"text_config.engram_num_embeddings", "has 0 entries",
+                                 "engram_layer_ids [1, 5]", "not in the file"});
+  j = every_role_json();
+  j["text_config"].erase("engram_max_ngram_size");
+  expect_format_error(j.dump(), {"engram_max_ngram_size: 1 is outside [2, 16]",
+                                 "engram_max_ngram_size is not in the file"});
+  // 12 layers written, compress_ratios left at the 6-entry default.
+  expect_format_error(R"({"text_config": {"num_hidden_layers": 12}})",
+                      {"compress_ratios: has 6 entries; expected 13", "num_hidden_layers 12 +",
+                       "num_nextn_predict_layers 1 (its default", "compress_ratios is not in"});
+  // A value the user wrote is quoted as written, with no default marker.
+  json k = every_role_json();
+  k["text_config"]["engram_max_ngram_size"] = 40;
+  try {
+    parse_model_config(k.dump(), "c");
+    FAIL() << "expected FormatError";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("engram_max_ngram_size: 40 is outside"),
+              std::string::npos);
+    EXPECT_EQ(std::string(e.what()).find("not in the file"), std::string::npos) << e.what();
+  }
+  // Role errors name the default source lists they stem from.
+  expect_format_error(
+      R"({"text_config": {"num_hidden_layers": 3, "compress_ratios": [0, 0, 2, 0]}})",
+      {"kv_source_layer_ids", "defaults in use", "kv_source_layer_ids [1, 3]"});
+}
+
+TEST(Config, CompressedVocabularyMayExceedVocabSize) {
+  json j = every_role_json();  // vocab_size 512
+  j["text_config"]["engram_compressed_vocab_size"] = 700;
+  EXPECT_EQ(parse_model_config(j.dump(), "c").text.engram_compressed_vocab_size, 700);
+  j["text_config"]["engram_compressed_vocab_size"] = 0;
+  expect_format_error(j.dump(), {"engram_compressed_vocab_size: 0 is outside"});
+}
+
+TEST(Config, OfficialOffValuesTurnPartsOff) {
+  json j = every_role_json();
+  j["text_config"]["candidate_source_layer_id"] = -1;  // ModelArgs: < 0 turns candidates off
+  j["text_config"].erase("candidate_topk_blocks");
+  j["text_config"].erase("candidate_block_size");
+  EXPECT_FALSE(parse_model_config(j.dump(), "c").text.candidate_source_layer_id.has_value());
+  j = every_role_json();
+  j["vision_config"] = json::object();  // vision_n_layers defaults to 0: vision disabled
+  EXPECT_FALSE(parse_model_config(j.dump(), "c").vision.has_value());
+  j["vision_config"] = {{"num_hidden_layers", 2}};
+  EXPECT_TRUE(parse_model_config(j.dump(), "c").vision.has_value());
+  j = every_role_json();
+  j["text_config"].erase("rope_scaling");  // original_seq_len 0: no YaRN
+  EXPECT_EQ(parse_model_config(j.dump(), "c").text.rope_scaling.original_max_position, 0);
 }
 
 TEST(Config, ParsesEveryRoleConfig) {
@@ -155,7 +243,7 @@ TEST(Config, ContradictionsNameTheField) {
   expect_text_field_error("num_experts_per_tok", 9, {"num_experts_per_tok", "outside"});
   expect_text_field_error("o_groups", 3, {"o_groups", "does not divide"});
   expect_text_field_error("num_key_value_heads", 2, {"num_key_value_heads"});
-  expect_text_field_error("engram_pad_token_id", 512, {"engram_pad_token_id", "vocabulary"});
+  expect_text_field_error("engram_pad_token_id", -1, {"engram_pad_token_id", "-1 is outside"});
   expect_text_field_error("rms_norm_eps", 0, {"rms_norm_eps", "positive"});
   expect_text_field_error("num_hash_layers", 3, {"num_hash_layers", "V4"});
   expect_text_field_error("hidden_act", "gelu", {"hidden_act", "gelu"});
@@ -170,6 +258,7 @@ TEST(Config, ContradictionsNameTheField) {
 TEST(Config, DsparkStagesMustBeWindowOnly) {
   json j = every_role_json();
   j["text_config"]["num_nextn_predict_layers"] = 1;
+  j["text_config"]["dspark_block_size"] = 5;
   j["text_config"]["dspark_target_layer_ids"] = {11, 12, 13};
   j["text_config"]["dspark_noise_token_id"] = 7;
   auto ratios = j["text_config"]["compress_ratios"];
@@ -178,9 +267,11 @@ TEST(Config, DsparkStagesMustBeWindowOnly) {
   expect_format_error(j.dump(), {"compress_ratios[14]", "DSpark"});
   ratios.back() = 0;
   j["text_config"]["compress_ratios"] = ratios;
-  EXPECT_EQ(parse_model_config(j.dump(), "c").text.num_nextn_predict_layers, 1);
+  EXPECT_EQ(dspark_stages(parse_model_config(j.dump(), "c").text), 1);
   j["text_config"]["dspark_target_layer_ids"] = {14};
   expect_format_error(j.dump(), {"dspark_target_layer_ids[0]"});
+  j["text_config"].erase("dspark_block_size");  // block size 0: the stages are not built
+  EXPECT_EQ(dspark_stages(parse_model_config(j.dump(), "c").text), 0);
 }
 
 TEST(Config, LoadMissingFileIsIoError) {

@@ -18,7 +18,6 @@
 #include "engine/util/numeric.h"
 #include "engine/util/sha256.h"
 #include "tests/engine/checkpoint_test_util.h"
-#include "tests/engine/engram_map_fixture.h"
 
 namespace flashdesk::test {
 
@@ -68,12 +67,11 @@ const std::filesystem::path& golden_every_role_model() {
     o.seed = m.at("make_random_seed").get<uint64_t>();
     write_random_checkpoint(
         std::filesystem::path(FD_SOURCE_DIR) / m.at("config").get<std::string>(), dir.path(), o);
-    add_engram_multipliers(dir.path());
     return m;
   }();
   const char* why =
       " differs from the checkpoint the goldens were made from: the random writer (or the "
-      "multipliers of engram_map_fixture.h) changed; regenerate them (docs/goldens.md)";
+      "Engram multipliers it writes) changed; regenerate them (docs/goldens.md)";
   for (const auto& [file, digest] : manifest.at("sha256").items())
     EXPECT_EQ(file_sha256(dir.path() / file), digest.get<std::string>()) << file << why;
   for (const auto& [file, digest] : manifest.at("tensors_sha256").items())

@@ -50,7 +50,7 @@ std::string file_sha256(const std::filesystem::path& path);
 std::filesystem::path golden_dir(const std::string& name);
 
 // The checkpoint of tests/data/goldens/every-role/manifest.json: write_random_checkpoint with the
-// manifest's seed plus the Engram multipliers of engram_map_fixture.h, made once per binary. Fails
+// manifest's seed (its Engram map holds the official multipliers), made once per binary. Fails
 // the calling test (with a "regenerate the goldens" message) when its SHA-256 differs from the
 // manifest's, i.e. when the writer changed since the goldens were made.
 const std::filesystem::path& golden_every_role_model();

@@ -71,7 +71,9 @@ TEST(ModelBadInput, MissingEngramMapIsAFormatErrorNamingIt) {
     open_model(dir.path(), be);
     FAIL() << "no error";
   } catch (const FormatError& e) {
+    // Neither the map nor a tokenizer.json to build it from (a random checkpoint has none).
     EXPECT_NE(std::string(e.what()).find("engram_map.safetensors"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
   }
 }
 

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <random>
 
-#include "tests/engine/engram_map_fixture.h"
-
 namespace flashdesk::test {
 
 const std::filesystem::path& every_role_model_dir() {
@@ -17,7 +15,6 @@ const std::filesystem::path& every_role_model_dir() {
     write_random_checkpoint(
         std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json", dir.path(),
         o);
-    add_engram_multipliers(dir.path());
     return true;
   }();
   (void)made;

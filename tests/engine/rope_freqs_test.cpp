@@ -10,8 +10,13 @@
 namespace flashdesk {
 namespace {
 
+TextConfig full_size() {
+  return load_model_config(std::string(FD_SOURCE_DIR) + "/assets/configs/deepseek-v4.1-flash.json")
+      .text;
+}
+
 TEST(RopeFreqs, WindowLayersUsePlainRopeTheta) {
-  TextConfig t;  // full-size defaults: rope dim 64, theta 10000
+  const TextConfig t = full_size();  // rope dim 64, theta 10000
   const auto f = rope_inv_freq(t, 0);
   ASSERT_EQ(f.size(), 32u);
   for (int i = 0; i < 32; ++i)
@@ -21,7 +26,7 @@ TEST(RopeFreqs, WindowLayersUsePlainRopeTheta) {
 TEST(RopeFreqs, CompressedLayersBlendYarnBetweenFifteenAndTwentyFive) {
   // c(rot) = 64 ln(65536 / (2 pi rot)) / (2 ln 160000): c(32) = 15.45 -> low 15,
   // c(1) = 24.71 -> high 25. ramp = clamp((i - 15) / 10, 0, 1), f' = f/16 ramp + f (1 - ramp).
-  TextConfig t;
+  const TextConfig t = full_size();
   const auto f = rope_inv_freq(t, 2);
   for (int i = 0; i < 32; ++i) {
     const double base = std::pow(160000.0, -2.0 * i / 64);
@@ -29,6 +34,14 @@ TEST(RopeFreqs, CompressedLayersBlendYarnBetweenFifteenAndTwentyFive) {
     EXPECT_NEAR(f[i], base / 16 * ramp + base * (1 - ramp), 4e-7 * base) << i;
   }
   EXPECT_NEAR(f[0], 1.0f, 0.0f);  // i = 0 is untouched
+}
+
+TEST(RopeFreqs, NoOriginalSeqLenMeansNoYarn) {
+  TextConfig t = full_size();
+  t.rope_scaling.original_max_position = 0;  // what an absent rope_scaling means (ModelArgs)
+  const auto f = rope_inv_freq(t, 2);
+  for (int i = 0; i < 32; ++i)
+    EXPECT_NEAR(f[i], std::pow(160000.0, -2.0 * i / 64), 2e-7 * f[i]) << i;
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     flashdesk::kv_bytes_per_token(config);
     // Listing tensors is linear in layers x experts; keep the fuzzer fast on huge configs.
     const auto& t = config.text;
-    if ((t.num_hidden_layers + t.num_nextn_predict_layers) *
+    if ((t.num_hidden_layers + flashdesk::dspark_stages(t)) *
             (t.n_routed_experts + t.dspark_n_routed_experts) <=
         20000)
       for (const auto& spec : flashdesk::expected_tensors(config))

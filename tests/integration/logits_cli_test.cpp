@@ -13,7 +13,6 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "tests/engine/checkpoint_test_util.h"
-#include "tests/engine/engram_map_fixture.h"
 #include "tests/integration/cli_runner.h"
 
 namespace flashdesk {
@@ -29,7 +28,6 @@ class LogitsCli : public ::testing::Test {
     const auto r =
         run_cli("make-random --config " + cfg.string() + " --out " + model() + " --seed 3");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    test::add_engram_multipliers(model());
     std::ofstream(ids_file())
         << "5 17 300 2 99 41 7 7 8 120 33 64 1 250 11 12 13 14 15 16 17 18 19 20 21\n";
   }
@@ -177,7 +175,6 @@ TEST_F(LogitsCli, PromptIsRenderedWithTheChatTemplate) {
   std::ofstream(cfg_path) << cfg.dump(2);
   ASSERT_EQ(run_cli("make-random --config " + cfg_path + " --out " + dir + " --seed 4").exit_code,
             0);
-  test::add_engram_multipliers(dir);
   std::filesystem::copy_file(src / "tests/data/tokenizers/tiny/tokenizer.json",
                              std::filesystem::path(dir) / "tokenizer.json");
   for (const char* thinking : {"on", "off"}) {

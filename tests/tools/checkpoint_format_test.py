@@ -191,6 +191,17 @@ class CheckpointFormatTest(unittest.TestCase):
             next_new += int(i == next_new)
         self.assertEqual(next_new, 400)
 
+    def test_engram_multipliers_are_the_official_ones(self):
+        # numpy default_rng(10007 * layer).integers(0, bound, 4) * 2 + 1, as the official engram.py
+        _, tensors, _ = read_safetensors(os.path.join(self.dir, "engram_map.safetensors"))
+        dtype, shape, raw = tensors["multipliers"]
+        self.assertEqual((dtype, shape), ("I64", [2, 4]))
+        bound = (np.iinfo(np.int64).max // 400) // 2
+        want = [np.random.default_rng(10007 * layer).integers(0, bound, size=4, dtype=np.int64) * 2 + 1
+                for layer in (1, 5)]
+        self.assertEqual(np.frombuffer(raw, dtype="<i8").reshape(2, 4).tolist(),
+                         np.stack(want).tolist())
+
 
 if __name__ == "__main__":
     unittest.main()

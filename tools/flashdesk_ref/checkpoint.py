@@ -1,8 +1,8 @@
 """Loads a model directory into float32 torch tensors whose values are exactly the stored ones.
 
-Directory: config.json, model.safetensors or model.safetensors.index.json + shards, and
-engram_map.safetensors (token_map I64 [n_tokens], multipliers I64 [n_engram_layers, max_ngram])
-when the config has Engram layers. Dequantisation (MODEL-REFERENCE §2.2):
+Directory: config.json, model.safetensors or model.safetensors.index.json + shards, and for
+Engram models engram_map.safetensors (token_map I64 [n_tokens], optionally multipliers I64
+[n_engram_layers, max_ngram]) or tokenizer.json to build the map from. Dequantisation (MODEL-REFERENCE §2.2):
 - F8_E4M3 `X.weight` + F8_E8M0 `X.scale` [ceil(out/B), ceil(in/B)], B = weight_block_size (32);
 - I8 packed E2M1 `X.weight` [out, in/2] (low nibble = even column) + E8M0 `X.scale` [out, in/32];
 - Engram tables `engram.embed.weight` F8_E4M3 [rows, head_dim] + E8M0 scale [rows, head_dim/32]
@@ -16,8 +16,10 @@ import numpy as np
 import torch
 
 from .config import load_config
+from .engram_hash import engram_multipliers
 from .formats import E4M3_TABLE, e8m0_to_f32, unpack_e2m1
 from .safetensors import FormatError, SafeTensorsFile, decode_float
+from .token_map import TokenizerJson, compressed_token_map
 
 
 class EngramTable:
@@ -144,24 +146,35 @@ def _open_shards(model_dir):
 
 def load_engram_map(model_dir, cfg):
     """(token_map int64 tensor [n_tokens], multipliers int64 tensor [n_layers, max_ngram]) or
-    None when the config has no Engram layers."""
+    None when the config has no Engram layers. The map is engram_map.safetensors when the
+    directory has one (a `multipliers` tensor in it must be the official one), else built from
+    tokenizer.json as the official code does at load (a published V4.1 directory); the
+    multipliers are always the official numpy ones."""
     if not cfg.engram_layer_ids:
         return None
+    mult = engram_multipliers(cfg.engram_layer_ids, cfg.engram_max_ngram_size,
+                              cfg.engram_compressed_vocab_size)
     path = os.path.join(model_dir, "engram_map.safetensors")
-    if not os.path.exists(path):
-        raise FormatError(f"{path}: missing; Engram layers {cfg.engram_layer_ids} need the "
-                          "compressed-token map (build it with tools/engram_map.py)")
-    f = SafeTensorsFile(path)
-    for name in ("token_map", "multipliers"):
-        if name not in f.header or f.dtype(name) != "I64":
-            raise FormatError(f"{path}: needs I64 tensor {name!r}")
-    token_map = np.array(f.get("token_map"))
-    mult = np.array(f.get("multipliers"))
-    want = (len(cfg.engram_layer_ids), cfg.engram_max_ngram_size)
+    if os.path.exists(path):
+        f = SafeTensorsFile(path)
+        if "token_map" not in f.header or f.dtype("token_map") != "I64":
+            raise FormatError(f"{path}: needs I64 tensor 'token_map'")
+        token_map = np.array(f.get("token_map"))
+        if "multipliers" in f.header and (f.dtype("multipliers") != "I64" or
+                                          not np.array_equal(np.array(f.get("multipliers")), mult)):
+            raise FormatError(f"{path}: multipliers differ from the official ones {mult.tolist()}")
+    else:
+        tokenizer = os.path.join(model_dir, "tokenizer.json")
+        if not os.path.exists(tokenizer):
+            raise FormatError(f"{path}: missing, and no tokenizer.json to build it from; Engram "
+                              f"layers {cfg.engram_layer_ids} need the compressed-token map")
+        built, size = compressed_token_map(TokenizerJson(tokenizer))
+        if size != cfg.engram_compressed_vocab_size:
+            raise FormatError(f"{tokenizer}: {size} compressed tokens, but the config says "
+                              f"engram_compressed_vocab_size = {cfg.engram_compressed_vocab_size}")
+        token_map = np.array(built, dtype=np.int64)
     if token_map.ndim != 1 or token_map.shape[0] <= cfg.engram_pad_token_id:
         raise FormatError(f"{path}: token_map shape {token_map.shape} does not cover the pad id")
     if token_map.min() < 0 or token_map.max() >= cfg.engram_compressed_vocab_size:
         raise FormatError(f"{path}: token_map values outside 0..{cfg.engram_compressed_vocab_size - 1}")
-    if mult.shape != want:
-        raise FormatError(f"{path}: multipliers shape {mult.shape}, expected {want}")
     return torch.from_numpy(token_map), torch.from_numpy(mult)
