@@ -30,13 +30,14 @@ std::vector<float> rope_inv_freq(const TextConfig& text, int64_t compress_ratio)
   const RopeScaling& rs = text.rope_scaling;
   const double orig = static_cast<double>(rs.original_max_position);
   const double low = std::max(std::floor(correction_dim(rs.beta_fast, dim, base, orig)), 0.0);
-  double high = std::min(std::ceil(correction_dim(rs.beta_slow, dim, base, orig)),
-                         static_cast<double>(dim - 1));
-  if (low == high) high += 0.001;
+  const double high = std::min(std::ceil(correction_dim(rs.beta_slow, dim, base, orig)),
+                               static_cast<double>(dim - 1));
+  // The official ramp's divisor (precompute_freqs_cis): max(high - low, 1e-3).
+  const double span = std::max(high - low, 1e-3);
   const float factor = static_cast<float>(rs.factor);
   for (int64_t i = 0; i < half; ++i) {
     const float ramp = std::clamp(
-        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f,
+        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(span), 0.0f,
         1.0f);
     const float smooth = 1.0f - ramp;
     freq[i] = freq[i] / factor * (1.0f - smooth) + freq[i] * smooth;
