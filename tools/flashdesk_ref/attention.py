@@ -4,6 +4,7 @@ indexer and candidate selection (MODEL-REFERENCE §3.1, §3.5-3.7; docs/numerics
 Shapes: R query rows of this step, H heads, D head_dim, r rope dims, E compressed entries.
 """
 import torch
+import torch.nn.functional as F
 
 from . import ops
 from .config import FULL, REINDEX, WINDOW
@@ -29,7 +30,10 @@ class Attention:
         self.device = weights["embed.weight"].device
         self.freqs = ops.rope_freqs(self.r, float(base), yarn).to(self.device)
         self.scale = torch.tensor(self.D ** -0.5, dtype=F32, device=self.device)
-        self.index_scale = cfg.index_head_dim ** -0.5 * cfg.index_n_heads ** -0.5
+        # d^-1/2 * h^-1/2 formed in double as Python forms it, used as an FP32 constant (the
+        # official BF16 tensor times a Python float)
+        self.index_scale = torch.tensor(cfg.index_head_dim ** -0.5 * cfg.index_n_heads ** -0.5,
+                                        dtype=F32, device=self.device)
 
     def norm(self, x, name):
         return ops.rms_norm(self.R, x, self.w[name + ".weight"], self.cfg.rms_norm_eps)
@@ -50,19 +54,19 @@ class Attention:
         if self.role.role in (FULL, REINDEX):
             self.index(qr, x, positions, state, step, trace)
 
+        # each query's key list (docs/numerics.md "Sparse attention"): W window slots, then the
+        # top-k columns of its index source
         cache = state.layers[l]
-        keys = torch.cat((cache.kv, kv))
-        kpos = torch.cat((cache.pos, positions))
-        qpos = positions[:, None]
-        mask = (kpos >= 0) & (kpos <= qpos) & (kpos > qpos - self.W) & (kpos >= step.window_start)
+        slots, valid = window_slots(positions, self.W, cache.pos, step.window_start)
+        keys = torch.cat((cache.kv, kv))[slots]                          # [R, W, D]
         if self.role.role != WINDOW:
             source = state.sources[self.role.kv_source]
             row0, ids = step.topk[self.role.index_source]
             ids = ids[positions[0] - step.pos0 - row0:]
-            keys = torch.cat((keys, source.comp_kv))
-            mask = torch.cat((mask, selection_mask(ids, source.entries)), dim=-1)
+            keys = torch.cat((keys, source.comp_kv[ids.clamp_min(0)]), dim=1)
+            valid = torch.cat((valid, ids >= 0), dim=-1)
 
-        o = R.bf16(ops.sparse_attention(R, q, keys, mask, self.w["attn_sink"], self.scale))
+        o = R.bf16(ops.sparse_attention(R, q, keys, valid, self.w["attn_sink"], self.scale))
         o = ops.rope_tail(R, o, cos, sin, inverse=True)                # [R, H, D]
         cache.write(kv, positions)
         return self.output(o)
@@ -111,21 +115,27 @@ class Attention:
         qi = ops.fp8_linear(R, qr, self.w["indexer.wq_b.weight"]).unflatten(
             -1, (cfg.index_n_heads, cfg.index_head_dim))
         qi = R.fp4_e8m0(ops.rope_tail(R, qi, cos, sin), 32)
-        w = ops.bf16_linear(R, x, self.w["indexer.weights_proj.weight"]) * self.index_scale
-        dots = torch.relu(R.einsum("thd,sd->ths", qi, source.index_k))
-        score = R.sum(dots * w[..., None], -2)                               # [R, E]
+        # the official BF16 arithmetic: w = bf16(bf16(weights_proj(x)) * c),
+        # I(t,s) = bf16(sum_h bf16(relu(bf16(qi[t,h] . k[s])) * w[t,h]))
+        w = R.bf16(ops.bf16_linear(R, x, self.w["indexer.weights_proj.weight"]) * self.index_scale)
+        dots = R.bf16(R.einsum("thd,sd->ths", qi, source.index_k))
+        score = R.bf16(R.sum(R.bf16(torch.relu(dots) * w[..., None]), -2))      # [R, E]
+        # the row spans the entries that exist at the end of the prompt (or of this step): ties
+        # fall as in the official one-shot prefill and decode step (docs/numerics.md "Top-k")
+        width = max(E, step.prompt_end // self.m)
+        score = F.pad(score, (0, width - E), value=NEG_INF)
         visible = (positions + 1) // self.m                                 # entries j < visible
-        score = score.masked_fill(torch.arange(E, device=score.device)[None, :] >= visible[:, None], NEG_INF)
+        score = score.masked_fill(torch.arange(width, device=score.device)[None, :] >= visible[:, None], NEG_INF)
         row0 = int(positions[0] - step.pos0)
         if self.role.builds_candidates:
             cand = candidate_mask(score.detach(), visible, cfg.candidate_block_size, cfg.candidate_topk_blocks)
             step.candidates[l] = (row0, cand)
-            trace.put("candidates", l, cand.to(torch.uint8), row0)
+            trace.put("candidates", l, cand[:, :E].to(torch.uint8), row0)
         if self.role.candidate_source >= 0:
             c0, cand = step.candidates[self.role.candidate_source]
             score = score.masked_fill(~cand[row0 - c0:], NEG_INF)
-        k = min(cfg.index_topk, E)
-        ids = ops.stable_topk_desc(score, k).sort(dim=-1).values
+        k = min(cfg.index_topk, width)
+        ids = ops.torch_topk(score, k, sorted=False).sort(dim=-1).values
         ids = torch.where(ids < visible[:, None], ids, torch.full_like(ids, -1))
         step.topk[l] = (row0, ids)
         published = torch.full((ids.shape[0], cfg.index_topk), -1, dtype=torch.long, device=ids.device)
@@ -133,17 +143,28 @@ class Attention:
         trace.put("topk_idxs", l, published, row0)
 
 
-def selection_mask(ids, entries):
-    """[R, k] entry ids (-1 = none) -> [R, entries] bool."""
-    mask = torch.zeros(ids.shape[0], entries + 1, dtype=torch.bool, device=ids.device)
-    mask.scatter_(1, torch.where(ids >= 0, ids, torch.full_like(ids, entries)), True)
-    return mask[:, :entries]
+def window_slots(positions, window, ring_positions, window_start):
+    """The window part of each query's key list: slot i of the query at position t holds
+    position max(0, t - W + 1) + i, from this step's rows (positions[0]..t) or from the ring
+    (slot pos % W, while it still holds pos); the slot is empty past t, before window_start
+    (decoder bounded replay) or when the ring no longer holds the position.
+    positions [R] (consecutive), ring_positions [W] (-1 = empty) -> (index [R, W] into
+    cat(ring [W], this step's rows), valid [R, W] bool)."""
+    first = (positions - window + 1).clamp_min(0)
+    want = first[:, None] + torch.arange(window, device=positions.device)   # [R, W] positions
+    p0 = positions[0]
+    in_step = (want >= p0) & (want <= positions[:, None])
+    ring_slot = want % window
+    in_ring = (want < p0) & (ring_positions[ring_slot] == want)
+    valid = (in_step | in_ring) & (want >= window_start)
+    return torch.where(in_step, window + want - p0, ring_slot), valid
 
 
 def candidate_mask(score, visible, block, top_blocks):
-    """Candidate entries [R, E] bool: blocks of `block` entries scored by their max (last block
-    padded with -inf), the block of the newest visible entry forced to +inf, the top
-    `top_blocks` blocks (ties: lower block) kept when their score is not -inf."""
+    """Candidate entries [R, E] bool (official select_candidate_blocks): blocks of `block`
+    entries scored by their max (last block padded with -inf), the block of the newest visible
+    entry forced to +inf, the top `top_blocks` blocks (torch.topk's choice among ties) kept when
+    their score is not -inf."""
     R, E = score.shape
     nb = -(-E // block)
     padded = torch.full((R, nb * block), NEG_INF, device=score.device)
@@ -153,7 +174,7 @@ def candidate_mask(score, visible, block, top_blocks):
     has = newest >= 0
     forced = torch.where(has, newest // block, torch.zeros_like(newest))
     blocks[has.nonzero().flatten(), forced[has]] = float("inf")
-    chosen = ops.stable_topk_desc(blocks, min(top_blocks, nb))
+    chosen = ops.torch_topk(blocks, min(top_blocks, nb), sorted=True)
     keep = torch.zeros(R, nb, dtype=torch.bool, device=score.device)
     keep.scatter_(1, chosen, torch.gather(blocks, 1, chosen) > NEG_INF)
     return keep.repeat_interleave(block, dim=1)[:, :E]

@@ -96,20 +96,23 @@ class Model:
         return SequenceState(self.cfg, self.device)
 
     def step(self, state, tokens, bounded=False, trace=None, overrides=None, dead=None,
-             all_logits=False, image_rows=None):
+             all_logits=False, image_rows=None, prompt_end=0):
         """Runs `tokens` at positions state.pos.. and returns FP32 logits [1 or T, V].
         bounded: decoder bounded replay (prefill from position 0 only). overrides(layer, step)
         -> (X [T, hc, dim], pre [T, hc]) or None replaces a block's inputs (--block-inputs).
         dead: per token, inside an image span (bias_vl routing, Engram pad / gate 0).
         image_rows: [(first, rows [L, dim])] embeddings replacing those of tokens first.. (image
-        spans from the vision tower, MODEL-REFERENCE §8); their tokens should be marked dead."""
+        spans from the vision tower, MODEL-REFERENCE §8); their tokens should be marked dead.
+        prompt_end: when these tokens are a chunk of a longer prompt, the position one past its
+        end (top-k rows span the entries existing there, as in the one-shot prefill); 0 = the
+        end of this step (a one-shot prefill or a decode step)."""
         cfg, R = self.cfg, self.R
         trace = trace or NullTrace()
         T = len(tokens)
         self._check_tokens(state, tokens)
         dead = list(dead) if dead is not None else [False] * T
         dev = self.device
-        step = Step(state.pos, T, cfg.sliding_window, dev)
+        step = Step(state.pos, T, cfg.sliding_window, dev, prompt_end)
         positions = step.positions
         hashes = None
         if self.hasher is not None:   # n-grams look back into earlier steps' tokens

@@ -14,23 +14,29 @@ class MoE:
         self.limit = float(cfg.swiglu_limit)
 
     def route(self, x, image_rows):
-        """Expert ids [R, k] (descending biased score, ties to the lower id) and weights [R, k]."""
+        """Expert ids [R, k] and weights [R, k] as the official Gate picks them: torch.topk of
+        the biased scores (its order, ties included), the unbiased scores in that order,
+        normalised by torch's FP32 sum of them (the official `weights.sum(dim=-1)`)."""
         z = ops.f32_linear(self.R, x, self.w["gate.weight"]) / self.cfg.gate_temp
         s = torch.sqrt(F.softplus(z))
         bias = self.w["gate.bias"]
         if image_rows is not None and "gate.bias_vl" in self.w:
             bias = torch.where(image_rows[:, None], self.w["gate.bias_vl"], bias)
-        ids = ops.stable_topk_desc(s + bias, self.k)
+        ids = ops.torch_topk(s + bias, self.k, sorted=True)
         weights = torch.gather(s, -1, ids)
         if self.cfg.norm_topk_prob and self.k > 1:
-            weights = weights / (self.R.sum(weights, -1, keepdim=True) + 1e-20)
+            # torch's own FP32 sum on the CPU: its order is not index order for every k (torch
+            # 1.13 adds 6 weights as ((((w0 + w4) + w5) + w1) + w2) + w3), and the official
+            # code normalises with it
+            total = weights.cpu().sum(-1, keepdim=True).to(weights.device)
+            weights = weights / (total + 1e-20)
         return ids, weights * self.cfg.routed_scaling_factor
 
     def expert(self, xq, prefix, weight=None):
         """SwiGLU expert on act-quantised input xq [n, dim] -> bf16 [n, dim]."""
         R = self.R
-        g = R.bf16(R.mm(xq, self.w[prefix + "w1.weight"].t()))
-        u = R.bf16(R.mm(xq, self.w[prefix + "w3.weight"].t()))
+        g = ops.quantised_linear(R, xq, self.w[prefix + "w1.weight"])
+        u = ops.quantised_linear(R, xq, self.w[prefix + "w3.weight"])
         if self.limit > 0:
             u = u.clamp(-self.limit, self.limit)
             g = g.clamp(max=self.limit)

@@ -19,9 +19,11 @@ class Rounding:
 
     ste=True: same values, identity gradients (QAT). exact_sums=True: every matmul and
     reduction ("FP32 accumulation") is computed in FP64 and rounded once to FP32, i.e. the
-    correctly rounded sum, which any FP32 summation order approximates; results then do not
-    depend on BLAS blocking or on how many rows a step has (prefill vs decode agree). A trainer
-    may switch it off for speed."""
+    correctly rounded sum, which any FP32 summation order approximates; where the official code
+    fixes a structure of FP32 sums (the FP8/FP4 GEMM's per-block partials, the attention's
+    64-slot blocks), each of its parts is such a sum and the parts are combined in FP32 as it
+    combines them. Results then do not depend on BLAS blocking or on how many rows a step has.
+    exact_sums=False: FP32 in torch's order (--fp32-sums: the noise floor of summation order)."""
 
     def __init__(self, ste=False, exact_sums=True):
         self.ste = ste
@@ -37,6 +39,24 @@ class Rounding:
     def mm(self, a, b):
         """a @ b with FP32 (exactly rounded) accumulation."""
         return (self._wide(a) @ self._wide(b)).to(F32)
+
+    def block_mm(self, x, w, block=32):
+        """x [.., K] times w [O, K] transposed, summed as the official FP8/FP4 GEMM sums
+        (kernel_cpu._block_scaled_gemm): one FP32 partial per K-block of `block` (correctly
+        rounded, or torch's FP32 order without exact_sums), the partials added to an FP32
+        accumulator in K order. x and w hold dequantised values: their scales are powers of two,
+        so each partial equals the official unscaled partial times both scales exactly."""
+        K = x.shape[-1]
+        n_blocks = -(-K // block)
+        pad = n_blocks * block - K
+        if pad:   # zeros add nothing to the last block's partial
+            x, w = F.pad(x, (0, pad)), F.pad(w, (0, pad))
+        xb, wb = x.unflatten(-1, (n_blocks, block)), w.unflatten(-1, (n_blocks, block))
+        parts = torch.einsum("...bk,obk->...ob", self._wide(xb), self._wide(wb)).to(F32)
+        acc = parts[..., 0]
+        for b in range(1, n_blocks):
+            acc = acc + parts[..., b]
+        return acc
 
     def einsum(self, eq, *xs):
         return torch.einsum(eq, *[self._wide(x) for x in xs]).to(F32)
@@ -58,9 +78,15 @@ def rms_norm(R, x, w, eps):
 
 
 def fp8_linear(R, x, w):
-    """FP8/FP4-weight linear: act_quant(x) per 32 along K, FP32 accumulation, bf16 output.
+    """FP8/FP4-weight linear: act_quant(x) per 32 along K, then quantised_linear.
     `w` holds the dequantised weight values [out, in]."""
-    return R.bf16(R.mm(R.act_quant(x), w.t()))
+    return quantised_linear(R, R.act_quant(x), w)
+
+
+def quantised_linear(R, xq, w):
+    """FP8/FP4-weight linear of an act_quant'ed input: FP32 partial per K-block of 32, the
+    partials added in K order (the official fp8_gemm / fp4_gemm), bf16 output."""
+    return R.bf16(R.block_mm(xq, w))
 
 
 def bf16_linear(R, x, w):
@@ -159,18 +185,40 @@ def hc_expand(R, X, y, post, comb):
 
 
 # ---- attention --------------------------------------------------------------------------------
-def sparse_attention(R, q, keys, mask, sink, scale):
-    """Attention with a sink over a masked key list (keys are also the values).
-    q [.., T, H, D], keys [.., N, D], mask [.., T, N] bool, sink [H] -> [.., T, H, D] FP32.
-    o = sum p v / (sum p + exp(sink - mx)), p = exp(l - mx), mx = max(max l, sink); no valid key -> 0."""
-    logits = R.einsum("...thd,...nd->...thn", q, keys) * scale
-    logits = logits.masked_fill(~mask[..., :, None, :], float("-inf"))
-    mx = torch.maximum(logits.amax(-1), sink)                       # [.., T, H]
-    p = torch.exp(logits - mx[..., None])
-    denom = R.sum(p, -1) + torch.exp(sink - mx)
-    return R.einsum("...thn,...nd->...thd", p, keys) / denom[..., None]
+ATTENTION_BLOCK = 64   # key-list slots per step of the official kernel's online softmax
 
 
-def stable_topk_desc(scores, k):
-    """Indices of the k largest scores along the last dim, ties to the lower index."""
-    return torch.sort(scores, dim=-1, descending=True, stable=True).indices[..., :k]
+def sparse_attention(R, q, keys, valid, sink, scale):
+    """The official sparse-attention kernel (kernel_cpu.sparse_attn; docs/numerics.md "Sparse
+    attention") over each query's key list (keys are also the values).
+
+    q [.., T, H, D]; keys [.., T, N, D] the list of each query (window slots, then the top-k
+    columns); valid [.., T, N] bool (False: an empty slot); sink [H]. Returns FP32 [.., T, H, D].
+    The list is walked in blocks of 64 slots with a running maximum of the scores only (from
+    -1e30, the sink not in it): s = (q.k) * scale, m' = max(m, max s), c = exp(m - m'),
+    p = exp(s - m'), den = den c + sum p (FP32 p), acc = acc c + sum bf16(p) v; at the end
+    den += exp(sink - m), o = acc / den. A query without a valid key gets 0 (0 / inf)."""
+    keys = keys.masked_fill(~valid[..., None], 0.0)
+    acc = torch.zeros_like(q)
+    den = torch.zeros(q.shape[:-1], dtype=F32, device=q.device)
+    running_max = torch.full(q.shape[:-1], -1e30, dtype=F32, device=q.device)
+    for b0 in range(0, keys.shape[-2], ATTENTION_BLOCK):
+        kb, vb = keys[..., b0:b0 + ATTENTION_BLOCK, :], valid[..., b0:b0 + ATTENTION_BLOCK]
+        s = R.einsum("...thd,...tnd->...thn", q, kb) * scale
+        s = s.masked_fill(~vb[..., None, :], float("-inf"))
+        new_max = torch.maximum(running_max, s.amax(-1))                  # [.., T, H]
+        rescale = torch.exp(running_max - new_max)
+        p = torch.exp(s - new_max[..., None])
+        den = den * rescale + R.sum(p, -1)
+        acc = acc * rescale[..., None] + R.einsum("...thn,...tnd->...thd", R.bf16(p), kb)
+        running_max = new_max
+    den = den + torch.exp(sink - running_max)
+    return acc / den[..., None]
+
+
+def torch_topk(scores, k, sorted=True):
+    """Indices of the k largest scores along the last dim as torch.topk picks them on the CPU
+    (docs/numerics.md "Top-k": which of exactly tied scores is kept depends on torch's
+    partial_sort / nth_element over the whole row, so the row's width matters). Computed on
+    the CPU whatever the device (a GPU topk breaks ties otherwise), returned on scores' device."""
+    return torch.topk(scores.detach().cpu(), k, dim=-1, sorted=sorted).indices.to(scores.device)

@@ -57,9 +57,13 @@ class SequenceState:
 class Step:
     """Context of one forward step over T tokens at positions pos0..pos0+T-1."""
 
-    def __init__(self, pos0, count, window, device="cpu"):
+    def __init__(self, pos0, count, window, device="cpu", prompt_end=0):
         self.pos0 = pos0
         self.count = count
+        # one past the prompt this step is part of (at least the step's end): top-k rows span the
+        # entries existing there (docs/numerics.md "Top-k"), so a prompt fed in several steps
+        # selects as its one-shot prefill does
+        self.prompt_end = max(prompt_end, pos0 + count)
         self.positions = torch.arange(pos0, pos0 + count, dtype=torch.long, device=device)
         # ids published by the indexer are offset by the window region: the step's raw KV at
         # prefill (T), the ring at decode (W)

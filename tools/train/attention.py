@@ -138,19 +138,24 @@ class Attention(nn.Module):
         ixp = self.indexer
         qi = num.linear_fp8_q(qrq.detach(), ixp.wq_b.weight).view(B, N, nh, d)
         qi = num.index_fp4(apply_rope(num, qi, cos.unsqueeze(1), sin.unsqueeze(1)))
-        w = num.linear_bf16(x.detach(), ixp.weights_proj.weight).to(F32) * (d ** -0.5 * nh ** -0.5)
+        # official weights: bf16(bf16(weights_proj(x)) * float(d^-1/2 nh^-1/2)) (a BF16 tensor
+        # times a Python float stays BF16)
+        w = num.rb(num.linear_bf16(x.detach(), ixp.weights_proj.weight) * (d ** -0.5 * nh ** -0.5))
+        w = w.to(F32)
         n_vis = ctx.n_visible(r.ratio)
         if ctx.dense and not ctx.record:
             sel = Selection(None, None)
         else:
             scores = ix.index_scores(qi, ik, w, n_vis)
+            # checks: torch's CPU tie choice over rows as wide as each sequence's real entries
+            widths = ctx.real_entries(r.ratio) if ctx.cpu_topk else None
             if r.builds_candidates:
                 ctx.cand[r.layer] = ix.candidate_mask(scores, n_vis, cfg.candidate_block_size,
-                                                      cfg.candidate_topk_blocks, ctx.stable_topk)
+                                                      cfg.candidate_topk_blocks, ctx.cpu_topk, widths)
             if r.candidate_source >= 0:
                 scores = scores.masked_fill(~ctx.cand[r.candidate_source], float("-inf"))
             k = min(cfg.index_topk, ik.shape[1])
-            idx, valid = ix.select_topk(scores, k, n_vis, stable=ctx.stable_topk)
+            idx, valid = ix.select_topk(scores, k, n_vis, ctx.cpu_topk, widths)
             sel = Selection(None, None) if ctx.dense else Selection(idx, valid)
             if ctx.record is not None:
                 ctx.record[f"topk_idxs.layer{r.layer}"] = torch.where(valid, idx, -1)

@@ -109,7 +109,8 @@ def run_variant(base, over, steps, phase_step, device, emulate, profile_rows=0, 
     hasher = load_hasher(cfg, None, tok)
     if hasher is not None:
         hasher.to(device)
-    tr = Trainer(model, Numerics(emulate_fp32=emulate, block=cfg.weight_block), hasher, s, device, None)
+    num = Numerics(emulate_fp32=emulate, block=cfg.weight_block, blocked=s["blocked_linears"])
+    tr = Trainer(model, num, hasher, s, device, None)
     names = list(s["tasks"])
     stream = StepStream(s["task_source"], cfg, s["task_options"], names, [s["tasks"][t] for t in names],
                         s["seed"], s["step_tokens"], phase_step, s["workers"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Loads an exported model directory with the oracle (tools/flashdesk_ref) and compares it with
-the trainer's eval-mode forward (FP32 emulation, QAT on, ties to the lower index) on a few token
+the trainer's eval-mode forward (FP32 emulation, QAT on, torch.topk on the CPU) on a few token
 sequences:
 - block by block with the same inputs (each oracle block gets the trainer's input stream and
   pre-mix): relative error RMS(diff) / RMS(block_out - block_in), worst over blocks;
@@ -40,7 +40,7 @@ def trainer_logits(model, num, hasher, ids, bounded, record=None):
     if bounded:
         b.bounded_start[0] = len(ids) - min(len(ids), W)
     with torch.no_grad():
-        ctx = make_context(model, b, Phase(distill=False, stable_topk=True), hasher, record)
+        ctx = make_context(model, b, Phase(distill=False, cpu_topk=True), hasher, record)
         return model.logits(num, model(num, b, ctx))[0, :len(ids)]
 
 

@@ -41,7 +41,9 @@ class ForwardContext:
     lo_decoder: torch.Tensor          # [B, N] same for decoder layers (bounded replay rows)
     rope: object                      # RopeTables
     dense: bool = False               # dense warm-up: attend every visible compressed entry
-    stable_topk: bool = False         # ties to the lower index (eval / oracle comparison)
+    cpu_topk: bool = False            # torch.topk on the CPU over rows as wide as each
+    #                                   sequence's real entries: the tie choice of inference
+    #                                   (eval / oracle comparison); off: topk on the device
     distill: bool = True              # collect indexer distillation targets
     engram_ids: Optional[torch.Tensor] = None  # [B, N, n_engram_layers, cols]
     kv: Dict[int, tuple] = field(default_factory=dict)        # layer -> (kvc, ik)
@@ -54,6 +56,10 @@ class ForwardContext:
     @property
     def shape(self):
         return self.ids.shape
+
+    def real_entries(self, ratio):
+        """[B] compressed entries at the end of each row's real tokens: floor(len / ratio)."""
+        return torch.div(self.valid.sum(1), ratio, rounding_mode="floor")
 
     def n_visible(self, ratio):
         """[N] number of compressed entries visible to each query: floor((t+1)/m)."""

@@ -14,10 +14,23 @@ F32 = torch.float32
 NEG_INF = float("-inf")
 
 
+def _bf16(x):
+    """bf16(x) as FP32; the casts' gradient is the identity (straight-through)."""
+    return x.to(torch.bfloat16).to(F32)
+
+
+def score_terms(dots, w):
+    """The official BF16 score arithmetic (docs/numerics.md "Indexer") from FP32 head dot
+    products dots [..., nh, E] and bf16-valued head weights w [..., nh]:
+    bf16(sum_h bf16(relu(bf16(dot)) * w)) -> [..., E]."""
+    return _bf16(_bf16(_bf16(dots).relu() * w.unsqueeze(-1)).sum(-2))
+
+
 @torch.no_grad()
 def index_scores(qi, ik, w, n_vis, max_elems=1 << 27):
-    """I(t, s) = sum_h w[t,h] relu(qi[t,h] . ik[s]) in FP32 [B, N, E]; entries s >= n_vis[t]
-    are -inf. qi [B, N, nh, d], ik [B, E, d], w [B, N, nh]; chunked over N to bound memory."""
+    """I(t, s) = bf16(sum_h bf16(relu(bf16(qi[t,h] . ik[s])) * w[t,h])) [B, N, E] (FP32
+    holding bf16 values); entries s >= n_vis[t] are -inf. qi [B, N, nh, d], ik [B, E, d], w
+    [B, N, nh] (bf16 values); chunked over N to bound memory."""
     B, N, nh, _ = qi.shape
     E = ik.shape[1]
     out = torch.empty(B, N, E, dtype=F32, device=qi.device)
@@ -25,44 +38,65 @@ def index_scores(qi, ik, w, n_vis, max_elems=1 << 27):
     ikf = ik.to(F32)
     for s in range(0, N, step):
         dots = torch.einsum("bnhd,bed->bnhe", qi[:, s:s + step].to(F32), ikf)
-        out[:, s:s + step] = (dots.clamp_min_(0) * w[:, s:s + step].unsqueeze(-1)).sum(2)
+        out[:, s:s + step] = score_terms(dots, w[:, s:s + step].to(F32))
     vis = torch.arange(E, device=qi.device).unsqueeze(0) < n_vis.unsqueeze(1)
     return out.masked_fill_(~vis.unsqueeze(0), NEG_INF)
 
 
+def _topk(x, k, cpu):
+    """torch.topk indices, on the CPU when `cpu` (the official code's and the engine's choice
+    among tied scores), else on x's device."""
+    if cpu:
+        return torch.topk(x.cpu(), k, dim=-1).indices.to(x.device)
+    return x.topk(k, dim=-1).indices
+
+
 @torch.no_grad()
-def candidate_mask(scores, n_vis, block, keep_blocks, stable=False):
+def candidate_mask(scores, n_vis, block, keep_blocks, cpu=False, widths=None):
     """[B, N, E] bool: entries of the top `keep_blocks` blocks of `block` entries by block max
     score, the block of the newest visible entry forced in, blocks scoring -inf dropped.
-    `stable`: equal block scores go to the lower block index."""
+    `cpu`: torch.topk on the CPU; `widths` [B]: each row's score row is that many entries wide
+    (the entries at the end of its real tokens, as in inference), else E."""
     B, N, E = scores.shape
+    if widths is not None:
+        keep = torch.zeros(B, N, E, dtype=torch.bool, device=scores.device)
+        for b in range(B):
+            w = int(widths[b])
+            if w > 0:
+                keep[b:b + 1, :, :w] = candidate_mask(scores[b:b + 1, :, :w], n_vis, block, keep_blocks, cpu)
+        return keep
     nblk = math.ceil(E / block)
     padded = F.pad(scores, (0, nblk * block - E), value=NEG_INF)
     bs = padded.view(B, N, nblk, block).amax(-1)
-    newest = torch.div(n_vis - 1, block, rounding_mode="floor").clamp_min(0)
+    # (clamped: padding queries past a narrower row see more entries than it holds)
+    newest = torch.div(n_vis - 1, block, rounding_mode="floor").clamp(0, nblk - 1)
     force = F.one_hot(newest, nblk).bool() & (n_vis >= 1).unsqueeze(1)
     bs = bs.masked_fill(force.unsqueeze(0), float("inf"))
     kk = min(keep_blocks, nblk)
-    if stable:
-        vals, order = torch.sort(bs, dim=-1, descending=True, stable=True)
-        vals, order = vals[..., :kk], order[..., :kk]
-    else:
-        vals, order = bs.topk(kk, dim=-1)
+    order = _topk(bs, kk, cpu)
     keep = torch.zeros(B, N, nblk, dtype=torch.bool, device=scores.device)
-    keep.scatter_(-1, order, vals > NEG_INF)
+    keep.scatter_(-1, order, torch.gather(bs, -1, order) > NEG_INF)
     return keep.repeat_interleave(block, dim=-1)[..., :E]
 
 
 @torch.no_grad()
-def select_topk(scores, k, n_vis, stable=False):
-    """(idx [B, N, k], valid) of the k best entries (k = min(index_topk, E)); ids past a query's
-    visible entries are invalid (published as -1). `stable`: ties go to the lower index and ids
-    are sorted ascending, as the engine publishes them."""
-    if stable:
-        idx = torch.sort(scores, dim=-1, descending=True, stable=True).indices[..., :k]
-        idx = idx.sort(dim=-1).values
-    else:
-        idx = scores.topk(k, dim=-1).indices
+def select_topk(scores, k, n_vis, cpu=False, widths=None):
+    """(idx [B, N, k], valid) of the k best entries (k = min(index_topk, E)), ids ascending per
+    query as the indexer publishes them (the attention's list order); ids past a query's
+    visible entries are invalid (published as -1). `cpu`: torch.topk on the CPU; `widths` [B]:
+    row b selects among its first widths[b] entries, min(k, widths[b]) of them (the rest of its
+    columns invalid), as inference over the entries at the end of its real tokens."""
+    if widths is not None:
+        B, N, _ = scores.shape
+        idx = torch.zeros(B, N, k, dtype=torch.long, device=scores.device)
+        ok = torch.zeros(B, N, k, dtype=torch.bool, device=scores.device)
+        for b in range(B):
+            kb = min(k, int(widths[b]))
+            if kb > 0:
+                i, v = select_topk(scores[b:b + 1, :, :int(widths[b])], kb, n_vis, cpu)
+                idx[b, :, :kb], ok[b, :, :kb] = i[0], v[0]
+        return idx, ok
+    idx = _topk(scores, k, cpu).sort(dim=-1).values
     return idx, idx < n_vis.view(1, -1, 1)
 
 
@@ -75,10 +109,10 @@ def selected_logits(state):
         flat = sel.idx + (torch.arange(B, device=ik.device) * E).view(B, 1, 1)
         keys = F.embedding(flat, ik.reshape(B * E, d))              # [B, N, k, d]
         dots = torch.einsum("bnhd,bnkd->bnhk", qi, keys)
-        logits = (dots.relu() * w.unsqueeze(-1)).sum(2)
+        logits = score_terms(dots, w.to(F32))
         return logits.masked_fill(~sel.valid, NEG_INF), sel.valid
     dots = torch.einsum("bnhd,bed->bnhe", qi, ik)
-    logits = (dots.relu() * w.unsqueeze(-1)).sum(2)
+    logits = score_terms(dots, w.to(F32))
     N, E = logits.shape[1], logits.shape[2]
     n_vis = torch.div(torch.arange(1, N + 1, device=ik.device), state.ratio,
                       rounding_mode="floor")

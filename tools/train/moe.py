@@ -94,19 +94,20 @@ class MoE(nn.Module):
         xs = xq[torch.div(order, self.k, rounding_mode="floor")]
         w13 = num.w_fp4(torch.cat((self.experts_w1, self.experts_w3), dim=1))   # [E, 2I, dim]
         w2 = num.w_fp4(self.experts_w2)
-        h = torch.cat([torch.matmul(part, w13[e].t())
+        h = torch.cat([num.qmm(part, w13[e])
                        for e, part in enumerate(torch.split(xs, counts)) if counts[e]])
         g, u = h.chunk(2, dim=-1)
         a = self._swiglu(num, g, u) * w.reshape(-1)[order].unsqueeze(1)
         a = num.act_quant(num.rb(a))
-        out = torch.cat([torch.matmul(part, w2[e].t())
+        out = torch.cat([num.qmm(part, w2[e])
                          for e, part in enumerate(torch.split(a, counts)) if counts[e]])
-        per_pair = torch.empty_like(out).index_copy(0, order, num.rb(out))
+        rounded = num.rb(out)
+        per_pair = torch.empty_like(rounded).index_copy(0, order, rounded)
         y = per_pair.view(T, self.k, dim).to(F32).sum(1)
         if self.shared_experts is not None:
             se = self.shared_experts
-            a = self._swiglu(num, torch.matmul(xq, num.w_fp8(se.w1.weight).t()),
-                             torch.matmul(xq, num.w_fp8(se.w3.weight).t()))
+            a = self._swiglu(num, num.qmm(xq, num.w_fp8(se.w1.weight)),
+                             num.qmm(xq, num.w_fp8(se.w3.weight)))
             y = y + num.linear_fp8(num.rb(a), se.w2.weight).to(F32)
         return y
 
@@ -116,15 +117,15 @@ class MoE(nn.Module):
         E = self.E
         gates = torch.zeros(T, E, dtype=F32, device=xq.device).scatter(1, ids, w)
         w13 = num.w_fp4(torch.cat((self.experts_w1, self.experts_w3), dim=1))    # [E, 2I, dim]
-        h = torch.matmul(xq, w13.reshape(-1, dim).t()).view(T, E, -1)           # [T, E, 2I]
+        h = num.qmm(xq, w13.reshape(-1, dim)).view(T, E, -1)                    # [T, E, 2I]
         g, u = h.chunk(2, dim=-1)
         a = num.act_quant(num.rb(self._swiglu(num, g, u) * gates.unsqueeze(-1)))
-        out = torch.bmm(a.transpose(0, 1), num.w_fp4(self.experts_w2).transpose(1, 2))
+        out = num.qmm(a.transpose(0, 1), num.w_fp4(self.experts_w2))           # [E, T, dim]
         y = num.rb(out).to(F32).sum(0)
         if self.shared_experts is not None:
             se = self.shared_experts
-            a = self._swiglu(num, torch.matmul(xq, num.w_fp8(se.w1.weight).t()),
-                             torch.matmul(xq, num.w_fp8(se.w3.weight).t()))
+            a = self._swiglu(num, num.qmm(xq, num.w_fp8(se.w1.weight)),
+                             num.qmm(xq, num.w_fp8(se.w3.weight)))
             y = y + num.linear_fp8(num.rb(a), se.w2.weight).to(F32)
         return y
 

@@ -14,10 +14,16 @@ BF16, F32 = torch.bfloat16, torch.float32
 
 
 class Numerics:
-    def __init__(self, emulate_fp32=False, qat=True, block=32):
+    def __init__(self, emulate_fp32=False, qat=True, block=32, blocked=None):
         self.act = F32 if emulate_fp32 else BF16  # dtype of activations between ops
         self.qat = qat                            # may be switched on after a warm-up
         self.block = block                        # FP8 weight tile / activation block
+        # FP8/FP4 linears (with QAT) summed as the official GEMM: an FP32 partial per K-block
+        # of 32, the partials added in K order. That is FP32 summation order, not a rounding
+        # point, and it costs FP32 products instead of BF16 ones: on by default in FP32
+        # emulation (CPU, oracle checks), off by default on the GPU's BF16 path
+        # (settings `blocked_linears`).
+        self.blocked = emulate_fp32 if blocked is None else bool(blocked)
 
     # ---- rounding ---------------------------------------------------------------------------
     def rb(self, x):
@@ -52,13 +58,30 @@ class Numerics:
         return quant.fp4_e8m0_ste(x, 32) if self.qat else x
 
     # ---- linear layers ----------------------------------------------------------------------
+    def qmm(self, xq, wq):
+        """xq [.., n, K] (act_quant'ed) times a quantised weight wq [.., O, K] transposed (batch
+        dims broadcast) -> [.., n, O], not rounded. With QAT and `blocked`: the official FP8/FP4
+        GEMM's sums (an FP32 partial per K-block of 32, the partials added in K order, FP32 out);
+        otherwise one product in the activation dtype."""
+        if not (self.qat and self.blocked):
+            return torch.matmul(xq, wq.transpose(-1, -2))
+        K = xq.shape[-1]
+        if K % 32:
+            raise ValueError(f"quantised linear: K = {K} is not a multiple of 32")
+        parts = torch.einsum("...nbk,...obk->...nob", xq.to(F32).unflatten(-1, (K // 32, 32)),
+                             wq.to(F32).unflatten(-1, (K // 32, 32)))
+        acc = parts[..., 0]
+        for b in range(1, K // 32):
+            acc = acc + parts[..., b]
+        return acc
+
     def linear_fp8(self, x, w):
         """FP8 checkpoint weight: act_quant(x) per 32 along K, FP32 accumulation, output bf16."""
-        return self.rb(F.linear(self.act_quant(x), self.w_fp8(w)))
+        return self.rb(self.qmm(self.act_quant(x), self.w_fp8(w)))
 
     def linear_fp8_q(self, xq, w):
         """linear_fp8 of an input already act_quant'ed (one quantisation feeding two linears)."""
-        return self.rb(F.linear(xq, self.w_fp8(w)))
+        return self.rb(self.qmm(xq, self.w_fp8(w)))
 
     def linear_bf16(self, x, w, b=None):
         """BF16 weight: FP32 accumulation of bf16 products, output bf16."""

@@ -19,7 +19,7 @@ class Phase:
     """Training switches that change over the run."""
     dense: bool = False          # dense warm-up of the compressed attention
     distill: bool = True         # indexer distillation on
-    stable_topk: bool = False
+    cpu_topk: bool = False       # torch.topk on the CPU over each row's real entries (checks)
 
 
 def make_context(model, batch, phase, hasher=None, record=None):
@@ -29,7 +29,7 @@ def make_context(model, batch, phase, hasher=None, record=None):
     ctx = ForwardContext(ids=batch.ids, valid=batch.valid, valid_rows=batch.valid_rows,
                          is_image=batch.is_image,
                          window=cfg.sliding_window, lo_encoder=lo_e, lo_decoder=lo_d,
-                         rope=model.rope, dense=phase.dense, stable_topk=phase.stable_topk,
+                         rope=model.rope, dense=phase.dense, cpu_topk=phase.cpu_topk,
                          distill=phase.distill, record=record)
     if cfg.engram_layer_ids:
         ctx.engram_ids = hasher.hash_ids(batch.ids, batch.is_image)

@@ -30,6 +30,8 @@ DEFAULTS = dict(
     moe_impl="auto",              # "sorted" | "dense" | "auto" (dense on CUDA, sorted on CPU)
     mhc_impl="loop",              # "loop" | "matmul": mHC collapse/expand (mhc.py)
     tf32=False,                   # CUDA: TF32 tensor cores for FP32 matrix products (bench first)
+    blocked_linears=None,         # FP8/FP4 linears summed per K-block of 32 as the official GEMM
+                                  # (FP32 products); None: on in FP32 emulation, off on the GPU
     workers=8,
     save_moments=False,           # 8-bit AdamW moments in the compact checkpoint
     log_every=10,

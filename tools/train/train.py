@@ -87,7 +87,7 @@ def main(argv=None):
     torch.manual_seed(s["seed"])
     model = Transformer(cfg).to(device)
     num = Numerics(emulate_fp32=a.emulate_fp32 or device.type == "cpu",
-                   block=cfg.weight_block)
+                   block=cfg.weight_block, blocked=s["blocked_linears"])
     engram_map = resolve(s["engram_map"]) or os.path.join(
         os.path.dirname(resolve(s["model_config"])), "engram_map.safetensors")
     tokenizer = resolve(s["tokenizer"]) if s["task_source"] == "demo" else None

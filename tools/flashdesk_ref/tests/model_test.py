@@ -1,6 +1,7 @@
-"""End-to-end properties of the oracle on a random every-role checkpoint: decode after prefill
-equals a longer prefill, bounded == exact when the prompt fits the window, bounded keeps the
-global path exact, cache layouts, published top-k, --block-inputs semantics."""
+"""End-to-end properties of the oracle on a random every-role checkpoint: a prompt fed in steps
+equals its one-shot prefill, decode steps select over their own entries, bounded == exact when
+the prompt fits the window, bounded keeps the global path exact, cache layouts, published top-k,
+--block-inputs semantics."""
 import contextlib
 import io
 import os
@@ -54,17 +55,35 @@ class ModelTest(unittest.TestCase):
         for l in layers if layers is not None else range(len(a.layers)):
             self.assertTrue(torch.equal(a.layers[l].kv, b.layers[l].kv), f"ring of {l}")
 
-    def test_decode_after_prefill_equals_longer_prefill(self):
-        ids = prompt(40)
-        for P in (9, 10, 20, 33):   # odd: a ratio-2 token pending; > W: the ring wraps
-            longer, s_long, _ = self.run_prompt(ids[:P + 3])
-            state = self.model.new_state()
-            self.model.step(state, ids[:P])
-            for t in range(3):
-                last = self.model.step(state, [ids[P + t]])
-            diff = (longer - last).abs().max().item()
-            self.assertEqual(diff, 0.0, f"P={P}: max |logit difference| {diff}")
-            self.assert_same_caches(s_long, state)
+    def test_a_prompt_in_steps_equals_its_one_shot_prefill(self):
+        # chunks and single tokens carry the ring, pending ratio-2 tokens and the caches; with
+        # prompt_end their top-k rows are as wide as the one-shot prefill's, so ties fall alike
+        ids = prompt(43)
+        for P in (9, 10, 20, 33, 40):   # odd: a ratio-2 token pending; > W: the ring wraps
+            n = P + 3
+            whole, s_whole, _ = self.run_prompt(ids[:n])
+            for cuts in ((P, P + 1, P + 2), (4, 7, P)):
+                last, state = self.run_steps(ids[:n], cuts, prompt_end=n)
+                diff = (whole - last).abs().max().item()
+                self.assertEqual(diff, 0.0, f"P={P} cuts {cuts}: max |logit difference| {diff}")
+                self.assert_same_caches(s_whole, state)
+
+    def test_decode_steps_choose_among_ties_over_their_own_entries(self):
+        # without prompt_end each step's rows end at its own entries (a decode step, as the
+        # official decode): at P = 40 tied index scores then fall otherwise than in the
+        # one-shot prefill of the 43 tokens (the official code is not length-invariant at ties)
+        ids = prompt(43)
+        whole, _, _ = self.run_prompt(ids)
+        last, _ = self.run_steps(ids, (40, 41, 42))
+        self.assertGreater((whole - last).abs().max().item(), 0.0)
+
+    def run_steps(self, ids, cuts, prompt_end=0):
+        state = self.model.new_state()
+        at = 0
+        for end in tuple(cuts) + (len(ids),):
+            last = self.model.step(state, ids[at:end], prompt_end=prompt_end)
+            at = end
+        return last, state
 
     def test_bounded_equals_exact_when_the_prompt_fits_the_window(self):
         for P in (12, self.cfg.sliding_window):

@@ -110,27 +110,5 @@ class MhcTest(unittest.TestCase):
         self.assertEqual(ops.hc_expand(R, X, y, post, comb).tolist(), [[[13.0, 24.0], [21.0, 42.0]]])
 
 
-class AttentionKernelTest(unittest.TestCase):
-    def test_sink_only_enters_the_denominator(self):
-        q = torch.tensor([[[1.0, 0.0]]])                 # [T=1, H=1, D=2]
-        keys = torch.tensor([[0.0, 1.0], [2.0, 3.0]])
-        mask = torch.tensor([[True, True]])
-        sink = torch.tensor([0.5])
-        o = ops.sparse_attention(R, q, keys, mask, sink, torch.tensor(1.0))
-        l = torch.tensor([0.0, 2.0])
-        p = torch.exp(l - 2.0)
-        want = (p[:, None] * keys).sum(0) / (p.sum() + math.exp(0.5 - 2.0))
-        self.assertTrue(torch.allclose(o[0, 0], want))
-
-    def test_no_valid_key_gives_zero(self):
-        o = ops.sparse_attention(R, torch.ones(1, 2, 2), torch.ones(3, 2), torch.zeros(1, 3, dtype=torch.bool),
-                                 torch.zeros(2), torch.tensor(1.0))
-        self.assertEqual(o.abs().sum().item(), 0.0)
-
-    def test_topk_ties_go_to_the_lower_index(self):
-        s = torch.tensor([[1.0, 3.0, 3.0, float("-inf"), 3.0]])
-        self.assertEqual(ops.stable_topk_desc(s, 3).tolist(), [[1, 2, 4]])
-
-
 if __name__ == "__main__":
     unittest.main()

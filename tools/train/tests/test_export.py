@@ -18,7 +18,7 @@ from train.objective import Phase, make_context
 
 def logits(model, num, batch, hasher):
     with torch.no_grad():
-        ctx = make_context(model, batch, Phase(stable_topk=True), hasher)
+        ctx = make_context(model, batch, Phase(cpu_topk=True), hasher)
         return model.logits(num, model(num, batch, ctx))
 
 
