@@ -5,7 +5,6 @@
         [--out-dir tests/data/goldens/every-role]
     /usr/bin/python3 tools/make_goldens.py flash-tiny --cli build/release/bin/flashdesk-cli \
         [--out-dir tests/data/goldens/flash-tiny]
-    /usr/bin/python3 tools/make_goldens.py flash-tiny-blocks --cli build/release/bin/flashdesk-cli
 
 every-role: `flashdesk-cli make-random` writes the checkpoint of assets/configs/test-every-role.json
 (seed SEED; the C++ test regenerates it the same way; its Engram map holds the official numpy
@@ -15,17 +14,11 @@ multipliers), then the oracle (tools/ref_logits.py) writes
   noise-{exact,bounded}.safetensors   the same prompt and (teacher-forced) ids through the oracle
                                        with FP32 torch-order sums (ref_logits.py --fp32-sums): how
                                        far summation order alone moves the end-to-end logits
-  blocks-{exact,bounded}.safetensors  the first BLOCK_PROMPT_LEN ids of that prompt + 8 greedy
-                                       steps with --dump, trimmed to what the per-block test
-                                       reads; the hc streams and embeddings (bf16 values by
-                                       docs/numerics.md) stored as BF16, which is lossless
   manifest.json                        config, seed, lengths, sha256 of the checkpoint files
 flash-tiny: each prompt of FLASH_TINY_PROMPTS is rendered by `flashdesk-cli logits --prompt`
 (chat template, thinking on, default effort), the oracle decodes greedily in both prefill modes,
 and greedy.json records the prompt ids, the oracle's ids, each step's top-1/top-2 logit gap and
 the noise band (the same ids through the oracle with FP32 torch-order sums).
-flash-tiny-blocks: blocks.safetensors, the per-block dump of the first flash-tiny prompt (after
-flash-tiny, whose greedy.json it reads).
 """
 import argparse
 import hashlib
@@ -41,15 +34,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ref_logits  # noqa: E402
 from flashdesk_ref.config import load_config  # noqa: E402
-from flashdesk_ref.formats import bf16_bits_to_f32, f32_to_bf16_bits  # noqa: E402
-from flashdesk_ref.safetensors import SafeTensorsFile, write_safetensors  # noqa: E402
+from flashdesk_ref.safetensors import SafeTensorsFile  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = 11
 PROMPT_LEN = 320        # > 16-slot window, > index_topk entries at ratio 2 and 1, > 6 candidate blocks
-BLOCK_PROMPT_LEN = 64   # per-block dumps grow with P: 64 still has 32/64 compressed entries > topk 16
 DECODE = 32
-BLOCK_DECODE = 8
 FLASH_TINY_PROMPTS = [
     "Hello! Who are you?", "What is 4821 + 3977?", "My favourite colour is teal. What can you do?",
     # 175 tokens: longer than the 128-token window, so bounded replay and the sparse path matter
@@ -60,11 +50,6 @@ FLASH_TINY_PROMPTS = [
     "orchestra. Mila's favourite number is 7342. Last summer the three of them walked along the "
     "coast for nine days and counted forty-two lighthouses. What is Mila's favourite number?"]
 FLASH_TINY_DECODE = 48
-FLASH_TINY_BLOCK_DECODE = 24  # decode rows are cheap (P dominates); more rows average the flips
-# The per-block test reads these (plus prompt_ids and decode_input_ids); the rest stays out.
-BLOCK_KEEP = ("logits", "embed", "block_out", "block_pre_mix", "positions_run", "expert_ids",
-              "topk_idxs", "candidates", "engram_hash_ids")
-BF16_NAMES = ("embed", "block_out")
 
 
 def sha256(path):
@@ -98,28 +83,6 @@ def write_ids(path, ids):
         f.write("\n")
 
 
-def trim_block_dump(src, dst, keep_logits=True, keep=()):
-    """Keeps BLOCK_KEEP + `keep` (and the ids) and stores the bf16-valued float tensors as BF16."""
-    f = SafeTensorsFile(src)
-    out = {}
-    for name in f.names():
-        kind = name.split("_", 1)[1].split(".layer")[0] if "_" in name else name
-        if (name not in ("prompt_ids", "decode_input_ids", "decode_argmax")
-                and kind not in BLOCK_KEEP and name.split(".layer")[0] not in keep):
-            continue
-        if kind == "logits" and not keep_logits:
-            continue
-        dtype, value = f.dtype(name), np.array(f.get(name))
-        if kind in BF16_NAMES:
-            bits = f32_to_bf16_bits(value)
-            if not np.array_equal(bf16_bits_to_f32(bits), value.astype(np.float32)):
-                raise SystemExit(f"make_goldens: {name} holds values that are not bf16; keeping F32 "
-                                 "would break the size budget: check docs/numerics.md")
-            dtype, value = "BF16", bits
-        out[name] = (dtype, value)
-    write_safetensors(dst, out, f.metadata)
-
-
 def every_role(args):
     os.makedirs(args.out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,9 +90,8 @@ def every_role(args):
         make_every_role_checkpoint(args.cli, model)
         cfg = load_config(model)
         prompt = np.random.default_rng(SEED).integers(3, cfg.vocab_size, size=PROMPT_LEN).tolist()
-        ids_long, ids_short = os.path.join(tmp, "long.json"), os.path.join(tmp, "short.json")
+        ids_long = os.path.join(tmp, "long.json")
         write_ids(ids_long, prompt)
-        write_ids(ids_short, prompt[:BLOCK_PROMPT_LEN])
         for mode in ("exact", "bounded"):
             out = os.path.join(args.out_dir, f"logits-{mode}.safetensors")
             ref_logits.main(["--model", model, "--ids", ids_long, "--decode", str(DECODE),
@@ -139,16 +101,11 @@ def every_role(args):
             ref_logits.main(["--model", model, "--ids", ids_long, "--decode-ids", forced, "--prefill",
                              mode, "--fp32-sums", "--out",
                              os.path.join(args.out_dir, f"noise-{mode}.safetensors")])
-            full = os.path.join(tmp, f"blocks-{mode}.safetensors")
-            ref_logits.main(["--model", model, "--ids", ids_short, "--decode", str(BLOCK_DECODE),
-                             "--prefill", mode, "--dump", "--out", full])
-            trim_block_dump(full, os.path.join(args.out_dir, f"blocks-{mode}.safetensors"))
             print(f"make_goldens: wrote {mode} goldens", flush=True)
         manifest = {"config": "assets/configs/test-every-role.json", "make_random_seed": SEED,
                     "engram_multipliers": "official: numpy default_rng(10007 * layer)",
                     "prompt": f"numpy default_rng({SEED}).integers(3, vocab_size, {PROMPT_LEN})",
                     "prompt_len": PROMPT_LEN, "decode_steps": DECODE,
-                    "block_prompt_len": BLOCK_PROMPT_LEN, "block_decode_steps": BLOCK_DECODE,
                     "sha256": {"model.safetensors": sha256(os.path.join(model, "model.safetensors"))},
                     "tensors_sha256": {"engram_map.safetensors":
                                        tensors_sha256(os.path.join(model, "engram_map.safetensors"))},
@@ -222,38 +179,18 @@ def flash_tiny(args):
         f.write("\n")
 
 
-def flash_tiny_blocks(args):
-    """Per-block golden of the demo model: the first flash-tiny prompt (shorter than the window,
-    so one file serves both prefill modes) + FLASH_TINY_BLOCK_DECODE greedy steps, trimmed as
-    every-role's."""
-    model = os.path.join(ROOT, "assets/models/flash-tiny")
-    with open(os.path.join(args.out_dir, "greedy.json")) as f:
-        ids = json.load(f)["cases"][0]["prompt_ids"]
-    with tempfile.TemporaryDirectory() as tmp:
-        ids_path, full = os.path.join(tmp, "ids.json"), os.path.join(tmp, "blocks.safetensors")
-        write_ids(ids_path, ids)
-        ref_logits.main(["--model", model, "--ids", ids_path, "--decode", str(FLASH_TINY_BLOCK_DECODE),
-                         "--prefill", "exact", "--dump", "--out", full])
-        # no logits (V = 8192 rows would double the file; every-role's blocks check the head); the
-        # compressed KV after decode shows where a rounding flip sits in a cached entry
-        trim_block_dump(full, os.path.join(args.out_dir, "blocks.safetensors"), keep_logits=False,
-                        keep=("decode_compress_kv",))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Golden files of the PyTorch oracle for the C++ tests")
-    ap.add_argument("which", choices=("every-role", "flash-tiny", "flash-tiny-blocks"))
+    ap.add_argument("which", choices=("every-role", "flash-tiny"))
     ap.add_argument("--cli", required=True, help="the built flashdesk-cli")
     ap.add_argument("--out-dir")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args(argv)
-    args.out_dir = args.out_dir or os.path.join(ROOT, "tests/data/goldens",
-                                                args.which.replace("-blocks", ""))
+    args.out_dir = args.out_dir or os.path.join(ROOT, "tests/data/goldens", args.which)
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    {"every-role": every_role, "flash-tiny": flash_tiny,
-     "flash-tiny-blocks": flash_tiny_blocks}[args.which](args)
+    {"every-role": every_role, "flash-tiny": flash_tiny}[args.which](args)
 
 
 if __name__ == "__main__":
