@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "engine/runtime/conversation.h"
 #include "engine/util/error.h"
 
 namespace flashdesk::ui {
@@ -256,7 +257,7 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_or
       token_log_->finish(
           answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
     }
-    emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.effort_line));
+    emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.prompt_text));
     if (outcome.storage_warning) emit storageWarning(id, qstr(*outcome.storage_warning));
     count_turn(outcome.stats);
     refreshCacheStats();

@@ -3,15 +3,19 @@
 
 #include <QActionGroup>
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QVBoxLayout>
 
+#include "engine/runtime/conversation.h"
 #include "ui/cache_panel.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
@@ -103,6 +107,9 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
 
 QWidget* MainWindow::buildChatPane() {
   auto* pane = new QWidget;
+  show_prompt_ = new QPushButton(tr("Show prompt"));
+  show_prompt_->setObjectName(QStringLiteral("showPrompt"));
+  show_prompt_->setAccessibleName(tr("Show the prompt sent to the model"));
   effort_line_->setObjectName(QStringLiteral("effortLine"));
   effort_line_->setAccessibleName(tr("Reasoning effort line sent to the model"));
   effort_line_->setWordWrap(true);
@@ -118,7 +125,10 @@ QWidget* MainWindow::buildChatPane() {
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(view_, 1);
   layout->addLayout(controls);
-  layout->addWidget(effort_line_);
+  auto* sent = new QHBoxLayout;
+  sent->addWidget(effort_line_, 1);
+  sent->addWidget(show_prompt_);
+  layout->addLayout(sent);
   layout->addWidget(composer_);
   return pane;
 }
@@ -195,6 +205,7 @@ void MainWindow::connectWidgets() {
   connect(composer_, &Composer::submitted, this, &MainWindow::submit);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
   connect(regenerate_, &QPushButton::clicked, this, &MainWindow::regenerate);
+  connect(show_prompt_, &QPushButton::clicked, this, &MainWindow::showPrompt);
   connect(cache_panel_, &CachePanel::refreshRequested, &controller_,
           [this] { controller_.refreshCacheStats(); });
 }
@@ -296,6 +307,7 @@ void MainWindow::onSessionOpened(qint64 id, SessionChoices choices,
                                  const QList<MessageRow>& messages) {
   if (id != current_) return;
   view_->clearMessages();
+  sent_prompt_.clear();  // "Show prompt" shows the preview until this chat's next turn
   for (const MessageRow& m : messages) view_->addMessage(m);
   choices_ = choices;
   effort_->setChoices(choices);
@@ -318,11 +330,31 @@ void MainWindow::onAnswerText(qint64 session, bool thinking, const QString& text
 }
 
 void MainWindow::onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
-                                  const QString& effort_line) {
+                                  const QString& prompt) {
   if (session == current_) view_->finishAnswer(finish_note(finish));
   setGenerating(false);
   status_->setText(stats_text(stats));
-  showEffortLine(effort_line, true);
+  sent_prompt_ = prompt;
+  showEffortLine(QString::fromStdString(find_effort_line(prompt.toStdString())), true);
+}
+
+void MainWindow::showPrompt() {
+  auto* dialog = new QDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setObjectName(QStringLiteral("promptDialog"));
+  const bool sent = !sent_prompt_.isEmpty();
+  dialog->setWindowTitle(sent ? tr("Prompt sent to the model")
+                              : tr("Prompt the next message sends"));
+  auto* text = new QPlainTextEdit(sent ? sent_prompt_ : prompt_preview_, dialog);
+  text->setObjectName(QStringLiteral("promptText"));
+  text->setReadOnly(true);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+  auto* layout = new QVBoxLayout(dialog);
+  layout->addWidget(text);
+  layout->addWidget(buttons);
+  dialog->resize(640, 420);
+  dialog->open();
 }
 
 void MainWindow::onTurnFailed(qint64 session, const QString& message) {

@@ -46,6 +46,8 @@ class MainWindow : public QMainWindow {
   QString effortLine() const;
   QString statusText() const;
   QString promptPreview() const { return prompt_preview_; }  // the next turn's prompt, as text
+  // The prompt the last turn of the shown chat tokenised, as text; empty before a turn.
+  QString sentPrompt() const { return sent_prompt_; }
   SessionChoices currentChoices() const;
   const AppSettings& appSettings() const { return app_settings_; }
   CachePanel* cachePanel() const { return cache_panel_; }
@@ -82,7 +84,8 @@ class MainWindow : public QMainWindow {
   void onSessionOpened(qint64 id, SessionChoices choices, const QList<MessageRow>& messages);
   void onAnswerText(qint64 session, bool thinking, const QString& text);
   void onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
-                        const QString& effort_line);
+                        const QString& prompt);
+  void showPrompt();  // the sent prompt (or the preview before a turn) in a read-only dialog
   void onTurnFailed(qint64 session, const QString& message);
   void showEffortLine(const QString& line, bool sent);
   void requestPreview();
@@ -111,6 +114,8 @@ class MainWindow : public QMainWindow {
   AppSettings app_settings_;
   SessionChoices choices_;  // of the shown session; effort and thinking live in effort_
   QString prompt_preview_;
+  QString sent_prompt_;
+  QPushButton* show_prompt_;
   qint64 current_ = 0;
   bool generating_ = false;
   bool listed_once_ = false;

@@ -19,6 +19,7 @@
 #include <QDoubleSpinBox>
 #include <QPlainTextEdit>
 #include <QSpinBox>
+#include "engine/runtime/conversation.h"
 #include "engine/tokenizer/reasoning_effort.h"
 #include "storage/kv_block_file.h"
 #include "tests/ui/app_fixture.h"
@@ -108,7 +109,33 @@ class AppTest : public QObject {
       QVERIFY(!app.last_message()->thinkingExpanded());  // folded once the answer came
     }
     QVERIFY2(app.window->statusText().contains("tokens/s"), qPrintable(app.window->statusText()));
-    QVERIFY(app.window->effortLine().startsWith("Sent: Reasoning Effort: 75"));
+  }
+
+  // "Sent:" shows the prompt the engine tokenised and prefilled, not a rendering made for the
+  // preview: it is read back from the ids the model holds after the turn.
+  void sentPromptIsWhatTheModelWasGiven() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    for (const QString& question :
+         {QStringLiteral("Hi! My name is Quinn."), QStringLiteral("What is my name?")}) {
+      app.type_and_send(question);
+      QVERIFY(app.wait_turn());
+      const std::string prefilled = app.prefilled_text();
+      const QString sent = app.window->sentPrompt();
+      QVERIFY2(sent.endsWith(QStringLiteral("<｜Assistant｜><think>")), qPrintable(sent));
+      QVERIFY2(sent.contains(question), qPrintable(sent));
+      QCOMPARE(QString::fromStdString(prefilled + "<think>"), sent);
+      const QString line = QString::fromStdString(find_effort_line(prefilled));
+      QCOMPARE(line, QString::fromStdString(reasoning_effort_line(ReasoningEffort::of(75))));
+      QCOMPARE(app.window->effortLine(), QStringLiteral("Sent: ") + line);
+    }
+    // "Show prompt" opens the same text.
+    QTest::mouseClick(app.window->findChild<QPushButton*>(QStringLiteral("showPrompt")),
+                      Qt::LeftButton);
+    auto* text = app.window->findChild<QPlainTextEdit*>(QStringLiteral("promptText"));
+    QVERIFY(text != nullptr);
+    QCOMPARE(text->toPlainText(), app.window->sentPrompt());
   }
 
   // The event loop must keep turning while the engine works: a 5 ms timer's gaps are measured
