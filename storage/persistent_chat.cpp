@@ -3,6 +3,7 @@
 #include "storage/persistent_chat.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/model/sequence_cut.h"
 #include "engine/runtime/live_reuse.h"
@@ -23,6 +24,15 @@ void add_restore_stats(const PlannedPrefill& plan, GenerationStats& s) {
   s.read_ms = plan.read_ms;
   s.load_ms = plan.load_ms;
   s.ttft_ms += plan.plan_ms + plan.read_ms + plan.load_ms;
+}
+
+// How the answer ended, for the store: a restart shows "Thought for X s" and "stopped" from it.
+AnswerEnd answer_end(const GenerationResult& result, bool stopped) {
+  AnswerEnd end;
+  if (result.stats.thinking_ms > 0.0 || !result.reasoning_ids.empty())
+    end.thinking_ms = std::llround(result.stats.thinking_ms);
+  end.stopped = stopped;
+  return end;
 }
 
 }  // namespace
@@ -274,9 +284,9 @@ GenerationResult PersistentChat::generate_logged(int64_t session, PlannedPrefill
     live_spilled_ = 0;
     throw;
   }
-  out.status = result.finish == FinishReason::kStopped ? MessageStatus::interrupted
-                                                       : MessageStatus::complete;
-  token_log_->finish(answer, out.status);
+  const bool stopped = result.finish == FinishReason::kStopped;
+  out.status = stopped ? MessageStatus::interrupted : MessageStatus::complete;
+  token_log_->finish(answer, out.status, answer_end(result, stopped));
   return result;
 }
 

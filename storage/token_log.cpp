@@ -142,14 +142,14 @@ void TokenLog::flush() {
   run_on_writer<void>([](Database&) {});
 }
 
-void TokenLog::finish(const AnswerHandle& answer, MessageStatus status) {
-  run_on_writer<void>([this, answer, status](Database& db) {
+void TokenLog::finish(const AnswerHandle& answer, MessageStatus status, const AnswerEnd& end) {
+  run_on_writer<void>([this, answer, status, end](Database& db) {
     const int64_t now = options_.clock();
     Transaction tx(db);
     int64_t session_id = -1;
     if (Query q = db.query(kSessionOfAnswer); q.with(answer.answer_id).step())
       session_id = q.int64(0);
-    fold_answer(db, answer.answer_id, status, now);
+    fold_answer(db, answer.answer_id, status, now, end);
     if (session_id >= 0) db.query(kTouchSession).with(session_id, now).run();
     tx.commit();
     std::lock_guard lock(mutex_);

@@ -51,6 +51,7 @@ struct TurnStats {
   double restore_ms = 0.0;
   int64_t generated_tokens = 0;
   int64_t thinking_tokens = 0;
+  double thinking_ms = 0.0;  // how long the reasoning took (GenerationStats::thinking_ms)
   double ttft_ms = 0.0;
   double decode_tokens_per_s = 0.0;
 };
@@ -63,6 +64,7 @@ struct TurnOutcome {
   TurnStats stats;
   // The prompt this turn tokenised, as text (RenderedPrompt::text): what the app shows as sent.
   std::string prompt_text;
+  int64_t answer_message_id = 0;  // the stored answer, when the service stores the turn
   // The latest storage failure (disk full while spilling KV blocks or logging tokens): the turn
   // went on, the user should be told (storage::SessionTurn::storage_warning).
   std::optional<std::string> storage_warning;

@@ -23,6 +23,7 @@
 #include "ui/session_settings_dialog.h"
 #include "ui/session_sidebar.h"
 #include "ui/theme.h"
+#include "ui/welcome_text.h"
 
 namespace flashdesk::ui {
 
@@ -81,6 +82,9 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
     if (app_settings_.theme != ThemeChoice::system) apply_theme(app_settings_.theme);
   }
   choices_ = app_settings_.new_chat;  // what the first message of a new chat gets
+  effort_->setChoices(choices_);
+  view_->setEmptyText(welcome_text(QString()));
+  regenerate_->setEnabled(false);
   auto* splitter = new QSplitter;
   splitter->addWidget(sidebar_);
   splitter->addWidget(buildChatPane());
@@ -157,7 +161,7 @@ void MainWindow::connectWorker() {
       [this](qint64 id) {
         if (id != current_) return;
         current_ = 0;
-        view_->clearMessages();
+        showEmptyChat(app_settings_.new_chat);
       },
       queued);
   connect(
@@ -242,21 +246,34 @@ void MainWindow::editSettings() {
 }
 
 void MainWindow::newSession() {
-  SessionChoices choices = app_settings_.new_chat;  // the effort control's choice carries over
-  choices.effort = effort_->choices().effort;
-  choices.thinking = effort_->choices().thinking;
+  // A new chat starts from the new-chat defaults (File ▸ Settings), effort and thinking included,
+  // not from the chat shown before.
+  const SessionChoices choices = app_settings_.new_chat;
   // The new chat is current at once: a message sent before the worker has made it waits for it
   // (pending_text_) instead of going to the chat shown before.
   if (generating_) stop();  // the answer keeps what it has
   current_ = 0;
-  view_->clearMessages();
+  showEmptyChat(choices);
   if (creating_session_) return;
   creating_session_ = true;
   controller_.createSession(choices);
 }
 
+// What belongs to the chat shown before goes: its messages, its last turn's figures and prompt,
+// and Regenerate (nothing to answer again yet).
+void MainWindow::showEmptyChat(const SessionChoices& choices) {
+  view_->clearMessages();
+  choices_ = choices;
+  effort_->setChoices(choices);
+  sent_prompt_.clear();
+  status_->clear();
+  has_answer_ = false;
+  regenerate_->setEnabled(false);
+}
+
 void MainWindow::openSession(qint64 id) {
   if (generating_ && id != current_) stop();  // the answer keeps what it has
+  if (id != current_) status_->clear();       // the figures were the other chat's last turn
   current_ = id;
   sidebar_->select(id);
   controller_.openSession(id);
@@ -281,7 +298,7 @@ void MainWindow::submit(QString text, QStringList images) {
 }
 
 void MainWindow::regenerate() {
-  if (generating_ || current_ == 0) return;
+  if (generating_ || current_ == 0 || !has_answer_) return;
   controller_.regenerate(current_, currentChoices());
   setGenerating(true);
 }
@@ -293,7 +310,7 @@ void MainWindow::stop() {
 void MainWindow::setGenerating(bool generating) {
   generating_ = generating;
   composer_->setGenerating(generating);
-  regenerate_->setEnabled(!generating);
+  regenerate_->setEnabled(!generating && has_answer_);
   if (generating) status_->setText(tr("Generating…"));
 }
 
@@ -308,7 +325,12 @@ void MainWindow::onSessionOpened(qint64 id, SessionChoices choices,
   if (id != current_) return;
   view_->clearMessages();
   sent_prompt_.clear();  // "Show prompt" shows the preview until this chat's next turn
-  for (const MessageRow& m : messages) view_->addMessage(m);
+  has_answer_ = false;
+  for (const MessageRow& m : messages) {
+    view_->addMessage(m);
+    has_answer_ = has_answer_ || !m.from_user;
+  }
+  regenerate_->setEnabled(!generating_ && has_answer_);
   choices_ = choices;
   effort_->setChoices(choices);
   requestPreview();
@@ -331,7 +353,10 @@ void MainWindow::onAnswerText(qint64 session, bool thinking, const QString& text
 
 void MainWindow::onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
                                   const QString& prompt) {
-  if (session == current_) view_->finishAnswer(finish_note(finish));
+  if (session == current_) {
+    view_->finishAnswer(finish_note(finish));
+    has_answer_ = true;
+  }
   setGenerating(false);
   status_->setText(stats_text(stats));
   sent_prompt_ = prompt;

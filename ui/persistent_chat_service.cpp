@@ -119,6 +119,7 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
   const storage::SessionTurn turn =
       chat.send(request.text, request.images, turn_options(request.settings), wrapped, stop);
   outcome.prompt_text = turn.turn.prompt_text;
+  outcome.answer_message_id = turn.answer_message_id;
   outcome.content = turn.turn.generation.content;
   outcome.reasoning = turn.turn.generation.reasoning;
   outcome.finish = turn.turn.generation.finish;
