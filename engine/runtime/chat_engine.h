@@ -2,10 +2,11 @@
 // chat sessions that talk to it. The CLI and the desktop app use only this layer.
 //
 // Goals: load a model directory in one call with clear errors; keep each session's KV live
-// between turns and reuse it whenever the next rendering extends it; report per turn what was
-// reused and computed; images attached to user turns (decoded and preprocessed by
-// prepare_image, encoded by the vision tower when their span is prefilled). Non-goals (later
-// layers): SSD block restore and the DRAM window pool (storage/), several requests in one batch.
+// between turns and reuse what the next rendering shares with it (extended, or cut back to where
+// the conversation changed: live_reuse.h); report per turn what was reused and computed; images
+// attached to user turns (decoded and preprocessed by prepare_image, encoded by the vision tower
+// when their span is prefilled). Non-goals (later layers): SSD block restore and the DRAM window
+// pool (storage/), several requests in one batch.
 #pragma once
 
 #include <atomic>
