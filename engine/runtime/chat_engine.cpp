@@ -125,6 +125,22 @@ int64_t ChatSession::image_safe_common(int64_t common, const RenderedTurn& rende
   return limit;
 }
 
+// The live KV serves what the new prompt still shares with it: extended, or cut back to where the
+// conversation changed (live_reuse.h); otherwise a new sequence. Returns the replay the prefill
+// runs (the live state's last tokens).
+int64_t ChatSession::reuse_live(const RenderedTurn& rendered) {
+  const std::vector<TokenId>& prompt = rendered.prompt.ids;
+  if (live_) {
+    const int64_t common =
+        image_safe_common(static_cast<int64_t>(common_prefix(live_->tokens, prompt)), rendered);
+    const LiveReuse plan = plan_live_reuse(*live_, static_cast<int64_t>(prompt.size()), common);
+    if (plan.kind != LiveReuse::Kind::none)
+      return apply_live_reuse(engine_.backend(), *live_, plan);
+  }
+  live_ = engine_.model().new_sequence();
+  return 0;
+}
+
 RenderedTurn ChatSession::render(ConversationMessage user, const ChatOptions& options) const {
   Conversation next;
   next.system_prompt = conversation_.system_prompt;
@@ -142,23 +158,8 @@ TurnResult ChatSession::send(ConversationMessage user, const TurnOptions& option
   turn.prompt_ids = rendered.prompt.ids;
   turn.prompt_text = rendered.prompt.text;
 
-  // The live KV serves what the new prompt still shares with it: extended, or cut back to where
-  // the conversation changed (live_reuse.h); otherwise a new sequence.
-  size_t reuse = 0;
-  int64_t replay = 0;
-  if (live_) {
-    const int64_t common = image_safe_common(
-        static_cast<int64_t>(common_prefix(live_->tokens, turn.prompt_ids)), rendered);
-    const LiveReuse plan =
-        plan_live_reuse(*live_, static_cast<int64_t>(turn.prompt_ids.size()), common);
-    if (plan.kind == LiveReuse::Kind::none) {
-      live_.reset();
-    } else {
-      replay = apply_live_reuse(engine_.backend(), *live_, plan);
-      reuse = static_cast<size_t>(plan.keep - replay);
-    }
-  }
-  if (!live_) live_ = engine_.model().new_sequence();
+  const int64_t replay = reuse_live(rendered);
+  const auto reuse = static_cast<size_t>(live_->position() - replay);
 
   GenerationOptions gen = options.generation;
   gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;

@@ -130,6 +130,7 @@ class ChatSession {
     std::string digest;
   };
   int64_t image_safe_common(int64_t common, const RenderedTurn& rendered) const;
+  int64_t reuse_live(const RenderedTurn& rendered);
 
   ChatEngine& engine_;
   Conversation conversation_;
