@@ -114,6 +114,33 @@ TEST(TokenLog, GroupCommitsAreBoundedInTimeAndRate) {
   EXPECT_GE(static_cast<double>(commits.size()), seconds / 0.050 / 3);
 }
 
+// A token's text can reach the log in a later group than its id (PersistentChat appends the id,
+// then the text once it is complete; a commit may fall between them, and a slow step may leave
+// the text alone in the next group). A group of text alone must not take the place of the next
+// group of ids (the log's key is the group's first token).
+TEST(TokenLog, AGroupOfTextAloneDoesNotCollideWithTheNextIds) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  TokenLog log(dir.layout().database());
+  const AnswerHandle a = log.begin_answer(id);
+  log.append(a, tokens(0, 2), {});
+  log.flush();                      // the ids are committed ...
+  log.append(a, {}, {}, "Let me");  // ... their text comes alone ...
+  log.flush();
+  log.append(a, tokens(2, 1), {});  // ... then the next token
+  log.append(a, {}, {}, " see");
+  log.flush();
+  log.append(a, {}, "Yes.");
+  log.finish(a);
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].token_ids, tokens(0, 3));
+  EXPECT_EQ(m[0].thinking, "Let me see");
+  EXPECT_EQ(m[0].text, "Yes.");
+  EXPECT_EQ(m[0].status, MessageStatus::complete);
+}
+
 // How an answer ended comes back with it: the time its reasoning took and whether the user stopped
 // it (the app showed "Thought for X s" and "stopped" live, and shows them after a restart).
 TEST(TokenLog, FinishKeepsTheThinkingTimeAndTheStop) {
