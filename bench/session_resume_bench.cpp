@@ -4,6 +4,8 @@
 // holds per token against MODEL.md's formula. The session is built by a first process
 // (`--phase build`); a second, new process (`--phase resume`) resumes it: the driver (no --phase)
 // runs both. Medians of --repeats for the restore; the re-prefill runs --baseline-repeats times.
+// `--chat-turns N`: instead, the KV reuse of each turn of an N-turn thinking chat (the app's
+// settings: thinking on, effort 75, exact prefill, greedy), live and resumed after a restart.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // std::regex inside cxxopts (GCC 12)
 #endif
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <cxxopts.hpp>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -174,6 +177,94 @@ int resume(const Config& c) {
   return 0;
 }
 
+// The user messages of the thinking chat: what the demo model was trained on (facts about the
+// user, arithmetic, small talk, recall), cycled.
+const std::vector<std::string> kChatMessages = {
+    "Hi! My name is Quinn.",
+    "What is 4821 + 3907?",
+    "My favourite animal is the penguin.",
+    "What is 9151 - 413?",
+    "What is my name?",
+    "What is 312 * 47?",
+    "Which animal did I say was my favourite?",
+    "Are you running on my computer?",
+    "What is 6034 + 2789?",
+    "Please repeat after me: Ruth, Calgary, fox, Sprout",
+};
+
+TurnOptions thinking_turn() {
+  TurnOptions t;
+  t.mode = ThinkingMode::kThinking;
+  t.effort = ReasoningEffort::of(75);
+  t.generation.max_new_tokens = 512;
+  t.generation.sampling.temperature = 0.0f;
+  t.generation.prefill.mode = PrefillMode::Exact;
+  return t;
+}
+
+// Sends `turns` messages in a new session of `dir`; with `restart`, the chat is closed and opened
+// again on the folder before every turn after the first (a new PersistentChat: no live KV, an
+// empty window pool; the KV comes back from the SSD blocks).
+std::vector<GenerationStats> run_chat(ChatEngine& engine, const Config& c, const fs::path& dir,
+                                      int turns, bool restart) {
+  fs::remove_all(dir);
+  PersistentChatOptions o{.layout = StorageLayout::in(dir)};
+  o.blocks.tokens_per_block = c.block;
+  auto chat = std::make_unique<PersistentChat>(engine, o);
+  const TurnOptions t = thinking_turn();
+  const int64_t session = chat->create_session(
+      "bench", chat->settings_for(t,
+                                  "You are flash-tiny, the demo model that ships with "
+                                  "FlashDesk. Answer briefly."));
+  std::vector<GenerationStats> out;
+  for (int turn = 0; turn < turns; ++turn) {
+    if (restart && turn > 0) {
+      chat.reset();  // finishes the block writes
+      chat = std::make_unique<PersistentChat>(engine, o);
+      chat->open_session(session);
+    }
+    const std::string& text = kChatMessages[static_cast<size_t>(turn) % kChatMessages.size()];
+    out.push_back(chat->send(text, t).turn.generation.stats);
+  }
+  fs::remove_all(dir);
+  return out;
+}
+
+int chat_reuse(const Config& c, int turns) {
+  auto engine = ChatEngine::load(c.model, EngineOptions{.threads = c.threads});
+  const auto live = run_chat(*engine, c, c.dir / "live", turns, false);
+  const auto resumed = run_chat(*engine, c, c.dir / "resumed", turns, true);
+  std::printf(
+      "\nKV reuse per turn of a %d-turn thinking chat (%s, effort 75, exact prefill, greedy,"
+      " block %lld tokens, W = %lld); resumed = a restart before every turn\n\n",
+      turns, engine->name().c_str(), (long long)c.block,
+      (long long)engine->config().text.sliding_window);
+  std::printf(
+      "| turn | live: prompt | reused | replayed | computed | resumed: prompt | from SSD |"
+      " replayed | computed |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      " ---: |\n");
+  int64_t sums[4] = {};  // prompt and run-through tokens, live then resumed
+  for (size_t i = 0; i < live.size(); ++i) {
+    const GenerationStats &a = live[i], &b = resumed[i];
+    std::printf("| %zu | %lld | %lld | %lld | %lld | %lld | %lld | %lld | %lld |\n", i + 1,
+                (long long)a.prompt_tokens, (long long)a.reused_tokens,
+                (long long)a.replayed_tokens, (long long)a.computed_tokens,
+                (long long)b.prompt_tokens, (long long)b.reused_ssd_tokens,
+                (long long)b.replayed_tokens, (long long)b.computed_tokens);
+    const int64_t add[4] = {a.prompt_tokens, a.computed_tokens + a.replayed_tokens, b.prompt_tokens,
+                            b.computed_tokens + b.replayed_tokens};
+    for (int k = 0; k < 4; ++k) sums[k] += add[k];
+  }
+  std::printf(
+      "\n| run | prompt tokens | run through the model (computed + replayed) | share |\n"
+      "| --- | ---: | ---: | ---: |\n");
+  std::printf("| live | %lld | %lld | %.1f%% |\n", (long long)sums[0], (long long)sums[1],
+              100.0 * static_cast<double>(sums[1]) / static_cast<double>(sums[0]));
+  std::printf("| resumed | %lld | %lld | %.1f%% |\n", (long long)sums[2], (long long)sums[3],
+              100.0 * static_cast<double>(sums[3]) / static_cast<double>(sums[2]));
+  return 0;
+}
+
 int drive(const Config& c, const std::string& self, const std::string& args) {
   fs::remove_all(c.dir);
   for (const char* phase : {"build", "resume"}) {
@@ -202,7 +293,9 @@ int main(int argc, char** argv) {
       "threads", "CPU threads (0 = all)", cxxopts::value<int>()->default_value("0"))(
       "repeats", "restore repeats", cxxopts::value<int>()->default_value("3"))(
       "baseline-repeats", "full re-prefill repeats", cxxopts::value<int>()->default_value("1"))(
-      "phase", "build or resume (internal)", cxxopts::value<std::string>()->default_value(""));
+      "phase", "build or resume (internal)", cxxopts::value<std::string>()->default_value(""))(
+      "chat-turns", "measure KV reuse per turn of a thinking chat of N turns instead (0: off)",
+      cxxopts::value<int>()->default_value("0"));
   try {
     const auto a = opts.parse(argc, argv);
     Config c{.model = a["model"].as<std::string>(), .dir = a["dir"].as<std::string>()};
@@ -212,6 +305,7 @@ int main(int argc, char** argv) {
     c.threads = a["threads"].as<int>();
     c.repeats = std::max(1, a["repeats"].as<int>());
     c.baseline_repeats = std::max(1, a["baseline-repeats"].as<int>());
+    if (const int turns = a["chat-turns"].as<int>(); turns > 0) return chat_reuse(c, turns);
     const std::string phase = a["phase"].as<std::string>();
     if (phase == "build") return build(c);
     if (phase == "resume") return resume(c);

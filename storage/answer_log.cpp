@@ -14,8 +14,8 @@ constexpr const char* kAnswerGroups =
 constexpr const char* kMessageContent =
     "SELECT token_ids, text, thinking FROM messages WHERE id = ?1";
 constexpr const char* kUpdateMessageContent =
-    "UPDATE messages SET token_ids = ?2, text = ?3, thinking = ?4, status = ?5, updated_ms = ?6 "
-    "WHERE id = ?1";
+    "UPDATE messages SET token_ids = ?2, text = ?3, thinking = ?4, status = ?5, updated_ms = ?6, "
+    "thinking_ms = ?7, stopped = ?8 WHERE id = ?1";
 constexpr const char* kDeleteAnswer = "DELETE FROM answers WHERE id = ?1";
 constexpr const char* kOpenAnswers = "SELECT id FROM answers ORDER BY id";
 
@@ -45,7 +45,8 @@ std::optional<LoggedContent> read_answer_log_for_message(Database& db, int64_t m
   return read_groups(db, answer_id);
 }
 
-int64_t fold_answer(Database& db, int64_t answer_id, MessageStatus status, int64_t now_ms) {
+int64_t fold_answer(Database& db, int64_t answer_id, MessageStatus status, int64_t now_ms,
+                    const AnswerEnd& end) {
   int64_t message_id;
   {
     Query q = db.query(kMessageOfAnswer);
@@ -69,7 +70,7 @@ int64_t fold_answer(Database& db, int64_t answer_id, MessageStatus status, int64
   content.thinking += logged.thinking;
   db.query(kUpdateMessageContent)
       .with(message_id, encode_token_ids(content.token_ids), content.text, content.thinking,
-            to_string(status), now_ms)
+            to_string(status), now_ms, end.thinking_ms, end.stopped ? 1 : 0)
       .run();
   db.query(kDeleteAnswer).with(answer_id).run();
   return static_cast<int64_t>(logged.token_ids.size());

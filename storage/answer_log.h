@@ -24,9 +24,10 @@ struct LoggedContent {
 // The logged content of the answer writing into `message_id`, if one is open.
 std::optional<LoggedContent> read_answer_log_for_message(Database& db, int64_t message_id);
 
-// Appends the answer's logged content to its message, sets the status, deletes the log rows.
-// Returns the number of tokens folded. Call inside a transaction.
-int64_t fold_answer(Database& db, int64_t answer_id, MessageStatus status, int64_t now_ms);
+// Appends the answer's logged content to its message, sets the status and how it ended, deletes
+// the log rows. Returns the number of tokens folded. Call inside a transaction.
+int64_t fold_answer(Database& db, int64_t answer_id, MessageStatus status, int64_t now_ms,
+                    const AnswerEnd& end = {});
 
 // Ids of every open answer (after a crash: the ones to fold).
 std::vector<int64_t> open_answer_ids(Database& db);

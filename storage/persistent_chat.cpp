@@ -3,35 +3,39 @@
 #include "storage/persistent_chat.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "engine/model/sequence_cut.h"
+#include "engine/runtime/live_reuse.h"
 #include "engine/util/error.h"
 #include "storage/kv_spill.h"
-#include "storage/prefix_planner.h"
 #include "storage/window_snapshot.h"
 
 namespace flashdesk::storage {
 namespace {
 
-// Splits an answer's logged ids (every sampled id: reasoning, </think>, content, EOS) back into
-// the reasoning and content ids the chat template renders.
-void set_answer_ids(const Message& m, const SpecialTokenIds& special, ChatMessage& out) {
-  const std::vector<TokenId>& ids = m.token_ids;
-  auto end = ids.end();
-  if (!ids.empty() && ids.back() == special.eos) --end;
-  const auto think_end = std::find(ids.begin(), end, special.think_end);
-  if (think_end != end) {
-    out.reasoning_ids = std::vector<TokenId>(ids.begin(), think_end);
-    out.content_ids = std::vector<TokenId>(think_end + 1, end);
-  } else if (m.text.empty() && !m.thinking.empty()) {  // cut short while reasoning
-    out.reasoning_ids = std::vector<TokenId>(ids.begin(), end);
-    out.content_ids = std::vector<TokenId>{};
-  } else {
-    out.content_ids = std::vector<TokenId>(ids.begin(), end);
-  }
+// Where the reused prefix came from and what restoring it cost (the generator counts it as live).
+void add_restore_stats(const PlannedPrefill& plan, GenerationStats& s) {
+  s.reused_ram_tokens = plan.reused_ram;
+  s.reused_ssd_tokens = plan.reused_ssd;
+  s.reused_pool_tokens = plan.reused_pool;
+  s.bytes_read = plan.bytes_read;
+  s.plan_ms = plan.plan_ms;
+  s.read_ms = plan.read_ms;
+  s.load_ms = plan.load_ms;
+  s.ttft_ms += plan.plan_ms + plan.read_ms + plan.load_ms;
+}
+
+// How the answer ended, for the store: a restart shows "Thought for X s" and "stopped" from it.
+AnswerEnd answer_end(const GenerationResult& result, bool stopped) {
+  AnswerEnd end;
+  if (result.stats.thinking_ms > 0.0 || !result.reasoning_ids.empty())
+    end.thinking_ms = std::llround(result.stats.thinking_ms);
+  end.stopped = stopped;
+  return end;
 }
 
 }  // namespace
-
 PersistentChat::PersistentChat(ChatEngine& engine, PersistentChatOptions options)
     : engine_(engine), options_(std::move(options)) {
   options_.layout.create_directories();
@@ -116,34 +120,26 @@ std::optional<std::string> PersistentChat::storage_warning() {
   return std::nullopt;
 }
 
-// The session's system prompt and stored messages, each user message with its images (images
-// first, as user_message places them), ready for the new user message. An engine that cannot
-// read images renders the stored messages' text only (the session stays usable with it).
-PersistentChat::Conversation PersistentChat::conversation(const SessionInfo& info,
-                                                          const std::vector<Message>& stored) {
-  Conversation out;
-  if (!info.settings.system_prompt.empty())
-    out.messages.push_back(ChatMessage::system(info.settings.system_prompt));
-  const SpecialTokenIds& special = engine_.chat_template().special();
-  for (const Message& m : stored) {
-    if (m.role == Role::user) {
-      // A model without vision continuing the session sees the text only, as before images.
-      if (!engine_.has_vision()) {
-        out.messages.push_back(ChatMessage::user(m.text));
-        continue;
-      }
-      std::vector<ImageRef> images;
+// The session's system prompt and stored messages, each user message with its images, each
+// answer with the ids it was sampled as. An engine that cannot read images renders the stored
+// messages' text only (the session stays usable with it).
+PersistentChat::StoredConversation PersistentChat::stored_conversation(const SessionInfo& info) {
+  StoredConversation out;
+  out.conversation.system_prompt = info.settings.system_prompt;
+  for (const Message& m : store_->messages(info.id)) {
+    ConversationMessage c;
+    c.role = m.role == Role::user ? flashdesk::Role::kUser : flashdesk::Role::kAssistant;
+    c.text = m.text;
+    if (m.role == Role::user && engine_.has_vision()) {
       for (const Attachment& a : m.attachments) {
-        images.push_back(stored_image(a));
+        c.images.push_back(stored_image(a));
         out.digests.push_back(a.digest);
       }
-      out.messages.push_back(user_message(m.text, images));
-      out.images.insert(out.images.end(), images.begin(), images.end());
-    } else {
-      ChatMessage a = ChatMessage::assistant(m.text, m.thinking);
-      set_answer_ids(m, special, a);
-      out.messages.push_back(std::move(a));
+    } else if (m.role != Role::user) {
+      c.thinking = m.thinking;
+      c.sampled_ids = m.token_ids;
     }
+    out.conversation.messages.push_back(std::move(c));
   }
   return out;
 }
@@ -182,103 +178,142 @@ SessionTurn PersistentChat::send(std::string user_text, const TurnOptions& optio
               stop);
 }
 
-SessionTurn PersistentChat::send(std::string user_text,
-                                 std::span<const std::filesystem::path> image_files,
-                                 const TurnOptions& options, const StreamCallbacks& callbacks,
-                                 const std::atomic<bool>* stop) {
+RenderedTurn PersistentChat::render_next(std::string user_text,
+                                         std::span<const std::filesystem::path> image_files,
+                                         const TurnOptions& options) {
   if (!session_id_) throw InvalidRequest("no session is open");
-  const int64_t sid = *session_id_;
-  const SessionInfo info = store_->session(sid);
-  std::vector<UserImage> new_images;  // read and checked before anything is stored
+  return prepare_turn(*session_id_, std::move(user_text), image_files, options).rendered;
+}
+
+// Reads the new images and renders the stored conversation with the new message, before anything
+// is stored: a file or a stored image that cannot be read fails the turn with the session
+// unchanged.
+PersistentChat::PreparedTurn PersistentChat::prepare_turn(
+    int64_t session, std::string user_text, std::span<const std::filesystem::path> image_files,
+    const TurnOptions& options) {
+  PreparedTurn turn;
   for (const std::filesystem::path& file : image_files)
-    new_images.push_back(read_user_image(engine_, file));
-
-  // Render the stored conversation and the new message before storing it: a stored image that
-  // cannot be read any more fails the turn with the session unchanged.
-  Conversation conv = conversation(info, store_->messages(sid));
-  std::vector<ImageRef> user_images;
-  for (const UserImage& image : new_images) {
-    user_images.push_back(image.prepared);
-    conv.images.push_back(image.prepared);
-    conv.digests.push_back(image.digest);
+    turn.new_images.push_back(read_user_image(engine_, file));
+  StoredConversation stored = stored_conversation(store_->session(session));
+  ConversationMessage user = user_turn(std::move(user_text));
+  for (const UserImage& image : turn.new_images) {
+    user.images.push_back(image.prepared);
+    stored.digests.push_back(image.digest);
   }
-  conv.messages.push_back(user_message(user_text, user_images));
-  const ChatOptions chat{.mode = options.mode, .effort = options.effort};
-  const RenderedPrompt rendered = engine_.chat_template().render(conv.messages, chat);
-  SessionTurn out;
-  out.image_spans = prompt_image_spans(rendered.images, conv.digests);
-  std::vector<TokenId>& prompt = out.turn.prompt_ids;
-  prompt = rendered.ids;
+  stored.conversation.messages.push_back(std::move(user));
+  turn.rendered = render_conversation(engine_.chat_template(), stored.conversation,
+                                      ChatOptions{.mode = options.mode, .effort = options.effort});
+  turn.image_spans = prompt_image_spans(turn.rendered.prompt.images, stored.digests);
+  return turn;
+}
 
+int64_t PersistentChat::store_user_message(int64_t session, std::string text,
+                                           std::vector<UserImage>& images) {
   NewMessage user;
   user.role = Role::user;
-  user.text = std::move(user_text);
-  for (UserImage& image : new_images) {
+  user.text = std::move(text);
+  for (UserImage& image : images) {
     prepared_images_.emplace(image.digest, image.prepared);
     user.images.push_back(std::move(image.stored));
   }
-  out.user_message_id = store_->append_message(sid, user);
+  return store_->append_message(session, user);
+}
 
-  // Restore: live KV, SSD blocks, window pool. Blocks below the reused live prefix stay spilled.
+// The cheapest cached prefix (live KV, SSD blocks, window pool) in a state the prefill continues.
+// Blocks below the reused live prefix stay spilled.
+PlannedPrefill PersistentChat::restore_prefix(int64_t session, const PreparedTurn& turn) {
   const PrefixSources sources{engine_.model(), engine_.fingerprint(),
                               options_.use_ssd ? blocks_.get() : nullptr,
-                              options_.use_window_pool ? pool_.get() : nullptr, sid};
+                              options_.use_window_pool ? pool_.get() : nullptr, session};
   const int64_t spilled_before = live_spilled_;
-  PlannedPrefill plan =
-      plan_prefill(sources, std::move(live_), prompt, out.image_spans, live_images_);
+  PlannedPrefill plan = plan_prefill(sources, std::move(live_), turn.rendered.prompt.ids,
+                                     turn.image_spans, live_images_);
   forget_live();
   const int64_t B = blocks_->tokens_per_block();
   live_spilled_ =
       std::max(plan.reused_ram > 0 ? std::min(spilled_before, plan.reused_ram / B * B) : int64_t{0},
                plan.reused_ssd);
-  out.corrupt_blocks = plan.corrupt_blocks;
+  return plan;
+}
 
-  GenerationOptions gen = options.generation;
-  gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;
-  gen.prefill.replay = plan.replay;
-  // Images whose span reaches past the restored prefix, or into the replayed tail of it, are
-  // encoded now: the replay rebuilds window KV from their embeddings too.
-  const std::vector<ImageEmbedding> embeddings =
-      engine_.embed_images(rendered.images, conv.images, plan.first_prefill_index());
-  gen.prefill.images = embeddings;
-  const AnswerHandle answer = token_log_->begin_answer(sid);
-  out.answer_message_id = answer.message_id;
+// `callbacks` with every sampled id and piece of text appended to the answer's token log first.
+StreamCallbacks PersistentChat::logged_callbacks(const AnswerHandle& answer,
+                                                 const StreamCallbacks& callbacks) {
   StreamCallbacks logged;
-  logged.on_token = [&](TokenId id) {
+  logged.on_token = [this, answer, &callbacks](TokenId id) {
     token_log_->append(answer, std::span<const TokenId>(&id, 1), {});
     if (callbacks.on_token) callbacks.on_token(id);
   };
-  logged.on_text = [&](StreamChannel channel, std::string_view text) {
+  logged.on_text = [this, answer, &callbacks](StreamChannel channel, std::string_view text) {
     if (channel == StreamChannel::kAnswer)
       token_log_->append(answer, {}, text);
     else
       token_log_->append(answer, {}, {}, text);
     if (callbacks.on_text) callbacks.on_text(channel, text);
   };
-  const auto suffix =
-      std::span<const TokenId>(prompt).subspan(static_cast<size_t>(plan.first_prefill_index()));
+  return logged;
+}
+
+// Generates from the planned state, logging every sampled id and piece of text as it comes; an
+// engine error stores the answer interrupted and propagates.
+GenerationResult PersistentChat::generate_logged(int64_t session, PlannedPrefill& plan,
+                                                 const PreparedTurn& turn,
+                                                 const TurnOptions& options,
+                                                 const StreamCallbacks& callbacks,
+                                                 const std::atomic<bool>* stop, SessionTurn& out) {
+  GenerationOptions gen = options.generation;
+  gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;
+  gen.prefill.replay = plan.replay;
+  gen.prefill.mark_at =
+      thinking_mark(options.mode, static_cast<int64_t>(turn.rendered.prompt.ids.size()));
+  // Images whose span reaches past the restored prefix, or into the replayed tail of it, are
+  // encoded now: the replay rebuilds window KV from their embeddings too.
+  const std::vector<ImageEmbedding> embeddings = engine_.embed_images(
+      turn.rendered.prompt.images, turn.rendered.images, plan.first_prefill_index());
+  gen.prefill.images = embeddings;
+  const AnswerHandle answer = token_log_->begin_answer(session);
+  out.answer_message_id = answer.message_id;
+  const StreamCallbacks logged = logged_callbacks(answer, callbacks);
+  const auto suffix = std::span<const TokenId>(turn.rendered.prompt.ids)
+                          .subspan(static_cast<size_t>(plan.first_prefill_index()));
+  GenerationResult result;
   try {
-    out.turn.generation = engine_.generator().generate(plan.state, suffix, gen, logged, stop);
+    result = engine_.generator().generate(plan.state, suffix, gen, logged, stop);
   } catch (...) {
     token_log_->finish(answer, MessageStatus::interrupted);  // the state may be half-updated
     live_spilled_ = 0;
     throw;
   }
-  out.status = out.turn.generation.finish == FinishReason::kStopped ? MessageStatus::interrupted
-                                                                    : MessageStatus::complete;
-  token_log_->finish(answer, out.status);
+  const bool stopped = result.finish == FinishReason::kStopped;
+  out.status = stopped ? MessageStatus::interrupted : MessageStatus::complete;
+  token_log_->finish(answer, out.status, answer_end(result, stopped));
+  return result;
+}
 
-  GenerationStats& s = out.turn.generation.stats;
-  s.reused_ram_tokens = plan.reused_ram;
-  s.reused_ssd_tokens = plan.reused_ssd;
-  s.reused_pool_tokens = plan.reused_pool;
-  s.bytes_read = plan.bytes_read;
-  s.plan_ms = plan.plan_ms;
-  s.read_ms = plan.read_ms;
-  s.load_ms = plan.load_ms;
-  s.ttft_ms += plan.plan_ms + plan.read_ms + plan.load_ms;
+SessionTurn PersistentChat::send(std::string user_text,
+                                 std::span<const std::filesystem::path> image_files,
+                                 const TurnOptions& options, const StreamCallbacks& callbacks,
+                                 const std::atomic<bool>* stop) {
+  if (!session_id_) throw InvalidRequest("no session is open");
+  const int64_t sid = *session_id_;
+  PreparedTurn turn = prepare_turn(sid, user_text, image_files, options);
+  SessionTurn out;
+  out.image_spans = turn.image_spans;
+  out.turn.prompt_ids = turn.rendered.prompt.ids;
+  out.turn.prompt_text = turn.rendered.prompt.text;
+  out.user_message_id = store_user_message(sid, std::move(user_text), turn.new_images);
+
+  PlannedPrefill plan = restore_prefix(sid, turn);
+  out.corrupt_blocks = plan.corrupt_blocks;
+  out.turn.generation = generate_logged(sid, plan, turn, options, callbacks, stop, out);
+
+  add_restore_stats(plan, out.turn.generation.stats);
   live_ = std::move(plan.state);
   live_images_ = out.image_spans;
+  // A thinking turn's reasoning and answer are never reused: every later rendering replaces the
+  // prompt's <think> (live_reuse.h). The state goes back to its mark now, so the blocks spilled,
+  // a window parked on a session switch and the next turn all continue from there.
+  if (live_->mark) cut_sequence(engine_.backend(), *live_, live_->mark->position);
   spill_after_turn(out);
   out.storage_warning = storage_warning();
   return out;

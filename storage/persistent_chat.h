@@ -34,6 +34,7 @@
 
 #include "engine/runtime/chat_engine.h"
 #include "storage/kv_block_store.h"
+#include "storage/prefix_planner.h"
 #include "storage/session_images.h"
 #include "storage/session_store.h"
 #include "storage/token_log.h"
@@ -99,6 +100,13 @@ class PersistentChat {
                    const TurnOptions& options, const StreamCallbacks& callbacks = {},
                    const std::atomic<bool>* stop = nullptr);
 
+  // The prompt a send() of `user_text` with `image_files` in the open session would render now
+  // (the desktop app's preview); nothing is stored. The images are read and prepared as for a
+  // turn (stored ones once per open session).
+  RenderedTurn render_next(std::string user_text,
+                           std::span<const std::filesystem::path> image_files,
+                           const TurnOptions& options);
+
   // Waits for queued block writes and token commits (tests, benchmarks, before exit).
   void flush();
   // As in SessionTurn: the token log's current error, or a block write failure not told yet.
@@ -115,13 +123,29 @@ class PersistentChat {
   bool owns_data_folder() const { return lock_.has_value(); }
 
  private:
-  struct Conversation {
-    std::vector<ChatMessage> messages;
-    std::vector<ImageRef> images;      // every image part, in prompt order
-    std::vector<ImageDigest> digests;  // their digests
+  // The stored conversation, ready for the engine, and its images' digests in prompt order.
+  struct StoredConversation {
+    Conversation conversation;
+    std::vector<ImageDigest> digests;
   };
-  Conversation conversation(const SessionInfo& info, const std::vector<Message>& stored);
+  // A turn before anything is stored: the new message's images read and prepared, the whole
+  // conversation rendered.
+  struct PreparedTurn {
+    std::vector<UserImage> new_images;
+    RenderedTurn rendered;
+    std::vector<ImageSpan> image_spans;  // rendered.prompt.images with their digests
+  };
+  StoredConversation stored_conversation(const SessionInfo& info);
   ImageRef stored_image(const Attachment& attachment);
+  PreparedTurn prepare_turn(int64_t session, std::string user_text,
+                            std::span<const std::filesystem::path> image_files,
+                            const TurnOptions& options);
+  int64_t store_user_message(int64_t session, std::string text, std::vector<UserImage>& images);
+  PlannedPrefill restore_prefix(int64_t session, const PreparedTurn& turn);
+  StreamCallbacks logged_callbacks(const AnswerHandle& answer, const StreamCallbacks& callbacks);
+  GenerationResult generate_logged(int64_t session, PlannedPrefill& plan, const PreparedTurn& turn,
+                                   const TurnOptions& options, const StreamCallbacks& callbacks,
+                                   const std::atomic<bool>* stop, SessionTurn& out);
   void forget_live();
   void park_window();
   void spill_after_turn(SessionTurn& out);

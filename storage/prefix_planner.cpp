@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 
 #include "engine/runtime/chat_engine.h"
+#include "engine/runtime/live_reuse.h"
 #include "storage/kv_payload.h"
 #include "storage/window_snapshot.h"
 
@@ -20,7 +20,7 @@ double ms_since(SteadyClock::time_point t0) {
 
 // A way to get the prefix [0, tokens) into a state; `cost` = tokens the prefill must run.
 struct Candidate {
-  enum class Kind { none, live, live_rollback, ssd, pool } kind = Kind::none;
+  enum class Kind { none, live, ssd, pool } kind = Kind::none;
   int64_t tokens = 0;
   int64_t cost = 0;
   int64_t pool_base = 0;  // pool: the global KV below this comes from SSD blocks (or live rows)
@@ -103,13 +103,6 @@ int64_t replay_length(const Model& model, int64_t prefix_tokens) {
   return std::min(model.config().text.sliding_window, prefix_tokens);
 }
 
-int64_t rollback_granularity(const Model& model) {
-  int64_t g = 1;
-  for (const LayerRole& r : model.roles())
-    if (r.compress_ratio > 0) g = std::lcm(g, static_cast<int64_t>(r.compress_ratio));
-  return g;
-}
-
 PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceState> live,
                             std::span<const TokenId> prompt, std::span<const ImageSpan> images,
                             std::span<const ImageSpan> live_images) {
@@ -125,14 +118,13 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
     if (c.cost < best.cost) best = c;
   };
   int64_t live_common = 0;
+  LiveReuse live_reuse;
   if (live) {
     live_common = image_safe_prefix(static_cast<int64_t>(common_prefix(live->tokens, prompt)),
                                     live_images, images);
-    if (live_common == live->position() && live_common < P)
-      consider({Candidate::Kind::live, live_common, P - live_common});
-    const int64_t back = floor_to(std::min(live_common, usable), rollback_granularity(model));
-    if (back > 0)
-      consider({Candidate::Kind::live_rollback, back, P - back + replay_length(model, back)});
+    live_reuse = plan_live_reuse(*live, P, live_common);
+    if (live_reuse.kind != LiveReuse::Kind::none)
+      consider({Candidate::Kind::live, live_reuse.keep, live_reuse.cost});
   }
   PrefixMatch match;
   if (src.blocks) {
@@ -165,18 +157,12 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
   switch (best.kind) {
     case Candidate::Kind::none:
       break;
-    case Candidate::Kind::live:
+    case Candidate::Kind::live: {
+      const auto t2 = SteadyClock::now();
+      out.replay = apply_live_reuse(model.backend(), *live, live_reuse);
       out.state = std::move(*live);
       out.reused_ram = best.tokens;
-      break;
-    case Candidate::Kind::live_rollback: {
-      const auto t2 = SteadyClock::now();
-      rows = read_prefix_rows(model.backend(), *live, best.tokens);
-      live.reset();
-      load_prefix(model.backend(), out.state, prompt.first(static_cast<size_t>(best.tokens)), rows);
       out.load_ms += ms_since(t2);
-      out.reused_ram = best.tokens;
-      out.replay = replay_length(model, best.tokens);
       break;
     }
     case Candidate::Kind::ssd: {
@@ -221,7 +207,7 @@ PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceStat
       break;
     }
   }
-  if (best.kind != Candidate::Kind::live) mark_image_tokens(out.state, images);
+  if (best.kind != Candidate::Kind::live) mark_image_tokens(out.state, images);  // a cut keeps them
   return out;
 }
 

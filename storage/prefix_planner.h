@@ -1,6 +1,7 @@
 // The prefix planner (MODEL.md "Prefill modes", ARCHITECTURE.md "KV tiers"): for a rendered
-// prompt, finds the longest usable cached prefix among the live KV of the session (as is, or its
-// global KV rolled back to where an edited or re-rendered history diverges), the SSD block store
+// prompt, finds the longest usable cached prefix among the live KV of the session (as is, or cut
+// back to where an edited or re-rendered history diverges: engine/runtime/live_reuse.h), the SSD
+// block store
 // (chained keys with the model fingerprint) and the DRAM window pool; loads the hits into a
 // sequence state and says how many restored tokens the prefill must replay (encoder bounded
 // replay rebuilds the window KV that was not kept) and where the uncached suffix starts.
@@ -61,9 +62,5 @@ int64_t image_safe_prefix(int64_t common, std::span<const ImageSpan> live_images
 
 // Tokens of a restored prefix that a restore replays: min(W, prefix).
 int64_t replay_length(const Model& model, int64_t prefix_tokens);
-
-// The granularity at which a state's global KV can be rolled back without pending compressor
-// tokens: the least common multiple of the KV sources' compress ratios.
-int64_t rollback_granularity(const Model& model);
 
 }  // namespace flashdesk::storage

@@ -105,9 +105,22 @@ void migrate_to_v1(Database& db) {
   db.exec(kSchemaV1);
 }
 
+// Version 2: how an answer ended, so a restart shows it as the live view did: the time its
+// reasoning took (milliseconds; -1 unknown, as for every answer of version 1) and whether the user
+// stopped it (its status is 'interrupted' either way; 0 for version 1's answers, which cannot
+// tell a stop from a crash).
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE messages ADD COLUMN thinking_ms INTEGER NOT NULL DEFAULT -1 CHECK (thinking_ms >= -1);
+ALTER TABLE messages ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0 CHECK (stopped IN (0, 1));
+)sql";
+
+void migrate_to_v2(Database& db) {
+  db.exec(kSchemaV2);
+}
+
 using Migration = void (*)(Database&);
 // kMigrations[i] takes a database from version i to version i + 1.
-constexpr std::array<Migration, kSchemaVersion> kMigrations = {migrate_to_v1};
+constexpr std::array<Migration, kSchemaVersion> kMigrations = {migrate_to_v1, migrate_to_v2};
 
 }  // namespace
 

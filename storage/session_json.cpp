@@ -86,6 +86,8 @@ json message_to_json(const ExportedMessage& e) {
           {"thinking", e.message.thinking},
           {"token_ids", e.message.token_ids},
           {"status", to_string(e.message.status)},
+          {"thinking_ms", e.message.end.thinking_ms},
+          {"stopped", e.message.end.stopped},
           {"created_ms", e.created_ms},
           {"updated_ms", e.updated_ms},
           {"attachments", std::move(attachments)}};
@@ -143,6 +145,10 @@ ExportedMessage message_from_json(const FieldReader& r, const json& j, const std
   const auto status = parse_status(r.string(r.field(j, p, "status"), p + ".status"));
   if (!status) r.fail(p + ".status", "expected \"complete\" or \"interrupted\"");
   m.status = *status;
+  // Optional: exports of version 1 have neither.
+  if (j.contains("thinking_ms"))
+    m.end.thinking_ms = r.integer(j["thinking_ms"], p + ".thinking_ms", -1, kMaxInt64);
+  if (j.contains("stopped")) m.end.stopped = r.boolean(j["stopped"], p + ".stopped");
   e.created_ms = r.integer(r.field(j, p, "created_ms"), p + ".created_ms", 0, kMaxInt64);
   e.updated_ms = r.integer(r.field(j, p, "updated_ms"), p + ".updated_ms", 0, kMaxInt64);
   const json& attachments = r.array(r.field(j, p, "attachments"), p + ".attachments");

@@ -15,7 +15,8 @@ constexpr const char* kNextOrdinal =
     "SELECT COALESCE(MAX(ordinal), -1) + 1 FROM messages WHERE session_id = ?1";
 constexpr const char* kInsertMessage =
     "INSERT INTO messages (session_id, ordinal, role, text, thinking, token_ids, status, "
-    "created_ms, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    "created_ms, updated_ms, thinking_ms, stopped) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 constexpr const char* kTouchSession = "UPDATE sessions SET updated_ms = ?2 WHERE id = ?1";
 constexpr const char* kInsertAttachment =
     "INSERT OR IGNORE INTO attachments (digest, path, mime_type, byte_size, created_ms) "
@@ -23,8 +24,8 @@ constexpr const char* kInsertAttachment =
 constexpr const char* kLinkAttachment =
     "INSERT INTO message_attachments (message_id, position, digest) VALUES (?1, ?2, ?3)";
 constexpr const char* kSelectMessages =
-    "SELECT id, ordinal, role, text, thinking, token_ids, status, created_ms, updated_ms "
-    "FROM messages WHERE session_id = ?1 ORDER BY ordinal";
+    "SELECT id, ordinal, role, text, thinking, token_ids, status, created_ms, updated_ms, "
+    "thinking_ms, stopped FROM messages WHERE session_id = ?1 ORDER BY ordinal";
 constexpr const char* kSelectMessageAttachments =
     "SELECT a.digest, a.mime_type, a.byte_size, a.path FROM message_attachments ma "
     "JOIN attachments a ON a.digest = ma.digest WHERE ma.message_id = ?1 ORDER BY ma.position";
@@ -69,7 +70,8 @@ int64_t SessionStore::insert_message_locked(int64_t session_id, int64_t ordinal,
                                             int64_t updated_ms) {
   db_.query(kInsertMessage)
       .with(session_id, ordinal, to_string(message.role), message.text, message.thinking,
-            encode_token_ids(message.token_ids), to_string(message.status), created_ms, updated_ms)
+            encode_token_ids(message.token_ids), to_string(message.status), created_ms, updated_ms,
+            message.end.thinking_ms, message.end.stopped ? 1 : 0)
       .run();
   const int64_t message_id = db_.last_insert_rowid();
   for (size_t i = 0; i < stored.size(); ++i) {
@@ -146,6 +148,8 @@ std::vector<Message> SessionStore::messages_locked(int64_t session_id) {
       m.status = parse_status(q.text(6)).value_or(MessageStatus::interrupted);
       m.created_ms = q.int64(7);
       m.updated_ms = q.int64(8);
+      m.end.thinking_ms = q.int64(9);
+      m.end.stopped = q.int64(10) != 0;
       out.push_back(std::move(m));
     }
   }

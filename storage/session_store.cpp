@@ -23,6 +23,8 @@ constexpr const char* kListSessions =
     "SELECT " FD_SESSION_COLUMNS " FROM sessions s ORDER BY s.updated_ms DESC, s.id DESC";
 constexpr const char* kFindSession =
     "SELECT " FD_SESSION_COLUMNS " FROM sessions s WHERE s.id = ?1";
+constexpr const char* kSetAnswerEnd =
+    "UPDATE messages SET thinking_ms = ?2, stopped = ?3 WHERE id = ?1 AND role = 'assistant'";
 constexpr const char* kRenameSession =
     "UPDATE sessions SET title = ?2, updated_ms = ?3 WHERE id = ?1";
 constexpr const char* kUpdateSettings =
@@ -145,6 +147,12 @@ void SessionStore::rename_session(int64_t id, std::string_view title) {
   std::lock_guard lock(mutex_);
   db_.query(kRenameSession).with(id, title, options_.clock()).run();
   if (db_.changes() == 0) throw InvalidRequest("no session with id " + std::to_string(id));
+}
+
+void SessionStore::set_answer_end(int64_t message_id, const AnswerEnd& end) {
+  std::lock_guard lock(mutex_);
+  db_.query(kSetAnswerEnd).with(message_id, end.thinking_ms, end.stopped ? 1 : 0).run();
+  if (db_.changes() == 0) throw InvalidRequest("no answer with id " + std::to_string(message_id));
 }
 
 void SessionStore::update_settings(int64_t id, const SessionSettings& settings) {

@@ -76,6 +76,9 @@ class SessionStore {
   // Deletes the session's messages at `from_ordinal` and after (an answer being regenerated), with
   // their token log. Returns how many went. Images they alone used are removed at the next start.
   int64_t delete_messages_from(int64_t session_id, int64_t from_ordinal);
+  // Sets how a finished answer ended (e.g. a stop that was the app closing, not the user).
+  // InvalidRequest when there is no such message.
+  void set_answer_end(int64_t message_id, const AnswerEnd& end);
 
  private:
   std::optional<SessionInfo> find_session_locked(int64_t id);

@@ -25,8 +25,9 @@ SessionExport SessionStore::export_session(int64_t id) {
   SessionExport out{info->title, info->created_ms, info->updated_ms, info->settings, {}};
   for (Message& m : messages_locked(id)) {
     ExportedMessage e;
-    e.message = {m.role, std::move(m.text), std::move(m.thinking), std::move(m.token_ids), m.status,
-                 {}};
+    e.message = {
+        m.role, std::move(m.text), std::move(m.thinking), std::move(m.token_ids), m.status, {},
+        m.end};
     for (const Attachment& a : m.attachments) e.message.images.push_back(load_image(a));
     e.created_ms = m.created_ms;
     e.updated_ms = m.updated_ms;

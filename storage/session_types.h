@@ -52,6 +52,12 @@ struct Attachment {
   std::filesystem::path path;  // absolute path of the stored file
 };
 
+// How an answer ended beyond its status, as the live view showed it.
+struct AnswerEnd {
+  int64_t thinking_ms = -1;  // how long its reasoning took; -1: unknown or none
+  bool stopped = false;      // the user stopped it (status interrupted)
+};
+
 struct Message {
   int64_t id = 0;
   int64_t session_id = 0;
@@ -61,6 +67,7 @@ struct Message {
   std::string thinking;
   std::vector<TokenId> token_ids;
   MessageStatus status = MessageStatus::complete;
+  AnswerEnd end;  // answers
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
   std::vector<Attachment> attachments;  // in the order the user attached them
@@ -78,6 +85,7 @@ struct NewMessage {
   std::vector<TokenId> token_ids;
   MessageStatus status = MessageStatus::complete;
   std::vector<NewImage> images;
+  AnswerEnd end;  // answers
 };
 
 // A whole session as exported to / imported from JSON (session_json.h): no ids, images inline.

@@ -28,9 +28,14 @@ constexpr const char* kTouchSession = "UPDATE sessions SET updated_ms = ?2 WHERE
 constexpr const char* kSessionOfAnswer =
     "SELECT m.session_id FROM answers a JOIN messages m ON m.id = a.message_id WHERE a.id = ?1";
 // A session deleted mid-answer takes its answer with it: the group is then dropped, not retried.
+// A group of text alone (a token's text committed after its id) does not advance `first`, so the
+// next group comes to the same key: it joins that row (whose token_ids are empty) instead of
+// failing the commit; the fold reads the rows in order, so the text stays in order.
 constexpr const char* kInsertGroup =
     "INSERT INTO answer_tokens (answer_id, first, token_ids, text, thinking) "
-    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM answers WHERE id = ?1)";
+    "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM answers WHERE id = ?1) "
+    "ON CONFLICT (answer_id, first) DO UPDATE SET token_ids = excluded.token_ids, "
+    "text = text || excluded.text, thinking = thinking || excluded.thinking";
 
 }  // namespace
 
@@ -142,14 +147,14 @@ void TokenLog::flush() {
   run_on_writer<void>([](Database&) {});
 }
 
-void TokenLog::finish(const AnswerHandle& answer, MessageStatus status) {
-  run_on_writer<void>([this, answer, status](Database& db) {
+void TokenLog::finish(const AnswerHandle& answer, MessageStatus status, const AnswerEnd& end) {
+  run_on_writer<void>([this, answer, status, end](Database& db) {
     const int64_t now = options_.clock();
     Transaction tx(db);
     int64_t session_id = -1;
     if (Query q = db.query(kSessionOfAnswer); q.with(answer.answer_id).step())
       session_id = q.int64(0);
-    fold_answer(db, answer.answer_id, status, now);
+    fold_answer(db, answer.answer_id, status, now, end);
     if (session_id >= 0) db.query(kTouchSession).with(session_id, now).run();
     tx.commit();
     std::lock_guard lock(mutex_);

@@ -67,8 +67,10 @@ class TokenLog {
               std::string_view thinking = {});
   // Returns once everything appended before the call is committed; throws the writer's error.
   void flush();
-  // Flushes, folds the log into the message and sets its status.
-  void finish(const AnswerHandle& answer, MessageStatus status = MessageStatus::complete);
+  // Flushes, folds the log into the message and sets its status and how it ended (the time its
+  // reasoning took, whether the user stopped it).
+  void finish(const AnswerHandle& answer, MessageStatus status = MessageStatus::complete,
+              const AnswerEnd& end = {});
 
   // The writer's latest failure (e.g. "disk full"), cleared by the next successful commit.
   std::optional<std::string> last_error() const;

@@ -25,6 +25,8 @@ constexpr NumberKey kPoolTtl{"window_pool/ttl_minutes", 1, double(kMaxPoolTtlMin
 constexpr NumberKey kTemperature{"new_chat/temperature", 0.0, 2.0};
 constexpr NumberKey kTopP{"new_chat/top_p", 0.01, 1.0};
 constexpr NumberKey kMaxNewTokens{"new_chat/max_new_tokens", 1, double(1 << 20)};
+constexpr NumberKey kEffort{"new_chat/effort", 1, 100};
+constexpr NumberKey kThinking{"new_chat/thinking", 0, 1};  // 1: on
 constexpr NumberKey kThreads{"engine/threads", 0, double(kMaxThreads)};
 constexpr const char* kBackend = "engine/backend";
 constexpr const char* kDataDir = "data_dir";
@@ -69,6 +71,8 @@ AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
   s.new_chat.top_p = read_number(store, kTopP, s.new_chat.top_p, problems);
   s.new_chat.max_new_tokens =
       read_number(store, kMaxNewTokens, s.new_chat.max_new_tokens, problems);
+  s.new_chat.effort = read_number(store, kEffort, s.new_chat.effort, problems);
+  s.new_chat.thinking = read_number(store, kThinking, int(s.new_chat.thinking), problems) != 0;
   const QString theme = store.value(QLatin1String(kTheme), theme_key(s.theme)).toString();
   if (const auto choice = theme_from_key(theme)) {
     s.theme = *choice;
@@ -98,6 +102,8 @@ void save_app_settings(QSettings& store, const AppSettings& s) {
   store.setValue(QLatin1String(kTemperature.key), s.new_chat.temperature);
   store.setValue(QLatin1String(kTopP.key), s.new_chat.top_p);
   store.setValue(QLatin1String(kMaxNewTokens.key), qlonglong(s.new_chat.max_new_tokens));
+  store.setValue(QLatin1String(kEffort.key), s.new_chat.effort);
+  store.setValue(QLatin1String(kThinking.key), s.new_chat.thinking ? 1 : 0);
   store.setValue(QLatin1String(kTheme), theme_key(s.theme));
   store.setValue(QLatin1String(kBackend), s.backend);
   store.setValue(QLatin1String(kThreads.key), s.threads);

@@ -27,7 +27,8 @@ struct AppSettings {
   int64_t kv_retention_hours = 72;
   uint64_t window_pool_budget_bytes = 0;  // 0: 10% of physical RAM
   int64_t window_pool_ttl_minutes = 10;
-  SessionChoices new_chat;  // system prompt, sampling and answer length of a new chat
+  SessionChoices
+      new_chat;  // effort, thinking, system prompt, sampling, answer length of a new chat
   ThemeChoice theme = ThemeChoice::system;
   // The compute device of the next model load (File > Open model, or a restart).
   QString backend = QStringLiteral("cpu");  // one of flashdesk::backend_names()

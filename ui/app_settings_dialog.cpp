@@ -59,9 +59,6 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   connect(new_chat_, &QPushButton::clicked, this, &AppSettingsDialog::editNewChatDefaults);
   new_chat_summary_->setWordWrap(true);
   showNewChatSummary();
-  auto* new_chat_row = new QHBoxLayout;
-  new_chat_row->addWidget(new_chat_summary_, 1);
-  new_chat_row->addWidget(new_chat_);
 
   auto* restart = new QLabel(
       tr("<i>The data folder and the cache sizes take effect after FlashDesk restarts; the backend "
@@ -81,7 +78,10 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(tr("Compute backend"), backend_);
   form->addRow(tr("CPU threads"), threads_);
   form->addRow(tr("Devices"), devices_);
-  form->addRow(tr("New chats"), new_chat_row);
+  // The summary gets a row of its own, the dialog's full width: beside the button, a wrapped
+  // label in a nested layout was given one line's height and cut.
+  form->addRow(tr("New chats"), new_chat_);
+  form->addRow(new_chat_summary_);
   form->addRow(restart);
   form->addRow(buttons);
 }
@@ -124,7 +124,8 @@ void AppSettingsDialog::chooseDataDir() {
 }
 
 void AppSettingsDialog::editNewChatDefaults() {
-  auto* dialog = new SessionSettingsDialog(base_.new_chat, this);
+  auto* dialog =
+      new SessionSettingsDialog(base_.new_chat, this, SessionSettingsDialog::Scope::new_chats);
   dialog->setWindowTitle(tr("New chat settings"));
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this,
@@ -142,10 +143,14 @@ void AppSettingsDialog::showNewChatSummary() {
   const QString prompt = c.system_prompt.isEmpty()
                              ? tr("no system prompt")
                              : tr("system prompt \"%1\"").arg(c.system_prompt.left(40));
-  new_chat_summary_->setText(tr("temperature %1, top-p %2, %3")
+  const QString thinking =
+      c.thinking ? tr("thinking at effort %1").arg(c.effort) : tr("thinking off");
+  new_chat_summary_->setText(tr("%1, temperature %2, top-p %3, %4")
+                                 .arg(thinking)
                                  .arg(c.temperature, 0, 'f', 2)
                                  .arg(c.top_p, 0, 'f', 2)
                                  .arg(prompt));
+  new_chat_summary_->setToolTip(c.system_prompt);
 }
 
 AppSettings AppSettingsDialog::settings() const {

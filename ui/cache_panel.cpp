@@ -9,6 +9,8 @@ namespace flashdesk::ui {
 namespace {
 
 constexpr int kRefreshMs = 2000;
+constexpr int kPanelWidth = 320;     // px: the dock's widest
+constexpr int kPanelMinWidth = 180;  // px: its narrowest, figures wrapped
 
 QString percent(int64_t part, int64_t whole) {
   return whole > 0 ? QStringLiteral("%1%").arg(100.0 * double(part) / double(whole), 0, 'f', 1)
@@ -36,6 +38,10 @@ CachePanel::CachePanel(QWidget* parent)
   setObjectName(QStringLiteral("cachePanel"));
   setAccessibleName(tr("Cache statistics"));
   setWidget(body_);
+  // The panel docks beside the chat: it takes at most this much of the window and never makes the
+  // window wider (a wider window can run off the screen, taking the Send button with it).
+  setMaximumWidth(kPanelWidth);
+  body_->setMinimumWidth(kPanelMinWidth);
   refresh_.setInterval(kRefreshMs);
   connect(&refresh_, &QTimer::timeout, this, &CachePanel::requestRefresh);
   showStats(stats_);
@@ -43,10 +49,14 @@ CachePanel::CachePanel(QWidget* parent)
 
 QLabel* CachePanel::addRow(const QString& name) {
   auto* form = qobject_cast<QFormLayout*>(body_->layout());
-  if (!form) form = new QFormLayout(body_);
+  if (!form) {
+    form = new QFormLayout(body_);
+    form->setRowWrapPolicy(QFormLayout::WrapAllRows);  // names above values: a narrow panel
+  }
   auto* value = new QLabel(body_);
   value->setAccessibleName(name);
   value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  value->setWordWrap(true);  // long figures wrap instead of widening the panel (and the window)
   form->addRow(name, value);
   return value;
 }

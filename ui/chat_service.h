@@ -51,6 +51,7 @@ struct TurnStats {
   double restore_ms = 0.0;
   int64_t generated_tokens = 0;
   int64_t thinking_tokens = 0;
+  double thinking_ms = 0.0;  // how long the reasoning took (GenerationStats::thinking_ms)
   double ttft_ms = 0.0;
   double decode_tokens_per_s = 0.0;
 };
@@ -61,7 +62,9 @@ struct TurnOutcome {
   std::vector<TokenId> generated_ids;  // as sampled, </think> and EOS included
   FinishReason finish = FinishReason::kEos;
   TurnStats stats;
-  std::string effort_line;  // the "Reasoning Effort: ..." line of the rendered prompt, if any
+  // The prompt this turn tokenised, as text (RenderedPrompt::text): what the app shows as sent.
+  std::string prompt_text;
+  int64_t answer_message_id = 0;  // the stored answer, when the service stores the turn
   // The latest storage failure (disk full while spilling KV blocks or logging tokens): the turn
   // went on, the user should be told (storage::SessionTurn::storage_warning).
   std::optional<std::string> storage_warning;
@@ -128,14 +131,12 @@ class ChatService {
   // Throws InvalidRequest when the request cannot be run (no model, images the model cannot
   // read, an unreadable image file) before anything is generated or stored.
   virtual void check(const TurnRequest& request) const = 0;
-  // The prompt the request would render, as text (what is actually sent, effort line included).
+  // The prompt the request would render now, as text (the preview before sending; the prompt a
+  // turn actually sent comes back in TurnOutcome::prompt_text).
   virtual std::string render_prompt(const TurnRequest& request) const = 0;
   // Runs one turn of an opened session, streaming through `callbacks`; `stop` ends it early.
   virtual TurnOutcome send(const TurnRequest& request, const StreamCallbacks& callbacks,
                            const std::atomic<bool>* stop) = 0;
 };
-
-// The "Reasoning Effort: ..." line of a rendered prompt, or empty when it has none.
-std::string find_effort_line(const std::string& rendered_prompt);
 
 }  // namespace flashdesk::ui

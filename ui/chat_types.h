@@ -22,7 +22,9 @@ struct MessageRow {
   bool from_user = true;
   QString text;
   QString thinking;
-  bool interrupted = false;
+  double thinking_seconds = -1.0;  // how long the reasoning took; < 0: unknown
+  bool interrupted = false;        // cut short: stopped by the user, or the app ended
+  bool stopped = false;            // stopped by the user
   QStringList image_paths;
 };
 

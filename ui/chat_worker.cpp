@@ -1,9 +1,11 @@
 // The worker thread's side of the app: sessions in SQLite, model loading, turns with token logging.
 #include "ui/chat_worker.h"
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
+#include "engine/runtime/conversation.h"
 #include "engine/util/error.h"
 
 namespace flashdesk::ui {
@@ -24,6 +26,8 @@ MessageRow to_row(const storage::Message& m) {
   row.text = qstr(m.text);
   row.thinking = qstr(m.thinking);
   row.interrupted = m.status == storage::MessageStatus::interrupted;
+  row.stopped = m.end.stopped;
+  if (m.end.thinking_ms >= 0) row.thinking_seconds = double(m.end.thinking_ms) / 1000.0;
   for (const auto& a : m.attachments) row.image_paths << qstr(a.path.string());
   return row;
 }
@@ -250,13 +254,21 @@ void ChatWorker::run_turn(qint64 id, const TurnRequest& request, int64_t user_or
   };
   try {
     const TurnOutcome outcome = service_->send(request, callbacks, &stop_);
+    // A stop while the app closes is not the user's: that answer was interrupted.
+    storage::AnswerEnd end;
+    end.stopped = outcome.finish == FinishReason::kStopped && !closing_.load();
+    if (!outcome.reasoning.empty()) end.thinking_ms = std::llround(outcome.stats.thinking_ms);
     if (log) {
       token_log_->append(answer, ids, {});  // EOS and any ids whose text never completed
       const bool stopped = outcome.finish == FinishReason::kStopped;
       token_log_->finish(
-          answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete);
+          answer, stopped ? storage::MessageStatus::interrupted : storage::MessageStatus::complete,
+          end);
+    } else if (outcome.answer_message_id != 0 && closing_.load() &&
+               outcome.finish == FinishReason::kStopped) {
+      store_->set_answer_end(outcome.answer_message_id, end);
     }
-    emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.effort_line));
+    emit answerFinished(id, outcome.stats, finish_name(outcome.finish), qstr(outcome.prompt_text));
     if (outcome.storage_warning) emit storageWarning(id, qstr(*outcome.storage_warning));
     count_turn(outcome.stats);
     refreshCacheStats();

@@ -68,8 +68,9 @@ class ChatWorker : public QObject {
   void userMessageStored(qint64 session, const flashdesk::ui::MessageRow& message);
   void answerStarted(qint64 session);
   void answerText(qint64 session, bool thinking, const QString& text);
+  // `prompt` is the prompt the turn tokenised, as text (TurnOutcome::prompt_text).
   void answerFinished(qint64 session, const flashdesk::ui::TurnStats& stats, const QString& finish,
-                      const QString& effort_line);
+                      const QString& prompt);
   void turnFailed(qint64 session, const QString& message);
   // A turn went on although storage failed (disk full while spilling KV blocks or logging).
   void storageWarning(qint64 session, const QString& message);

@@ -33,7 +33,6 @@ class EngineChatService final : public ChatService {
  private:
   ChatSession& session(int64_t session_id);
   const ChatSession* find_session(int64_t session_id) const;
-  ChatMessage to_chat_message(const storage::Message& stored) const;
 
   EngineOptions options_;
   std::unique_ptr<ChatEngine> engine_;

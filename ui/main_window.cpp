@@ -3,15 +3,19 @@
 
 #include <QActionGroup>
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QVBoxLayout>
 
+#include "engine/runtime/conversation.h"
 #include "ui/cache_panel.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
@@ -19,6 +23,7 @@
 #include "ui/session_settings_dialog.h"
 #include "ui/session_sidebar.h"
 #include "ui/theme.h"
+#include "ui/welcome_text.h"
 
 namespace flashdesk::ui {
 
@@ -77,6 +82,9 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
     if (app_settings_.theme != ThemeChoice::system) apply_theme(app_settings_.theme);
   }
   choices_ = app_settings_.new_chat;  // what the first message of a new chat gets
+  effort_->setChoices(choices_);
+  view_->setEmptyText(welcome_text(QString()));
+  regenerate_->setEnabled(false);
   auto* splitter = new QSplitter;
   splitter->addWidget(sidebar_);
   splitter->addWidget(buildChatPane());
@@ -103,6 +111,9 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
 
 QWidget* MainWindow::buildChatPane() {
   auto* pane = new QWidget;
+  show_prompt_ = new QPushButton(tr("Show prompt"));
+  show_prompt_->setObjectName(QStringLiteral("showPrompt"));
+  show_prompt_->setAccessibleName(tr("Show the prompt sent to the model"));
   effort_line_->setObjectName(QStringLiteral("effortLine"));
   effort_line_->setAccessibleName(tr("Reasoning effort line sent to the model"));
   effort_line_->setWordWrap(true);
@@ -118,7 +129,10 @@ QWidget* MainWindow::buildChatPane() {
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(view_, 1);
   layout->addLayout(controls);
-  layout->addWidget(effort_line_);
+  auto* sent = new QHBoxLayout;
+  sent->addWidget(effort_line_, 1);
+  sent->addWidget(show_prompt_);
+  layout->addLayout(sent);
   layout->addWidget(composer_);
   return pane;
 }
@@ -147,7 +161,7 @@ void MainWindow::connectWorker() {
       [this](qint64 id) {
         if (id != current_) return;
         current_ = 0;
-        view_->clearMessages();
+        showEmptyChat(app_settings_.new_chat);
       },
       queued);
   connect(
@@ -195,6 +209,7 @@ void MainWindow::connectWidgets() {
   connect(composer_, &Composer::submitted, this, &MainWindow::submit);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
   connect(regenerate_, &QPushButton::clicked, this, &MainWindow::regenerate);
+  connect(show_prompt_, &QPushButton::clicked, this, &MainWindow::showPrompt);
   connect(cache_panel_, &CachePanel::refreshRequested, &controller_,
           [this] { controller_.refreshCacheStats(); });
 }
@@ -231,21 +246,34 @@ void MainWindow::editSettings() {
 }
 
 void MainWindow::newSession() {
-  SessionChoices choices = app_settings_.new_chat;  // the effort control's choice carries over
-  choices.effort = effort_->choices().effort;
-  choices.thinking = effort_->choices().thinking;
+  // A new chat starts from the new-chat defaults (File ▸ Settings), effort and thinking included,
+  // not from the chat shown before.
+  const SessionChoices choices = app_settings_.new_chat;
   // The new chat is current at once: a message sent before the worker has made it waits for it
   // (pending_text_) instead of going to the chat shown before.
   if (generating_) stop();  // the answer keeps what it has
   current_ = 0;
-  view_->clearMessages();
+  showEmptyChat(choices);
   if (creating_session_) return;
   creating_session_ = true;
   controller_.createSession(choices);
 }
 
+// What belongs to the chat shown before goes: its messages, its last turn's figures and prompt,
+// and Regenerate (nothing to answer again yet).
+void MainWindow::showEmptyChat(const SessionChoices& choices) {
+  view_->clearMessages();
+  choices_ = choices;
+  effort_->setChoices(choices);
+  sent_prompt_.clear();
+  status_->clear();
+  has_answer_ = false;
+  regenerate_->setEnabled(false);
+}
+
 void MainWindow::openSession(qint64 id) {
   if (generating_ && id != current_) stop();  // the answer keeps what it has
+  if (id != current_) status_->clear();       // the figures were the other chat's last turn
   current_ = id;
   sidebar_->select(id);
   controller_.openSession(id);
@@ -270,7 +298,7 @@ void MainWindow::submit(QString text, QStringList images) {
 }
 
 void MainWindow::regenerate() {
-  if (generating_ || current_ == 0) return;
+  if (generating_ || current_ == 0 || !has_answer_) return;
   controller_.regenerate(current_, currentChoices());
   setGenerating(true);
 }
@@ -282,7 +310,7 @@ void MainWindow::stop() {
 void MainWindow::setGenerating(bool generating) {
   generating_ = generating;
   composer_->setGenerating(generating);
-  regenerate_->setEnabled(!generating);
+  regenerate_->setEnabled(!generating && has_answer_);
   if (generating) status_->setText(tr("Generating…"));
 }
 
@@ -296,7 +324,13 @@ void MainWindow::onSessionOpened(qint64 id, SessionChoices choices,
                                  const QList<MessageRow>& messages) {
   if (id != current_) return;
   view_->clearMessages();
-  for (const MessageRow& m : messages) view_->addMessage(m);
+  sent_prompt_.clear();  // "Show prompt" shows the preview until this chat's next turn
+  has_answer_ = false;
+  for (const MessageRow& m : messages) {
+    view_->addMessage(m);
+    has_answer_ = has_answer_ || !m.from_user;
+  }
+  regenerate_->setEnabled(!generating_ && has_answer_);
   choices_ = choices;
   effort_->setChoices(choices);
   requestPreview();
@@ -318,11 +352,34 @@ void MainWindow::onAnswerText(qint64 session, bool thinking, const QString& text
 }
 
 void MainWindow::onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
-                                  const QString& effort_line) {
-  if (session == current_) view_->finishAnswer(finish_note(finish));
+                                  const QString& prompt) {
+  if (session == current_) {
+    view_->finishAnswer(finish_note(finish));
+    has_answer_ = true;
+  }
   setGenerating(false);
   status_->setText(stats_text(stats));
-  showEffortLine(effort_line, true);
+  sent_prompt_ = prompt;
+  showEffortLine(QString::fromStdString(find_effort_line(prompt.toStdString())), true);
+}
+
+void MainWindow::showPrompt() {
+  auto* dialog = new QDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setObjectName(QStringLiteral("promptDialog"));
+  const bool sent = !sent_prompt_.isEmpty();
+  dialog->setWindowTitle(sent ? tr("Prompt sent to the model")
+                              : tr("Prompt the next message sends"));
+  auto* text = new QPlainTextEdit(sent ? sent_prompt_ : prompt_preview_, dialog);
+  text->setObjectName(QStringLiteral("promptText"));
+  text->setReadOnly(true);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+  auto* layout = new QVBoxLayout(dialog);
+  layout->addWidget(text);
+  layout->addWidget(buttons);
+  dialog->resize(640, 420);
+  dialog->open();
 }
 
 void MainWindow::onTurnFailed(qint64 session, const QString& message) {

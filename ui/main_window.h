@@ -46,6 +46,8 @@ class MainWindow : public QMainWindow {
   QString effortLine() const;
   QString statusText() const;
   QString promptPreview() const { return prompt_preview_; }  // the next turn's prompt, as text
+  // The prompt the last turn of the shown chat tokenised, as text; empty before a turn.
+  QString sentPrompt() const { return sent_prompt_; }
   SessionChoices currentChoices() const;
   const AppSettings& appSettings() const { return app_settings_; }
   CachePanel* cachePanel() const { return cache_panel_; }
@@ -76,13 +78,17 @@ class MainWindow : public QMainWindow {
   void connectWidgets();
   void buildMenus();
   void buildViewMenu();
+  void buildHelpMenu();
+  void showAbout();
   void showPaletteKind();
   void setGenerating(bool generating);
   void onSessionsListed(const QList<SessionRow>& rows);
   void onSessionOpened(qint64 id, SessionChoices choices, const QList<MessageRow>& messages);
   void onAnswerText(qint64 session, bool thinking, const QString& text);
   void onAnswerFinished(qint64 session, const TurnStats& stats, const QString& finish,
-                        const QString& effort_line);
+                        const QString& prompt);
+  void showEmptyChat(const SessionChoices& choices);
+  void showPrompt();  // the sent prompt (or the preview before a turn) in a read-only dialog
   void onTurnFailed(qint64 session, const QString& message);
   void showEffortLine(const QString& line, bool sent);
   void requestPreview();
@@ -100,7 +106,9 @@ class MainWindow : public QMainWindow {
   QLabel* model_error_;
   QProgressBar* model_progress_;
   QLabel* storage_warning_;
-  QString model_dir_;  // the folder last asked for (reloadModel)
+  QString model_dir_;      // the folder last asked for (reloadModel)
+  QString model_label_;    // the loaded model's name ("" before one is loaded)
+  QString model_backend_;  // and the backend it runs on
   QLabel* effort_line_;
   QPushButton* regenerate_;
   QPushButton* settings_;
@@ -111,12 +119,15 @@ class MainWindow : public QMainWindow {
   AppSettings app_settings_;
   SessionChoices choices_;  // of the shown session; effort and thinking live in effort_
   QString prompt_preview_;
+  QString sent_prompt_;
+  QPushButton* show_prompt_;
   qint64 current_ = 0;
   bool generating_ = false;
   bool listed_once_ = false;
   bool creating_session_ = false;  // a createSession is on its way to the worker
   bool model_ready_ = false;
-  QString pending_text_;  // a message typed before its session existed
+  bool has_answer_ = false;  // the shown chat has an answer Regenerate can replace
+  QString pending_text_;     // a message typed before its session existed
   QStringList pending_images_;
   QString last_text_;  // put back into the composer when a turn is refused
   QStringList last_images_;

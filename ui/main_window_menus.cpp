@@ -6,12 +6,15 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
+#include <QMessageBox>
 
 #include "ui/app_settings_dialog.h"
 #include "ui/cache_panel.h"
+#include "ui/effort_control.h"
 #include "ui/main_window.h"
 #include "ui/session_sidebar.h"
 #include "ui/theme.h"
+#include "ui/welcome_text.h"
 
 namespace flashdesk::ui {
 
@@ -36,6 +39,24 @@ void MainWindow::buildMenus() {
   chat->addAction(tr("Chat s&ettings…"), QKeySequence(tr("Ctrl+Shift+,")), this,
                   &MainWindow::editSettings);
   buildViewMenu();
+  buildHelpMenu();
+}
+
+void MainWindow::buildHelpMenu() {
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About FlashDesk"), this, &MainWindow::showAbout);
+  help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt);
+}
+
+// Non-modal, so the chat goes on while it is open.
+void MainWindow::showAbout() {
+  auto* box = new QMessageBox(QMessageBox::Information, tr("About FlashDesk"),
+                              about_text(model_label_, model_dir_, model_backend_),
+                              QMessageBox::Close, this);
+  box->setObjectName(QStringLiteral("aboutBox"));
+  box->setTextFormat(Qt::RichText);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
 }
 
 void MainWindow::buildViewMenu() {
@@ -110,7 +131,10 @@ void MainWindow::applyAppSettings(const AppSettings& settings) {
       settings.backend != app_settings_.backend || settings.threads != app_settings_.threads;
   app_settings_ = settings;
   if (settings_store_) save_app_settings(*settings_store_, app_settings_);
-  if (current_ == 0) choices_ = app_settings_.new_chat;
+  if (current_ == 0) {  // the chat not made yet takes the new defaults
+    choices_ = app_settings_.new_chat;
+    effort_->setChoices(choices_);
+  }
   if (device) controller_.setDevice(settings.backend, settings.threads);
   if (caches) controller_.setCacheLimits(cache_limits(settings));
   QStringList notes;

@@ -9,7 +9,9 @@
 #include <QTime>
 
 #include "ui/main_window.h"
+#include "ui/message_view.h"
 #include "ui/theme.h"
+#include "ui/welcome_text.h"
 
 namespace flashdesk::ui {
 
@@ -73,9 +75,12 @@ void MainWindow::connectModel() {
       w, &ChatWorker::modelLoaded, this,
       [this](const QString& name, const QString& dir, const QString& backend) {
         model_ready_ = true;
+        model_label_ = name;
+        model_backend_ = backend;
         model_name_->setText(tr("Model: %1 (%2)").arg(name, backend));
         model_name_->setToolTip(dir);
         model_progress_->hide();
+        view_->setEmptyText(welcome_text(name));
         requestPreview();
       },
       queued);

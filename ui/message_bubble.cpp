@@ -93,7 +93,12 @@ MessageBubble::MessageBubble(const MessageRow& message, QWidget* parent)
   render_timer_.setInterval(kRenderIntervalMs);
   connect(&render_timer_, &QTimer::timeout, this, &MessageBubble::render);
   setThinkingExpanded(false);
-  if (message.interrupted) note_->setText(tr("<i>interrupted</i>"));
+  thinking_seconds_ = message.thinking_seconds;  // stored with the answer (unknown: < 0)
+  // As the live view said it: a stop is "stopped"; "interrupted" is an answer the app's end cut.
+  if (message.stopped)
+    note_->setText(QStringLiteral("<i>%1</i>").arg(tr("stopped")));
+  else if (message.interrupted)
+    note_->setText(QStringLiteral("<i>%1</i>").arg(tr("interrupted")));
   render();
 }
 

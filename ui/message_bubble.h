@@ -49,7 +49,7 @@ class MessageBubble : public QFrame {
   QPushButton* copy_code_;
   QTimer render_timer_;
   QElapsedTimer thinking_clock_;
-  double thinking_seconds_ = -1.0;  // unknown for stored answers
+  double thinking_seconds_ = -1.0;  // how long the reasoning took; < 0: unknown
   bool streaming_ = false;
 };
 

@@ -20,21 +20,7 @@ TurnStats persistent_stats(const GenerationStats& g) {
   return s;
 }
 
-// A user message for the text preview, which shows one placeholder per image whatever its grid:
-// the images are not decoded for it.
-ChatMessage user_preview(const std::string& text, size_t images) {
-  std::vector<ContentPart> parts(images, ContentPart::of_image(ImageGrid{1, 1}));
-  if (!text.empty() || images == 0) parts.push_back(ContentPart::of_text(text));
-  return ChatMessage::of_parts(Role::kUser, std::move(parts));
-}
-
 }  // namespace
-
-// Images of a stored message the prompt shows: none for an engine without vision, which
-// PersistentChat continues on the text.
-size_t PersistentChatService::stored_images(const storage::Message& m) const {
-  return engine_->has_vision() ? m.attachments.size() : 0;
-}
 
 void apply_cache_limits(const CacheLimits& limits, storage::PersistentChatOptions& options) {
   options.blocks.disk_budget_bytes = limits.ssd_budget_bytes;
@@ -103,19 +89,22 @@ void PersistentChatService::check(const TurnRequest& request) const {
   }
 }
 
+// The stored session's next prompt as PersistentChat renders it for a turn (the request's images
+// are decoded for it); a chat not stored yet has only the system prompt of its settings before
+// the message.
 std::string PersistentChatService::render_prompt(const TurnRequest& request) const {
   storage::PersistentChat& chat = require_chat();
-  std::vector<ChatMessage> conversation;
-  if (!request.settings.system_prompt.empty())
-    conversation.push_back(ChatMessage::system(request.settings.system_prompt));
+  const TurnOptions options = turn_options(request.settings);
   if (chat.store().find_session(request.session_id)) {
-    for (const storage::Message& m : chat.store().messages(request.session_id))
-      conversation.push_back(m.role == storage::Role::user
-                                 ? user_preview(m.text, stored_images(m))
-                                 : ChatMessage::assistant(m.text, m.thinking));
+    chat.open_session(request.session_id);
+    return chat.render_next(request.text, request.images, options).prompt.text;
   }
-  conversation.push_back(user_preview(request.text, request.images.size()));
-  return engine_->chat_template().render_text(conversation, chat_options(request.settings));
+  std::vector<ImageRef> images;
+  for (const std::filesystem::path& file : request.images)
+    images.push_back(engine_->prepare_image(file));
+  const Conversation first{request.settings.system_prompt, {user_turn(request.text, images)}};
+  return render_conversation(engine_->chat_template(), first, chat_options(request.settings))
+      .prompt.text;
 }
 
 TurnOutcome PersistentChatService::send(const TurnRequest& request,
@@ -125,7 +114,6 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
   storage::PersistentChat& chat = require_chat();
   chat.open_session(request.session_id);
   TurnOutcome outcome;
-  outcome.effort_line = find_effort_line(render_prompt(request));  // before the message is stored
   StreamCallbacks wrapped = callbacks;
   wrapped.on_token = [&outcome, &callbacks](TokenId id) {
     outcome.generated_ids.push_back(id);
@@ -133,6 +121,8 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
   };
   const storage::SessionTurn turn =
       chat.send(request.text, request.images, turn_options(request.settings), wrapped, stop);
+  outcome.prompt_text = turn.turn.prompt_text;
+  outcome.answer_message_id = turn.answer_message_id;
   outcome.content = turn.turn.generation.content;
   outcome.reasoning = turn.turn.generation.reasoning;
   outcome.finish = turn.turn.generation.finish;

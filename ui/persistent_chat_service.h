@@ -57,7 +57,6 @@ class PersistentChatService final : public ChatService {
 
  private:
   storage::PersistentChat& require_chat() const;
-  size_t stored_images(const storage::Message& m) const;
 
   storage::PersistentChatOptions chat_options_;
   EngineOptions engine_options_;

@@ -2,8 +2,21 @@
 #include "ui/session_list_model.h"
 
 #include <QDateTime>
+#include <QLocale>
 
 namespace flashdesk::ui {
+
+QString when_text(qint64 ms, const QDateTime& now) {
+  const QDateTime when = QDateTime::fromMSecsSinceEpoch(ms);
+  const QLocale locale;
+  const QString time = locale.toString(when.time(), QLocale::ShortFormat);
+  const qint64 days = when.date().daysTo(now.date());
+  if (days == 0) return QObject::tr("Today %1").arg(time);
+  if (days == 1) return QObject::tr("Yesterday %1").arg(time);
+  const QString format = when.date().year() == now.date().year() ? QStringLiteral("d MMM")
+                                                                 : QStringLiteral("d MMM yyyy");
+  return locale.toString(when.date(), format) + QLatin1Char(' ') + time;
+}
 
 int SessionListModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : int(rows_.size());
@@ -14,11 +27,13 @@ QVariant SessionListModel::data(const QModelIndex& index, int role) const {
     return {};
   const SessionRow& row = rows_[index.row()];
   switch (role) {
-    case Qt::DisplayRole:
+    case Qt::DisplayRole:  // two lines: the title, then when it was last used
+      return row.title + QLatin1Char('\n') + when_text(row.updated_ms);
     case Qt::EditRole:
       return row.title;
-    case Qt::ToolTipRole:
-      return tr("%1 messages, last used %2")
+    case Qt::ToolTipRole:  // the whole title, which the list may cut
+      return tr("%1\n%2 messages, last used %3")
+          .arg(row.title)
           .arg(row.message_count)
           .arg(QDateTime::fromMSecsSinceEpoch(row.updated_ms).toString(Qt::TextDate));
     case IdRole:

@@ -3,11 +3,18 @@
 #pragma once
 
 #include <QAbstractListModel>
+#include <QDateTime>
 
 #include "ui/chat_types.h"
 
 namespace flashdesk::ui {
 
+// When a chat was last used, as the sidebar shows it: "Today 14:05", "Yesterday 09:12",
+// "3 Dec 18:40" (another year: "3 Dec 2025 18:40").
+QString when_text(qint64 ms, const QDateTime& now = QDateTime::currentDateTime());
+
+// Rows show the title and, on a second line, when the chat was last used (equal titles stay
+// apart); editing edits the title alone.
 class SessionListModel : public QAbstractListModel {
   Q_OBJECT
 

@@ -1,6 +1,7 @@
 // The per-session settings dialog; the ranges are those SessionSettings::validate accepts.
 #include "ui/session_settings_dialog.h"
 
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -9,7 +10,8 @@
 
 namespace flashdesk::ui {
 
-SessionSettingsDialog::SessionSettingsDialog(const SessionChoices& choices, QWidget* parent)
+SessionSettingsDialog::SessionSettingsDialog(const SessionChoices& choices, QWidget* parent,
+                                             Scope scope)
     : QDialog(parent),
       base_(choices),
       system_prompt_(new QPlainTextEdit(choices.system_prompt, this)),
@@ -34,6 +36,20 @@ SessionSettingsDialog::SessionSettingsDialog(const SessionChoices& choices, QWid
   connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
   auto* form = new QFormLayout(this);
+  if (scope == Scope::new_chats) {
+    thinking_ = new QCheckBox(tr("Think before answering"), this);
+    thinking_->setObjectName(QStringLiteral("thinking"));
+    thinking_->setChecked(choices.thinking);
+    effort_ = new QSpinBox(this);
+    effort_->setObjectName(QStringLiteral("effort"));
+    effort_->setRange(1, 100);
+    effort_->setValue(choices.effort);
+    effort_->setAccessibleName(tr("Reasoning effort of new chats, 1 to 100"));
+    effort_->setEnabled(choices.thinking);
+    connect(thinking_, &QCheckBox::toggled, effort_, &QWidget::setEnabled);
+    form->addRow(tr("Thinking"), thinking_);
+    form->addRow(tr("Reasoning effort"), effort_);
+  }
   form->addRow(tr("System prompt"), system_prompt_);
   form->addRow(tr("Temperature"), temperature_);
   form->addRow(tr("Top-p"), top_p_);
@@ -47,6 +63,8 @@ SessionChoices SessionSettingsDialog::choices() const {
   c.temperature = temperature_->value();
   c.top_p = top_p_->value();
   c.max_new_tokens = max_new_tokens_->value();
+  if (effort_) c.effort = effort_->value();
+  if (thinking_) c.thinking = thinking_->isChecked();
   return c;
 }
 

@@ -24,6 +24,12 @@ SessionSidebar::SessionSidebar(QWidget* parent)
   list_->setAccessibleName(tr("Chats"));
   list_->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::DoubleClicked);
   list_->setContextMenuPolicy(Qt::CustomContextMenu);
+  // Long titles are cut with an ellipsis (the tooltip and rename show them whole), never scrolled
+  // sideways.
+  list_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  list_->setTextElideMode(Qt::ElideRight);
+  list_->setWordWrap(false);
+  list_->setUniformItemSizes(true);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(new_);

@@ -49,6 +49,7 @@ TurnStats turn_stats(const GenerationStats& g) {
   s.computed_tokens = g.computed_tokens;
   s.generated_tokens = g.generated_tokens;
   s.thinking_tokens = g.thinking_tokens;
+  s.thinking_ms = g.thinking_ms;
   s.ttft_ms = g.ttft_ms;
   s.decode_tokens_per_s = g.decode_tokens_per_s();
   return s;

@@ -92,7 +92,7 @@ Conversation in_memory(ChatEngine& engine, std::unique_ptr<ChatSession>& holder,
   return Conversation{.send =
                           [session](const std::string& line, std::vector<ImageRef> images,
                                     const TurnOptions& opts, const StreamCallbacks& cb) {
-                            return session->send(user_message(line, images), images, opts, cb,
+                            return session->send(user_turn(line, std::move(images)), opts, cb,
                                                  &g_stop);
                           },
                       .reset =

@@ -31,10 +31,9 @@ int run_generate(int argc, char** argv) {
 
   const bool json = args.count("json") > 0;
   StreamPrinter printer(stdout, isatty(STDOUT_FILENO) != 0);
-  const std::vector<ImageRef> images = image_options(*engine, args);
   const TurnResult turn =
-      session.send(user_message(args["prompt"].as<std::string>(), images), images, turn_opts,
-                   json ? StreamCallbacks{} : printer.callbacks());
+      session.send(user_turn(args["prompt"].as<std::string>(), image_options(*engine, args)),
+                   turn_opts, json ? StreamCallbacks{} : printer.callbacks());
   if (json) {
     std::printf("%s\n", turn_json(turn).c_str());
   } else {

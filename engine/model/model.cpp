@@ -9,6 +9,7 @@
 #include "engine/model/engram_tables.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/rope_freqs.h"
+#include "engine/model/sequence_cut.h"
 #include "engine/model/step_runner.h"
 
 namespace flashdesk {
@@ -152,11 +153,20 @@ std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t>
   if (end > max_context_)
     throw InvalidRequest("prompt of " + std::to_string(end) +
                          " tokens exceeds the context limit of " + std::to_string(max_context_));
+  const int64_t mark = options.mark_at;
+  if (mark != -1 && (mark < first + R || mark >= end))
+    throw InvalidRequest("window mark at " + std::to_string(mark) + " is outside the prefill [" +
+                         std::to_string(first + R) + ", " + std::to_string(end) + ")");
   const int64_t chunk = options.chunk_tokens > 0 ? options.chunk_tokens : P;
   const int64_t decoder_from = options.mode == PrefillMode::Bounded ? end - std::min(P, W) : -1;
+  // The steps stop once where the mark is taken; a step boundary changes no value (chunked
+  // prefill gives the same results, docs/numerics.md).
+  const int64_t mark_index = mark == -1 ? -1 : mark - first;
+  if (mark_index == 0) mark_window(backend_, state);
   std::vector<float> logits;
-  for (int64_t at = 0; at < P; at += chunk) {
-    const int64_t n = std::min(chunk, P - at);
+  for (int64_t at = 0, n = 0; at < P; at += n) {
+    n = std::min(chunk, P - at);
+    if (at < mark_index && mark_index < at + n) n = mark_index - at;
     const bool last = at + n == P;
     SequenceStep s;
     s.state = &state;
@@ -173,6 +183,7 @@ std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t>
     s.images = images;
     step(std::span<SequenceStep>(&s, 1), observer);
     logits.insert(logits.end(), s.out_logits.begin(), s.out_logits.end());
+    if (at + n == mark_index) mark_window(backend_, state);
   }
   return logits;
 }

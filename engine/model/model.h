@@ -75,6 +75,9 @@ struct PrefillOptions {
   bool all_positions = false;  // logits of every position (exact mode only)
   int64_t replay = 0;          // leading ids already in the state (SequenceStep::replay)
   std::span<const ImageEmbedding> images = {};  // first = index into the prefill ids
+  // A position the prefill passes (from the end of the replay to its last token) at which the
+  // state's window is marked (sequence_cut.h): the steps stop there once. -1: no mark.
+  int64_t mark_at = -1;
 };
 
 struct ModelOptions {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/ops/backend.h"
@@ -28,11 +29,22 @@ struct GlobalKv {
   int64_t capacity() const { return entries.defined() ? entries.rows() : 0; }
 };
 
+// What a state held at one earlier position beyond its tokens and global entries (which only
+// grow): every window ring and every pending compressor group. Kept by a prefill asked to
+// (PrefillOptions::mark_at), it lets cut_sequence go back to that position exactly.
+struct WindowMark {
+  int64_t position = 0;
+  std::vector<WindowRing> rings;  // copies, one per main layer
+  std::vector<GlobalKv> global;   // per main layer: n_entries and the pending group (copies);
+                                  // entries and index_keys are left undefined
+};
+
 struct SequenceState {
-  std::vector<int32_t> tokens;    // every token processed, position 0 first
-  std::vector<uint8_t> dead;      // per token: 1 = image-span token (cuts Engram look-back)
-  std::vector<WindowRing> rings;  // one per main layer
-  std::vector<GlobalKv> global;   // one per main layer; ratio 0 for layers that own none
+  std::vector<int32_t> tokens;     // every token processed, position 0 first
+  std::vector<uint8_t> dead;       // per token: 1 = image-span token (cuts Engram look-back)
+  std::vector<WindowRing> rings;   // one per main layer
+  std::vector<GlobalKv> global;    // one per main layer; ratio 0 for layers that own none
+  std::optional<WindowMark> mark;  // the window at one earlier position (sequence_cut.h)
 
   int64_t position() const { return static_cast<int64_t>(tokens.size()); }
   // Bytes of global KV held per token (what a prefix cache persists), for reports.

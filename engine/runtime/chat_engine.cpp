@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/runtime/backend_factory.h"
+#include "engine/runtime/live_reuse.h"
 #include "engine/util/error.h"
 #include "engine/vision/vision_encoder.h"
 
@@ -105,13 +106,6 @@ std::vector<ImageEmbedding> ChatEngine::embed_images(std::span<const ImageSpan> 
   return out;
 }
 
-ChatMessage user_message(std::string text, std::span<const ImageRef> images) {
-  std::vector<ContentPart> parts;
-  for (const ImageRef& img : images) parts.push_back(ContentPart::of_image(img->pixels.grid));
-  if (!text.empty() || images.empty()) parts.push_back(ContentPart::of_text(std::move(text)));
-  return ChatMessage::of_parts(Role::kUser, std::move(parts));
-}
-
 size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
   const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
@@ -122,68 +116,103 @@ size_t common_prefix(std::span<const TokenId> a, std::span<const TokenId> b) {
 ChatSession::ChatSession(ChatEngine& engine) : engine_(engine) {}
 
 void ChatSession::set_system_prompt(std::string text) {
-  system_prompt_ = text.empty() ? std::nullopt : std::optional<std::string>(std::move(text));
+  conversation_.system_prompt = std::move(text);
 }
 
 void ChatSession::reset() {
-  messages_.clear();
-  images_.clear();
+  conversation_.messages.clear();
   live_.reset();
+  live_images_.clear();
 }
 
-TurnResult ChatSession::send(ChatMessage user, const TurnOptions& options,
-                             const StreamCallbacks& callbacks, const std::atomic<bool>* stop) {
-  return send(std::move(user), {}, options, callbacks, stop);
+int64_t ChatSession::image_safe_common(int64_t common, const RenderedTurn& rendered) const {
+  std::vector<LiveImage> prompt;
+  for (size_t i = 0; i < rendered.prompt.images.size(); ++i)
+    prompt.push_back({rendered.prompt.images[i].begin, rendered.prompt.images[i].end,
+                      rendered.images[i]->digest});
+  const auto same = [](const LiveImage& a, const LiveImage& b) {
+    return a.begin == b.begin && a.end == b.end && a.digest == b.digest;
+  };
+  const auto in = [&](const std::vector<LiveImage>& spans, const LiveImage& x) {
+    return std::any_of(spans.begin(), spans.end(), [&](const LiveImage& y) { return same(x, y); });
+  };
+  int64_t limit = common;
+  for (const LiveImage& x : prompt)
+    if (static_cast<int64_t>(x.begin) < limit && !in(live_images_, x))
+      limit = static_cast<int64_t>(x.begin);
+  for (const LiveImage& x : live_images_)
+    if (static_cast<int64_t>(x.begin) < limit && !in(prompt, x))
+      limit = static_cast<int64_t>(x.begin);
+  return limit;
 }
 
-TurnResult ChatSession::send(ChatMessage user, std::vector<ImageRef> images,
-                             const TurnOptions& options, const StreamCallbacks& callbacks,
-                             const std::atomic<bool>* stop) {
-  if (user.role != Role::kUser) throw InvalidRequest("a turn starts with a user message");
-  std::vector<ChatMessage> conversation;
-  if (system_prompt_) conversation.push_back(ChatMessage::system(*system_prompt_));
-  conversation.insert(conversation.end(), messages_.begin(), messages_.end());
-  conversation.push_back(user);
-
-  const ChatOptions chat{.mode = options.mode, .effort = options.effort};
-  TurnResult turn;
-  const RenderedPrompt prompt = engine_.chat_template().render(conversation, chat);
-  turn.prompt_ids = prompt.ids;
-  std::vector<ImageRef> all_images = images_;
-  all_images.insert(all_images.end(), images.begin(), images.end());
-
-  // Reuse the live KV when the new prompt extends it; the state cannot roll back, so anything
-  // else (an edited or re-rendered history) starts a new sequence.
-  size_t reuse = 0;
+// The live KV serves what the new prompt still shares with it: extended, or cut back to where the
+// conversation changed (live_reuse.h); otherwise a new sequence. Returns the replay the prefill
+// runs (the live state's last tokens).
+int64_t ChatSession::reuse_live(const RenderedTurn& rendered) {
+  const std::vector<TokenId>& prompt = rendered.prompt.ids;
   if (live_) {
-    reuse = common_prefix(live_->tokens, turn.prompt_ids);
-    if (reuse != live_->tokens.size() || reuse == turn.prompt_ids.size()) {
-      live_.reset();
-      reuse = 0;
-    }
+    const int64_t common =
+        image_safe_common(static_cast<int64_t>(common_prefix(live_->tokens, prompt)), rendered);
+    const LiveReuse plan = plan_live_reuse(*live_, static_cast<int64_t>(prompt.size()), common);
+    if (plan.kind != LiveReuse::Kind::none)
+      return apply_live_reuse(engine_.backend(), *live_, plan);
   }
-  if (!live_) live_ = engine_.model().new_sequence();
+  live_ = engine_.model().new_sequence();
+  return 0;
+}
+
+RenderedTurn ChatSession::render(ConversationMessage user, const ChatOptions& options) const {
+  Conversation next;
+  next.system_prompt = conversation_.system_prompt;
+  next.messages = conversation_.messages;
+  next.messages.push_back(std::move(user));
+  return render_conversation(engine_.chat_template(), next, options);
+}
+
+TurnResult ChatSession::send(ConversationMessage user, const TurnOptions& options,
+                             const StreamCallbacks& callbacks, const std::atomic<bool>* stop) {
+  if (user.role != Role::kUser) throw InvalidRequest("a turn starts with a user message");
+  const RenderedTurn rendered =
+      render(user, ChatOptions{.mode = options.mode, .effort = options.effort});
+  TurnResult turn;
+  turn.prompt_ids = rendered.prompt.ids;
+  turn.prompt_text = rendered.prompt.text;
+
+  const int64_t replay = reuse_live(rendered);
+  const auto reuse = static_cast<size_t>(live_->position() - replay);
 
   GenerationOptions gen = options.generation;
   gen.starts_in_thinking = options.mode == ThinkingMode::kThinking;
+  gen.prefill.replay = replay;
+  gen.prefill.mark_at = thinking_mark(options.mode, static_cast<int64_t>(turn.prompt_ids.size()));
   const std::span<const TokenId> suffix = std::span<const TokenId>(turn.prompt_ids).subspan(reuse);
-  // Images before the live prefix keep their KV; the ones in the suffix are encoded now.
+  // Images before the prefill keep their KV; the ones in the suffix or the replay are encoded now.
   const std::vector<ImageEmbedding> embeddings =
-      engine_.embed_images(prompt.images, all_images, reuse);
+      engine_.embed_images(rendered.prompt.images, rendered.images, reuse);
   gen.prefill.images = embeddings;
+  ConversationMessage answer;
+  answer.role = Role::kAssistant;
+  StreamCallbacks sampled = callbacks;
+  sampled.on_token = [&](TokenId id) {
+    answer.sampled_ids.push_back(id);
+    if (callbacks.on_token) callbacks.on_token(id);
+  };
   try {
-    turn.generation = engine_.generator().generate(*live_, suffix, gen, callbacks, stop);
+    turn.generation = engine_.generator().generate(*live_, suffix, gen, sampled, stop);
   } catch (...) {
     live_.reset();  // a failed step may have left the state half-updated
+    live_images_.clear();
     throw;
   }
-
-  messages_.push_back(std::move(user));
-  images_ = std::move(all_images);
-  ChatMessage answer = ChatMessage::assistant(turn.generation.content, turn.generation.reasoning);
-  answer.content_ids = turn.generation.content_ids;
-  if (options.mode == ThinkingMode::kThinking) answer.reasoning_ids = turn.generation.reasoning_ids;
-  messages_.push_back(std::move(answer));
+  live_images_.clear();
+  for (size_t i = 0; i < rendered.prompt.images.size(); ++i)
+    live_images_.push_back({rendered.prompt.images[i].begin, rendered.prompt.images[i].end,
+                            rendered.images[i]->digest});
+  answer.text = turn.generation.content;
+  answer.thinking = turn.generation.reasoning;
+  conversation_.messages.push_back(std::move(user));
+  conversation_.messages.push_back(std::move(answer));
   return turn;
 }
 

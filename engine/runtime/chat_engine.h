@@ -2,10 +2,11 @@
 // chat sessions that talk to it. The CLI and the desktop app use only this layer.
 //
 // Goals: load a model directory in one call with clear errors; keep each session's KV live
-// between turns and reuse it whenever the next rendering extends it; report per turn what was
-// reused and computed; images attached to user turns (decoded and preprocessed by
-// prepare_image, encoded by the vision tower when their span is prefilled). Non-goals (later
-// layers): SSD block restore and the DRAM window pool (storage/), several requests in one batch.
+// between turns and reuse what the next rendering shares with it (extended, or cut back to where
+// the conversation changed: live_reuse.h); report per turn what was reused and computed; images
+// attached to user turns (decoded and preprocessed by prepare_image, encoded by the vision tower
+// when their span is prefilled). Non-goals (later layers): SSD block restore and the DRAM window
+// pool (storage/), several requests in one batch.
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/ops/backend.h"
+#include "engine/runtime/conversation.h"
 #include "engine/runtime/generator.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -36,8 +38,6 @@ struct EngineOptions {
   // engram_map.safetensors); the app and the CLI use the data folder's cache. Empty: not kept.
   std::filesystem::path engram_cache_dir{};
 };
-
-using ImageRef = std::shared_ptr<const PreparedImage>;
 
 class ChatEngine {
  public:
@@ -89,9 +89,6 @@ class ChatEngine {
   std::string name_;
 };
 
-// A user message: the images first (as the demo data places them), then the text.
-ChatMessage user_message(std::string text, std::span<const ImageRef> images);
-
 struct TurnOptions {
   ThinkingMode mode = ThinkingMode::kThinking;
   ReasoningEffort effort;
@@ -101,6 +98,7 @@ struct TurnOptions {
 struct TurnResult {
   GenerationResult generation;
   std::vector<TokenId> prompt_ids;  // the rendered prompt of this turn
+  std::string prompt_text;          // the same prompt as text (RenderedPrompt::text)
 };
 
 // One conversation with its live KV state. Not thread-safe: one turn at a time.
@@ -109,17 +107,18 @@ class ChatSession {
   explicit ChatSession(ChatEngine& engine);
 
   void set_system_prompt(std::string text);
-  const std::vector<ChatMessage>& messages() const { return messages_; }
+  const std::vector<ConversationMessage>& messages() const { return conversation_.messages; }
   // Replaces the conversation, e.g. with one read back from storage or cut before an answer to
-  // regenerate. The live KV stays: the next send() reuses it only where its rendering extends it.
-  void set_messages(std::vector<ChatMessage> messages) { messages_ = std::move(messages); }
-  // Appends `user`, renders the conversation, reuses the live KV where the rendering extends it
-  // (else starts a new sequence), generates, and appends the answer with its exact ids.
-  // `images` are the user message's image parts in order (user_message builds both); a count or
-  // grid mismatch is an InvalidRequest.
-  TurnResult send(ChatMessage user, const TurnOptions& options, const StreamCallbacks& callbacks,
-                  const std::atomic<bool>* stop = nullptr);
-  TurnResult send(ChatMessage user, std::vector<ImageRef> images, const TurnOptions& options,
+  // regenerate. The live KV stays: the next send() reuses what its rendering still shares.
+  void set_messages(std::vector<ConversationMessage> messages) {
+    conversation_.messages = std::move(messages);
+  }
+  // The prompt send(user) would render with `options`; nothing runs.
+  RenderedTurn render(ConversationMessage user, const ChatOptions& options) const;
+  // Appends `user` (user_turn: text and images), renders the conversation, reuses the live KV
+  // where the rendering extends it (else starts a new sequence), generates, and appends the
+  // answer with every id it was sampled as.
+  TurnResult send(ConversationMessage user, const TurnOptions& options,
                   const StreamCallbacks& callbacks, const std::atomic<bool>* stop = nullptr);
   // Forgets the conversation and the KV.
   void reset();
@@ -127,11 +126,20 @@ class ChatSession {
   int64_t live_tokens() const { return live_ ? live_->position() : 0; }
 
  private:
+  // An image inside the live tokens: its placeholder span and the picture's digest. Placeholder
+  // ids are the same for every picture, so the live KV serves a prompt only up to the first span
+  // that does not hold the same picture.
+  struct LiveImage {
+    size_t begin = 0, end = 0;
+    std::string digest;
+  };
+  int64_t image_safe_common(int64_t common, const RenderedTurn& rendered) const;
+  int64_t reuse_live(const RenderedTurn& rendered);
+
   ChatEngine& engine_;
-  std::optional<std::string> system_prompt_;
-  std::vector<ChatMessage> messages_;
-  std::vector<ImageRef> images_;  // every image of messages_, in prompt order
+  Conversation conversation_;
   std::optional<SequenceState> live_;
+  std::vector<LiveImage> live_images_;
 };
 
 // Length of the common prefix of two id sequences.

@@ -114,7 +114,10 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
       result.finish = FinishReason::kEos;
       break;
     }
+    const bool was_thinking = options.starts_in_thinking && !splitter.saw_think_end();
     splitter.push(id);
+    if (was_thinking && splitter.saw_think_end())
+      result.stats.thinking_ms = ms_since(first_token_time);
     if (stop && stop->load(std::memory_order_relaxed)) {
       result.finish = FinishReason::kStopped;
       break;
@@ -132,6 +135,8 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   result.stats.thinking_tokens =
       static_cast<int64_t>(result.reasoning_ids.size()) + (splitter.saw_think_end() ? 1 : 0);
   if (result.stats.generated_tokens > 0) result.stats.decode_ms = ms_since(first_token_time);
+  if (options.starts_in_thinking && !splitter.saw_think_end() && result.stats.generated_tokens > 0)
+    result.stats.thinking_ms = result.stats.decode_ms;
   return result;
 }
 

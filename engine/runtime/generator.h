@@ -61,6 +61,9 @@ struct GenerationStats {
   double prefill_ms = 0.0;         // replay + uncached suffix
   double ttft_ms = 0.0;            // request start (planning included) to the first sampled token
   double decode_ms = 0.0;          // after the first token
+  // Thinking mode: the first sampled token to </think> (or to the end, when the answer ended while
+  // reasoning): how long the reasoning took. 0 in chat mode.
+  double thinking_ms = 0.0;
   double decode_tokens_per_s() const;
 };
 

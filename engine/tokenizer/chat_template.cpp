@@ -182,11 +182,17 @@ RenderedPrompt ChatTemplate::render(std::span<const ChatMessage> messages,
   for (const Segment& s : segments) {
     if (s.kind == Segment::Kind::kText) {
       pending += s.text;
+      out.text += s.text;
       continue;
     }
     flush();
     if (s.kind == Segment::Kind::kSpecial) out.ids.push_back(s.id);
-    if (s.kind == Segment::Kind::kIds) out.ids.insert(out.ids.end(), s.ids->begin(), s.ids->end());
+    if (s.kind == Segment::Kind::kIds) {
+      out.ids.insert(out.ids.end(), s.ids->begin(), s.ids->end());
+      out.text += tokenizer_.decode(*s.ids);
+    } else {
+      out.text += s.spelling;
+    }
     if (s.kind == Segment::Kind::kImage) append_image(special_, s.grid, out);
   }
   flush();

@@ -97,6 +97,10 @@ struct ImageSpan {
 struct RenderedPrompt {
   std::vector<TokenId> ids;
   std::vector<ImageSpan> images;  // in prompt order
+  // The same prompt as text, as the ids say it: special tokens by spelling, one placeholder per
+  // image, and answers given by ids (ChatMessage::content_ids, reasoning_ids) decoded from those
+  // ids rather than taken from their text. What a user is shown as "sent".
+  std::string text;
 };
 
 class ChatTemplate {

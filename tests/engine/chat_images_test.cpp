@@ -42,10 +42,10 @@ TEST(ChatImages, ImageTurnPrefillsTheSpanAndTheNextTurnReusesIt) {
   ChatSession session(engine());
   const std::vector<ImageRef> images{img};
   const TurnResult t1 =
-      session.send(user_message("How many shapes are there?", images), images, short_turn(), {});
+      session.send(user_turn("How many shapes are there?", images), short_turn(), {});
   const int32_t image_id = static_cast<int32_t>(engine().config().image_token_id);
   EXPECT_EQ(std::count(t1.prompt_ids.begin(), t1.prompt_ids.end(), image_id), 22);  // 4*5+2
-  const TurnResult t2 = session.send(ChatMessage::user("And the colours?"), short_turn(), {});
+  const TurnResult t2 = session.send(user_turn("And the colours?"), short_turn(), {});
   // The whole first prompt (with its image span) and the answer stay live.
   EXPECT_GE(t2.generation.stats.reused_tokens, static_cast<int64_t>(t1.prompt_ids.size()));
   EXPECT_EQ(std::count(t2.prompt_ids.begin(), t2.prompt_ids.end(), image_id), 22);
@@ -53,14 +53,19 @@ TEST(ChatImages, ImageTurnPrefillsTheSpanAndTheNextTurnReusesIt) {
 
 TEST(ChatImages, MismatchedImagePartsAreInvalidRequests) {
   const ImageRef img = engine().prepare_image(kImage);
-  ChatSession session(engine());
   const std::vector<ImageRef> one{img};
-  // An image part with no image, and an image with no part.
-  EXPECT_THROW(session.send(user_message("x", one), {}, short_turn(), {}), InvalidRequest);
-  EXPECT_THROW(session.send(ChatMessage::user("x"), one, short_turn(), {}), InvalidRequest);
-  EXPECT_TRUE(session.messages().empty());
+  // A user turn keeps its images with its parts; embedding spans and images of different counts
+  // or grids (a caller's own rendering) is refused.
+  const RenderedTurn rendered =
+      render_conversation(engine().chat_template(), Conversation{"", {user_turn("x", one)}}, {});
+  ASSERT_EQ(rendered.prompt.images.size(), 1u);
+  EXPECT_THROW(engine().embed_images(rendered.prompt.images, {}, 0), InvalidRequest);
+  ImageSpan wrong_grid = rendered.prompt.images[0];
+  wrong_grid.grid.cols += 1;
+  EXPECT_THROW(engine().embed_images(std::span<const ImageSpan>(&wrong_grid, 1), one, 0),
+               InvalidRequest);
+  EXPECT_EQ(engine().embed_images(rendered.prompt.images, one, 0).size(), 1u);
 }
-
 TEST(ChatImages, BadFilesAreTypedErrors) {
   EXPECT_THROW(engine().prepare_image(kSource / "no/such/picture.png"), IoError);
   EXPECT_THROW(engine().prepare_image(kSource / "assets/models/flash-tiny/config.json"),

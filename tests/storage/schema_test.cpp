@@ -43,7 +43,7 @@ TEST(Schema, DatabaseCreatedByThisBuildReopensWithItsData) {
   {
     SessionStore store(dir.layout());
     id = store.create_session("kept", testing::test_settings());
-    store.append_message(id, {Role::user, "hello", "", {1, 2, 3}, MessageStatus::complete, {}});
+    store.append_message(id, {Role::user, "hello", "", {1, 2, 3}, MessageStatus::complete, {}, {}});
   }
   SessionStore reopened(dir.layout());
   EXPECT_EQ(reopened.session(id).title, "kept");
@@ -126,6 +126,9 @@ TEST(Schema, CommittedVersion1FileOpensAndIsRepaired) {
   EXPECT_EQ(messages[1].text, "Red.");
   EXPECT_EQ(messages[1].token_ids, (std::vector<TokenId>{5, 6, 7}));
   EXPECT_EQ(messages[1].status, MessageStatus::complete);
+  // Version 2's columns: unknown for answers of version 1.
+  EXPECT_EQ(messages[1].end.thinking_ms, -1);
+  EXPECT_FALSE(messages[1].end.stopped);
   // A continued answer cut short: token 20 "It" was in the message, 21 " is" and 22 " red" only
   // in the log; folded, it stays interrupted.
   EXPECT_EQ(messages[2].status, MessageStatus::interrupted);

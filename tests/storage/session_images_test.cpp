@@ -203,10 +203,10 @@ TEST(SessionImages, PoolRestoreOfAnImagePrefixMatchesAFreshEngineRun) {
   // The same conversation through the engine alone, no storage: the same prompt and answer.
   ChatSession fresh(*engine);
   const std::vector<ImageRef> images{engine->prepare_image(kImages / "image-0.png")};
-  const TurnResult f1 = fresh.send(user_message(question, images), images, t, {});
+  const TurnResult f1 = fresh.send(user_turn(question, images), t, {});
   EXPECT_EQ(f1.prompt_ids, first.turn.prompt_ids);
   EXPECT_EQ(answer_ids(f1.generation), answer_ids(first.turn.generation));
-  const TurnResult f2 = fresh.send(ChatMessage::user("And the colours?"), t, {});
+  const TurnResult f2 = fresh.send(user_turn("And the colours?"), t, {});
   EXPECT_EQ(f2.prompt_ids, turn.turn.prompt_ids);
   EXPECT_EQ(answer_ids(f2.generation), answer_ids(turn.turn.generation));
 }
@@ -249,7 +249,7 @@ TEST(SessionImages, ADifferentImageReusesOnlyTheBlocksBeforeIt) {
 
 TEST(SessionImages, LiveKvIsNotReusedPastAReplacedImage) {
   // An edited first message (the same text and grid, another picture) must not extend the live
-  // KV through the old image: the state rolls back to before the image.
+  // KV through the old image: the state is cut back to before the image.
   TempDir dir, user_files;
   const fs::path red = user_image(user_files, "image-0.png");
   const fs::path blue = user_image(user_files, "image-1.png");
@@ -266,14 +266,11 @@ TEST(SessionImages, LiveKvIsNotReusedPastAReplacedImage) {
   chat.store().delete_messages_from(sid, 0);
   const SessionTurn edited = chat.send("What is this?", std::vector{blue}, t);
   ASSERT_EQ(edited.turn.prompt_ids, first.turn.prompt_ids);
-  EXPECT_EQ(
-      edited.turn.generation.stats.reused_ram_tokens,
-      span.begin / rollback_granularity(engine->model()) * rollback_granularity(engine->model()));
+  EXPECT_EQ(edited.turn.generation.stats.reused_ram_tokens, span.begin);  // cut at the image
   chat.store().delete_messages_from(sid, 0);
   const SessionTurn back = chat.send("What is this?", std::vector{red}, t);
   EXPECT_EQ(back.turn.generation.stats.reused_ram_tokens,
-            span.begin / rollback_granularity(engine->model()) *
-                rollback_granularity(engine->model()));  // the live state holds blue now
+            span.begin);  // the live state holds blue now
 }
 
 TEST(SessionImages, BadImageFilesLeaveTheSessionUnchanged) {

@@ -18,13 +18,18 @@ SessionExport sample_export() {
   s.created_ms = 1700000000000;
   s.updated_ms = 1700000005000;
   s.settings = testing::test_settings();
-  NewMessage user{Role::user, "What is this?", "", {1, 2, 3}, MessageStatus::complete, {}};
+  NewMessage user{Role::user, "What is this?", "", {1, 2, 3}, MessageStatus::complete, {}, {}};
   user.images.push_back({testing::pattern_bytes(7, 1234), "image/jpeg"});
   s.messages.push_back({user, 1700000001000, 1700000001000});
-  s.messages.push_back(
-      {{Role::assistant, "A square.", "looking at pixels", {4, 5}, MessageStatus::interrupted, {}},
-       1700000002000,
-       1700000003000});
+  NewMessage answer{Role::assistant,
+                    "A square.",
+                    "looking at pixels",
+                    {4, 5},
+                    MessageStatus::interrupted,
+                    {},
+                    {}};
+  answer.end = AnswerEnd{.thinking_ms = 2500, .stopped = true};
+  s.messages.push_back({answer, 1700000002000, 1700000003000});
   return s;
 }
 
@@ -48,6 +53,8 @@ void expect_same(const SessionExport& a, const SessionExport& b) {
     EXPECT_EQ(x.thinking, y.thinking);
     EXPECT_EQ(x.token_ids, y.token_ids);
     EXPECT_EQ(x.status, y.status);
+    EXPECT_EQ(x.end.thinking_ms, y.end.thinking_ms);
+    EXPECT_EQ(x.end.stopped, y.end.stopped);
     EXPECT_EQ(a.messages[i].created_ms, b.messages[i].created_ms);
     EXPECT_EQ(a.messages[i].updated_ms, b.messages[i].updated_ms);
     ASSERT_EQ(x.images.size(), y.images.size());
@@ -116,6 +123,20 @@ TEST(SessionJson, RejectsBadFieldsNamingThem) {
   expect_error([](J& d) { d["messages"][0]["attachments"][0]["digest"] = "00"; },
                "messages[0].attachments[0].digest: does not match");
   expect_error([](J& d) { d["messages"][0]["created_ms"] = -1; }, "messages[0].created_ms");
+  expect_error([](J& d) { d["messages"][1]["thinking_ms"] = -2; }, "messages[1].thinking_ms");
+  expect_error([](J& d) { d["messages"][1]["stopped"] = "no"; }, "messages[1].stopped");
+}
+
+TEST(SessionJson, ExportsWithoutHowAnswersEndedStillImport) {
+  // Exports written before the thinking time and the stop were kept have neither field.
+  nlohmann::json doc = nlohmann::json::parse(session_to_json(sample_export()));
+  for (auto& m : doc["messages"]) {
+    m.erase("thinking_ms");
+    m.erase("stopped");
+  }
+  const SessionExport s = session_from_json(doc.dump(), "old.json");
+  EXPECT_EQ(s.messages[1].message.end.thinking_ms, -1);
+  EXPECT_FALSE(s.messages[1].message.end.stopped);
 }
 
 TEST(SessionJson, RejectsWhatIsNotJson) {

@@ -217,25 +217,66 @@ TEST(SessionResume, CorruptBlockIsRecomputedNeverUsed) {
   EXPECT_EQ(chat.blocks().stats().reads_corrupt, 1);
 }
 
-TEST(SessionResume, ThinkingModeRollsTheLiveKvBack) {
-  // The next prompt drops the answer's reasoning, so the live state no longer extends; its global
-  // KV up to the divergence is reused and only the window is replayed.
+TEST(SessionResume, ThinkingTurnsCutTheLiveKvBackToThePromptEnd) {
+  // The next prompt drops the answer's reasoning from the previous prompt's <think> on: the live
+  // state is cut back exactly to the window mark taken there, nothing is replayed, and the answer
+  // is the one of a fresh exact prefill. Blocks are written only before the mark (the reasoning's
+  // blocks would never match) and the state is cut back to the mark after each turn, so a session
+  // switch restores the parked window exactly and a restart restores the blocks and replays the
+  // window.
   TempDir dir;
+  TurnOptions t = turn_options(PrefillMode::Exact, 24);
+  t.mode = ThinkingMode::kThinking;
+  TurnOptions reference = t;  // a cache-free generation of the same prompt, in thinking mode
+  reference.generation.starts_in_thinking = true;
+  int64_t session = 0;
+  std::vector<TokenId> last_prompt;
+  {
+    auto engine = load_engine();
+    PersistentChat chat(*engine, chat_options(dir));
+    session = chat.create_session("think", chat.settings_for(t));
+    int64_t previous = 0;
+    for (const std::string& text : {long_text(12), std::string("More?"), std::string("Why?")}) {
+      SCOPED_TRACE(text);
+      const SessionTurn turn = chat.send(text, t);
+      const GenerationStats& s = turn.turn.generation.stats;
+      const auto P = static_cast<int64_t>(turn.turn.prompt_ids.size());
+      EXPECT_EQ(s.reused_ram_tokens, previous > 0 ? previous - 1 : 0);
+      EXPECT_EQ(s.replayed_tokens, 0);
+      EXPECT_EQ(s.computed_tokens, P - s.reused_ram_tokens);
+      EXPECT_EQ(answer_ids(turn.turn.generation),
+                fresh_answer(*engine, turn.turn.prompt_ids, reference));
+      previous = P;
+      last_prompt = turn.turn.prompt_ids;
+    }
+    chat.flush();
+    const auto mark = static_cast<int64_t>(last_prompt.size()) - 1;
+    EXPECT_EQ(chat.live_tokens(), mark);                     // the answer is released
+    EXPECT_EQ(chat.blocks().stats().blocks, mark / kBlock);  // none from the reasoning on
+    // Another session and back: the window parked at the mark serves the next prompt exactly.
+    chat.create_session("other", chat.settings_for(t));
+    chat.send("Hello.", t);
+    chat.open_session(session);
+    const SessionTurn back = chat.send("And then?", t);
+    const GenerationStats& s = back.turn.generation.stats;
+    EXPECT_EQ(s.reused_ssd_tokens + s.reused_pool_tokens, mark);
+    EXPECT_GT(s.reused_pool_tokens, 0);
+    EXPECT_EQ(s.replayed_tokens, 0);
+    EXPECT_EQ(answer_ids(back.turn.generation),
+              fresh_answer(*engine, back.turn.prompt_ids, reference));
+    last_prompt = back.turn.prompt_ids;
+    chat.flush();
+  }
   auto engine = load_engine();
   PersistentChat chat(*engine, chat_options(dir));
-  TurnOptions t = turn_options(PrefillMode::Bounded);
-  t.mode = ThinkingMode::kThinking;
-  chat.create_session("think", chat.settings_for(t));
-  const SessionTurn first = chat.send(long_text(20), t);
-  const auto P1 = static_cast<int64_t>(first.turn.prompt_ids.size());
-  const SessionTurn second = chat.send("More?", t);
-  const GenerationStats& s = second.turn.generation.stats;
-  const int64_t common = P1 - 1;                   // everything but the generation prompt's <think>
-  EXPECT_EQ(s.reused_ram_tokens, common / 2 * 2);  // flash-tiny's ratios: 1 and 2
-  EXPECT_EQ(s.reused_ssd_tokens, 0);
+  chat.open_session(session);
+  const SessionTurn resumed = chat.send("Again?", t);
+  const GenerationStats& s = resumed.turn.generation.stats;
+  const int64_t restored = (static_cast<int64_t>(last_prompt.size()) - 1) / kBlock * kBlock;
+  ASSERT_GT(restored, engine->config().text.sliding_window);
+  EXPECT_EQ(s.reused_ssd_tokens, restored);
   EXPECT_EQ(s.replayed_tokens, engine->config().text.sliding_window);
-  EXPECT_EQ(s.computed_tokens,
-            static_cast<int64_t>(second.turn.prompt_ids.size()) - s.reused_ram_tokens);
+  EXPECT_EQ(s.computed_tokens, static_cast<int64_t>(resumed.turn.prompt_ids.size()) - restored);
 }
 
 TEST(SessionResume, AnswerTokensAreLoggedAndStoppedAnswersInterrupted) {

@@ -18,7 +18,7 @@ using testing::TempDir;
 using testing::test_settings;
 
 NewMessage user_text(std::string text, std::vector<TokenId> ids = {}) {
-  return {Role::user, std::move(text), "", std::move(ids), MessageStatus::complete, {}};
+  return {Role::user, std::move(text), "", std::move(ids), MessageStatus::complete, {}, {}};
 }
 
 NewImage image(uint64_t seed, size_t n = 3000) {
@@ -103,6 +103,7 @@ TEST(SessionStore, AppendsMessagesInOrderWithTokensAndStatus) {
                             "the user greets me",
                             {40, -1, 129279},
                             MessageStatus::interrupted,
+                            {},
                             {}});
   const auto m = store.messages(id);
   ASSERT_EQ(m.size(), 2u);
@@ -155,9 +156,13 @@ TEST(SessionStore, SearchesTitlesAndMessageTextLiterally) {
   const int64_t math = store.create_session("Math", test_settings());
   const int64_t misc = store.create_session("Misc", test_settings());
   store.append_message(math, user_text("What is 50% of 8?"));
-  store.append_message(
-      misc,
-      {Role::assistant, "ok", "thinking about snake_case names", {}, MessageStatus::complete, {}});
+  store.append_message(misc, {Role::assistant,
+                              "ok",
+                              "thinking about snake_case names",
+                              {},
+                              MessageStatus::complete,
+                              {},
+                              {}});
   store.append_message(trip, user_text("你好，里斯本"));
   auto ids = [](const std::vector<SessionInfo>& v) {
     std::vector<int64_t> out;

@@ -13,7 +13,7 @@ using testing::TempDir;
 using testing::test_settings;
 
 NewMessage text_message(Role role, std::string text) {
-  return {role, std::move(text), "", {1, 2, 3}, MessageStatus::complete, {}};
+  return {role, std::move(text), "", {1, 2, 3}, MessageStatus::complete, {}, {}};
 }
 
 TEST(SessionTruncate, DeletesTheMessagesFromAnOrdinalOn) {

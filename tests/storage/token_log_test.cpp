@@ -33,7 +33,7 @@ TEST(TokenLog, FinishFoldsTheLogIntoACompleteMessage) {
   TempDir dir;
   SessionStore store(dir.layout());
   const int64_t id = store.create_session("s", testing::test_settings());
-  store.append_message(id, {Role::user, "hi", "", {1}, MessageStatus::complete, {}});
+  store.append_message(id, {Role::user, "hi", "", {1}, MessageStatus::complete, {}, {}});
   TokenLog log(dir.layout().database());
   const AnswerHandle a = log.begin_answer(id);
   for (int64_t i = 0; i < 100; ++i)
@@ -114,6 +114,62 @@ TEST(TokenLog, GroupCommitsAreBoundedInTimeAndRate) {
   EXPECT_GE(static_cast<double>(commits.size()), seconds / 0.050 / 3);
 }
 
+// A token's text can reach the log in a later group than its id (PersistentChat appends the id,
+// then the text once it is complete; a commit may fall between them, and a slow step may leave
+// the text alone in the next group). A group of text alone must not take the place of the next
+// group of ids (the log's key is the group's first token).
+TEST(TokenLog, AGroupOfTextAloneDoesNotCollideWithTheNextIds) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  TokenLog log(dir.layout().database());
+  const AnswerHandle a = log.begin_answer(id);
+  log.append(a, tokens(0, 2), {});
+  log.flush();                      // the ids are committed ...
+  log.append(a, {}, {}, "Let me");  // ... their text comes alone ...
+  log.flush();
+  log.append(a, tokens(2, 1), {});  // ... then the next token
+  log.append(a, {}, {}, " see");
+  log.flush();
+  log.append(a, {}, "Yes.");
+  log.finish(a);
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].token_ids, tokens(0, 3));
+  EXPECT_EQ(m[0].thinking, "Let me see");
+  EXPECT_EQ(m[0].text, "Yes.");
+  EXPECT_EQ(m[0].status, MessageStatus::complete);
+}
+
+// How an answer ended comes back with it: the time its reasoning took and whether the user stopped
+// it (the app showed "Thought for X s" and "stopped" live, and shows them after a restart).
+TEST(TokenLog, FinishKeepsTheThinkingTimeAndTheStop) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  {
+    TokenLog log(dir.layout().database());
+    const AnswerHandle stopped = log.begin_answer(id);
+    log.append(stopped, tokens(0, 4), "", "Let me");
+    log.finish(stopped, MessageStatus::interrupted,
+               AnswerEnd{.thinking_ms = 1234, .stopped = true});
+    const AnswerHandle done = log.begin_answer(id);
+    log.append(done, tokens(4, 2), "Yes.");
+    log.finish(done);
+  }
+  SessionStore reopened(dir.layout());
+  auto m = reopened.messages(id);
+  ASSERT_EQ(m.size(), 2u);
+  EXPECT_EQ(m[0].end.thinking_ms, 1234);
+  EXPECT_TRUE(m[0].end.stopped);
+  EXPECT_EQ(m[1].end.thinking_ms, -1);  // no reasoning
+  EXPECT_FALSE(m[1].end.stopped);
+  // A stop that was the app closing is corrected to an interruption.
+  reopened.set_answer_end(m[0].id, AnswerEnd{.thinking_ms = 1234, .stopped = false});
+  EXPECT_FALSE(reopened.messages(id)[0].end.stopped);
+  EXPECT_THROW(reopened.set_answer_end(987654, {}), InvalidRequest);
+}
+
 TEST(TokenLog, ContinuesAnInterruptedAnswer) {
   TempDir dir;
   SessionStore store(dir.layout());
@@ -143,7 +199,7 @@ TEST(TokenLog, RefusesWhatIsNotAnAnswer) {
   SessionStore store(dir.layout());
   const int64_t id = store.create_session("s", testing::test_settings());
   const int64_t user =
-      store.append_message(id, {Role::user, "q", "", {}, MessageStatus::complete, {}});
+      store.append_message(id, {Role::user, "q", "", {}, MessageStatus::complete, {}, {}});
   TokenLog log(dir.layout().database());
   EXPECT_THROW(log.begin_answer(id + 1), InvalidRequest);
   EXPECT_THROW(log.continue_answer(user), InvalidRequest);

@@ -23,13 +23,15 @@ inline constexpr int kTurnMs = 120'000;
 struct App {
   std::unique_ptr<ChatController> controller;
   std::unique_ptr<MainWindow> window;
+  // The worker's service (owned by the controller): read it only between turns.
+  PersistentChatService* service = nullptr;
 
   App(const QString& data_dir, const QString& model_dir, EngineOptions engine = {}) {
     const auto layout = storage::StorageLayout::in(data_dir.toStdString());
-    controller = std::make_unique<ChatController>(
-        std::make_unique<PersistentChatService>(storage::PersistentChatOptions{.layout = layout},
-                                                engine),
-        layout);
+    auto chat = std::make_unique<PersistentChatService>(
+        storage::PersistentChatOptions{.layout = layout}, engine);
+    service = chat.get();
+    controller = std::make_unique<ChatController>(std::move(chat), layout);
     window = std::make_unique<MainWindow>(*controller, model_dir);
     window->show();
   }
@@ -46,6 +48,14 @@ struct App {
   }
   bool wait_turn() const {
     return QTest::qWaitFor([&] { return !window->generating(); }, kTurnMs);
+  }
+  // The ids the engine holds for the open chat after a turn, as text: what the model was given.
+  // After a thinking turn that is the prompt up to its final <think>, which every later rendering
+  // replaces (so the engine releases it and the answer after it).
+  std::string prefilled_text() const {
+    storage::PersistentChat* chat = service->chat();
+    if (!chat || !chat->live_state()) return {};
+    return chat->engine().tokenizer().decode(chat->live_state()->tokens);
   }
   MessageBubble* last_message() const {
     const MessageView* view = window->messageView();

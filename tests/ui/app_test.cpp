@@ -19,6 +19,7 @@
 #include <QDoubleSpinBox>
 #include <QPlainTextEdit>
 #include <QSpinBox>
+#include "engine/runtime/conversation.h"
 #include "engine/tokenizer/reasoning_effort.h"
 #include "storage/kv_block_file.h"
 #include "tests/ui/app_fixture.h"
@@ -108,7 +109,33 @@ class AppTest : public QObject {
       QVERIFY(!app.last_message()->thinkingExpanded());  // folded once the answer came
     }
     QVERIFY2(app.window->statusText().contains("tokens/s"), qPrintable(app.window->statusText()));
-    QVERIFY(app.window->effortLine().startsWith("Sent: Reasoning Effort: 75"));
+  }
+
+  // "Sent:" shows the prompt the engine tokenised and prefilled, not a rendering made for the
+  // preview: it is read back from the ids the model holds after the turn.
+  void sentPromptIsWhatTheModelWasGiven() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    for (const QString& question :
+         {QStringLiteral("Hi! My name is Quinn."), QStringLiteral("What is my name?")}) {
+      app.type_and_send(question);
+      QVERIFY(app.wait_turn());
+      const std::string prefilled = app.prefilled_text();
+      const QString sent = app.window->sentPrompt();
+      QVERIFY2(sent.endsWith(QStringLiteral("<｜Assistant｜><think>")), qPrintable(sent));
+      QVERIFY2(sent.contains(question), qPrintable(sent));
+      QCOMPARE(QString::fromStdString(prefilled + "<think>"), sent);
+      const QString line = QString::fromStdString(find_effort_line(prefilled));
+      QCOMPARE(line, QString::fromStdString(reasoning_effort_line(ReasoningEffort::of(75))));
+      QCOMPARE(app.window->effortLine(), QStringLiteral("Sent: ") + line);
+    }
+    // "Show prompt" opens the same text.
+    QTest::mouseClick(app.window->findChild<QPushButton*>(QStringLiteral("showPrompt")),
+                      Qt::LeftButton);
+    auto* text = app.window->findChild<QPlainTextEdit*>(QStringLiteral("promptText"));
+    QVERIFY(text != nullptr);
+    QCOMPARE(text->toPlainText(), app.window->sentPrompt());
   }
 
   // The event loop must keep turning while the engine works: a 5 ms timer's gaps are measured
@@ -215,7 +242,7 @@ class AppTest : public QObject {
                        .arg(app.window->sidebar()->model()->rowCount())));
     QCOMPARE(app.window->currentSession(), session);
     QCOMPARE(app.window->sidebar()->model()->rowCount(), 1);
-    QCOMPARE(app.window->sidebar()->model()->index(0).data().toString(),
+    QCOMPARE(app.window->sidebar()->model()->index(0).data(Qt::EditRole).toString(),
              question.simplified().left(48));
     QCOMPARE(app.window->messageView()->message(0)->text(), question);
     QCOMPARE(app.last_message()->text(), answer);
@@ -257,7 +284,8 @@ class AppTest : public QObject {
   }
 
   // Stop keeps the partial answer; closing the app mid-answer keeps it too (stored as
-  // interrupted), and it is shown so after a restart. The slow backend makes the turns long.
+  // interrupted). After a restart each says what happened as the live view did ("stopped",
+  // "interrupted") and the stopped one how long it thought. The slow backend makes turns long.
   void stopAndCloseMidAnswerKeepWhatWasGenerated() {
     QTemporaryDir data;
     EngineOptions slow;
@@ -286,8 +314,36 @@ class AppTest : public QObject {
       MessageBubble* answer = app.window->messageView()->message(i);
       QVERIFY(!answer->fromUser());
       QVERIFY(!(answer->text() + answer->thinking()).isEmpty());
-      QCOMPARE(answer->note(), QStringLiteral("<i>interrupted</i>"));
+      QCOMPARE(answer->note(),
+               i == 1 ? QStringLiteral("<i>stopped</i>") : QStringLiteral("<i>interrupted</i>"));
     }
+    MessageBubble* stopped = app.window->messageView()->message(1);
+    QVERIFY(!stopped->thinking().isEmpty());  // stopped while thinking at effort 75
+    QVERIFY2(stopped->thinkingTitle().startsWith(QStringLiteral("Thought for")),
+             qPrintable(stopped->thinkingTitle()));
+  }
+
+  // A new chat is empty in every way: no figures of the chat shown before, nothing to regenerate.
+  void aNewChatShowsNoOldStatsAndCannotRegenerate() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    auto* regenerate = app.window->findChild<QPushButton*>(QStringLiteral("regenerate"));
+    QVERIFY(!regenerate->isEnabled());  // the first window: no answer yet
+    app.type_and_send(QStringLiteral("Hi! My name is Quinn."));
+    QVERIFY(app.wait_turn());
+    QVERIFY(app.window->statusText().contains(QStringLiteral("tokens/s")));
+    QVERIFY(regenerate->isEnabled());
+    const qint64 first = app.window->currentSession();
+    app.window->newSession();
+    QVERIFY(QTest::qWaitFor([&] { return app.window->currentSession() != 0; }, 10'000));
+    QCOMPARE(app.window->statusText(), QString());
+    QVERIFY(!regenerate->isEnabled());
+    QCOMPARE(app.window->messageView()->messageCount(), 0);
+    app.window->openSession(first);  // back to a chat with an answer
+    QVERIFY(
+        QTest::qWaitFor([&] { return app.window->messageView()->messageCount() == 2; }, 10'000));
+    QVERIFY(regenerate->isEnabled());
   }
 
   // Regenerate replaces the last answer (in the view and on disk) instead of adding one.
@@ -426,14 +482,18 @@ class AppTest : public QObject {
 
     app.controller->renameSession(second, QStringLiteral("Zebra notes"));
     QVERIFY(QTest::qWaitFor(
-        [&] { return list->index(list->rowOf(second)).data() == "Zebra notes"; }, 5000));
+        [&] { return list->index(list->rowOf(second)).data(Qt::EditRole) == "Zebra notes"; },
+        5000));
     app.window->sidebar()->searchField()->setText(QStringLiteral("zEbRa"));
     QVERIFY(
         QTest::qWaitFor([&] { return list->rowCount() == 1 && list->idAt(0) == second; }, 5000));
     app.controller->renameSession(second, QStringLiteral("Zebra notes 斑马笔记"));
     app.window->sidebar()->searchField()->setText(QStringLiteral("斑马"));
     QVERIFY(QTest::qWaitFor(
-        [&] { return list->rowCount() == 1 && list->index(0).data() == "Zebra notes 斑马笔记"; },
+        [&] {
+          return list->rowCount() == 1 &&
+                 list->index(0).data(Qt::EditRole) == "Zebra notes 斑马笔记";
+        },
         5000));
     // By content: a word of the first session's answer that is not in its title.
     const QString word = answer.split(' ', Qt::SkipEmptyParts).last();

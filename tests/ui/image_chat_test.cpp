@@ -118,8 +118,10 @@ class ImageChatTest : public QObject {
 
     request.images = {write_png(files.path(), QStringLiteral("ok.png"), 40, 30).toStdString()};
     service.check(request);
-    QVERIFY(QString::fromStdString(service.render_prompt(request)).contains("image"));
+    const std::string preview = service.render_prompt(request);
+    QVERIFY(QString::fromStdString(preview).contains("<｜deepseek_image｜>"));
     const TurnOutcome outcome = service.send(request, {}, nullptr);
+    QCOMPARE(outcome.prompt_text, preview);  // one renderer: the preview is what was sent
     QCOMPARE(outcome.stats.computed_tokens, outcome.stats.prompt_tokens);
     const auto messages = service.chat()->messages();
     QCOMPARE(messages.size(), size_t{2});

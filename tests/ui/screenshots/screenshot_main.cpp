@@ -10,6 +10,8 @@
 #include <cstdio>
 
 #include "storage/storage_layout.h"
+#include "ui/app_settings_dialog.h"
+#include "ui/cache_panel.h"
 #include "ui/composer.h"
 #include "ui/effort_control.h"
 #include "ui/main_window.h"
@@ -25,11 +27,15 @@ bool wait_for(const std::function<bool()>& done, int ms = 120'000) {
   return QTest::qWaitFor(done, ms);
 }
 
-void save(MainWindow& window, const QString& dir, const QString& name) {
+void save_widget(QWidget& widget, const QString& dir, const QString& name) {
   QTest::qWait(200);  // let the last throttled render and layout land
   const QString path = QDir(dir).filePath(name);
-  if (!window.grab().save(path)) qFatal("cannot write %s", qPrintable(path));
+  if (!widget.grab().save(path)) qFatal("cannot write %s", qPrintable(path));
   std::printf("wrote %s\n", qPrintable(path));
+}
+
+void save(MainWindow& window, const QString& dir, const QString& name) {
+  save_widget(window, dir, name);
 }
 
 bool ask(MainWindow& window, const QString& text) {
@@ -71,6 +77,7 @@ int main(int argc, char** argv) {
   window.resize(1100, 720);
   window.show();
   if (!wait_for([&] { return window.modelName().startsWith("Model:"); })) qFatal("no model");
+  save(window, out, "welcome.png");  // the first window: what the demo model can do
 
   // One chat of two turns: a greeting by name, then a sum with its thinking shown.
   if (!ask(window, "Hi! My name is Quinn.")) qFatal("no answer");
@@ -78,6 +85,16 @@ int main(int argc, char** argv) {
   auto* view = window.messageView();
   view->message(view->messageCount() - 1)->setThinkingExpanded(true);
   save(window, out, "chat.png");
+  // View ▸ Cache panel: it docks beside the chat without widening the window.
+  window.cachePanel()->show();
+  wait_for([&] { return window.cachePanel()->stats().turns == 2; }, 10'000);
+  save(window, out, "cache-panel.png");
+  window.cachePanel()->hide();
+  // File ▸ Settings…: the new-chat defaults include effort and thinking.
+  flashdesk::ui::AppSettingsDialog* settings = window.editAppSettings();
+  QTest::qWait(200);
+  save_widget(*settings, out, "settings.png");
+  settings->reject();
   window.setTheme(flashdesk::ui::ThemeChoice::dark);  // View ▸ Theme ▸ Dark (not saved: no store)
   save(window, out, "chat-dark.png");
   window.setTheme(flashdesk::ui::ThemeChoice::system);
