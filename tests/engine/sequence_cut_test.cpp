@@ -1,6 +1,6 @@
 // Cutting a live sequence back to a prefix (engine/model/sequence_cut.h) on both CPU backends,
-// bit for bit: a cut to a window mark continues exactly like a fresh prefill of the prefix
-// followed by the same tokens; a bounded cut anywhere continues exactly like a restore of the
+// bit for bit: a cut to a window mark continues exactly like a fresh run of the prefix (computed
+// as part of the same prompt) followed by the same tokens; a bounded cut anywhere continues exactly like a restore of the
 // prefix from its global KV rows (what a restart reads from the SSD) followed by the same replay.
 #include <algorithm>
 #include <string>
@@ -114,8 +114,17 @@ TEST_P(SequenceCutTest, CutToAMarkContinuesLikeAFreshPrefillOfThePrefix) {
     const Ids next = test_prompt(9, vocab(), 33);
     const auto cut_logits = model().prefill(live, next, PrefillOptions{});
 
+    // The fresh run computes the prefix as the live one did: as part of a 33-token prompt (top-k
+    // rows as wide as that prompt's entries, docs/numerics.md "Top-k"), then the next prompt.
     SequenceState fresh = model().new_sequence();
-    const auto fresh_logits = model().prefill(fresh, concat(slice(prompt, 0, mark), next), {});
+    const Ids prefix = slice(prompt, 0, mark);
+    SequenceStep head;
+    head.state = &fresh;
+    head.tokens = prefix;
+    head.prompt_end = static_cast<int64_t>(prompt.size());
+    head.logits = LogitsWanted::None;
+    model().step(std::span<SequenceStep>(&head, 1));
+    const auto fresh_logits = model().prefill(fresh, next, PrefillOptions{});
     EXPECT_EQ(cut_logits, fresh_logits);
     expect_same_state(live, fresh);
     EXPECT_EQ(model().decode(live, 5), model().decode(fresh, 5));
