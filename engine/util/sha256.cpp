@@ -1,9 +1,12 @@
-// SHA-256 compression function and padding, written from FIPS 180-4.
+// SHA-256 compression function and padding, written from FIPS 180-4; whole blocks go to the SHA
+// extensions when the CPU has them (sha256_shani.cpp).
 #include "engine/util/sha256.h"
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
+
+#include "engine/util/sha256_blocks.h"
 
 namespace flashdesk {
 namespace {
@@ -25,11 +28,7 @@ uint32_t load_be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-}  // namespace
-
-Sha256::Sha256() : state_(kInitial) {}
-
-void Sha256::compress(const uint8_t* block) {
+void compress_one(uint32_t* state, const uint8_t* block) {
   std::array<uint32_t, 64> w;
   for (int i = 0; i < 16; ++i) w[i] = load_be32(block + 4 * i);
   for (int i = 16; i < 64; ++i) {
@@ -37,7 +36,8 @@ void Sha256::compress(const uint8_t* block) {
     const uint32_t s1 = std::rotr(w[i - 2], 17) ^ std::rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  auto [a, b, c, d, e, f, g, h] = state_;
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3], e = state[4], f = state[5],
+           g = state[6], h = state[7];
   for (int i = 0; i < 64; ++i) {
     const uint32_t t1 = h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) +
                         ((e & f) ^ (~e & g)) + kRound[i] + w[i];
@@ -53,7 +53,36 @@ void Sha256::compress(const uint8_t* block) {
     a = t1 + t2;
   }
   const std::array<uint32_t, 8> add = {a, b, c, d, e, f, g, h};
-  for (int i = 0; i < 8; ++i) state_[i] += add[i];
+  for (int i = 0; i < 8; ++i) state[i] += add[i];
+}
+
+}  // namespace
+
+void compress_blocks_portable(uint32_t* state, const uint8_t* blocks, size_t count) {
+  for (size_t i = 0; i < count; ++i) compress_one(state, blocks + 64 * i);
+}
+
+namespace {
+
+// Decided once per process (the CPU does not change under it), on first use.
+bool use_sha_extensions() {
+  static const bool use = cpu_has_sha_extensions();
+  return use;
+}
+
+}  // namespace
+
+Sha256::Sha256() : state_(kInitial) {}
+
+bool Sha256::hardware_accelerated() {
+  return use_sha_extensions();
+}
+
+void Sha256::compress_blocks(const uint8_t* blocks, size_t count) {
+  if (use_sha_extensions())
+    compress_blocks_shani(state_.data(), blocks, count);
+  else
+    compress_blocks_portable(state_.data(), blocks, count);
 }
 
 void Sha256::update(std::span<const uint8_t> bytes) {
@@ -65,10 +94,12 @@ void Sha256::update(std::span<const uint8_t> bytes) {
     buffered_ += take;
     pos = take;
     if (buffered_ < 64) return;
-    compress(buffer_.data());
+    compress_blocks(buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; pos + 64 <= bytes.size(); pos += 64) compress(bytes.data() + pos);
+  const size_t whole = (bytes.size() - pos) / 64;
+  compress_blocks(bytes.data() + pos, whole);
+  pos += 64 * whole;
   buffered_ = bytes.size() - pos;
   if (buffered_ > 0) std::memcpy(buffer_.data(), bytes.data() + pos, buffered_);
 }
