@@ -48,6 +48,22 @@ TEST(MappedFile, MissingFileNamesIt) {
   EXPECT_THROW(MappedFile{dir.path()}, IoError);  // a directory is not a file
 }
 
+TEST(MappedFile, SmallFilesAreCopiedLargeOnesMapped) {
+  TempDir dir;
+  testing::write_text(dir / "a.bin", std::string(5000, 'w'));
+  MappedFile copied(dir / "a.bin");  // under kDefaultCopyLimit
+  MappedFile mapped(dir / "a.bin", 4999);
+  EXPECT_TRUE(copied.copied());
+  EXPECT_FALSE(mapped.copied());
+  EXPECT_EQ(copied.identity(), mapped.identity());
+  EXPECT_EQ(copied.identity().size, 5000u);
+  // The copy does not change with the file.
+  testing::write_text(dir / "a.bin", "shorter");
+  EXPECT_EQ(copied.size(), 5000u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(copied.data()), 5000),
+            std::string(5000, 'w'));
+}
+
 TEST(AtomicFileWriter, AppearsOnlyOnCommit) {
   TempDir dir;
   {

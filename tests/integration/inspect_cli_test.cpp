@@ -90,6 +90,7 @@ TEST(MakeRandomCli, WritesAValidCheckpointWithAStableFingerprint) {
   const auto r2 = run_cli("inspect " + b.path().string());
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   EXPECT_NE(r1.output.find("valid; fingerprint"), std::string::npos) << r1.output;
+  EXPECT_NE(r1.output.find("weights digest: "), std::string::npos) << r1.output;
   const std::string fp = fingerprint_of(r1.output);
   EXPECT_EQ(fp.size(), 64u);
   EXPECT_EQ(fingerprint_of(r2.output), fp);  // other process, other directory, same bytes
