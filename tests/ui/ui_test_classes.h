@@ -17,6 +17,7 @@ std::unique_ptr<QObject> make_app_settings_test();
 std::unique_ptr<QObject> make_cache_panel_test();
 std::unique_ptr<QObject> make_model_load_test();
 std::unique_ptr<QObject> make_image_chat_test();
+std::unique_ptr<QObject> make_safe_text_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -28,6 +29,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_cache_panel_test());
   tests.push_back(make_model_load_test());
   tests.push_back(make_image_chat_test());
+  tests.push_back(make_safe_text_test());
   return tests;
 }
 
