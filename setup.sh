@@ -54,10 +54,10 @@ start_app() {
   local model=assets/models/flash-tiny
   local missing=()
   [ -f "$model/config.json" ] && ls "$model"/*.safetensors >/dev/null 2>&1 ||
-    missing+=("the demo model's weights ($model: issue 4)")
-  [ -x build/release/bin/flashdesk ] || missing+=("the desktop app (issue 7)")
+    missing+=("the demo model's weights ($model)")
+  [ -x build/release/bin/flashdesk ] || missing+=("the desktop app (build/release/bin/flashdesk)")
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "FlashDesk is not complete yet; missing: $(IFS=';'; echo "${missing[*]}")."
+    echo "setup: not found after the build: $(IFS=';'; echo "${missing[*]}")."
   fi
   if [ -x build/release/bin/flashdesk ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
     exec build/release/bin/flashdesk --model "$model" "$@"
@@ -73,7 +73,7 @@ start_app() {
     fi
     echo "The terminal chat needs a model: flashdesk-cli chat --model DIR"
   else
-    echo "The terminal chat is not built yet (issue 3); available commands:"
+    echo "The terminal chat was not built; available commands:"
     build/release/bin/flashdesk-cli --help || true
   fi
 }
