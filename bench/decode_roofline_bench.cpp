@@ -1,7 +1,7 @@
 // Decode and prefill speed of a model on this machine's CPU backends, set against the memory
 // roofline measured in the same run: weight bytes a decoded token reads, over the bandwidth of
-// memcpy with every core. Also bounded vs exact prefill at a long prompt (MODEL.md, "Prefill
-// modes": bounded replays the decoder over the last window only).
+// memcpy with every core. Also bounded vs exact prefill at a long prompt (docs/model-spec.md
+// §3.9: bounded replays the decoder over the last window only).
 //
 //   decode_roofline_bench [--model DIR] [--decode N] [--prompt N] [--long N] [--runs N]
 //   defaults: the bundled demo model, 64 decode steps after a 512-token prompt, an 8192-token

@@ -1,6 +1,6 @@
 // The Engram compressed-token map file (engram_map.safetensors: tensor `token_map`, I64
 // [vocab_size]): the compressed id of each token id, precomputed from tokenizer.json by a tool
-// (MODEL-REFERENCE §7 step 1) because the engine does not carry Unicode normalisation tables.
+// (docs/model-spec.md §7 step 1) because the engine does not carry Unicode normalisation tables.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 // order: the oracle itself, with FP32 torch-order sums, moves these logits by 4.3% / 9.3% of the
 // largest (cosine 0.998 / 0.989; stored as image{i}.noise), and the engine, whose blocks each match
 // the oracle, lands 10-13% away (cosine 0.970-0.990) after twelve blocks of amplification
-// (MODEL-REFERENCE §14). The block-by-block test is the precise one.
+// (docs/model-spec.md §14). The block-by-block test is the precise one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
