@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -26,19 +27,24 @@ const std::vector<uint8_t>& zeros() {
   return z;
 }
 
-Sha256::Digest digest_of_zeros(uint64_t n) {
+// SHA-256 of n zero bytes for every n in `lengths`, in one pass over the longest: the running
+// state is copied and finished at each length (a sparse checkpoint has a hole at the end of most
+// files, each of another length; hashing each from scratch cost seconds).
+std::map<uint64_t, Sha256::Digest> digests_of_zeros(std::vector<uint64_t> lengths) {
+  std::sort(lengths.begin(), lengths.end());
+  std::map<uint64_t, Sha256::Digest> out;
   Sha256 h;
-  for (uint64_t done = 0; done < n;) {
-    const uint64_t take = std::min<uint64_t>(n - done, kReadBytes);
-    h.update(std::span(zeros()).first(static_cast<size_t>(take)));
-    done += take;
+  uint64_t done = 0;
+  for (uint64_t n : lengths) {
+    while (done < n) {
+      const uint64_t take = std::min<uint64_t>(n - done, kReadBytes);
+      h.update(std::span(zeros()).first(static_cast<size_t>(take)));
+      done += take;
+    }
+    Sha256 at_n = h;
+    out.emplace(n, at_n.finish());
   }
-  return h.finish();
-}
-
-const Sha256::Digest& full_chunk_of_zeros() {
-  static const Sha256::Digest d = digest_of_zeros(kDigestChunkBytes);
-  return d;
+  return out;
 }
 
 // Whether [begin, end) of the descriptor's file lies wholly in a hole (reads as zeros).
@@ -55,7 +61,10 @@ struct Chunk {
 
 class ChunkHasher {
  public:
-  explicit ChunkHasher(std::span<const MappedFile* const> files) : files_(files) {}
+  // `zero_digests`: the digest of every length of chunk that lies in a hole.
+  ChunkHasher(std::span<const MappedFile* const> files,
+              std::map<uint64_t, Sha256::Digest> zero_digests)
+      : files_(files), zero_digests_(std::move(zero_digests)) {}
 
   // SHA-256 of one chunk; adds the bytes it read to `bytes_read`.
   Sha256::Digest hash(const Chunk& c, std::vector<uint8_t>& buffer, uint64_t& bytes_read) const {
@@ -67,9 +76,7 @@ class ChunkHasher {
       bytes_read += c.end - c.begin;
       return h.finish();
     }
-    if (in_hole(f.fd(), c.begin, c.end))
-      return c.end - c.begin == kDigestChunkBytes ? full_chunk_of_zeros()
-                                                  : digest_of_zeros(c.end - c.begin);
+    if (in_hole(f.fd(), c.begin, c.end)) return zero_digests_.at(c.end - c.begin);
     for (uint64_t at = c.begin; at < c.end;) {
       const size_t want = static_cast<size_t>(std::min<uint64_t>(c.end - at, buffer.size()));
       const ssize_t n = ::pread(f.fd(), buffer.data(), want, static_cast<off_t>(at));
@@ -87,7 +94,20 @@ class ChunkHasher {
 
  private:
   std::span<const MappedFile* const> files_;
+  std::map<uint64_t, Sha256::Digest> zero_digests_;
 };
+
+// Every length of chunk that could lie in a hole: those of mapped files (copied ones are hashed
+// from memory).
+std::vector<uint64_t> hole_lengths(std::span<const MappedFile* const> files,
+                                   const std::vector<Chunk>& chunks) {
+  std::vector<uint64_t> lengths;
+  for (const Chunk& c : chunks)
+    if (!files[c.file]->copied()) lengths.push_back(c.end - c.begin);
+  std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  return lengths;
+}
 
 Sha256::Digest combine(const MappedFile& f, std::span<const Sha256::Digest> chunks) {
   Sha256 h;
@@ -167,7 +187,8 @@ WeightDigests digest_weight_files(std::span<const MappedFile* const> files,
       std::clamp<size_t>(std::min<size_t>(std::thread::hardware_concurrency(), kMaxThreads), 1,
                          std::max<size_t>(chunks.size(), 1)));
   const std::vector<Sha256::Digest> chunk_digests =
-      hash_chunks(ChunkHasher(files), chunks, threads, result.report.bytes_read);
+      hash_chunks(ChunkHasher(files, digests_of_zeros(hole_lengths(files, chunks))), chunks,
+                  threads, result.report.bytes_read);
   bool cache_changed = false;
   for (size_t i : to_hash) {
     const size_t n = (files[i]->size() + kDigestChunkBytes - 1) / kDigestChunkBytes;

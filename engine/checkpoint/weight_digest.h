@@ -2,7 +2,7 @@
 // so every cached KV block key) change when any weight byte changes.
 //
 // A file's digest is SHA-256 over a tag, the file size, the chunk size and the SHA-256 of each
-// 64 MiB chunk in order. Chunks rather than one stream because chunks hash on several threads at
+// 4 MiB chunk in order. Chunks rather than one stream because chunks hash on several threads at
 // once, and a chunk lying in a hole of a sparse file is known to be zeros without being read (the
 // full-size skeleton checkpoints of the tests are 475 GiB of holes). Digests are cached by file
 // identity (weight_digest_cache.h), so a large model is read in full once, not at every start.
@@ -19,7 +19,9 @@
 
 namespace flashdesk {
 
-inline constexpr uint64_t kDigestChunkBytes = uint64_t{64} << 20;
+// Small enough that a sparse file's header chunk is cheap to read (a full-size skeleton: 32 chunks
+// of data, 121,000 of holes), large enough that a chunk is one read and its digest 1/131072 of it.
+inline constexpr uint64_t kDigestChunkBytes = uint64_t{4} << 20;
 
 struct WeightDigestReport {
   size_t files = 0;
