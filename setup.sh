@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # FlashDesk in one command on Debian 12: installs the missing packages, builds, then either starts
 # the app with the bundled demo model (`./setup.sh run`) or runs the whole test suite
-# (`./setup.sh test`, exits non-zero on any failure). Idempotent: a second run skips what is done.
+# (`./setup.sh test`, exits non-zero on any failure): every ctest test (C++ unit, golden,
+# integration, storage and UI tests) and the three Python suites (tests/tools, the oracle's
+# tools/flashdesk_ref/tests and the trainer's tools/train/tests, the last two on Debian's torch).
+# Idempotent: a second run skips what is done.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 
@@ -16,7 +19,7 @@ PACKAGES=(
   qt6-base-dev libsqlite3-dev libsqlitecpp-dev libxxhash-dev liburing-dev
   libturbojpeg0-dev libstb-dev libicu-dev
   xvfb xauth fonts-wqy-microhei
-  python3 python3-numpy
+  python3 python3-numpy python3-torch
 )
 
 install_missing_packages() {
@@ -44,20 +47,21 @@ run_tests() {
   export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d /tmp/flashdesk-xdg.XXXXXX)}"
   chmod 700 "$XDG_RUNTIME_DIR"
   ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 900
-  if [ -d tests/tools ]; then
-    # Debian's python3 (with python3-numpy); a python3 earlier on PATH may lack numpy.
-    /usr/bin/python3 -m unittest discover -s tests/tools -p '*_test.py' -v
-  fi
+  # Debian's python3 (with python3-numpy and python3-torch); a python3 earlier on PATH may lack
+  # them. The trainer's tests also compile the engine's quantiser with g++.
+  /usr/bin/python3 -m unittest discover -s tests/tools -p '*_test.py' -v
+  /usr/bin/python3 -m unittest discover -s tools/flashdesk_ref/tests -p '*_test.py' -t tools
+  /usr/bin/python3 -m unittest discover -s tools/train/tests -p 'test_*.py'
 }
 
 start_app() {
   local model=assets/models/flash-tiny
   local missing=()
   [ -f "$model/config.json" ] && ls "$model"/*.safetensors >/dev/null 2>&1 ||
-    missing+=("the demo model's weights ($model: issue 4)")
-  [ -x build/release/bin/flashdesk ] || missing+=("the desktop app (issue 7)")
+    missing+=("the demo model's weights ($model)")
+  [ -x build/release/bin/flashdesk ] || missing+=("the desktop app (build/release/bin/flashdesk)")
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "FlashDesk is not complete yet; missing: $(IFS=';'; echo "${missing[*]}")."
+    echo "setup: not found after the build: $(IFS=';'; echo "${missing[*]}")."
   fi
   if [ -x build/release/bin/flashdesk ] && [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
     exec build/release/bin/flashdesk --model "$model" "$@"
@@ -73,7 +77,7 @@ start_app() {
     fi
     echo "The terminal chat needs a model: flashdesk-cli chat --model DIR"
   else
-    echo "The terminal chat is not built yet (issue 3); available commands:"
+    echo "The terminal chat was not built; available commands:"
     build/release/bin/flashdesk-cli --help || true
   fi
 }

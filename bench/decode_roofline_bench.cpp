@@ -1,7 +1,7 @@
 // Decode and prefill speed of a model on this machine's CPU backends, set against the memory
 // roofline measured in the same run: weight bytes a decoded token reads, over the bandwidth of
-// memcpy with every core. Also bounded vs exact prefill at a long prompt (MODEL.md, "Prefill
-// modes": bounded replays the decoder over the last window only).
+// memcpy with every core. Also bounded vs exact prefill at a long prompt (docs/model-spec.md
+// §3.9: bounded replays the decoder over the last window only).
 //
 //   decode_roofline_bench [--model DIR] [--decode N] [--prompt N] [--long N] [--runs N]
 //   defaults: the bundled demo model, 64 decode steps after a 512-token prompt, an 8192-token
@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_options.h"
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/model.h"
@@ -121,17 +122,23 @@ double prefill_seconds(flashdesk::Model& model, const std::vector<int32_t>& prom
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_dir =
-      (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string();
-  int64_t decode = 64, prompt_len = 512, long_len = 8192, runs = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--model") model_dir = argv[i + 1];
-    if (a == "--decode") decode = std::stoll(argv[i + 1]);
-    if (a == "--prompt") prompt_len = std::stoll(argv[i + 1]);
-    if (a == "--long") long_len = std::stoll(argv[i + 1]);
-    if (a == "--runs") runs = std::stoll(argv[i + 1]);
-  }
+  cxxopts::Options options("decode_roofline_bench",
+                           "Decode and prefill speed against the memory roofline");
+  options.add_options()(
+      "model", "model directory",
+      cxxopts::value<std::string>()->default_value(
+          (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string()))(
+      "decode", "decode steps after the prompt", cxxopts::value<int64_t>()->default_value("64"))(
+      "prompt", "prompt tokens of the speed table",
+      cxxopts::value<int64_t>()->default_value("512"))(
+      "long", "prompt tokens of the prefill-mode table",
+      cxxopts::value<int64_t>()->default_value("8192"))(
+      "runs", "runs per measurement (median)", cxxopts::value<int64_t>()->default_value("3"));
+  const auto args = flashdesk::bench::parse_options(options, argc, argv);
+  const std::string model_dir = args["model"].as<std::string>();
+  const int64_t decode = args["decode"].as<int64_t>(), prompt_len = args["prompt"].as<int64_t>(),
+                long_len = args["long"].as<int64_t>(),
+                runs = std::max<int64_t>(1, args["runs"].as<int64_t>());
   std::shared_ptr<const flashdesk::Checkpoint> ckpt = flashdesk::Checkpoint::open(model_dir);
   const int64_t vocab = ckpt->config().text.vocab_size;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -4,6 +4,7 @@
 //
 //   forward_bench [--model DIR | --config FILE] [--prompt N] [--decode N] [--runs N]
 #include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_options.h"
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/random_checkpoint.h"
@@ -53,24 +55,21 @@ Timing run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Default: the every-role test model, found from this source file's place in the tree.
-  std::string config =
-      (std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json").string();
-  std::string model_dir;
-  int64_t prompt_len = 256, decode = 32, runs = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--config")
-      config = argv[i + 1];
-    else if (a == "--model")
-      model_dir = argv[i + 1];
-    else if (a == "--prompt")
-      prompt_len = std::stoll(argv[i + 1]);
-    else if (a == "--decode")
-      decode = std::stoll(argv[i + 1]);
-    else if (a == "--runs")
-      runs = std::stoll(argv[i + 1]);
-  }
+  cxxopts::Options options("forward_bench", "Forward-pass timing on the CPU reference backend");
+  options.add_options()(
+      "config", "config of a random checkpoint to time (default: the every-role test model)",
+      cxxopts::value<std::string>()->default_value(
+          (std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json").string()))(
+      "model", "a model directory instead of --config",
+      cxxopts::value<std::string>()->default_value(""))(
+      "prompt", "prompt tokens", cxxopts::value<int64_t>()->default_value("256"))(
+      "decode", "decode steps", cxxopts::value<int64_t>()->default_value("32"))(
+      "runs", "runs per measurement (median)", cxxopts::value<int64_t>()->default_value("3"));
+  const auto args = flashdesk::bench::parse_options(options, argc, argv);
+  const std::string config = args["config"].as<std::string>();
+  std::string model_dir = args["model"].as<std::string>();
+  const int64_t prompt_len = args["prompt"].as<int64_t>(), decode = args["decode"].as<int64_t>(),
+                runs = std::max<int64_t>(1, args["runs"].as<int64_t>());
   const auto dir = std::filesystem::temp_directory_path() /
                    ("flashdesk-forward-bench-" + std::to_string(::getpid()));
   if (model_dir.empty()) {

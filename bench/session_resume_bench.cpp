@@ -1,7 +1,8 @@
 // session_resume_bench: time to first token when a long chat session is resumed after a restart
 // (SSD block restore + encoder bounded replay of W tokens + the new turn) against a full
 // re-prefill of the same prompt, measured in the same process; and the bytes the block store
-// holds per token against MODEL.md's formula. The session is built by a first process
+// holds per token against the formula of docs/model-spec.md §6.3. The session is built by a first
+// process
 // (`--phase build`); a second, new process (`--phase resume`) resumes it: the driver (no --phase)
 // runs both. Medians of --repeats for the restore; the re-prefill runs --baseline-repeats times.
 // `--chat-turns N`: instead, the KV reuse of each turn of an N-turn thinking chat (the app's
@@ -164,7 +165,7 @@ int resume(const Config& c) {
   std::printf("| SSD restore + bounded replay (n=%d) | %.1f | %.1f | %.1f | %.1fx faster |\n",
               c.repeats, restored, median(read_ms), median(replay_ms), full / restored);
   std::printf("\n| bytes per token | value | vs formula |\n| --- | ---: | ---: |\n");
-  std::printf("| formula (MODEL.md, this config) | %.1f | 1.00x |\n", formula);
+  std::printf("| formula (model-spec §6.3, this config) | %.1f | 1.00x |\n", formula);
   const double inspect = kv_bytes_per_token(engine->config()).total();
   std::printf("| inspect (kv_bytes_per_token) | %.1f | %.3fx |\n", inspect, inspect / formula);
   std::printf(

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_options.h"
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/ops/cpu/cpu_backend.h"
@@ -48,15 +49,16 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::filesystem::path model_dir = "assets/models/flash-tiny";
-  std::filesystem::path small_file = "assets/eval/demo/images/image-0.png";
-  int runs = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--model") model_dir = argv[i + 1];
-    if (a == "--image") small_file = argv[i + 1];
-    if (a == "--runs") runs = std::max(1, std::stoi(argv[i + 1]));
-  }
+  cxxopts::Options options("vision_bench", "Image encoding time on the demo model");
+  options.add_options()("model", "model directory (with a vision tower)",
+                        cxxopts::value<std::string>()->default_value("assets/models/flash-tiny"))(
+      "image", "the small picture to decode",
+      cxxopts::value<std::string>()->default_value("assets/eval/demo/images/image-0.png"))(
+      "runs", "runs per measurement (median)", cxxopts::value<int>()->default_value("5"));
+  const auto args = flashdesk::bench::parse_options(options, argc, argv);
+  const std::filesystem::path model_dir = args["model"].as<std::string>();
+  const std::filesystem::path small_file = args["image"].as<std::string>();
+  const int runs = std::max(1, args["runs"].as<int>());
   const auto ckpt = flashdesk::Checkpoint::open(model_dir);
   const flashdesk::VisionConfig& vc = ckpt->config().vision.value();
   std::vector<Case> cases;

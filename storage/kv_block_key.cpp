@@ -10,7 +10,7 @@ namespace flashdesk::storage {
 
 namespace {
 
-constexpr std::string_view kKeyDomain = "fdkv-key-v1";
+constexpr std::string_view kKeyDomain = "fdkv-key-v2";  // v2: 32-byte SHA-256 image digests
 
 template <class T>
 void put_le(std::vector<uint8_t>& out, T value) {
@@ -33,7 +33,7 @@ BlockKey block_key(std::string_view model_fingerprint, const std::optional<Block
                    std::span<const TokenId> tokens, std::span<const ImageSpan> images,
                    int64_t block_start) {
   std::vector<uint8_t> bytes;
-  bytes.reserve(64 + model_fingerprint.size() + 4 * tokens.size() + 32 * images.size());
+  bytes.reserve(64 + model_fingerprint.size() + 4 * tokens.size() + 48 * images.size());
   put_bytes(bytes, as_bytes(kKeyDomain));
   put_le<uint32_t>(bytes, static_cast<uint32_t>(model_fingerprint.size()));
   put_bytes(bytes, as_bytes(model_fingerprint));

@@ -1,7 +1,8 @@
 // Content keys of SSD KV blocks: a chained XXH3-128 over (model fingerprint, parent block key,
 // the block's token ids, the images inside the block). Equal prompt prefixes give equal keys in any
 // process, on any day; a different model fingerprint gives different keys. The byte layout is
-// documented in docs/kv-block-store.md and must never change for format version 1.
+// documented in docs/kv-block-store.md and must never change for key version 2 (version 1 named
+// images by XXH3-128; its keys are simply never asked for again).
 #pragma once
 
 #include <cstdint>

@@ -103,111 +103,164 @@ int64_t replay_length(const Model& model, int64_t prefix_tokens) {
   return std::min(model.config().text.sliding_window, prefix_tokens);
 }
 
+namespace {
+
+// The choice among the sources, and what executing it needs.
+struct PrefixChoice {
+  Candidate best;
+  int64_t live_common = 0;  // tokens the live state shares with the prompt (image-safe)
+  LiveReuse live_reuse;     // how the live state gets there (extended, or cut back)
+  PrefixMatch match;        // the SSD blocks' match of the prompt
+  std::shared_ptr<const WindowSnapshot> snapshot;  // the pool's, when best is a pool candidate
+};
+
+// Keeps the candidate of least cost (the first of equal cost).
+void consider(PrefixChoice& choice, const Candidate& c) {
+  if (c.cost < choice.best.cost) choice.best = c;
+}
+
+// The live state as is (when the prompt extends it), or cut back to where they diverge
+// (engine/runtime/live_reuse.h picks how).
+void consider_live(PrefixChoice& choice, const SequenceState& live,
+                   std::span<const TokenId> prompt, std::span<const ImageSpan> images,
+                   std::span<const ImageSpan> live_images) {
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  choice.live_common = image_safe_prefix(static_cast<int64_t>(common_prefix(live.tokens, prompt)),
+                                         live_images, images);
+  choice.live_reuse = plan_live_reuse(live, P, choice.live_common);
+  if (choice.live_reuse.kind != LiveReuse::Kind::none)
+    consider(choice, {Candidate::Kind::live, choice.live_reuse.keep, choice.live_reuse.cost});
+}
+
+void consider_ssd(PrefixChoice& choice, const PrefixSources& src, std::span<const TokenId> prompt,
+                  std::span<const ImageSpan> images) {
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  choice.match = src.blocks->match_prefix(src.fingerprint, prompt.first(prompt.size() - 1), images);
+  const int64_t C = choice.match.covered_tokens;
+  if (C > 0) consider(choice, {Candidate::Kind::ssd, C, P - C + replay_length(src.model, C)});
+}
+
+// A parked window snapshot of this session, the longest that is cheaper than the best so far and
+// whose global KV below it is on the SSD or in the live rows.
+void consider_pool(PrefixChoice& choice, const PrefixSources& src, std::span<const TokenId> prompt,
+                   std::span<const ImageSpan> images) {
+  const int64_t P = static_cast<int64_t>(prompt.size());
+  const int64_t B = src.blocks ? src.blocks->tokens_per_block() : 0;
+  for (int64_t T : src.window_pool->token_counts(src.session_id)) {
+    if (T > P - 1 || P - T >= choice.best.cost) continue;
+    const int64_t base = floor_to(T, B);
+    if (base > std::max(choice.match.covered_tokens, choice.live_common)) continue;
+    const WindowKey key{
+        src.session_id, T,
+        prefix_digest(src.fingerprint, prompt.first(static_cast<size_t>(T)), images, B)};
+    choice.snapshot = src.window_pool->find(key);
+    if (!choice.snapshot) continue;
+    consider(choice, {Candidate::Kind::pool, T, P - T, base});
+    return;
+  }
+}
+
+PrefixChoice choose_prefix(const PrefixSources& src, const std::optional<SequenceState>& live,
+                           std::span<const TokenId> prompt, std::span<const ImageSpan> images,
+                           std::span<const ImageSpan> live_images) {
+  PrefixChoice choice;
+  choice.best = {
+      .kind = Candidate::Kind::none, .tokens = 0, .cost = static_cast<int64_t>(prompt.size())};
+  if (live) consider_live(choice, *live, prompt, images, live_images);
+  if (src.blocks) consider_ssd(choice, src, prompt, images);
+  if (src.window_pool && src.session_id > 0) consider_pool(choice, src, prompt, images);
+  return choice;
+}
+
+// Loads the first `tokens` of the prompt from `rows` and sets up their replay.
+void restore_rows(Model& model, PlannedPrefill& out, std::span<const TokenId> prompt,
+                  int64_t tokens, const std::vector<GlobalKvRows>& rows) {
+  load_prefix(model.backend(), out.state, prompt.first(static_cast<size_t>(tokens)), rows);
+  out.replay = replay_length(model, tokens);
+}
+
+// The live state extended or cut back as the choice says, kept as the prefill's state.
+void load_live(Model& model, std::optional<SequenceState>& live, const PrefixChoice& choice,
+               PlannedPrefill& out) {
+  const auto t0 = SteadyClock::now();
+  out.replay = apply_live_reuse(model.backend(), *live, choice.live_reuse);
+  out.state = std::move(*live);
+  out.reused_ram = choice.best.tokens;
+  out.load_ms += ms_since(t0);
+}
+
+void load_ssd(const PrefixSources& src, const PrefixChoice& choice, std::span<const TokenId> prompt,
+              PlannedPrefill& out) {
+  std::vector<GlobalKvRows> rows;
+  const int64_t got = read_ssd_rows(src, choice.match, choice.best.tokens, out.state, rows, out);
+  const auto t0 = SteadyClock::now();
+  if (got > 0) {
+    restore_rows(src.model, out, prompt, got, rows);
+    out.reused_ssd = got;
+  }
+  out.load_ms += ms_since(t0);
+}
+
+// The global KV below the snapshot's base from the live rows or the SSD, then the snapshot. A
+// failed block leaves what was read before it, restored with a replay, and no snapshot.
+void load_pool(const PrefixSources& src, const PrefixChoice& choice,
+               std::optional<SequenceState>& live, std::span<const TokenId> prompt,
+               PlannedPrefill& out) {
+  Model& model = src.model;
+  const int64_t base = choice.best.pool_base;
+  std::vector<GlobalKvRows> rows;
+  if (live && choice.live_common >= base) {
+    rows = read_prefix_rows(model.backend(), *live, base);
+    out.reused_ram = base;
+  } else if (base > 0) {
+    const int64_t got = read_ssd_rows(src, choice.match, base, out.state, rows, out);
+    if (got < base) {
+      live.reset();
+      if (got > 0) {
+        truncate_rows(rows, out.state, got);
+        restore_rows(model, out, prompt, got, rows);
+        out.reused_ssd = got;
+      }
+      return;
+    }
+    out.reused_ssd = base;
+  } else {
+    rows.assign(out.state.global.size(), GlobalKvRows{});
+  }
+  live.reset();
+  const auto t0 = SteadyClock::now();
+  apply_window_snapshot(model.backend(), out.state, choice.snapshot->bytes,
+                        prompt.first(static_cast<size_t>(choice.best.tokens)), base, rows);
+  out.reused_pool = choice.best.tokens - base;
+  out.load_ms += ms_since(t0);
+}
+
+}  // namespace
+
 PlannedPrefill plan_prefill(const PrefixSources& src, std::optional<SequenceState> live,
                             std::span<const TokenId> prompt, std::span<const ImageSpan> images,
                             std::span<const ImageSpan> live_images) {
   FD_CHECK(!prompt.empty(), "plan_prefill: empty prompt");
   const auto t0 = SteadyClock::now();
-  Model& model = src.model;
-  const int64_t P = static_cast<int64_t>(prompt.size());
-  const int64_t usable = P - 1;  // at least one token is prefilled
-  PlannedPrefill out{.state = model.new_sequence()};
-
-  Candidate best{.kind = Candidate::Kind::none, .tokens = 0, .cost = P};
-  auto consider = [&](Candidate c) {
-    if (c.cost < best.cost) best = c;
-  };
-  int64_t live_common = 0;
-  LiveReuse live_reuse;
-  if (live) {
-    live_common = image_safe_prefix(static_cast<int64_t>(common_prefix(live->tokens, prompt)),
-                                    live_images, images);
-    live_reuse = plan_live_reuse(*live, P, live_common);
-    if (live_reuse.kind != LiveReuse::Kind::none)
-      consider({Candidate::Kind::live, live_reuse.keep, live_reuse.cost});
-  }
-  PrefixMatch match;
-  if (src.blocks) {
-    match = src.blocks->match_prefix(src.fingerprint, prompt.first(static_cast<size_t>(usable)),
-                                     images);
-    const int64_t C = match.covered_tokens;
-    if (C > 0) consider({Candidate::Kind::ssd, C, P - C + replay_length(model, C)});
-  }
-  std::shared_ptr<const WindowSnapshot> snapshot;
-  if (src.window_pool && src.session_id > 0) {
-    const int64_t B = src.blocks ? src.blocks->tokens_per_block() : 0;
-    for (int64_t T : src.window_pool->token_counts(src.session_id)) {
-      if (T > usable || P - T >= best.cost) continue;
-      // The snapshot holds the global KV past the last full block; the blocks come from SSD (or
-      // the live rows when they reach that far).
-      const int64_t base = floor_to(T, B);
-      if (base > std::max(match.covered_tokens, live_common)) continue;
-      const WindowKey key{
-          src.session_id, T,
-          prefix_digest(src.fingerprint, prompt.first(static_cast<size_t>(T)), images, B)};
-      snapshot = src.window_pool->find(key);
-      if (!snapshot) continue;
-      consider({Candidate::Kind::pool, T, P - T, base});
-      break;
-    }
-  }
+  PlannedPrefill out{.state = src.model.new_sequence()};
+  const PrefixChoice choice = choose_prefix(src, live, prompt, images, live_images);
   out.plan_ms = ms_since(t0);
-
-  std::vector<GlobalKvRows> rows;
-  switch (best.kind) {
+  switch (choice.best.kind) {
     case Candidate::Kind::none:
       break;
-    case Candidate::Kind::live: {
-      const auto t2 = SteadyClock::now();
-      out.replay = apply_live_reuse(model.backend(), *live, live_reuse);
-      out.state = std::move(*live);
-      out.reused_ram = best.tokens;
-      out.load_ms += ms_since(t2);
+    case Candidate::Kind::live:
+      load_live(src.model, live, choice, out);
       break;
-    }
-    case Candidate::Kind::ssd: {
+    case Candidate::Kind::ssd:
       live.reset();
-      const int64_t got = read_ssd_rows(src, match, best.tokens, out.state, rows, out);
-      const auto t2 = SteadyClock::now();
-      if (got > 0) {
-        load_prefix(model.backend(), out.state, prompt.first(static_cast<size_t>(got)), rows);
-        out.reused_ssd = got;
-        out.replay = replay_length(model, got);
-      }
-      out.load_ms += ms_since(t2);
+      load_ssd(src, choice, prompt, out);
       break;
-    }
-    case Candidate::Kind::pool: {
-      const int64_t base = best.pool_base;
-      if (live && live_common >= base) {
-        rows = read_prefix_rows(model.backend(), *live, base);
-        out.reused_ram = base;
-      } else if (base > 0) {
-        const int64_t got = read_ssd_rows(src, match, base, out.state, rows, out);
-        if (got < base) {  // a block failed: restore what was read and replay
-          live.reset();
-          if (got > 0) {
-            truncate_rows(rows, out.state, got);
-            load_prefix(model.backend(), out.state, prompt.first(static_cast<size_t>(got)), rows);
-            out.reused_ssd = got;
-            out.replay = replay_length(model, got);
-          }
-          break;
-        }
-        out.reused_ssd = base;
-      } else {
-        rows.assign(out.state.global.size(), GlobalKvRows{});
-      }
-      live.reset();
-      const auto t2 = SteadyClock::now();
-      apply_window_snapshot(model.backend(), out.state, snapshot->bytes,
-                            prompt.first(static_cast<size_t>(best.tokens)), base, rows);
-      out.reused_pool = best.tokens - base;
-      out.load_ms += ms_since(t2);
+    case Candidate::Kind::pool:
+      load_pool(src, choice, live, prompt, out);
       break;
-    }
   }
-  if (best.kind != Candidate::Kind::live) mark_image_tokens(out.state, images);  // a cut keeps them
+  // A live state keeps its image marks (a cut keeps those below it).
+  if (choice.best.kind != Candidate::Kind::live) mark_image_tokens(out.state, images);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// The prefix planner (MODEL.md "Prefill modes", ARCHITECTURE.md "KV tiers"): for a rendered
+// The prefix planner (docs/model-spec.md §3.9, docs/session-resume.md): for a rendered
 // prompt, finds the longest usable cached prefix among the live KV of the session (as is, or cut
 // back to where an edited or re-rendered history diverges: engine/runtime/live_reuse.h), the SSD
 // block store

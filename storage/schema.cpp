@@ -2,8 +2,13 @@
 #include "storage/schema.h"
 
 #include <array>
+#include <filesystem>
 #include <string>
+#include <system_error>
+#include <vector>
 
+#include "storage/digest.h"
+#include "storage/file_util.h"
 #include "storage/sqlite_db.h"
 
 namespace flashdesk::storage {
@@ -11,7 +16,8 @@ namespace flashdesk::storage {
 namespace {
 
 // Version 1. Times are milliseconds since the Unix epoch (UTC). Token ids are little-endian int32
-// arrays. Digests and block keys are 32 lower-case hex digits (XXH3-128, see digest.h).
+// arrays. Digests and block keys are 32 lower-case hex digits (XXH3-128, see digest.h); from
+// version 2 on, attachment digests are 64 (SHA-256).
 constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE sessions (
   id                INTEGER PRIMARY KEY,
@@ -105,22 +111,83 @@ void migrate_to_v1(Database& db) {
   db.exec(kSchemaV1);
 }
 
-// Version 2: how an answer ended, so a restart shows it as the live view did: the time its
-// reasoning took (milliseconds; -1 unknown, as for every answer of version 1) and whether the user
-// stopped it (its status is 'interrupted' either way; 0 for version 1's answers, which cannot
-// tell a stop from a crash).
-constexpr const char* kSchemaV2 = R"sql(
+// Version 2: attachments are keyed by the SHA-256 of their bytes instead of XXH3-128 (64 hex digits
+// instead of 32), so two different images can never be stored as one. Every attachment file is
+// read and hashed; its row gets the new digest and a path named by it (a hard link to the same
+// file, or a copy; the old name is left to the next repair, which removes files no row names), and
+// every message link follows. A row whose file is missing or unreadable keeps its path and gets a
+// digest derived from its old one, which no content can have: the message keeps the attachment it
+// had, and reading it fails as it did before.
+constexpr const char* kAttachmentRowsV1 = "SELECT digest, path FROM attachments";
+constexpr const char* kCopyAttachmentRow =
+    "INSERT OR IGNORE INTO attachments (digest, path, mime_type, byte_size, created_ms) "
+    "SELECT ?2, ?3, mime_type, byte_size, created_ms FROM attachments WHERE digest = ?1";
+constexpr const char* kRelinkAttachment =
+    "UPDATE message_attachments SET digest = ?2 WHERE digest = ?1";
+constexpr const char* kDeleteAttachmentRowV1 = "DELETE FROM attachments WHERE digest = ?1";
+
+struct AttachmentKeyChange {
+  std::string old_digest, new_digest, new_path;
+};
+
+// The SHA-256 name of one attachment file, linked into place; or the fallback for a missing file.
+AttachmentKeyChange rekey_attachment(const std::filesystem::path& attachments_dir,
+                                     const std::string& old_digest, const std::string& old_path) {
+  namespace fs = std::filesystem;
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = read_whole_file(attachments_dir / old_path);
+  } catch (const IoError&) {
+    const Digest256 marker =
+        sha256(as_bytes("flashdesk: attachment missing at migration to "
+                        "schema 2, XXH3-128 " +
+                        old_digest));
+    return {old_digest, marker.hex(), old_path};
+  }
+  const std::string hex = sha256(bytes).hex();
+  const fs::path rel = fs::path(hex.substr(0, 2)) / hex;
+  const fs::path target = attachments_dir / rel;
+  std::error_code ec;
+  if (!fs::exists(target, ec)) {
+    fs::create_directories(target.parent_path(), ec);
+    fs::create_hard_link(attachments_dir / old_path, target, ec);
+    if (ec) {
+      const std::span<const uint8_t> parts[] = {bytes};
+      write_file_atomic(target, parts);
+    }
+  }
+  return {old_digest, hex, rel.string()};
+}
+
+void migrate_to_v2(Database& db) {
+  const std::filesystem::path attachments_dir = db.path().parent_path() / "attachments";
+  std::vector<AttachmentKeyChange> changes;
+  for (Query q = db.query(kAttachmentRowsV1); q.step();)
+    changes.push_back(rekey_attachment(attachments_dir, q.text(0), q.text(1)));
+  for (const AttachmentKeyChange& c : changes) {
+    db.query(kCopyAttachmentRow).with(c.old_digest, c.new_digest, c.new_path).run();
+    db.query(kRelinkAttachment).with(c.old_digest, c.new_digest).run();
+    db.query(kDeleteAttachmentRowV1).with(c.old_digest).run();
+  }
+}
+
+// Version 3: how an answer ended, so a restart shows it as the live view did: the time its
+// reasoning took (milliseconds; -1 unknown, as for every answer of versions 1 and 2) and whether
+// the user stopped it (its status is 'interrupted' either way; 0 for earlier answers, which
+// cannot tell a stop from a crash).
+constexpr const char* kSchemaV3 = R"sql(
 ALTER TABLE messages ADD COLUMN thinking_ms INTEGER NOT NULL DEFAULT -1 CHECK (thinking_ms >= -1);
 ALTER TABLE messages ADD COLUMN stopped INTEGER NOT NULL DEFAULT 0 CHECK (stopped IN (0, 1));
 )sql";
 
-void migrate_to_v2(Database& db) {
-  db.exec(kSchemaV2);
+void migrate_to_v3(Database& db) {
+  db.exec(kSchemaV3);
 }
 
 using Migration = void (*)(Database&);
 // kMigrations[i] takes a database from version i to version i + 1.
-constexpr std::array<Migration, kSchemaVersion> kMigrations = {migrate_to_v1, migrate_to_v2};
+constexpr std::array<Migration, kSchemaVersion> kMigrations = {migrate_to_v1, migrate_to_v2,
+                                                                  migrate_to_v3};
 
 }  // namespace
 

@@ -11,7 +11,7 @@ class Database;
 
 // The version this build writes. Bump it by adding migrate_to_vN beside the others, never by
 // editing an old one: users' files were made by the old code.
-inline constexpr int64_t kSchemaVersion = 2;
+inline constexpr int64_t kSchemaVersion = 3;
 
 // Brings the database to kSchemaVersion. Throws FormatError when the file's version is newer.
 void migrate(Database& db);

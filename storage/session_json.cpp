@@ -6,6 +6,7 @@
 
 #include "engine/util/error.h"
 #include "storage/base64.h"
+#include "storage/file_util.h"
 
 namespace flashdesk::storage {
 
@@ -64,6 +65,17 @@ class FieldReader {
 
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
+std::string too_large(uintmax_t bytes) {
+  return "is " + std::to_string(bytes) + " bytes; a session file may hold at most " +
+         std::to_string(kMaxSessionFileBytes >> 20) +
+         " MiB (the whole file is read into memory to be checked before anything is stored)";
+}
+
+// The digest an export of `version` names an image by: XXH3-128 in version 1, SHA-256 since.
+std::string export_digest(const std::vector<uint8_t>& bytes, int64_t version) {
+  return version == 1 ? xxh3_128(bytes).hex() : image_digest(bytes).hex();
+}
+
 json settings_to_json(const SessionSettings& s) {
   return {{"model_fingerprint", s.model_fingerprint},
           {"effort", s.effort},
@@ -78,7 +90,7 @@ json settings_to_json(const SessionSettings& s) {
 json message_to_json(const ExportedMessage& e) {
   json attachments = json::array();
   for (const NewImage& image : e.message.images)
-    attachments.push_back({{"digest", image_digest(image.bytes).hex()},
+    attachments.push_back({{"digest", export_digest(image.bytes, kSessionFormatVersion)},
                            {"mime_type", image.mime_type},
                            {"data", base64_encode(image.bytes)}});
   return {{"role", to_string(e.message.role)},
@@ -114,7 +126,8 @@ SessionSettings settings_from_json(const FieldReader& r, const json& j) {
   return s;
 }
 
-NewImage image_from_json(const FieldReader& r, const json& j, const std::string& p) {
+NewImage image_from_json(const FieldReader& r, const json& j, const std::string& p,
+                         int64_t version) {
   const std::string digest = r.string(r.field(j, p, "digest"), p + ".digest");
   NewImage image;
   image.mime_type = r.string(r.field(j, p, "mime_type"), p + ".mime_type");
@@ -123,13 +136,15 @@ NewImage image_from_json(const FieldReader& r, const json& j, const std::string&
   if (!bytes) r.fail(p + ".data", "not valid base64");
   if (bytes->empty()) r.fail(p + ".data", "empty image");
   image.bytes = std::move(*bytes);
-  if (image_digest(image.bytes).hex() != digest)
-    r.fail(p + ".digest",
-           "does not match the data (XXH3-128 " + image_digest(image.bytes).hex() + ")");
+  const std::string computed = export_digest(image.bytes, version);
+  if (computed != digest)
+    r.fail(p + ".digest", std::string("does not match the data (") +
+                              (version == 1 ? "XXH3-128 " : "SHA-256 ") + computed + ")");
   return image;
 }
 
-ExportedMessage message_from_json(const FieldReader& r, const json& j, const std::string& p) {
+ExportedMessage message_from_json(const FieldReader& r, const json& j, const std::string& p,
+                                  int64_t version) {
   ExportedMessage e;
   NewMessage& m = e.message;
   const auto role = parse_role(r.string(r.field(j, p, "role"), p + ".role"));
@@ -154,7 +169,7 @@ ExportedMessage message_from_json(const FieldReader& r, const json& j, const std
   const json& attachments = r.array(r.field(j, p, "attachments"), p + ".attachments");
   for (size_t i = 0; i < attachments.size(); ++i)
     m.images.push_back(
-        image_from_json(r, attachments[i], p + ".attachments[" + std::to_string(i) + "]"));
+        image_from_json(r, attachments[i], p + ".attachments[" + std::to_string(i) + "]", version));
   return e;
 }
 
@@ -173,6 +188,7 @@ std::string session_to_json(const SessionExport& session) {
 }
 
 SessionExport session_from_json(std::string_view text, const std::string& source) {
+  if (text.size() > kMaxSessionFileBytes) throw FormatError(source, too_large(text.size()));
   json doc;
   try {
     doc = json::parse(text);
@@ -184,8 +200,9 @@ SessionExport session_from_json(std::string_view text, const std::string& source
   if (r.string(r.field(doc, "", "format"), "format") != kSessionFormatName)
     r.fail("format", "expected \"flashdesk-session\"");
   const int64_t version = r.integer(r.field(doc, "", "version"), "version", 1, kMaxInt64);
-  if (version != kSessionFormatVersion)
-    r.fail("version", std::to_string(version) + " is newer than this FlashDesk reads (1)");
+  if (version > kSessionFormatVersion)
+    r.fail("version", std::to_string(version) + " is newer than this FlashDesk reads (" +
+                          std::to_string(kSessionFormatVersion) + ")");
   SessionExport s;
   s.title = r.string(r.field(doc, "", "title"), "title");
   s.created_ms = r.integer(r.field(doc, "", "created_ms"), "created_ms", 0, kMaxInt64);
@@ -193,8 +210,18 @@ SessionExport session_from_json(std::string_view text, const std::string& source
   s.settings = settings_from_json(r, r.field(doc, "", "settings"));
   const json& messages = r.array(r.field(doc, "", "messages"), "messages");
   for (size_t i = 0; i < messages.size(); ++i)
-    s.messages.push_back(message_from_json(r, messages[i], "messages[" + std::to_string(i) + "]"));
+    s.messages.push_back(
+        message_from_json(r, messages[i], "messages[" + std::to_string(i) + "]", version));
   return s;
+}
+
+std::string read_session_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(file, ec);
+  if (ec) throw IoError(file.string() + ": cannot read: " + ec.message());
+  if (size > kMaxSessionFileBytes) throw FormatError(file.string(), too_large(size));
+  const std::vector<uint8_t> bytes = read_whole_file(file);
+  return {bytes.begin(), bytes.end()};
 }
 
 }  // namespace flashdesk::storage

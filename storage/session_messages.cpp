@@ -108,7 +108,7 @@ void SessionStore::load_attachments_locked(Message& message) {
   q.with(message.id);
   while (q.step()) {
     Attachment a;
-    a.digest = Digest128::from_hex(q.text(0)).value_or(Digest128{});
+    a.digest = ImageDigest::from_hex(q.text(0)).value_or(ImageDigest{});
     a.mime_type = q.text(1);
     a.byte_size = q.int64(2);
     a.path = layout_.attachments_dir() / q.text(3);

@@ -41,7 +41,7 @@ void SessionSettings::validate() const {
 }
 
 ImageDigest image_digest(std::span<const uint8_t> image_bytes) {
-  return xxh3_128(image_bytes);
+  return sha256(image_bytes);
 }
 
 std::vector<uint8_t> encode_token_ids(std::span<const TokenId> ids) {

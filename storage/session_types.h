@@ -103,7 +103,8 @@ struct SessionExport {
   std::vector<ExportedMessage> messages;
 };
 
-// The digest the store files an image under; the prefix planner puts the same digest in block keys.
+// The digest the store files an image under (SHA-256: a crafted image must not be able to pass
+// for another); the prefix planner puts the same digest in block keys.
 ImageDigest image_digest(std::span<const uint8_t> image_bytes);
 
 // Token ids as stored in BLOB columns: little-endian int32.

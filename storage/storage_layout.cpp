@@ -2,15 +2,15 @@
 #include "storage/storage_layout.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <system_error>
+
+#include "engine/util/xdg_dirs.h"
 
 namespace flashdesk::storage {
 
@@ -21,26 +21,8 @@ int64_t system_now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-namespace {
-
-fs::path home_dir() {
-  if (const char* home = std::getenv("HOME"); home && *home) return home;
-  if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir && *pw->pw_dir) return pw->pw_dir;
-  throw IoError(
-      "cannot find a home folder: set HOME, XDG_DATA_HOME and XDG_CACHE_HOME, or pass --data-dir");
-}
-
-// The XDG spec ignores relative paths in these variables.
-fs::path xdg_dir(const char* variable, const char* fallback_under_home) {
-  if (const char* v = std::getenv(variable); v && *v && fs::path(v).is_absolute()) return v;
-  return home_dir() / fallback_under_home;
-}
-
-}  // namespace
-
 StorageLayout StorageLayout::from_environment() {
-  return {xdg_dir("XDG_DATA_HOME", ".local/share") / "flashdesk",
-          xdg_dir("XDG_CACHE_HOME", ".cache") / "flashdesk"};
+  return {xdg_dir("XDG_DATA_HOME", ".local/share") / "flashdesk", flashdesk_cache_dir()};
 }
 
 StorageLayout StorageLayout::in(const fs::path& dir) {

@@ -28,14 +28,16 @@ constexpr const char* kTouchSession = "UPDATE sessions SET updated_ms = ?2 WHERE
 constexpr const char* kSessionOfAnswer =
     "SELECT m.session_id FROM answers a JOIN messages m ON m.id = a.message_id WHERE a.id = ?1";
 // A session deleted mid-answer takes its answer with it: the group is then dropped, not retried.
-// A group of text alone (a token's text committed after its id) does not advance `first`, so the
-// next group comes to the same key: it joins that row (whose token_ids are empty) instead of
-// failing the commit; the fold reads the rows in order, so the text stays in order.
+// A group can hold text and no token (a token's id and its text are appended separately and a
+// commit may fall between them); the next group then starts at the same token index and extends
+// that row instead of colliding with it. Only a row without tokens can be at that index (a row with
+// tokens moves the next group's index past them), so its token ids are simply replaced.
 constexpr const char* kInsertGroup =
     "INSERT INTO answer_tokens (answer_id, first, token_ids, text, thinking) "
     "SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM answers WHERE id = ?1) "
     "ON CONFLICT (answer_id, first) DO UPDATE SET token_ids = excluded.token_ids, "
-    "text = text || excluded.text, thinking = thinking || excluded.thinking";
+    "text = answer_tokens.text || excluded.text, "
+    "thinking = answer_tokens.thinking || excluded.thinking";
 
 }  // namespace
 

@@ -41,7 +41,7 @@ struct TurnRequest {
   storage::SessionSettings settings;          // effort, thinking, system prompt, sampling
 };
 
-// What a turn cost; the KV fields tell reuse from recomputation (ARCHITECTURE.md).
+// What a turn cost; the KV fields tell reuse from recomputation (docs/session-resume.md).
 struct TurnStats {
   int64_t prompt_tokens = 0;
   int64_t reused_tokens = 0;    // prompt tokens whose KV was already live

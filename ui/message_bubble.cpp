@@ -11,6 +11,7 @@
 #include <QVBoxLayout>
 
 #include "ui/image_files.h"
+#include "ui/safe_markdown.h"
 
 namespace flashdesk::ui {
 
@@ -19,12 +20,13 @@ namespace {
 constexpr int kRenderIntervalMs = 50;
 constexpr int kImageEdge = 160;
 
-QLabel* markdown_label(QWidget* parent) {
+// Text from outside (answers, imported sessions) is shown by set_safe_markdown: no raw HTML, and
+// links ask before they open.
+QLabel* text_label(QWidget* parent) {
   auto* label = new QLabel(parent);
-  label->setTextFormat(Qt::MarkdownText);
   label->setWordWrap(true);
   label->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::LinksAccessibleByMouse);
-  label->setOpenExternalLinks(true);
+  label->setOpenExternalLinks(false);
   label->setForegroundRole(QPalette::Text);  // on the bubble's Base / AlternateBase
   return label;
 }
@@ -44,9 +46,9 @@ MessageBubble::MessageBubble(const MessageRow& message, QWidget* parent)
       from_user_(message.from_user),
       text_(message.text),
       thinking_(message.thinking),
-      body_(markdown_label(this)),
+      body_(text_label(this)),
       thinking_toggle_(new QToolButton(this)),
-      thinking_body_(markdown_label(this)),
+      thinking_body_(text_label(this)),
       note_(new QLabel(this)),
       copy_code_(new QPushButton(tr("Copy code"), this)) {
   setObjectName(from_user_ ? QStringLiteral("userMessage") : QStringLiteral("answer"));
@@ -172,7 +174,7 @@ void MessageBubble::finish(const QString& note) {
 }
 
 void MessageBubble::render() {
-  body_->setText(text_);
+  set_safe_markdown(body_, text_);
   body_->setVisible(!text_.isEmpty() || from_user_);
   thinking_body_->setText(thinking_);
   thinking_body_->setVisible(thinkingExpanded() && !thinking_.isEmpty());

@@ -66,10 +66,12 @@ void SessionSidebar::showMenu(const QPoint& position) {
 }
 
 void SessionSidebar::confirmDelete(qint64 id, const QString& title) {
-  const auto answer = QMessageBox::question(
-      this, tr("Delete chat"),
-      tr("Delete \"%1\"? Its messages, images and cached KV are erased from disk.").arg(title));
-  if (answer == QMessageBox::Yes) emit deleteRequested(id);
+  QMessageBox box(
+      QMessageBox::Question, tr("Delete chat"),
+      tr("Delete \"%1\"? Its messages, images and cached KV are erased from disk.").arg(title),
+      QMessageBox::Yes | QMessageBox::No, this);
+  box.setTextFormat(Qt::PlainText);  // a title may come from an imported file: never markup
+  if (box.exec() == QMessageBox::Yes) emit deleteRequested(id);
 }
 
 }  // namespace flashdesk::ui

@@ -56,9 +56,17 @@ std::string details_line(const EvalItem& item, const char* prefill, const EvalOu
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace
+// What the command line asks for, validated.
+struct EvalRequest {
+  std::string data;
+  std::string which;  // exact | bounded | both
+  std::string tasks;  // ",a,b," or ",," for all
+  int64_t limit = 10;
+  int64_t max_tokens = 1024;
+  std::optional<std::string> details;
+};
 
-int run_eval(int argc, char** argv) {
+cxxopts::Options eval_options() {
   cxxopts::Options options("flashdesk-cli eval", "Evaluate a model on a held-out suite.");
   add_model_options(options);
   options.add_options()("suite", "the suite: demo",
@@ -73,79 +81,120 @@ int run_eval(int argc, char** argv) {
       cxxopts::value<int64_t>()->default_value("1024"))(
       "details", "write each item's answer and thinking to this file (JSON lines)",
       cxxopts::value<std::string>())("h,help", "show this help");
-  const auto args = options.parse(argc, argv);
-  if (args.count("help")) {
-    std::printf("%s\n", options.help().c_str());
-    return 0;
-  }
-  if (args["suite"].as<std::string>() != "demo") throw InvalidRequest("the only suite is 'demo'");
-  const std::string which = args["prefill"].as<std::string>();
-  if (which != "exact" && which != "bounded" && which != "both")
-    throw InvalidRequest("--prefill must be exact, bounded or both");
-  const std::string tasks = "," + args["tasks"].as<std::string>() + ",";
-  const int64_t limit = args["limit"].as<int64_t>();
-  std::optional<std::ofstream> details;
-  if (args.count("details")) {
-    const std::string path = args["details"].as<std::string>();
-    details.emplace(path, std::ios::binary | std::ios::trunc);
-    if (!*details) throw IoError("cannot write " + path);
-  }
+  return options;
+}
 
-  auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
-  DemoEval eval(*engine, args["max-tokens"].as<int64_t>());
-  std::map<std::string, Row> rows;
-  std::map<std::string, int64_t> skipped;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const EvalItem& item :
-       load_eval_items(std::filesystem::path(args["data"].as<std::string>()) / "eval.jsonl")) {
-    if (tasks != ",," && tasks.find("," + item.task + ",") == std::string::npos) continue;
-    Row& row = rows[sort_key(item.cell)];
+EvalRequest eval_request(const cxxopts::ParseResult& args) {
+  if (args["suite"].as<std::string>() != "demo") throw InvalidRequest("the only suite is 'demo'");
+  EvalRequest r;
+  r.data = args["data"].as<std::string>();
+  r.which = args["prefill"].as<std::string>();
+  if (r.which != "exact" && r.which != "bounded" && r.which != "both")
+    throw InvalidRequest("--prefill must be exact, bounded or both");
+  r.tasks = "," + args["tasks"].as<std::string>() + ",";
+  r.limit = args["limit"].as<int64_t>();
+  r.max_tokens = args["max-tokens"].as<int64_t>();
+  if (args.count("details")) r.details = args["details"].as<std::string>();
+  return r;
+}
+
+struct EvalRun {
+  std::map<std::string, Row> rows;         // by sort_key
+  std::map<std::string, int64_t> skipped;  // items without a vision tower, by cell
+  int64_t template_mismatches = 0;         // items whose C++ rendering differs from Python's
+};
+
+// Runs every selected item in each requested prefill mode; writes --details lines as it goes.
+EvalRun run_items(ChatEngine& engine, const EvalRequest& request, std::ofstream* details) {
+  DemoEval eval(engine, request.max_tokens);
+  EvalRun run;
+  for (const EvalItem& item : load_eval_items(std::filesystem::path(request.data) / "eval.jsonl")) {
+    if (request.tasks != ",," && request.tasks.find("," + item.task + ",") == std::string::npos)
+      continue;
+    Row& row = run.rows[sort_key(item.cell)];
     row.cell = item.cell;
-    if (limit > 0 && std::max(row.exact.n, row.bounded.n) >= limit) continue;
-    if (!item.image_paths.empty() && !engine->has_vision()) {
-      ++skipped[item.cell];
+    if (request.limit > 0 && std::max(row.exact.n, row.bounded.n) >= request.limit) continue;
+    if (!item.image_paths.empty() && !engine.has_vision()) {
+      ++run.skipped[item.cell];
       continue;
     }
+    bool matches = true;
     for (const char* mode : {"exact", "bounded"}) {
-      if (which != "both" && which != mode) continue;
+      if (request.which != "both" && request.which != mode) continue;
       const EvalOutcome o = eval.run(item, parse_prefill_mode(mode));
       EvalCell& c = std::string(mode) == "exact" ? row.exact : row.bounded;
       ++c.n;
       c.correct += o.correct;
       c.thinking_tokens += o.thinking_tokens;
-      c.template_mismatches += !o.template_matches;
+      matches = matches && o.template_matches;
       if (details) *details << details_line(item, mode, o);
     }
+    run.template_mismatches += matches ? 0 : 1;
     std::fprintf(stderr, ".");
   }
-  if (details && !details->flush())
-    throw IoError("cannot write " + args["details"].as<std::string>());
-  const double minutes =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60.0;
   std::fprintf(stderr, "\n");
+  return run;
+}
+
+std::string percent(const EvalCell& c) {
+  if (c.n == 0) return "-";
+  char b[16];
+  std::snprintf(b, sizeof b, "%.1f%%", 100.0 * c.accuracy());
+  return b;
+}
+
+void print_table(const EvalRun& run) {
   std::printf("%-16s %5s %9s %9s %10s %10s\n", "cell", "n", "exact", "bounded", "think(ex)",
               "think(bd)");
-  int64_t mismatches = 0;
-  for (const auto& [key, row] : rows) {
+  for (const auto& [key, row] : run.rows) {
     if (row.exact.n + row.bounded.n == 0) {
+      const auto skipped = run.skipped.find(row.cell);
       std::printf("%-16s %5lld %9s %9s   (%lld items skipped: the model has no vision tower)\n",
-                  row.cell.c_str(), 0LL, "-", "-", (long long)skipped[row.cell]);
+                  row.cell.c_str(), 0LL, "-", "-",
+                  (long long)(skipped == run.skipped.end() ? 0 : skipped->second));
       continue;
     }
-    auto pct = [](const EvalCell& c) {
-      char b[16];
-      if (c.n == 0) return std::string("-");
-      std::snprintf(b, sizeof b, "%.1f%%", 100.0 * c.accuracy());
-      return std::string(b);
-    };
     std::printf("%-16s %5lld %9s %9s %10.1f %10.1f\n", row.cell.c_str(),
-                (long long)std::max(row.exact.n, row.bounded.n), pct(row.exact).c_str(),
-                pct(row.bounded).c_str(), row.exact.mean_thinking(), row.bounded.mean_thinking());
-    mismatches += row.exact.template_mismatches + row.bounded.template_mismatches;
+                (long long)std::max(row.exact.n, row.bounded.n), percent(row.exact).c_str(),
+                percent(row.bounded).c_str(), row.exact.mean_thinking(),
+                row.bounded.mean_thinking());
   }
+}
+
+}  // namespace
+
+// Exit status: 0, or 1 when any prompt rendered by the C++ template differed from the Python
+// renderer's (the accuracies would then be of prompts the model was not trained on).
+int run_eval(int argc, char** argv) {
+  cxxopts::Options options = eval_options();
+  const auto args = options.parse(argc, argv);
+  if (args.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  const EvalRequest request = eval_request(args);
+  std::optional<std::ofstream> details;
+  if (request.details) {
+    details.emplace(*request.details, std::ios::binary | std::ios::trunc);
+    if (!*details) throw IoError("cannot write " + *request.details);
+  }
+  auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalRun run = run_items(*engine, request, details ? &*details : nullptr);
+  if (details && !details->flush()) throw IoError("cannot write " + *request.details);
+  const double minutes =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60.0;
+  print_table(run);
+  const int64_t mismatches = run.template_mismatches;
   std::printf("chat template: %lld prompts differed from the Python renderer's; %.1f minutes\n",
               (long long)mismatches, minutes);
-  return 0;
+  if (mismatches == 0) return 0;
+  std::fprintf(stderr,
+               "eval: %lld prompts rendered by the C++ chat template differ from the Python "
+               "renderer's prompt_text; the table above measured prompts the model was not "
+               "trained on\n",
+               (long long)mismatches);
+  return 1;
 }
 
 }  // namespace flashdesk::cli

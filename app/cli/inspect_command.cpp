@@ -1,6 +1,6 @@
 // `flashdesk-cli inspect DIR|config.json`: the config in brief, the layer-role table, parameter
 // counts, bytes by dtype and the KV bytes per token; with weights present it also validates the
-// checkpoint and prints its fingerprint.
+// checkpoint and prints its fingerprint and how the weights were digested for it.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -10,6 +10,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/model_stats.h"
 #include "engine/util/error.h"
+#include "engine/util/sha256.h"
 
 namespace flashdesk::cli {
 namespace {
@@ -131,6 +132,18 @@ void print_sizes(const ModelConfig& c) {
               (long long)c.text.sliding_window, (long long)kv.window_bytes_per_entry);
 }
 
+// How the weights' content digests (part of the fingerprint) were obtained.
+void print_digest_report(const WeightDigestReport& r) {
+  const double gb = static_cast<double>(r.bytes_read) / 1e9;
+  std::printf("weights digest: %zu files, %zu from the cache; %.3f GB read and hashed in %.2f s",
+              r.files, r.from_cache, gb, r.seconds);
+  if (r.bytes_read > 0 && r.seconds > 0)
+    std::printf(" (%.2f GB/s, %d threads, SHA-256 %s)", gb / r.seconds, r.threads,
+                Sha256::hardware_accelerated() ? "on the SHA extensions" : "portable");
+  std::printf("\n");
+  if (!r.cache_note.empty()) std::printf("note: %s\n", r.cache_note.c_str());
+}
+
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
@@ -153,7 +166,9 @@ int run_inspect(int argc, char** argv) {
       is_dir && (std::filesystem::exists(path / "model.safetensors") ||
                  std::filesystem::exists(path / "model.safetensors.index.json"));
   if (has_weights) {
-    ckpt = Checkpoint::open(path, CheckpointOptions{args.count("allow-partial") > 0});
+    CheckpointOptions options;
+    options.allow_partial = args.count("allow-partial") > 0;
+    ckpt = Checkpoint::open(path, options);
     config = ckpt->config();
   } else {
     config = load_model_config((is_dir ? path / "config.json" : path).string());
@@ -166,6 +181,7 @@ int run_inspect(int argc, char** argv) {
                 ckpt->tensor_names().size(), ckpt->files().size(), ckpt->fingerprint().c_str());
     if (!ckpt->partial_layers().empty())
       std::printf("partial: holds layers %s only\n", list(ckpt->partial_layers()).c_str());
+    print_digest_report(ckpt->weight_digest_report());
   } else {
     std::printf("\ncheckpoint: no weights (config only)\n");
   }

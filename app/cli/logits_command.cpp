@@ -19,6 +19,7 @@
 #include "engine/model/model.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/runtime/chat_engine.h"
+#include "engine/runtime/sampler.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/util/error.h"
@@ -29,9 +30,8 @@
 namespace flashdesk::cli {
 namespace {
 
-// One user turn rendered as the chat template renders it (BOS, the effort line in thinking
-// mode, the generation prompt).
-// One user turn: the images (in order) then the text.
+// One user turn (the images in order, then the text) rendered as the chat template renders it:
+// BOS, the effort line in thinking mode, the generation prompt.
 RenderedPrompt render_prompt(const std::filesystem::path& model_dir, const std::string& text,
                              std::span<const ImageRef> images, const std::string& thinking,
                              const std::string& effort) {
@@ -95,10 +95,6 @@ std::vector<int32_t> ids_from(const NamedTensors& file, const std::string& name,
   return ids;
 }
 
-int64_t argmax(std::span<const float> logits) {
-  return std::max_element(logits.begin(), logits.end()) - logits.begin();  // first max
-}
-
 template <class T>
 TensorData data(const std::string& name, DType dtype, std::vector<int64_t> shape,
                 const std::vector<T>& values) {
@@ -138,9 +134,7 @@ void add_recorded(DumpRecorder& rec, std::vector<TensorData>& out) {
     out.push_back(TensorData{name, t.dtype, t.shape, std::move(t.bytes)});
 }
 
-}  // namespace
-
-int run_logits(int argc, char** argv) {
+cxxopts::Options logits_options() {
   cxxopts::Options opts("flashdesk-cli logits",
                         "FP32 logits of a prefill and decode steps, with per-block dumps "
                         "(docs/logits-dump.md)");
@@ -165,6 +159,173 @@ int run_logits(int argc, char** argv) {
       "threads", "CPU threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
       "backend", "cpu-reference (the plain reference) or cpu (optimised, same bits)",
       cxxopts::value<std::string>()->default_value("cpu-reference"))("h,help", "this help");
+  return opts;
+}
+
+// The combinations of options that make sense; InvalidRequest naming the one that does not.
+void check_logits_args(const cxxopts::ParseResult& args) {
+  if (!args.count("model") || !args.count("out"))
+    throw InvalidRequest("logits needs --model DIR and --out FILE");
+  if (args.count("image") && !args.count("prompt"))
+    throw InvalidRequest("--image needs --prompt (the images are placed before its text)");
+  if (!args.count("block-inputs") && args.count("ids") + args.count("prompt") != 1)
+    throw InvalidRequest("logits needs one of --ids FILE, --prompt TEXT or --block-inputs FILE");
+  if (args.count("decode-ids") && args["decode"].as<int64_t>() > 0)
+    throw InvalidRequest("--decode and --decode-ids exclude each other");
+  if (args["decode"].as<int64_t>() < 0) throw InvalidRequest("--decode must be >= 0");
+}
+
+// What runs: the prompt (from --ids, --prompt with its images, or a --block-inputs file) and the
+// decode ids when they are forced.
+struct LogitsInput {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> forced;  // teacher-forced decode ids
+  bool teacher = false;         // decode the forced ids, not the argmax
+  std::vector<ImageRef> images;
+  std::vector<ImageSpan> spans;  // of the images in the prompt
+  NamedTensors block_inputs;     // recorded block inputs; empty unless --block-inputs
+  std::vector<std::pair<int64_t, int64_t>> block_spans;  // the block-inputs file's image spans
+};
+
+// The `image_spans` [n, 2] (begin, end) of a block-inputs file, checked against the prompt.
+std::vector<std::pair<int64_t, int64_t>> spans_from(const NamedTensors& file,
+                                                    const std::string& path, int64_t P) {
+  auto it = file.find("image_spans");
+  if (it == file.end()) return {};
+  const HostTensor& sp = it->second;
+  if (sp.dtype != DType::I64 || sp.shape.size() != 2 || sp.shape[1] != 2)
+    throw FormatError(path, "image_spans must be I64 [n, 2]");
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const auto v = sp.as<int64_t>();
+  for (size_t i = 0; i + 1 < v.size(); i += 2) {
+    if (v[i] < 0 || v[i + 1] <= v[i] || v[i + 1] > P)
+      throw FormatError(path, "image_spans: span [" + std::to_string(v[i]) + ", " +
+                                  std::to_string(v[i + 1]) + ") is outside the " +
+                                  std::to_string(P) + "-token prompt");
+    out.emplace_back(v[i], v[i + 1]);
+  }
+  return out;
+}
+
+LogitsInput read_input(const cxxopts::ParseResult& args, const Checkpoint& ckpt) {
+  LogitsInput in;
+  in.images =
+      prepare_images(ckpt, args.count("image") ? args["image"].as<std::vector<std::string>>()
+                                               : std::vector<std::string>{});
+  in.teacher = args.count("decode-ids") > 0;
+  if (args.count("block-inputs")) {
+    const std::string path = args["block-inputs"].as<std::string>();
+    in.block_inputs = read_all(path);
+    in.prompt = ids_from(in.block_inputs, "prompt_ids", path, true);
+    in.forced = ids_from(in.block_inputs, "decode_input_ids", path, false);
+    in.block_spans = spans_from(in.block_inputs, path, static_cast<int64_t>(in.prompt.size()));
+    in.teacher = true;
+    return in;
+  }
+  if (args.count("prompt")) {
+    const RenderedPrompt rendered =
+        render_prompt(args["model"].as<std::string>(), args["prompt"].as<std::string>(), in.images,
+                      args["thinking"].as<std::string>(), args["effort"].as<std::string>());
+    in.prompt.assign(rendered.ids.begin(), rendered.ids.end());
+    in.spans = rendered.images;
+  } else {
+    in.prompt = read_token_ids(args["ids"].as<std::string>());
+  }
+  if (in.teacher) in.forced = read_token_ids(args["decode-ids"].as<std::string>());
+  return in;
+}
+
+// The run's model and what it records.
+struct LogitsRun {
+  const Checkpoint& ckpt;
+  Backend& backend;
+  Model& model;
+  SequenceState& state;
+  bool dump = false;
+  bool observe = false;  // record block tensors (dump) or replace block inputs
+  std::vector<TensorData>& out;
+};
+
+// The prefill (with image spans encoded by the vision tower); returns its logits.
+std::vector<float> run_prefill(LogitsRun& run, const LogitsInput& in, PrefillOptions po) {
+  const auto P = static_cast<int64_t>(in.prompt.size());
+  std::vector<int64_t> prompt64(in.prompt.begin(), in.prompt.end());
+  run.out.push_back(data("prompt_ids", DType::I64, {P}, prompt64));
+  DumpRecorder rec(run.model, "prefill_", P, 0, 0);
+  if (!in.block_inputs.empty()) rec.set_block_inputs(&in.block_inputs);
+  std::vector<ImageEmbedding> embeddings;
+  if (!in.images.empty()) {
+    VisionEncoder encoder(run.ckpt, run.backend);
+    std::vector<int64_t> span_rows;
+    for (size_t i = 0; i < in.images.size(); ++i) {
+      const auto begin = static_cast<int64_t>(in.spans[i].begin);
+      embeddings.push_back(ImageEmbedding{begin, encoder.encode(in.images[i]->pixels)});
+      span_rows.insert(span_rows.end(), {begin, static_cast<int64_t>(in.spans[i].end)});
+    }
+    run.out.push_back(
+        data("image_spans", DType::I64, {static_cast<int64_t>(in.images.size()), 2}, span_rows));
+    po.images = embeddings;
+  } else if (!in.block_spans.empty()) {
+    // The file's image spans: their rows take no Engram part and route with bias_vl; what the
+    // rows hold comes from the file's embeddings, so placeholder rows mark the spans.
+    std::vector<int64_t> span_rows;
+    for (const auto& [begin, end] : in.block_spans) {
+      embeddings.push_back(ImageEmbedding{
+          begin, run.backend.zeros(DType::F32,
+                                   Shape{end - begin, run.model.config().text.hidden_size})});
+      span_rows.insert(span_rows.end(), {begin, end});
+    }
+    run.out.push_back(data("image_spans", DType::I64,
+                           {static_cast<int64_t>(in.block_spans.size()), 2}, span_rows));
+    po.images = embeddings;
+  }
+  std::vector<float> logits =
+      run.model.prefill(run.state, in.prompt, po, run.observe ? &rec : nullptr);
+  const int64_t V = run.model.config().text.vocab_size;
+  run.out.push_back(data("prefill_logits", DType::F32, {po.all_positions ? P : 1, V}, logits));
+  if (run.dump) {
+    rec.finish(candidate_entries(run.model, run.state));
+    add_recorded(rec, run.out);
+    add_caches(run.model, run.state, "prefill_", run.out);
+  }
+  return logits;
+}
+
+// `steps` decode steps after the prefill whose last logits are `last`: greedy, or the forced ids.
+void run_decode(LogitsRun& run, const LogitsInput& in, int64_t steps, std::span<const float> last) {
+  const auto P = static_cast<int64_t>(in.prompt.size());
+  DumpRecorder rec(run.model, "decode_", 1, steps, P);
+  if (!in.block_inputs.empty()) rec.set_block_inputs(&in.block_inputs);
+  std::vector<float> logits;
+  std::vector<int64_t> ids, positions, argmaxes;
+  int64_t next = argmax(last);
+  for (int64_t t = 0; t < steps; ++t) {
+    const int32_t id = in.teacher ? in.forced[static_cast<size_t>(t)] : static_cast<int32_t>(next);
+    rec.begin_step(t);
+    const std::vector<float> l = run.model.decode(run.state, id, run.observe ? &rec : nullptr);
+    next = argmax(l);
+    ids.push_back(id);
+    positions.push_back(P + t);
+    argmaxes.push_back(next);
+    logits.insert(logits.end(), l.begin(), l.end());
+  }
+  if (steps == 0) return;
+  const int64_t V = run.model.config().text.vocab_size;
+  run.out.push_back(data("decode_logits", DType::F32, {steps, V}, logits));
+  run.out.push_back(data("decode_input_ids", DType::I64, {steps}, ids));
+  run.out.push_back(data("decode_positions", DType::I64, {steps}, positions));
+  run.out.push_back(data("decode_argmax", DType::I64, {steps}, argmaxes));
+  if (run.dump) {
+    rec.finish(candidate_entries(run.model, run.state));
+    add_recorded(rec, run.out);
+    add_caches(run.model, run.state, "decode_", run.out);
+  }
+}
+
+}  // namespace
+
+int run_logits(int argc, char** argv) {
+  cxxopts::Options opts = logits_options();
   cxxopts::ParseResult args;
   try {
     args = opts.parse(argc, argv);
@@ -175,131 +336,27 @@ int run_logits(int argc, char** argv) {
     std::printf("%s\n", opts.help().c_str());
     return 0;
   }
-  if (!args.count("model") || !args.count("out"))
-    throw InvalidRequest("logits needs --model DIR and --out FILE");
-  if (args.count("image") && !args.count("prompt"))
-    throw InvalidRequest("--image needs --prompt (the images are placed before its text)");
-  const bool block_inputs = args.count("block-inputs") > 0;
-  if (!block_inputs && args.count("ids") + args.count("prompt") != 1)
-    throw InvalidRequest("logits needs one of --ids FILE, --prompt TEXT or --block-inputs FILE");
-  if (args.count("decode-ids") && args["decode"].as<int64_t>() > 0)
-    throw InvalidRequest("--decode and --decode-ids exclude each other");
-  if (args["decode"].as<int64_t>() < 0) throw InvalidRequest("--decode must be >= 0");
-
+  check_logits_args(args);
   const std::string model_dir = args["model"].as<std::string>();
   std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(model_dir);
-  const std::vector<ImageRef> images =
-      prepare_images(*ckpt, args.count("image") ? args["image"].as<std::vector<std::string>>()
-                                                : std::vector<std::string>{});
-  std::vector<ImageSpan> spans;
-  NamedTensors inputs;
-  std::vector<int32_t> prompt, forced;
-  bool teacher = args.count("decode-ids") > 0;
-  if (block_inputs) {
-    const std::string path = args["block-inputs"].as<std::string>();
-    inputs = read_all(path);
-    prompt = ids_from(inputs, "prompt_ids", path, true);
-    forced = ids_from(inputs, "decode_input_ids", path, false);
-    teacher = true;
-  } else if (args.count("prompt")) {
-    const RenderedPrompt rendered =
-        render_prompt(model_dir, args["prompt"].as<std::string>(), images,
-                      args["thinking"].as<std::string>(), args["effort"].as<std::string>());
-    prompt.assign(rendered.ids.begin(), rendered.ids.end());
-    spans = rendered.images;
-    if (teacher) forced = read_token_ids(args["decode-ids"].as<std::string>());
-  } else {
-    prompt = read_token_ids(args["ids"].as<std::string>());
-    if (teacher) forced = read_token_ids(args["decode-ids"].as<std::string>());
-  }
-  const int64_t T = teacher ? static_cast<int64_t>(forced.size()) : args["decode"].as<int64_t>();
-  const int64_t P = static_cast<int64_t>(prompt.size());
+  const LogitsInput in = read_input(args, *ckpt);
+  const int64_t steps =
+      in.teacher ? static_cast<int64_t>(in.forced.size()) : args["decode"].as<int64_t>();
   const PrefillMode mode = parse_prefill_mode(args["prefill"].as<std::string>());
   const bool all_positions = args.count("all-positions") > 0;
-  const bool dump = args.count("dump") > 0;
 
   const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
   ModelOptions model_options;  // a published directory: the token map built from tokenizer.json
   model_options.engram_cache_dir = engram_cache_dir({});
   Model model(ckpt, *backend, model_options);
-  const TextConfig& text = model.config().text;
-  const int64_t V = text.vocab_size;
   SequenceState state = model.new_sequence();
-
   std::vector<TensorData> out;
-  std::vector<int64_t> prompt64(prompt.begin(), prompt.end());
-  out.push_back(data("prompt_ids", DType::I64, {P}, prompt64));
+  const bool dump = args.count("dump") > 0;
+  LogitsRun run{*ckpt, *backend, model, state, dump, dump || !in.block_inputs.empty(), out};
+  const std::vector<float> logits = run_prefill(run, in, PrefillOptions{mode, 0, all_positions});
+  const auto V = static_cast<size_t>(model.config().text.vocab_size);
+  run_decode(run, in, steps, std::span(logits).last(V));
 
-  const bool observe = dump || block_inputs;
-  DumpRecorder pre_rec(model, "prefill_", P, 0, 0);
-  if (block_inputs) pre_rec.set_block_inputs(&inputs);
-  PrefillOptions po{mode, 0, all_positions};
-  std::vector<ImageEmbedding> embeddings;
-  if (!images.empty()) {
-    VisionEncoder encoder(*ckpt, *backend);
-    std::vector<int64_t> span_rows;
-    for (size_t i = 0; i < images.size(); ++i) {
-      embeddings.push_back(
-          ImageEmbedding{static_cast<int64_t>(spans[i].begin), encoder.encode(images[i]->pixels)});
-      span_rows.insert(span_rows.end(),
-                       {static_cast<int64_t>(spans[i].begin), static_cast<int64_t>(spans[i].end)});
-    }
-    out.push_back(
-        data("image_spans", DType::I64, {static_cast<int64_t>(images.size()), 2}, span_rows));
-    po.images = embeddings;
-  } else if (block_inputs && inputs.contains("image_spans")) {
-    // The file's image spans: their rows take no Engram part and route with bias_vl; what the
-    // rows hold comes from the file's embeddings, so placeholder rows mark the spans.
-    const HostTensor& sp = inputs.at("image_spans");
-    if (sp.dtype != DType::I64 || sp.shape.size() != 2 || sp.shape[1] != 2)
-      throw FormatError(args["block-inputs"].as<std::string>(), "image_spans must be I64 [n, 2]");
-    const auto v = sp.as<int64_t>();
-    for (size_t i = 0; i + 1 < v.size(); i += 2) {
-      if (v[i] < 0 || v[i + 1] <= v[i] || v[i + 1] > P)
-        throw FormatError(args["block-inputs"].as<std::string>(), "image_spans: a span is outside the prompt");
-      embeddings.push_back(ImageEmbedding{
-          v[i], backend->zeros(DType::F32, Shape{v[i + 1] - v[i], text.hidden_size})});
-    }
-    out.push_back(data("image_spans", DType::I64, {sp.shape[0], 2},
-                       std::vector<int64_t>(v.begin(), v.end())));
-    po.images = embeddings;
-  }
-  std::vector<float> logits = model.prefill(state, prompt, po, observe ? &pre_rec : nullptr);
-  out.push_back(data("prefill_logits", DType::F32, {all_positions ? P : 1, V}, logits));
-  if (dump) {
-    pre_rec.finish(candidate_entries(model, state));
-    add_recorded(pre_rec, out);
-    add_caches(model, state, "prefill_", out);
-  }
-
-  DumpRecorder dec_rec(model, "decode_", 1, T, P);
-  if (block_inputs) dec_rec.set_block_inputs(&inputs);
-  std::vector<float> dec_logits;
-  std::vector<int64_t> dec_ids, dec_pos, dec_argmax;
-  std::span<const float> last(logits.data() + logits.size() - static_cast<size_t>(V),
-                              static_cast<size_t>(V));
-  int64_t next = argmax(last);
-  for (int64_t t = 0; t < T; ++t) {
-    const int32_t id = teacher ? forced[static_cast<size_t>(t)] : static_cast<int32_t>(next);
-    dec_rec.begin_step(t);
-    std::vector<float> l = model.decode(state, id, observe ? &dec_rec : nullptr);
-    next = argmax(l);
-    dec_ids.push_back(id);
-    dec_pos.push_back(P + t);
-    dec_argmax.push_back(next);
-    dec_logits.insert(dec_logits.end(), l.begin(), l.end());
-  }
-  if (T > 0) {
-    out.push_back(data("decode_logits", DType::F32, {T, V}, dec_logits));
-    out.push_back(data("decode_input_ids", DType::I64, {T}, dec_ids));
-    out.push_back(data("decode_positions", DType::I64, {T}, dec_pos));
-    out.push_back(data("decode_argmax", DType::I64, {T}, dec_argmax));
-    if (dump) {
-      dec_rec.finish(candidate_entries(model, state));
-      add_recorded(dec_rec, out);
-      add_caches(model, state, "decode_", out);
-    }
-  }
   const std::string name = !model.config().name.empty()
                                ? model.config().name
                                : std::filesystem::path(model_dir).filename().string();
@@ -309,8 +366,8 @@ int run_logits(int argc, char** argv) {
                      {"config_name", name},
                      {"all_positions", all_positions ? "true" : "false"}});
   std::printf("wrote %s: %lld prompt tokens, %lld decode steps\n",
-              args["out"].as<std::string>().c_str(), static_cast<long long>(P),
-              static_cast<long long>(T));
+              args["out"].as<std::string>().c_str(), static_cast<long long>(in.prompt.size()),
+              static_cast<long long>(steps));
   return 0;
 }
 

@@ -69,11 +69,6 @@ const std::string& arg(const std::vector<std::string>& args, size_t i, const cha
   return args[i];
 }
 
-std::string read_text_file(const std::string& path) {
-  const auto bytes = storage::read_whole_file(path);
-  return {bytes.begin(), bytes.end()};
-}
-
 void write_export(const std::string& json, const std::string& output) {
   if (output.empty() || output == "-") {
     std::fwrite(json.data(), 1, json.size(), stdout);
@@ -105,7 +100,8 @@ int run_action(SessionStore& store, const std::string& action, const std::vector
                  opts["output"].as<std::string>());
   } else if (action == "import") {
     const std::string& file = arg(args, 0, "FILE to import");
-    const int64_t id = store.import_session(storage::session_from_json(read_text_file(file), file));
+    const int64_t id =
+        store.import_session(storage::session_from_json(storage::read_session_file(file), file));
     std::printf("%lld\n", static_cast<long long>(id));
   } else {
     throw InvalidRequest("unknown action '" + action + "'; usage:\n  " + kUsage);

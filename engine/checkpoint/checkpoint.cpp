@@ -11,6 +11,7 @@
 #include "engine/checkpoint/shard_index.h"
 #include "engine/util/error.h"
 #include "engine/util/file_io.h"
+#include "engine/util/kv_numerics_version.h"
 #include "engine/util/sha256.h"
 
 namespace flashdesk {
@@ -55,6 +56,7 @@ class CheckpointImpl final : public Checkpoint {
   TensorView tensor(std::string_view name) const override;
   std::vector<std::string> tensor_names() const override { return names_; }
   std::string fingerprint() const override { return fingerprint_; }
+  const WeightDigestReport& weight_digest_report() const override { return digest_report_; }
   const std::vector<int64_t>& partial_layers() const override { return partial_layers_; }
   std::span<const int64_t> engram_token_map() const override { return engram_map_; }
   std::vector<std::filesystem::path> files() const override;
@@ -63,9 +65,10 @@ class CheckpointImpl final : public Checkpoint {
   void map_shards();
   void read_partial_marker(const CheckpointOptions& options);
   void build_table();
-  void compute_fingerprint();
+  void compute_fingerprint(const std::filesystem::path& digest_cache);
 
   std::filesystem::path dir_;
+  uint64_t copy_limit_ = kDefaultCopyLimit;
   std::string config_text_;
   ModelConfig config_;
   std::vector<LayerRole> roles_;
@@ -77,10 +80,11 @@ class CheckpointImpl final : public Checkpoint {
   std::unordered_map<std::string_view, TableEntry> table_;
   std::vector<std::string> names_;
   std::string fingerprint_;
+  WeightDigestReport digest_report_;
 };
 
 CheckpointImpl::CheckpointImpl(const std::filesystem::path& dir, const CheckpointOptions& options)
-    : dir_(dir) {
+    : dir_(dir), copy_limit_(options.copy_files_up_to) {
   const auto config_path = dir / "config.json";
   config_text_ = read_small_file(config_path);
   config_ = parse_model_config(config_text_, config_path.string());
@@ -93,14 +97,14 @@ CheckpointImpl::CheckpointImpl(const std::filesystem::path& dir, const Checkpoin
   const auto engram_path = dir / kEngramMapFile;
   if (std::filesystem::exists(engram_path)) {
     engram_map_ = load_engram_token_map(engram_path, config_.text);
-    engram_file_ = std::make_unique<SafetensorsFile>(engram_path);
+    engram_file_ = std::make_unique<SafetensorsFile>(engram_path, copy_limit_);
   }
-  compute_fingerprint();
+  compute_fingerprint(options.digest_cache);
 }
 
 void CheckpointImpl::map_shards() {
   for (const std::string& name : index_.shards)
-    shards_.push_back(std::make_unique<SafetensorsFile>(dir_ / name));
+    shards_.push_back(std::make_unique<SafetensorsFile>(dir_ / name, copy_limit_));
 }
 
 void CheckpointImpl::read_partial_marker(const CheckpointOptions& options) {
@@ -164,28 +168,33 @@ void CheckpointImpl::build_table() {
   for (const TensorSpec& s : expected) names_.push_back(s.name);
 }
 
-// SHA-256 over: a version tag, config.json's bytes, then for each mapped safetensors file in
-// order (shards sorted by name, then the Engram map): its name, size and header bytes; for an
-// Engram model without the map, tokenizer.json's size and SHA-256. Lengths are 8-byte
-// little-endian prefixes. Weights themselves are not read (minutes for 475 GiB);
-// a changed tensor changes nothing here only if its header and size stay byte-identical.
-void CheckpointImpl::compute_fingerprint() {
+// SHA-256 over: a version tag, kKvNumericsVersion, config.json's bytes, then for each safetensors
+// file in order (shards sorted by name, then the Engram map): its name, size, header bytes and
+// content digest; for an Engram model without the map, tokenizer.json's size and SHA-256 (its
+// bytes decide every hash). Lengths and numbers are 8-byte little-endian.
+void CheckpointImpl::compute_fingerprint(const std::filesystem::path& digest_cache) {
+  std::vector<const SafetensorsFile*> files;
+  for (const auto& shard : shards_) files.push_back(shard.get());
+  if (engram_file_) files.push_back(engram_file_.get());
+  std::vector<const MappedFile*> held;
+  for (const SafetensorsFile* f : files) held.push_back(&f->file());
+  const WeightDigests weights = digest_weight_files(held, digest_cache);
+  digest_report_ = weights.report;
   Sha256 h;
-  h.update("flashdesk-checkpoint-fingerprint-v1\n");
+  h.update("flashdesk-checkpoint-fingerprint-v2\n");
+  h.update_u64(kKvNumericsVersion);
   h.update_u64(config_text_.size());
   h.update(config_text_);
-  auto add_file = [&](const SafetensorsFile& f) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    const SafetensorsFile& f = *files[i];
     const std::string name = f.path().filename().string();
     h.update_u64(name.size());
     h.update(name);
     h.update_u64(f.size());
     h.update_u64(f.header_bytes().size());
     h.update(f.header_bytes());
-  };
-  for (const auto& shard : shards_) add_file(*shard);
-  if (engram_file_) add_file(*engram_file_);
-  // Without a shipped map, Engram's token map is built from tokenizer.json: its bytes decide
-  // every hash, so they are part of what cached KV depends on.
+    h.update(weights.digests[i]);
+  }
   const auto tokenizer = dir_ / "tokenizer.json";
   if (!engram_file_ && !config_.text.engram_layer_ids.empty() &&
       std::filesystem::exists(tokenizer)) {

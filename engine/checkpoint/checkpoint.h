@@ -12,6 +12,8 @@
 
 #include "engine/checkpoint/config.h"
 #include "engine/checkpoint/tensor_spec.h"
+#include "engine/checkpoint/weight_digest.h"
+#include "engine/checkpoint/weight_digest_cache.h"
 #include "engine/util/dtype.h"
 
 namespace flashdesk {
@@ -38,6 +40,12 @@ struct CheckpointOptions {
   // Accept a partial checkpoint (`make-random --layers`: some main layers plus embed, norm and
   // head, marked in every shard's metadata); it is then validated against that subset.
   bool allow_partial = false;
+  // Safetensors files up to this size are read into memory, larger ones mapped (mapped_file.h:
+  // a copied file may be truncated or rewritten while the model runs).
+  uint64_t copy_files_up_to = kDefaultCopyLimit;
+  // Where the weights' digests are cached by file identity (weight_digest_cache.h); empty: no
+  // cache, every open reads every byte.
+  std::filesystem::path digest_cache = default_weight_digest_cache();
 };
 
 // Metadata key (in every shard's __metadata__) listing the main layers a partial checkpoint
@@ -63,9 +71,13 @@ class Checkpoint {
   // The named tensor; a missing name is a bug (the directory was validated at open).
   virtual TensorView tensor(std::string_view name) const = 0;
   virtual std::vector<std::string> tensor_names() const = 0;
-  // A stable digest of config.json and every shard's header and size: keys cached KV.
-  // SHA-256 in lowercase hex (64 characters); docs/checkpoint-format.md gives the byte stream.
+  // What keys cached KV: a SHA-256 (64 lower-case hex digits) over the engine's
+  // kKvNumericsVersion, config.json, and every safetensors file's name, size, header and content
+  // digest (weight_digest.h), so any changed weight byte, or an engine whose KV numerics changed,
+  // gives another fingerprint. docs/checkpoint-format.md gives the byte stream.
   virtual std::string fingerprint() const = 0;
+  // How the content digests were obtained at open (files hashed, from the cache, speed).
+  virtual const WeightDigestReport& weight_digest_report() const = 0;
   // The main layers held when partial (ascending); empty for a complete checkpoint.
   virtual const std::vector<int64_t>& partial_layers() const = 0;
   // The Engram compressed-token map (one id per token id), empty when the file is absent.

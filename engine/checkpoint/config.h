@@ -1,5 +1,5 @@
 // The model configuration: config.json of a V4.1-style checkpoint (nested text_config,
-// vision_config, quantization_config), every field of MODEL-REFERENCE §1.2 with the official
+// vision_config, quantization_config), every field of docs/model-spec.md §1.2 with the official
 // ModelArgs defaults when a field is absent, plus the per-layer roles derived from it.
 //
 // Goals: one struct the whole engine reads; roles come from the config fields, never from layer
@@ -74,7 +74,7 @@ struct TextConfig {
   int64_t hc_sinkhorn_iters = 20;
   double hc_eps = 1e-6;
   std::vector<int64_t> engram_layer_ids;  // empty: no Engram (the other engram_* are then unused)
-  // Table rows per Engram layer: the sum of that layer's primes (MODEL-REFERENCE §7 step 4).
+  // Table rows per Engram layer: the sum of that layer's primes (docs/model-spec.md §7 step 4).
   std::vector<int64_t> engram_num_embeddings;
   int64_t engram_max_ngram_size = 1;
   int64_t engram_vocab_size = 0;
@@ -138,7 +138,7 @@ struct ModelConfig {
   QuantizationConfig quant;
 };
 
-// CSA2 role of one main layer (MODEL-REFERENCE §1.2 table, §3.5-3.7).
+// CSA2 role of one main layer (docs/model-spec.md §1.2 table, §3.5-3.7).
 enum class AttnRole {
   WindowOnly,  // compress ratio 0: sliding window only
   Full,        // own compressor (global KV + index keys) and own indexer

@@ -1,5 +1,5 @@
 // Dequantisation of checkpoint weights to FP32: the plain reference the model's loaders and
-// kernels are tested against (MODEL-REFERENCE §2.2).
+// kernels are tested against (docs/model-spec.md §2.2).
 #pragma once
 
 #include <cstdint>

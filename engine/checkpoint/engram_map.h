@@ -1,6 +1,6 @@
 // The Engram compressed-token map file (engram_map.safetensors: tensor `token_map`, I64
 // [len(tokenizer)], optionally `multipliers`, I64 [engram layers, max n-gram size]): the
-// compressed id of each token id (MODEL-REFERENCE §7 step 1). A published V4.1 directory has
+// compressed id of each token id (docs/model-spec.md §7 step 1). A published V4.1 directory has
 // none (the engine builds the map from tokenizer.json, engine/model/engram_tables.h); FlashDesk's
 // random and demo checkpoints ship one.
 #pragma once

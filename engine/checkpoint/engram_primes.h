@@ -1,4 +1,4 @@
-// The prime table sizes of V4.1 Engram hashing (MODEL-REFERENCE §7 step 4): each Engram layer
+// The prime table sizes of V4.1 Engram hashing (docs/model-spec.md §7 step 4): each Engram layer
 // has one table per (n-gram size 2..max, head), sized by a distinct prime; the rows of a layer's
 // embedding are the sum of its primes.
 #pragma once

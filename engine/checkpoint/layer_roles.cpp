@@ -1,4 +1,4 @@
-// Per-layer CSA2 roles from compress_ratios and the source-layer lists (MODEL-REFERENCE §1.2
+// Per-layer CSA2 roles from compress_ratios and the source-layer lists (docs/model-spec.md §1.2
 // table and §3.6), and the first layer of the CED decoder.
 #include <algorithm>
 #include <string>

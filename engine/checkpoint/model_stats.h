@@ -51,7 +51,7 @@ struct KvBytesPerToken {
 };
 
 // Persisted global-KV bytes per token: the sum over KV sources of (main + index entry) / ratio
-// (890 B for the full-size config, MODEL-REFERENCE §6.3).
+// (890 B for the full-size config, docs/model-spec.md §6.3).
 KvBytesPerToken kv_bytes_per_token(const ModelConfig& config);
 
 }  // namespace flashdesk

@@ -125,7 +125,8 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> bytes, uint6
   return h;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : map_(path) {
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path, uint64_t copy_limit)
+    : map_(path, copy_limit) {
   header_ = parse_safetensors_header(map_.bytes(), map_.size(), path.string());
   for (size_t i = 0; i < header_.tensors.size(); ++i) index_.emplace(header_.tensors[i].name, i);
 }

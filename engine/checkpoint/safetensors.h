@@ -44,10 +44,12 @@ struct SafetensorsHeader {
 SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> bytes, uint64_t file_size,
                                            const std::string& file);
 
-// A safetensors file mapped read-only with its parsed header.
+// A safetensors file held read-only (mapped, or copied when at most `copy_limit` bytes:
+// mapped_file.h) with its parsed header.
 class SafetensorsFile {
  public:
-  explicit SafetensorsFile(const std::filesystem::path& path);
+  explicit SafetensorsFile(const std::filesystem::path& path,
+                           uint64_t copy_limit = kDefaultCopyLimit);
 
   const std::filesystem::path& path() const { return map_.path(); }
   uint64_t size() const { return map_.size(); }
@@ -61,6 +63,8 @@ class SafetensorsFile {
   // nullptr when absent.
   const SafetensorsEntry* find(std::string_view name) const;
   const uint8_t* data(const SafetensorsEntry& e) const { return map_.data() + e.offset; }
+  // The whole file's bytes and how it is held (for the weight digest).
+  const MappedFile& file() const { return map_; }
 
  private:
   MappedFile map_;

@@ -1,4 +1,4 @@
-// expected_tensors(): MODEL-REFERENCE §2.4 generalised to any validated config. Names follow the
+// expected_tensors(): docs/model-spec.md §2.4 generalised to any validated config. Names follow the
 // reference (no `model.` prefix); docs/checkpoint-format.md lists them with shapes and dtypes.
 #include "engine/checkpoint/tensor_spec.h"
 

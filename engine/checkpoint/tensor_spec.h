@@ -1,4 +1,4 @@
-// The tensors a checkpoint must hold, derived from its config (MODEL-REFERENCE §2.4), and the
+// The tensors a checkpoint must hold, derived from its config (docs/model-spec.md §2.4), and the
 // subsets a partial checkpoint (a few full-size layers for benchmarks) holds.
 #pragma once
 

@@ -1,4 +1,4 @@
-// CSA2 attention of one layer (MODEL-REFERENCE §3.5-3.7, docs/numerics.md "Attention"): query
+// CSA2 attention of one layer (docs/model-spec.md §3.5-3.7, docs/numerics.md "Attention"): query
 // and window KV, the KV source's compressor (global KV and index keys), the indexer (top-k,
 // candidate blocks, Reindex restriction), sparse attention over window + top-k entries with the
 // sink, inverse RoPE and the grouped output projection.

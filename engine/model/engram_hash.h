@@ -1,4 +1,4 @@
-// Engram n-gram hash ids (MODEL-REFERENCE §7 "Hash ids"): each token's compressed id and its
+// Engram n-gram hash ids (docs/model-spec.md §7 "Hash ids"): each token's compressed id and its
 // predecessors' are mixed per n-gram size with the layer's odd multipliers (rolling XOR of
 // products) and reduced modulo one prime per (n-gram size, head), offset into the layer's table.
 #pragma once

@@ -1,4 +1,4 @@
-// The MoE sublayer (MODEL-REFERENCE §5) and the Engram update of the streams (§7).
+// The MoE sublayer (docs/model-spec.md §5) and the Engram update of the streams (§7).
 #include <algorithm>
 
 #include "engine/model/engram_hash.h"

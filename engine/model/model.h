@@ -1,10 +1,10 @@
-// The DeepSeek-V4.1 text forward pass (MODEL-REFERENCE §11.2) for any V4.1-style config, written
+// The DeepSeek-V4.1 text forward pass (docs/model-spec.md §11.2) for any V4.1-style config, written
 // once against the backend interface: embedding into hc streams, Engram, single-pass mHC blocks
 // with CSA2 attention in every role and MoE, final collapse, norm and FP32 logits.
 //
 // Goals: one step function for chunked prefill, bounded replay, decode and multi-token
 // verification over a batch of sequences, each with its own SequenceState; numerics exactly as
-// docs/numerics.md; image spans (MODEL-REFERENCE §8) take their embeddings from the vision
+// docs/numerics.md; image spans (docs/model-spec.md §8) take their embeddings from the vision
 // encoder (engine/vision), route with bias_vl and are dead for Engram. Non-goals here: sampling
 // and the generation loop (engine/runtime), DSpark drafting (a later issue).
 #pragma once

@@ -1,4 +1,4 @@
-// RoPE frequencies of a layer (MODEL-REFERENCE §3.1): base rope_theta without YaRN on
+// RoPE frequencies of a layer (docs/model-spec.md §3.1): base rope_theta without YaRN on
 // window-only layers, compress_rope_theta with the YaRN ramp on compressed layers.
 #pragma once
 

@@ -147,15 +147,26 @@ std::vector<ChatMessage> with_grids(std::vector<ChatMessage> messages,
   return messages;
 }
 
+DemoEval::Prompt DemoEval::prompt_of(const EvalItem& item) const {
+  Prompt p;
+  p.chat = {.mode = item.mode, .effort = ReasoningEffort::of(item.effort)};
+  for (const std::string& path : item.image_paths) p.images.push_back(engine_.prepare_image(path));
+  p.messages = with_grids(item.messages, p.images);
+  return p;
+}
+
+std::string DemoEval::render_prompt_text(const EvalItem& item) const {
+  const Prompt p = prompt_of(item);
+  return engine_.chat_template().render_text(p.messages, p.chat);
+}
+
 EvalOutcome DemoEval::run(const EvalItem& item, PrefillMode mode) {
-  const ChatOptions chat{.mode = item.mode, .effort = ReasoningEffort::of(item.effort)};
-  std::vector<ImageRef> images;
-  for (const std::string& path : item.image_paths) images.push_back(engine_.prepare_image(path));
-  const std::vector<ChatMessage> messages = with_grids(item.messages, images);
+  const Prompt p = prompt_of(item);
   EvalOutcome out;
-  out.template_matches = engine_.chat_template().render_text(messages, chat) == item.prompt_text;
-  const RenderedPrompt prompt = engine_.chat_template().render(messages, chat);
-  const std::vector<ImageEmbedding> embeddings = engine_.embed_images(prompt.images, images, 0);
+  out.template_matches =
+      engine_.chat_template().render_text(p.messages, p.chat) == item.prompt_text;
+  const RenderedPrompt prompt = engine_.chat_template().render(p.messages, p.chat);
+  const std::vector<ImageEmbedding> embeddings = engine_.embed_images(prompt.images, p.images, 0);
   GenerationOptions gen;
   gen.max_new_tokens = max_;
   gen.starts_in_thinking = item.mode == ThinkingMode::kThinking;

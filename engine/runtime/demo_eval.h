@@ -53,7 +53,7 @@ struct EvalOutcome {
 };
 
 struct EvalCell {
-  int64_t n = 0, correct = 0, thinking_tokens = 0, template_mismatches = 0;
+  int64_t n = 0, correct = 0, thinking_tokens = 0;
   double accuracy() const { return n ? static_cast<double>(correct) / n : 0.0; }
   double mean_thinking() const { return n ? static_cast<double>(thinking_tokens) / n : 0.0; }
 };
@@ -64,8 +64,18 @@ class DemoEval {
   // Greedy generation for one item; items with images need a model with a vision tower
   // (InvalidRequest otherwise) and their files (IoError / FormatError).
   EvalOutcome run(const EvalItem& item, PrefillMode mode);
+  // The item's prompt as the C++ chat template renders it (image grids from its pictures): what
+  // must equal the Python renderer's prompt_text.
+  std::string render_prompt_text(const EvalItem& item) const;
 
  private:
+  struct Prompt {
+    ChatOptions chat;
+    std::vector<ImageRef> images;
+    std::vector<ChatMessage> messages;  // with each image part's grid
+  };
+  Prompt prompt_of(const EvalItem& item) const;
+
   ChatEngine& engine_;
   int64_t max_;
 };

@@ -18,7 +18,7 @@ struct Segment {
   ImageGrid grid;                             // kImage
 };
 
-// Largest image grid accepted: far beyond the 1024-token budget of MODEL-REFERENCE §8, but it
+// Largest image grid accepted: far beyond the 1024-token budget of docs/model-spec.md §8, but it
 // keeps a bad request from allocating gigabytes.
 constexpr int kMaxGridSide = 4096;
 

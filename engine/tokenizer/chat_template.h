@@ -1,5 +1,5 @@
-// The DeepSeek-V4.1 chat format (MODEL.md "Reasoning effort and chat format", MODEL-REFERENCE
-// §9.3): renders a conversation to prompt ids, with image placeholders expanded to token grids.
+// The DeepSeek-V4.1 chat format (docs/model-spec.md §9.3): renders a conversation to prompt ids,
+// with image placeholders expanded to token grids.
 //
 // Layout, as the V4.1 release encoder renders it:
 //   <BOS>
@@ -44,7 +44,7 @@ namespace flashdesk {
 
 enum class ThinkingMode { kChat, kThinking };
 
-// The grid of LLM tokens an image becomes (MODEL-REFERENCE §8): rows × cols aligner outputs.
+// The grid of LLM tokens an image becomes (docs/model-spec.md §8): rows × cols aligner outputs.
 struct ImageGrid {
   int rows = 0;  // n_llm_h
   int cols = 0;  // n_llm_w

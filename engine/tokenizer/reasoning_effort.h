@@ -8,7 +8,8 @@ namespace flashdesk {
 
 class ReasoningEffort {
  public:
-  // Presets of the official V4.1 encoder (MODEL.md; vLLM's adaptation uses other numbers).
+  // Presets of the official V4.1 encoder (docs/model-spec.md §9.3, §12; vLLM's adaptation uses
+  // other numbers).
   static constexpr int kLow = 50;
   static constexpr int kHigh = 75;
   static constexpr int kMax = 100;

@@ -1,5 +1,5 @@
 // Scalar number formats of the V4.1 checkpoint and caches: BF16, FP8 E4M3, E8M0 and FP4 E2M1,
-// with the exact rounding rules of MODEL-REFERENCE §3.8 (round to nearest, ties to even).
+// with the exact rounding rules of docs/model-spec.md §3.8 (round to nearest, ties to even).
 #pragma once
 
 #include <bit>

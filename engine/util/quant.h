@@ -1,5 +1,6 @@
-// Block quantisation with the reference's rules (MODEL-REFERENCE §3.8): the scalar reference used
-// for activations, caches and the checkpoint writer. Optimised kernels are tested against these.
+// Block quantisation with the reference's rules (docs/model-spec.md §3.8): the scalar reference
+// used for activations, caches and the checkpoint writer. Optimised kernels are tested against
+// these.
 #pragma once
 
 #include <cstddef>

@@ -1,22 +1,15 @@
-// SHA-256 compression function and padding, written from FIPS 180-4.
+// SHA-256 compression function and padding, written from FIPS 180-4; whole blocks go to the SHA
+// extensions when the CPU has them (sha256_shani.cpp).
 #include "engine/util/sha256.h"
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
 
+#include "engine/util/sha256_blocks.h"
+
 namespace flashdesk {
 namespace {
-
-constexpr std::array<uint32_t, 64> kRound = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
 
 constexpr std::array<uint32_t, 8> kInitial = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                               0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -25,11 +18,7 @@ uint32_t load_be32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
-}  // namespace
-
-Sha256::Sha256() : state_(kInitial) {}
-
-void Sha256::compress(const uint8_t* block) {
+void compress_one(uint32_t* state, const uint8_t* block) {
   std::array<uint32_t, 64> w;
   for (int i = 0; i < 16; ++i) w[i] = load_be32(block + 4 * i);
   for (int i = 16; i < 64; ++i) {
@@ -37,10 +26,11 @@ void Sha256::compress(const uint8_t* block) {
     const uint32_t s1 = std::rotr(w[i - 2], 17) ^ std::rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  auto [a, b, c, d, e, f, g, h] = state_;
+  uint32_t a = state[0], b = state[1], c = state[2], d = state[3], e = state[4], f = state[5],
+           g = state[6], h = state[7];
   for (int i = 0; i < 64; ++i) {
     const uint32_t t1 = h + (std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25)) +
-                        ((e & f) ^ (~e & g)) + kRound[i] + w[i];
+                        ((e & f) ^ (~e & g)) + kSha256Round[static_cast<size_t>(i)] + w[i];
     const uint32_t t2 =
         (std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
     h = g;
@@ -53,7 +43,36 @@ void Sha256::compress(const uint8_t* block) {
     a = t1 + t2;
   }
   const std::array<uint32_t, 8> add = {a, b, c, d, e, f, g, h};
-  for (int i = 0; i < 8; ++i) state_[i] += add[i];
+  for (int i = 0; i < 8; ++i) state[i] += add[i];
+}
+
+}  // namespace
+
+void compress_blocks_portable(uint32_t* state, const uint8_t* blocks, size_t count) {
+  for (size_t i = 0; i < count; ++i) compress_one(state, blocks + 64 * i);
+}
+
+namespace {
+
+// Decided once per process (the CPU does not change under it), on first use.
+bool use_sha_extensions() {
+  static const bool use = cpu_has_sha_extensions();
+  return use;
+}
+
+}  // namespace
+
+Sha256::Sha256() : state_(kInitial) {}
+
+bool Sha256::hardware_accelerated() {
+  return use_sha_extensions();
+}
+
+void Sha256::compress_blocks(const uint8_t* blocks, size_t count) {
+  if (use_sha_extensions())
+    compress_blocks_shani(state_.data(), blocks, count);
+  else
+    compress_blocks_portable(state_.data(), blocks, count);
 }
 
 void Sha256::update(std::span<const uint8_t> bytes) {
@@ -65,10 +84,12 @@ void Sha256::update(std::span<const uint8_t> bytes) {
     buffered_ += take;
     pos = take;
     if (buffered_ < 64) return;
-    compress(buffer_.data());
+    compress_blocks(buffer_.data(), 1);
     buffered_ = 0;
   }
-  for (; pos + 64 <= bytes.size(); pos += 64) compress(bytes.data() + pos);
+  const size_t whole = (bytes.size() - pos) / 64;
+  compress_blocks(bytes.data() + pos, whole);
+  pos += 64 * whole;
   buffered_ = bytes.size() - pos;
   if (buffered_ > 0) std::memcpy(buffer_.data(), bytes.data() + pos, buffered_);
 }

@@ -1,5 +1,7 @@
 // SHA-256 (FIPS 180-4), for digests that must be identical across processes and machines:
-// the checkpoint fingerprint and, through it, every KV block key.
+// the checkpoint fingerprint (over the weights too) and, through it, every KV block key; the
+// content keys of stored images. Uses the x86 SHA extensions when the CPU has them (about 2 GB/s
+// a core instead of 0.3), the portable compression otherwise; both give the same digest.
 #pragma once
 
 #include <array>
@@ -24,9 +26,11 @@ class Sha256 {
   Digest finish();
 
   static std::string hex(const Digest& digest);
+  // Whether update() uses the SHA extensions on this CPU (for reports).
+  static bool hardware_accelerated();
 
  private:
-  void compress(const uint8_t* block);
+  void compress_blocks(const uint8_t* blocks, size_t count);
 
   std::array<uint32_t, 8> state_;
   std::array<uint8_t, 64> buffer_{};

@@ -1,5 +1,5 @@
-// The V4.1 image preprocessing (MODEL-REFERENCE §8): the processed size (minimum pixels, round up
-// to the patch, the image-token budget with the aspect ratio kept), the letterbox to that size
+// The V4.1 image preprocessing (docs/model-spec.md §8): the processed size (minimum pixels, round
+// up to the patch, the image-token budget with the aspect ratio kept), the letterbox to that size
 // (PIL's ImageOps.pad: bicubic resize, centred on grey 127), normalisation to [-1, 1] and the
 // 14x14 patches in row-major order, each channel-major.
 //

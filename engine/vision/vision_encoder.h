@@ -1,4 +1,4 @@
-// DeepSeek-ViT and the aligner (MODEL-REFERENCE §8): preprocessed patches -> ViT features ->
+// DeepSeek-ViT and the aligner (docs/model-spec.md §8): preprocessed patches -> ViT features ->
 // aligner rows -> the embeddings of a whole image span (IMAGE_START, rows of cells each ended by
 // IMAGE_NEW_LINE, IMAGE_END), written once against the backend and vision op interfaces.
 //

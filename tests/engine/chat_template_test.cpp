@@ -1,4 +1,4 @@
-// The V4.1 chat format: renderings derived by hand from MODEL-REFERENCE §9.3, effort parsing,
+// The V4.1 chat format: renderings derived by hand from docs/model-spec.md §9.3, effort parsing,
 // image spans, and the prefix rules the KV prefix cache depends on (chat_template.h).
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Dequantisation against hand-computed values (E4M3 / E2M1 tables of MODEL-REFERENCE §2.2).
+// Dequantisation against hand-computed values (E4M3 / E2M1 tables of docs/model-spec.md §2.2).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Engram hash ids against values worked out by hand from MODEL-REFERENCE §7 on a tiny table:
+// Engram hash ids against values worked out by hand from docs/model-spec.md §7 on a tiny table:
 // max n-gram 3, 2 heads, multipliers [3, 5, 7], primes [11, 13, 17, 19] (offsets 0, 11, 24, 41).
 #include <gtest/gtest.h>
 

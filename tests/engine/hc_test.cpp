@@ -1,5 +1,5 @@
 // mHC ops of every backend against an independent double-precision implementation of
-// MODEL-REFERENCE §4.1 written here, and hand-computed collapse / expand values.
+// docs/model-spec.md §4.1 written here, and hand-computed collapse / expand values.
 #include <algorithm>
 #include <cmath>
 #include <vector>

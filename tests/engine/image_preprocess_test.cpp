@@ -1,5 +1,5 @@
 // Image preprocessing (engine/vision/image_preprocess.h): processed sizes derived by hand from
-// MODEL-REFERENCE §8, the letterbox against PIL's ImageOps.pad (tools/vision_goldens.py), and
+// docs/model-spec.md §8, the letterbox against PIL's ImageOps.pad (tools/vision_goldens.py), and
 // the patch layout and normalisation on a picture whose pixels encode their position.
 #include <gtest/gtest.h>
 

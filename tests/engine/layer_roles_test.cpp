@@ -1,5 +1,5 @@
-// Layer roles derived from the config, checked against MODEL.md's full-size table and a
-// hand-worked table for the every-role test config.
+// Layer roles derived from the config, checked against the full-size table of docs/model-spec.md
+// §1.2 and a hand-worked table for the every-role test config.
 #include <gtest/gtest.h>
 
 #include "engine/checkpoint/config.h"

@@ -12,7 +12,7 @@ ModelConfig full_size() {
 }
 
 TEST(KvBytes, FullSizeIs890PerToken) {
-  // MODEL-REFERENCE §6.3: 3 x (288 + 68) / 2 + (288 + 68) / 1.
+  // docs/model-spec.md §6.3: 3 x (288 + 68) / 2 + (288 + 68) / 1.
   const KvBytesPerToken kv = kv_bytes_per_token(full_size());
   EXPECT_DOUBLE_EQ(kv.total(), 890.0);
   EXPECT_DOUBLE_EQ(kv.main, 720.0);

@@ -37,18 +37,4 @@ std::vector<int32_t> test_prompt(int64_t n, int64_t vocab, uint32_t seed) {
   return ids;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
-  return m;
-}
-
-double max_abs(const std::vector<float>& a) {
-  double m = 0;
-  for (float v : a) m = std::max(m, std::fabs(double(v)));
-  return m;
-}
-
 }  // namespace flashdesk::test

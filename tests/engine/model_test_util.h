@@ -16,6 +16,7 @@
 #include "engine/model/model.h"
 #include "engine/ops/cpu/cpu_backend.h"
 #include "tests/engine/checkpoint_test_util.h"
+#include "tests/engine/error_measures.h"
 
 namespace flashdesk::test {
 
@@ -33,9 +34,5 @@ LoadedModel load_every_role(int threads = 2, const ModelOptions& options = {});
 
 // Deterministic prompt ids in [3, vocab).
 std::vector<int32_t> test_prompt(int64_t n, int64_t vocab, uint32_t seed = 1);
-
-// Max |a - b| and max |a| of two equally long vectors.
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b);
-double max_abs(const std::vector<float>& a);
 
 }  // namespace flashdesk::test

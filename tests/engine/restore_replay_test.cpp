@@ -1,6 +1,6 @@
-// Restore + encoder bounded replay (ARCHITECTURE.md "Data flow" step 4): a fresh state given a
-// prefix's tokens and global KV rows, then a replay of the prefix tail, rebuilds the window KV
-// and the pending compressor token without touching the restored global KV; a prefix within the
+// Restore + encoder bounded replay (docs/model-spec.md §3.9, docs/session-resume.md): a fresh state
+// given a prefix's tokens and global KV rows, then a replay of the prefix tail, rebuilds the window
+// KV and the pending compressor token without touching the restored global KV; a prefix within the
 // window replays to exactly the original state.
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// expected_tensors() against MODEL-REFERENCE §2.4 (full size, values copied by hand from the
+// expected_tensors() against docs/model-spec.md §2.4 (full size, values copied by hand from the
 // reference) and the published checkpoint's tensor count and size (§2.1).
 #include <gtest/gtest.h>
 
@@ -138,7 +138,7 @@ TEST_F(FullSizeSpecs, EngramTopLevelVisionAndDspark) {
 }
 
 TEST_F(FullSizeSpecs, MatchesThePublishedCheckpointCountAndSize) {
-  // MODEL-REFERENCE §2.1: 96,085 tensors, 475.3 GiB (data plus 48 shard headers).
+  // docs/model-spec.md §2.1: 96,085 tensors, 475.3 GiB (data plus 48 shard headers).
   EXPECT_EQ(list_->size(), 96085u);
   uint64_t bytes = 0;
   for (const TensorSpec& s : *list_) bytes += s.nbytes();

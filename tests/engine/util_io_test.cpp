@@ -1,10 +1,15 @@
 // MappedFile, the crash-safe writer and SHA-256 (FIPS 180-4 test vectors).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <random>
+#include <vector>
+
 #include "engine/util/error.h"
 #include "engine/util/file_io.h"
 #include "engine/util/mapped_file.h"
 #include "engine/util/sha256.h"
+#include "engine/util/sha256_blocks.h"
 #include "tests/engine/checkpoint_test_util.h"
 
 namespace flashdesk {
@@ -41,6 +46,22 @@ TEST(MappedFile, MissingFileNamesIt) {
     EXPECT_NE(std::string(e.what()).find("nope.safetensors"), std::string::npos) << e.what();
   }
   EXPECT_THROW(MappedFile{dir.path()}, IoError);  // a directory is not a file
+}
+
+TEST(MappedFile, SmallFilesAreCopiedLargeOnesMapped) {
+  TempDir dir;
+  testing::write_text(dir / "a.bin", std::string(5000, 'w'));
+  MappedFile copied(dir / "a.bin");  // under kDefaultCopyLimit
+  MappedFile mapped(dir / "a.bin", 4999);
+  EXPECT_TRUE(copied.copied());
+  EXPECT_FALSE(mapped.copied());
+  EXPECT_EQ(copied.identity(), mapped.identity());
+  EXPECT_EQ(copied.identity().size, 5000u);
+  // The copy does not change with the file.
+  testing::write_text(dir / "a.bin", "shorter");
+  EXPECT_EQ(copied.size(), 5000u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(copied.data()), 5000),
+            std::string(5000, 'w'));
 }
 
 TEST(AtomicFileWriter, AppearsOnlyOnCommit) {
@@ -85,6 +106,24 @@ TEST(Sha256, FipsVectors) {
   for (int i = 0; i < 1000; ++i) million.update(chunk);
   EXPECT_EQ(Sha256::hex(million.finish()),
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+// Both block functions on random blocks from random states (the SHA-extension one only where the
+// CPU has it; the digests above then ran through it).
+TEST(Sha256, ExtensionBlocksEqualPortableBlocks) {
+  if (!cpu_has_sha_extensions()) GTEST_SKIP() << "this CPU has no SHA extensions";
+  EXPECT_TRUE(Sha256::hardware_accelerated());
+  std::mt19937 rng(7);
+  for (size_t count : {1, 2, 3, 17}) {
+    std::vector<uint8_t> blocks(64 * count);
+    for (uint8_t& b : blocks) b = static_cast<uint8_t>(rng());
+    std::array<uint32_t, 8> a{}, b{};
+    for (uint32_t& v : a) v = static_cast<uint32_t>(rng());
+    b = a;
+    compress_blocks_portable(a.data(), blocks.data(), count);
+    compress_blocks_shani(b.data(), blocks.data(), count);
+    EXPECT_EQ(a, b) << count << " blocks";
+  }
 }
 
 TEST(Sha256, SplitUpdatesEqualOneUpdate) {

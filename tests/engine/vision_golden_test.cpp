@@ -8,7 +8,7 @@
 // order: the oracle itself, with FP32 torch-order sums, moves these logits by 4.3% / 9.3% of the
 // largest (cosine 0.998 / 0.989; stored as image{i}.noise), and the engine, whose blocks each match
 // the oracle, lands 10-13% away (cosine 0.970-0.990) after twelve blocks of amplification
-// (MODEL-REFERENCE §14). The block-by-block test is the precise one.
+// (docs/model-spec.md §14). The block-by-block test is the precise one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "engine/util/numeric.h"
 #include "engine/vision/vision_encoder.h"
 #include "tests/engine/backend_test_util.h"
+#include "tests/engine/error_measures.h"
 #include "tests/engine/golden_test_util.h"
 
 namespace flashdesk::test {
@@ -58,31 +59,6 @@ struct Golden {
 
 const std::filesystem::path kImages[2] = {kSource / "assets/eval/demo/images/image-0.png",
                                           kSource / "tests/data/vision/shapes-500x300.png"};
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0.0, aa = 0.0, bb = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
-double max_abs(const std::vector<float>& v) {
-  double m = 0.0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
-  return m;
-}
-
-// max |a - b| / max |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double d = 0.0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
-  return d / max_abs(b);
-}
 
 class VisionGoldenTest : public BackendTest {
  protected:

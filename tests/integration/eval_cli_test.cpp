@@ -1,5 +1,6 @@
 // `flashdesk-cli eval --details` through the built binary on the demo model: one JSON line per
-// item and prefill mode, agreeing with the printed table; an unwritable path is an error.
+// item and prefill mode, agreeing with the printed table; an unwritable path is an error; a prompt
+// the C++ template renders differently from the Python renderer fails the run.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -52,6 +53,34 @@ TEST(EvalCli, DetailsHaveOneLinePerItemAndModeMatchingTheTable) {
     const double shown = j.at("prefill") == "exact" ? exact : bounded;
     EXPECT_EQ(shown == 100.0, j.at("correct").get<bool>()) << text;
   }
+}
+
+// An item whose stored Python rendering differs from the C++ template's: the table is printed,
+// but the command fails and says why.
+TEST(EvalCli, APromptTheTemplateRendersDifferentlyFailsTheRun) {
+  const fs::path dir = fs::temp_directory_path() / ("fd_eval_data_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ifstream in(kData + "/eval.jsonl");
+    std::ofstream out(dir / "eval.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto item = nlohmann::json::parse(line);
+      if (item.at("task") != "copy") continue;
+      item["prompt_text"] = item.at("prompt_text").get<std::string>() + " ";
+      out << item.dump() << "\n";
+      break;
+    }
+  }
+  const auto r = run_cli("eval --model '" + kModel + "' --data '" + dir.string() +
+                         "' --tasks copy --limit 1 --threads 1 --prefill exact");
+  fs::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("chat template: 1 prompts differed from the Python renderer's"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("eval: 1 prompts rendered by the C++ chat template differ"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(EvalCli, UnwritableDetailsPathIsAnErrorBeforeAnyWork) {

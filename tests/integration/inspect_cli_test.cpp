@@ -39,7 +39,7 @@ TEST(InspectCli, FullSizeConfigRolesAndKvBytes) {
   EXPECT_NE(r.output.find("persisted global KV: 890 B/token"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("encoder 534, decoder 356"), std::string::npos);
   EXPECT_NE(r.output.find("CED: encoder layers 0-19, decoder layers 20-39"), std::string::npos);
-  // MODEL.md's table.
+  // docs/model-spec.md §1.2's table.
   using Row = std::vector<std::string>;
   EXPECT_EQ(role_row(r.output, 0), (Row{"0", "window-only", "-", "-", "-", "-", "encoder"}));
   EXPECT_EQ(role_row(r.output, 1), (Row{"0", "window-only", "-", "-", "-", "yes", "encoder"}));
@@ -90,6 +90,7 @@ TEST(MakeRandomCli, WritesAValidCheckpointWithAStableFingerprint) {
   const auto r2 = run_cli("inspect " + b.path().string());
   ASSERT_EQ(r1.exit_code, 0) << r1.output;
   EXPECT_NE(r1.output.find("valid; fingerprint"), std::string::npos) << r1.output;
+  EXPECT_NE(r1.output.find("weights digest: "), std::string::npos) << r1.output;
   const std::string fp = fingerprint_of(r1.output);
   EXPECT_EQ(fp.size(), 64u);
   EXPECT_EQ(fingerprint_of(r2.output), fp);  // other process, other directory, same bytes

@@ -1,8 +1,10 @@
 // kill -9 of `flashdesk-cli chat --session` at random moments (while it loads, prefills,
 // generates, logs tokens and spills KV blocks), several times over one session: the database
 // opens, every message is complete or interrupted, no damaged block is ever loaded, and the
-// session continues from its SSD blocks. Rounds: FD_KILL9_ROUNDS (default 4; the reliability
-// script tests/storage/chat_kill9.sh runs 25).
+// session continues from its SSD blocks. Odd rounds are killed within the first half of an
+// uninterrupted round's time and must have been running; even rounds anywhere up to past its end
+// (some die spilling, some finish). Rounds: FD_KILL9_ROUNDS (default 4; the reliability script
+// tests/storage/chat_kill9.sh runs 25).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -82,17 +84,27 @@ TEST(ChatKill9, SessionSurvivesKillsDuringGenerationAndSpill) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   const auto full_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - t0);
   std::mt19937 rng(20261130);
-  int killed = 0;
+  int killed = 0, must_kill = 0;
   for (int r = 1; r <= rounds(); ++r) {
     const pid_t pid = start_chat(dir, session, round_text(r), r);
-    // Up to past the end: some rounds die generating, some spilling, some finish.
-    std::uniform_int_distribution<int64_t> moment(full_ms.count() / 20, full_ms.count() * 4 / 3);
+    const bool early = r % 2 == 1;
+    must_kill += early ? 1 : 0;
+    const int64_t last = early ? full_ms.count() / 2 : full_ms.count() * 4 / 3;
+    std::uniform_int_distribution<int64_t> moment(full_ms.count() / 20, last);
     std::this_thread::sleep_for(std::chrono::milliseconds(moment(rng)));
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) ++killed;  // else it had finished
+    const bool was_running = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    killed += was_running ? 1 : 0;
+    if (early) {
+      EXPECT_TRUE(was_running) << "round " << r << " finished before its early kill";
+    }
+    if (!was_running) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << r;
+    }
   }
   std::printf("%d rounds, %d killed while running (the others had finished)\n", rounds(), killed);
+  ASSERT_GE(killed, must_kill);
 
   PersistentChat chat(*engine, options(dir));
   chat.open_session(session);

@@ -2,6 +2,7 @@
 // limits that must not touch the test process. The child reports through a pipe.
 #pragma once
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace flashdesk::storage::testing {
 
@@ -66,6 +68,20 @@ class Child {
     std::string out;
     char buf[4096];
     for (;;) {
+      const ssize_t n = ::read(read_fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+  // In the parent: what the child reported until `needle` appeared in it, the child ended, or
+  // `timeout_ms` passed without a report (a hung child fails the test instead of hanging it).
+  std::string read_until(std::string_view needle, int timeout_ms = 20'000) {
+    std::string out;
+    char buf[256];
+    while (out.find(needle) == std::string::npos) {
+      pollfd p{read_fd_, POLLIN, 0};
+      if (::poll(&p, 1, timeout_ms) <= 0) break;
       const ssize_t n = ::read(read_fd_, buf, sizeof buf);
       if (n <= 0) break;
       out.append(buf, static_cast<size_t>(n));

@@ -17,12 +17,15 @@ struct Bytes {
     for (int i = 0; i < 8; ++i)
       v.push_back(static_cast<uint8_t>(static_cast<uint64_t>(x) >> (8 * i)));
   }
-  void key(const Digest128& d) { v.insert(v.end(), d.bytes.begin(), d.bytes.end()); }
+  template <size_t N>
+  void key(const Digest<N>& d) {
+    v.insert(v.end(), d.bytes.begin(), d.bytes.end());
+  }
 };
 
 TEST(BlockKey, MatchesTheDocumentedLayoutWithoutParentOrImages) {
   Bytes b;
-  b.str("fdkv-key-v1");
+  b.str("fdkv-key-v2");
   b.u32(2);
   b.str("fp");
   b.key(Digest128{});  // no parent: 16 zero bytes
@@ -35,11 +38,12 @@ TEST(BlockKey, MatchesTheDocumentedLayoutWithoutParentOrImages) {
 
 TEST(BlockKey, MatchesTheDocumentedLayoutWithParentAndImages) {
   const BlockKey parent = xxh3_128(as_bytes("parent"));
-  const ImageDigest img1 = xxh3_128(as_bytes("image one")), img2 = xxh3_128(as_bytes("image 2"));
+  const ImageDigest img1 = image_digest(as_bytes("image one")),
+                    img2 = image_digest(as_bytes("image 2"));
   // Block [8, 12) of the prompt; image 2 starts before it, image 1 inside; image 3 lies outside.
   const std::vector<ImageSpan> images{{img1, 10, 5}, {img2, 5, 4}, {img1, 12, 3}};
   Bytes b;
-  b.str("fdkv-key-v1");
+  b.str("fdkv-key-v2");
   b.u32(7);
   b.str("model-X");
   b.key(parent);
@@ -62,8 +66,8 @@ TEST(BlockKey, DocumentedExampleIsStable) {
   for (int i = 0; i < 512; ++i) prompt[i] = i;
   const auto keys = chain_block_keys("example-model", prompt, {}, 256);
   ASSERT_EQ(keys.size(), 2u);
-  EXPECT_EQ(keys[0].hex(), "9d093d4bc0445e4b5d865c3668f77655");
-  EXPECT_EQ(keys[1].hex(), "2663a8214d6d4c50408e5828306f66db");
+  EXPECT_EQ(keys[0].hex(), "4597fab9b7a69bdf7b8bca8f32cd77e8");
+  EXPECT_EQ(keys[1].hex(), "5080fe5481ebe82e1415c3089a72dfd7");
 }
 
 TEST(BlockKey, ChainsEachFullBlockToItsParent) {
@@ -98,7 +102,7 @@ TEST(BlockKey, AnotherModelFingerprintChangesEveryKey) {
 
 TEST(BlockKey, ImagesChangeOnlyTheBlocksTheyOverlap) {
   std::vector<TokenId> prompt(48, 7);  // placeholder tokens look alike: only the digest differs
-  const ImageDigest red = xxh3_128(as_bytes("red")), blue = xxh3_128(as_bytes("blue"));
+  const ImageDigest red = image_digest(as_bytes("red")), blue = image_digest(as_bytes("blue"));
   const std::vector<ImageSpan> with_red{{red, 12, 8}};  // tokens 12..19: blocks 0 and 1
   const std::vector<ImageSpan> with_blue{{blue, 12, 8}};
   const auto r = chain_block_keys("m", prompt, with_red, 16);

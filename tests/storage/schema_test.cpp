@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "storage/file_util.h"
 #include "storage/kv_block_store.h"
 #include "storage/schema.h"
 #include "storage/session_store.h"
@@ -123,6 +124,11 @@ TEST(Schema, CommittedVersion1FileOpensAndIsRepaired) {
   EXPECT_EQ(messages[0].text, "What colour is the square?");
   ASSERT_EQ(messages[0].attachments.size(), 1u);
   EXPECT_EQ(messages[0].attachments[0].mime_type, "image/png");
+  // The fixture holds no attachment files: the row is kept (at its old path) under a marker digest
+  // the migration to version 2 derived from the old one.
+  EXPECT_FALSE(messages[0].attachments[0].digest.is_zero());
+  EXPECT_EQ(messages[0].attachments[0].path,
+            dir.layout().attachments_dir() / "de/de4467f94e98c0a687c516f155bd62e4");
   EXPECT_EQ(messages[1].text, "Red.");
   EXPECT_EQ(messages[1].token_ids, (std::vector<TokenId>{5, 6, 7}));
   EXPECT_EQ(messages[1].status, MessageStatus::complete);
@@ -139,6 +145,48 @@ TEST(Schema, CommittedVersion1FileOpensAndIsRepaired) {
   KvBlockStore blocks(dir.layout(), {.repair = true});
   EXPECT_EQ(blocks.reconcile_report().rows_without_files, 1);
   EXPECT_EQ(blocks.stats().blocks, 0);
+}
+
+// tests/data/storage/sessions-v1-attachments/ was made by make_sessions_v1_attachments.sh with
+// the version-1 code: two images named by XXH3-128, one attached to two messages. Opened now, the
+// attachments are keyed and named by the SHA-256 of their bytes, every message still shows its
+// images, and the files under the old names are removed by the repair as no row names them.
+TEST(Schema, CommittedVersion1AttachmentsAreRekeyedBySha256) {
+  TempDir dir;
+  std::filesystem::copy(
+      std::filesystem::path(FD_SOURCE_DIR) / "tests/data/storage/sessions-v1-attachments",
+      dir.path(), std::filesystem::copy_options::recursive);
+  const auto attachments = dir.layout().attachments_dir();
+  const auto red = read_whole_file(attachments / "0e/0e7eb051d8c92a634f54b19f2e8f93c2");
+  const auto blue = read_whole_file(attachments / "81/816fb7054b428fc87eac6e7cbbb866ed");
+  {
+    Database old = Database::open(dir.layout().database());
+    ASSERT_EQ(old.scalar_int64("PRAGMA user_version"), 1);
+  }
+
+  SessionStore store(dir.layout(), {.repair = true});
+  EXPECT_EQ(store.repair_report().orphan_files_removed, 2);  // the XXH3-named files
+  EXPECT_FALSE(std::filesystem::exists(attachments / "0e/0e7eb051d8c92a634f54b19f2e8f93c2"));
+  const auto sessions = store.list_sessions();
+  ASSERT_EQ(sessions.size(), 1u);
+  const auto messages = store.messages(sessions[0].id);
+  ASSERT_EQ(messages.size(), 4u);
+  ASSERT_EQ(messages[0].attachments.size(), 2u);
+  ASSERT_EQ(messages[2].attachments.size(), 1u);
+  const Attachment& r = messages[0].attachments[0];
+  const Attachment& b = messages[0].attachments[1];
+  EXPECT_EQ(r.digest, image_digest(red));
+  EXPECT_EQ(b.digest, image_digest(blue));
+  EXPECT_EQ(messages[2].attachments[0].digest, r.digest);  // still stored once
+  EXPECT_EQ(r.path, attachments / r.digest.hex().substr(0, 2) / r.digest.hex());
+  EXPECT_EQ(read_whole_file(r.path), red);
+  EXPECT_EQ(read_whole_file(b.path), blue);
+  EXPECT_EQ(r.byte_size, 73);
+  EXPECT_TRUE(store.find_attachment(image_digest(blue)).has_value());
+  Database db = Database::open(dir.layout().database());
+  EXPECT_EQ(schema_version(db), kSchemaVersion);
+  EXPECT_EQ(db.scalar_int64("SELECT COUNT(*) FROM attachments"), 2);
+  EXPECT_EQ(db.scalar_int64("SELECT COUNT(*) FROM attachments WHERE length(digest) = 64"), 2);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 #include "storage/session_json.h"
 #include "storage/session_store.h"
 #include "storage_test_util.h"
@@ -79,12 +81,59 @@ TEST(SessionJson, RoundTripsThroughJsonAndTheStore) {
   EXPECT_EQ(store.list_sessions().size(), 2u);
 }
 
-TEST(SessionJson, ExportNamesTheFormatAndTheImageDigest) {
+TEST(SessionJson, ExportNamesTheFormatAndTheImageSha256) {
   const auto doc = nlohmann::json::parse(session_to_json(sample_export()));
   EXPECT_EQ(doc["format"], "flashdesk-session");
-  EXPECT_EQ(doc["version"], 1);
-  EXPECT_EQ(doc["messages"][0]["attachments"][0]["digest"],
-            image_digest(testing::pattern_bytes(7, 1234)).hex());
+  EXPECT_EQ(doc["version"], 2);
+  const std::string digest = doc["messages"][0]["attachments"][0]["digest"];
+  EXPECT_EQ(digest, image_digest(testing::pattern_bytes(7, 1234)).hex());
+  EXPECT_EQ(digest.size(), 64u);
+}
+
+// Files exported by version 1 (images named by XXH3-128) still import, checked by that digest.
+TEST(SessionJson, Version1ExportsStillImport) {
+  auto doc = nlohmann::json::parse(session_to_json(sample_export()));
+  doc["version"] = 1;
+  doc["messages"][0]["attachments"][0]["digest"] = xxh3_128(testing::pattern_bytes(7, 1234)).hex();
+  expect_same(session_from_json(doc.dump(), "v1.json"), sample_export());
+  doc["messages"][0]["attachments"][0]["digest"] =
+      image_digest(testing::pattern_bytes(7, 1234)).hex();
+  try {
+    session_from_json(doc.dump(), "v1.json");
+    FAIL() << "a version-1 file with a SHA-256 digest was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("digest: does not match the data (XXH3-128 "),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SessionJson, FilesOverTheLimitAreRefusedBeforeReading) {
+  TempDir dir;
+  const auto file = dir.path() / "huge.json";
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(kMaxSessionFileBytes));  // a hole: no disk used
+    out.put('}');
+  }
+  try {
+    read_session_file(file);
+    FAIL() << "a file over the limit was read";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              file.string() + ": is " + std::to_string(kMaxSessionFileBytes + 1) +
+                  " bytes; a session file may hold at most 256 MiB (the whole file is read into "
+                  "memory to be checked before anything is stored)");
+  }
+  // The same limit on text handed over directly.
+  EXPECT_THROW(session_from_json(std::string(kMaxSessionFileBytes + 1, ' '), "t.json"),
+               FormatError);
+  // A file at the limit or under it is read (and then parsed as usual).
+  const std::string text = session_to_json(sample_export());
+  std::ofstream(dir.path() / "ok.json", std::ios::binary) << text;
+  expect_same(session_from_json(read_session_file(dir.path() / "ok.json"), "ok.json"),
+              sample_export());
+  EXPECT_THROW(read_session_file(dir.path() / "missing.json"), IoError);
 }
 
 // Applies `edit` to a valid export and expects import to fail naming `field`.
@@ -104,7 +153,7 @@ void expect_error(const std::function<void(nlohmann::json&)>& edit, const std::s
 TEST(SessionJson, RejectsBadFieldsNamingThem) {
   using J = nlohmann::json;
   expect_error([](J& d) { d["format"] = "other"; }, "format");
-  expect_error([](J& d) { d["version"] = 2; }, "version: 2 is newer");
+  expect_error([](J& d) { d["version"] = 3; }, "version: 3 is newer than this FlashDesk reads (2)");
   expect_error([](J& d) { d.erase("title"); }, ".title: missing");
   expect_error([](J& d) { d["title"] = 5; }, "title: expected a string");
   expect_error([](J& d) { d["settings"]["effort"] = 0; }, "settings.effort: 0 is outside 1..100");

@@ -34,7 +34,8 @@ std::vector<TokenId> fresh_answer(ChatEngine& engine, const std::vector<TokenId>
   return answer_ids(engine.generator().generate(s, prompt, t.generation, {}));
 }
 
-// Persisted bytes per token by MODEL.md's formula: per KV source, (entry + index-key row) / m.
+// Persisted bytes per token by the formula of docs/model-spec.md §6.3: per KV source, (entry +
+// index-key row) / m.
 double formula_bytes_per_token(const ModelConfig& c) {
   const TextConfig& t = c.text;
   const double row =

@@ -51,6 +51,33 @@ TEST(TokenLog, FinishFoldsTheLogIntoACompleteMessage) {
   EXPECT_THROW(log.append(a, tokens(0, 1), "late"), InvalidRequest);
 }
 
+// The engine streams a token's id and its text in two appends; a commit can fall between them, so
+// a group may hold text and no token. The next group starts at the same token index: it must
+// extend that group, not collide with it (a loaded machine made this happen at random).
+TEST(TokenLog, AGroupOfTextWithoutTokensIsExtendedByTheNextOne) {
+  TempDir dir;
+  SessionStore store(dir.layout());
+  const int64_t id = store.create_session("s", testing::test_settings());
+  TokenLog log(dir.layout().database());
+  const AnswerHandle a = log.begin_answer(id);
+  log.append(a, tokens(0, 2), "", "");
+  log.flush();
+  log.append(a, {}, "", "think ");  // text only, committed alone
+  log.flush();
+  log.append(a, {}, "A", "");  // again
+  log.flush();
+  log.append(a, tokens(2, 1), "B", "");
+  log.flush();
+  EXPECT_FALSE(log.last_error().has_value()) << *log.last_error();
+  log.finish(a);
+  const auto m = store.messages(id);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].token_ids, tokens(0, 3));
+  EXPECT_EQ(m[0].text, "AB");
+  EXPECT_EQ(m[0].thinking, "think ");
+  EXPECT_EQ(m[0].status, MessageStatus::complete);
+}
+
 TEST(TokenLog, AnAnswerInProgressReadsAsInterruptedWithItsCommittedTokens) {
   TempDir dir;
   SessionStore store(dir.layout());

@@ -11,7 +11,7 @@ from flashdesk_ref.safetensors import FormatError  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
-# the released V4.1-Flash text_config fields that decide roles (MODEL-REFERENCE §1.2)
+# the released V4.1-Flash text_config fields that decide roles (docs/model-spec.md §1.2)
 FULL_SIZE = {"text_config": {
     "num_hidden_layers": 40, "compress_ratios": [0, 0] + [2] * 18 + [1] * 20 + [0, 0, 0],
     "kv_source_layer_ids": [2, 8, 14, 20], "index_source_layer_ids": [2, 8, 14, 20, 24, 28, 32, 36],

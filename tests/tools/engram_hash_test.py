@@ -39,7 +39,7 @@ class EngramHashTest(unittest.TestCase):
         self.assertEqual(engram_offsets(p)[1].reshape(-1).tolist(), [0, 1039, 2088, 3139, 4200, 5263])
 
     def test_full_size_rows_match_the_released_config(self):
-        # engram_num_embeddings of V4.1-Flash (MODEL-REFERENCE §1.2)
+        # engram_num_embeddings of V4.1-Flash (docs/model-spec.md §1.2)
         p = engram_primes(16000000, 4, 8, 2)
         self.assertEqual(p.reshape(2, -1).sum(axis=1).tolist(), [384006168, 384016682])
 

@@ -18,6 +18,7 @@ std::unique_ptr<QObject> make_cache_panel_test();
 std::unique_ptr<QObject> make_model_load_test();
 std::unique_ptr<QObject> make_image_chat_test();
 std::unique_ptr<QObject> make_window_fit_test();
+std::unique_ptr<QObject> make_safe_text_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -30,6 +31,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_model_load_test());
   tests.push_back(make_image_chat_test());
   tests.push_back(make_window_fit_test());
+  tests.push_back(make_safe_text_test());
   return tests;
 }
 

@@ -1,4 +1,4 @@
-"""The DeepSeek-V4.1 chat format (MODEL.md, MODEL-REFERENCE §9.3), rendered with a training loss mask.
+"""The DeepSeek-V4.1 chat format (docs/model-spec.md §9.3), rendered with a training loss mask.
 
 One conversation = a list of messages:
   {"role": "system"|"user"|"assistant",

@@ -1,4 +1,4 @@
-"""Parameter count and checkpoint bytes of a V4.1 config.json (MODEL-REFERENCE §2.4 tensor list).
+"""Parameter count and checkpoint bytes of a V4.1 config.json (docs/model-spec.md §2.4 tensor list).
 
 Dtypes as the checkpoint stores them: dense linears FP8 E4M3 + E8M0 scales per 32x32 tile
 (wo_a included); routed experts packed E2M1 (I8, 2 per byte) + E8M0 per 32 inputs; Engram tables
@@ -103,7 +103,7 @@ def active_params(cfg):
 
 
 def engram_primes(vocab_size, n_layers, per_layer):
-    """Distinct primes strictly above vocab_size - 1 (as the oracle and the engine read MODEL-REFERENCE §7),
+    """Distinct primes strictly above vocab_size - 1 (as the oracle and the engine read docs/model-spec.md §7),
     drawn in (layer, n-gram size, head) order; sums per layer."""
     def is_prime(n):
         return n > 1 and all(n % d for d in range(2, int(math.isqrt(n)) + 1))
@@ -121,7 +121,7 @@ def engram_primes(vocab_size, n_layers, per_layer):
 
 
 def engram_compressed_vocab(tokenizer):
-    """Distinct normalised decodings over all token ids (MODEL-REFERENCE §7 step 1, as read there)."""
+    """Distinct normalised decodings over all token ids (docs/model-spec.md §7 step 1, as read there)."""
     keys = set()
     for tid in range(tokenizer.vocab_size):
         raw = tokenizer.id_to_token[tid]

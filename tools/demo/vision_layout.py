@@ -1,4 +1,4 @@
-"""Image preprocessing size and token layout of MODEL-REFERENCE §8, for the demo's training data.
+"""Image preprocessing size and token layout of docs/model-spec.md §8, for the demo's training data.
 
 A "<｜deepseek_image｜>" placeholder expands to IMAGE_START, (IMAGE x n_w, IMAGE_NEW_LINE) x n_h,
 IMAGE_END: n_h*(n_w+1)+2 positions, every one carrying image_token_id in input_ids; the model

@@ -1,4 +1,4 @@
-"""CSA2 attention of one layer in any role (MODEL-REFERENCE §3.1, §3.5-3.7): query, window KV
+"""CSA2 attention of one layer in any role (docs/model-spec.md §3.1, §3.5-3.7): query, window KV
 (FP8), the compressor of KV sources (ratio 2 per-channel softmax pairs in FP32, ratio 1 per
 token; FP4 main KV after RoPE), index keys (FP4), the indexer of index sources (candidates,
 Reindex restriction, top-k), sparse attention with the sink, inverse RoPE, grouped wo_a, wo_b.

@@ -1,4 +1,4 @@
-"""Engram (MODEL-REFERENCE §7, docs/numerics.md §Engram): vectorised n-gram hash ids on the
+"""Engram (docs/model-spec.md §7, docs/numerics.md §Engram): vectorised n-gram hash ids on the
 device and the gated memory update of the hc streams.
 
 Hash inputs come from engram_map.safetensors (token_map I64 [n_tokens]: compressed token ids;

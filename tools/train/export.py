@@ -1,5 +1,5 @@
 """Export of a trained model to the checkpoint format the engine and the oracle load with no
-conversion (MODEL-REFERENCE §2.2/§2.4, engine/checkpoint/tensor_spec.cpp): FP8 E4M3 weights with
+conversion (docs/model-spec.md §2.2/§2.4, engine/checkpoint/tensor_spec.cpp): FP8 E4M3 weights with
 F8_E8M0 32x32 tile scales for dense linears, packed E2M1 (I8, low nibble = even column) with
 per-32 F8_E8M0 scales for routed experts, FP8 Engram tables with per-32 row scales, BF16 for
 norms/embed/head/compressor/indexer wk and weights_proj/gate weight/vision, F32 for attn_sink,

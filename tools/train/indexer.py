@@ -1,4 +1,4 @@
-"""CSA2 indexer (MODEL-REFERENCE §3.6, docs/numerics.md): scores of compressed entries, the
+"""CSA2 indexer (docs/model-spec.md §3.6, docs/numerics.md): scores of compressed entries, the
 candidate blocks of the decoder's first layer, top-k selection, and the distillation loss that
 trains the indexer towards the main attention's distribution (as DeepSeek's sparse attention).
 

@@ -1,4 +1,4 @@
-"""Single-pass manifold-constrained hyper-connections (MODEL-REFERENCE §4.1, §4.3): the mix
+"""Single-pass manifold-constrained hyper-connections (docs/model-spec.md §4.1, §4.3): the mix
 coefficients of a sublayer from its input streams (FP32, Sinkhorn), collapse and expand.
 
 Shapes: streams X [B, N, hc, D] (activation dtype); pre/post [B, N, hc], comb [B, N, hc, hc]

@@ -1,6 +1,6 @@
 """The V4.1 text model (+ vision) for training: embedding into hc streams, blocks of Engram ->
 single-pass mHC -> CSA2 attention -> mHC -> MoE, final collapse, norm and FP32 head
-(MODEL-REFERENCE §11.2; numerics per docs/numerics.md through `Numerics`).
+(docs/model-spec.md §11.2; numerics per docs/numerics.md through `Numerics`).
 
 Parameter paths equal checkpoint names except the stacked routed experts (ffn.experts_w1/w3/w2,
 [E, out, in]) which the exporter writes as ffn.experts.{e}.w1/w3/w2.

@@ -1,4 +1,4 @@
-"""MoE of every block (MODEL-REFERENCE §5, docs/numerics.md §MoE): sqrt-softplus gate with
+"""MoE of every block (docs/model-spec.md §5, docs/numerics.md §MoE): sqrt-softplus gate with
 aux-loss-free bias routing (separate text and image biases, updated from the load after each
 optimizer step), normalised weights x routed_scaling_factor, FP4 routed experts (token-expert
 pairs sorted by expert, one GEMM per expert), FP8 shared expert, SwiGLU clamp on both.

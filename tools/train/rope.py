@@ -13,7 +13,7 @@ F32 = torch.float32
 
 def text_frequencies(rope_dim, base, yarn=None):
     """[rope_dim/2] FP32 frequencies base^(-2i/r), YaRN-corrected when `yarn` (the config's
-    rope_scaling dict) is given (MODEL-REFERENCE §3.1)."""
+    rope_scaling dict) is given (docs/model-spec.md §3.1)."""
     freqs = 1.0 / (base ** (torch.arange(0, rope_dim, 2, dtype=F32) / rope_dim))
     if yarn is None:
         return freqs

@@ -1,4 +1,4 @@
-"""DeepSeek-ViT and the aligner (MODEL-REFERENCE §8): linear patch embed with bias, pre-RMSNorm
+"""DeepSeek-ViT and the aligner (docs/model-spec.md §8): linear patch embed with bias, pre-RMSNorm
 blocks (fused qkv with bias, 2D rotate-half RoPE, bidirectional attention, SwiGLU MLP), final
 norm; 3x3 pixel-unshuffle with zero padding, w1 (bias) -> exact GELU -> w2 (bias). All weights
 are BF16 in the checkpoint; the tower runs in the activation dtype with FP32 attention math.

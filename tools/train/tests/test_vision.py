@@ -1,4 +1,4 @@
-"""Vision pieces against MODEL-REFERENCE §8 written out by hand: aligner cell order (channel
+"""Vision pieces against docs/model-spec.md §8 written out by hand: aligner cell order (channel
 major, c*9 + kh*3 + kw, zero padding bottom/right), 2D RoPE phases, image span layout, and the
 image-span embeddings landing at their positions."""
 import unittest
