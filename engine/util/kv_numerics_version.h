@@ -10,6 +10,8 @@ namespace flashdesk {
 // and tokens: a kernel's rounding or summation order, a quantisation rule, a cache byte layout,
 // the attention, indexer or compressor numerics. KV saved by an older engine is then never loaded
 // (its keys no longer match) and is evicted in time, instead of being mixed with new values.
-inline constexpr uint32_t kKvNumericsVersion = 1;
+// 2: the official V4.1 numerics (issue 15: blocked FP8/FP4 GEMM sums, the sparse-attention
+//    kernel's online softmax, BF16 index scores, torch's top-k ties).
+inline constexpr uint32_t kKvNumericsVersion = 2;
 
 }  // namespace flashdesk
