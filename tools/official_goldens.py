@@ -121,7 +121,7 @@ def official_hashes(folder):
 
 
 def model_args(M, cfg, max_seq_len):
-    """The published (HF) config.json mapped onto the official ModelArgs (MODEL-REFERENCE 1.2)."""
+    """The published (HF) config.json mapped onto the official ModelArgs (docs/model-spec.md §1.2)."""
     t = cfg.get("text_config", cfg)
     rope = t.get("rope_scaling") or {}
     q = cfg.get("quantization_config") or {}

@@ -15,7 +15,7 @@
 namespace flashdesk {
 
 // An absent field means what it means to the official inference code: the default of its
-// ModelArgs field (model.py, revision dba1be0a; names mapped as MODEL-REFERENCE §1.2 lists),
+// ModelArgs field (model.py, revision dba1be0a; names mapped as docs/model-spec.md §1.2 lists),
 // which describes a small model and switches optional parts (Engram, candidate selection, DSpark,
 // vision, YaRN) off. The full-size values belong to the published config.json, which writes every
 // field. Fields ModelArgs lacks say what their default stands for. docs/checkpoint-format.md has

@@ -145,7 +145,7 @@ class Backend {
   // X [n, hc, D] = table row ids[i] (BF16 [V, D]) copied into every stream; rows [n, D] too.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows,
                      Tensor& X) = 0;
-  // Per row: pre [n, hc], post [n, hc], comb [n, hc, hc] from X [n, hc, D] (MODEL-REFERENCE 4.1).
+  // Per row: pre [n, hc], post [n, hc], comb [n, hc, hc] from X [n, hc, D] (docs/model-spec.md §4.1).
   virtual void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
                         Tensor& post, Tensor& comb) = 0;
   // u [n, D] = bf16(sum_j pre[j] * X_j).

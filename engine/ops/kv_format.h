@@ -1,4 +1,4 @@
-// Byte layouts of the V4.1 caches (MODEL-REFERENCE §6.2): one row per token or compressed entry,
+// Byte layouts of the V4.1 caches (docs/model-spec.md §6.2): one row per token or compressed entry,
 // codes first, then the block scales, rows contiguous (FlashMLA's token-contiguous layout).
 #pragma once
 

@@ -1,6 +1,6 @@
 // The ops the vision tower and aligner need beyond the text backend interface (backend.h):
 // biased linears, residual adds, SwiGLU and GELU activations, 2D rotate-half RoPE with dense
-// bidirectional attention, and the aligner's pixel-unshuffle (MODEL-REFERENCE §8).
+// bidirectional attention, and the aligner's pixel-unshuffle (docs/model-spec.md §8).
 //
 // Goals: the DeepSeek-ViT forward written once against an interface, like the text model, so a
 // device backend plugs in by implementing these six ops beside its Backend. They live in their

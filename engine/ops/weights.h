@@ -9,7 +9,7 @@
 
 namespace flashdesk {
 
-// How a linear weight is stored (MODEL-REFERENCE §2.2). The backend dequantises on the fly.
+// How a linear weight is stored (docs/model-spec.md §2.2). The backend dequantises on the fly.
 enum class WeightFormat : uint8_t {
   Fp8Block,  // F8_E4M3 codes [out, in] + F8_E8M0 scales [ceil(out/b), ceil(in/b)] (b x b tiles)
   Fp4Row,    // packed E2M1 [out, in/2] (low nibble = even column) + F8_E8M0 scales [out, in/b]

@@ -1,4 +1,4 @@
-// Engram's compressed-token map (MODEL-REFERENCE §7 step 1) built from the tokenizer, as the
+// Engram's compressed-token map (docs/model-spec.md §7 step 1) built from the tokenizer, as the
 // official engram.py builds it at load: for every id 0 .. len(tokenizer)-1, the id decoded alone
 // (added tokens verbatim, the rest through the byte-level decoder, no cleanup); a text holding
 // U+FFFD (a partial UTF-8 byte token) is keyed by the raw token string, any other by

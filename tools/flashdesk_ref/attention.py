@@ -1,5 +1,5 @@
 """CSA2 attention of one layer in any role (window / Full / Reindex / Reuse), its compressor,
-indexer and candidate selection (MODEL-REFERENCE §3.1, §3.5-3.7; docs/numerics.md).
+indexer and candidate selection (docs/model-spec.md §3.1, §3.5-3.7; docs/numerics.md).
 
 Shapes: R query rows of this step, H heads, D head_dim, r rope dims, E compressed entries.
 """

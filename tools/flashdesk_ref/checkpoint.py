@@ -2,7 +2,7 @@
 
 Directory: config.json, model.safetensors or model.safetensors.index.json + shards, and for
 Engram models engram_map.safetensors (token_map I64 [n_tokens], optionally multipliers I64
-[n_engram_layers, max_ngram]) or tokenizer.json to build the map from. Dequantisation (MODEL-REFERENCE §2.2):
+[n_engram_layers, max_ngram]) or tokenizer.json to build the map from. Dequantisation (docs/model-spec.md §2.2):
 - F8_E4M3 `X.weight` + F8_E8M0 `X.scale` [ceil(out/B), ceil(in/B)], B = weight_block_size (32);
 - I8 packed E2M1 `X.weight` [out, in/2] (low nibble = even column) + E8M0 `X.scale` [out, in/32];
 - Engram tables `engram.embed.weight` F8_E4M3 [rows, head_dim] + E8M0 scale [rows, head_dim/32]

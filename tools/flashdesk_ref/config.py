@@ -1,7 +1,7 @@
 """The V4.1 config.json (nested text_config / vision_config / quantization_config) with the
 reference defaults, and each main layer's CSA2 role derived from the config fields alone.
 
-Role rules (MODEL-REFERENCE §1.2, §3.5-3.7), as this oracle reads them:
+Role rules (docs/model-spec.md §1.2, §3.5-3.7), as this oracle reads them:
 - ratio 0: window only.
 - KV source of layer l: the nearest layer s <= l in kv_source_layer_ids with the same ratio.
 - l in kv_source_layer_ids: Full (own compressor, index keys and indexer; must also be an

@@ -1,4 +1,4 @@
-"""Engram: conditional n-gram memory added to the hc streams before a block (MODEL-REFERENCE §7,
+"""Engram: conditional n-gram memory added to the hc streams before a block (docs/model-spec.md §7,
 docs/numerics.md "Engram")."""
 import torch
 

@@ -1,4 +1,4 @@
-"""Engram n-gram hash ids (MODEL-REFERENCE §7), numpy only.
+"""Engram n-gram hash ids (docs/model-spec.md §7), numpy only.
 
 Layout per Engram layer (index e, model layer id L):
 - primes: for each n-gram size n = 2..max and head h, the first prime > start that no earlier

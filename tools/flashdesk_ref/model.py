@@ -1,5 +1,5 @@
 """The DeepSeek-V4.1 text forward: embedding into hc streams, blocks (Engram, single-pass mHC,
-CSA2 attention, MoE), final collapse / norm / head (MODEL-REFERENCE §4.3, §11.2).
+CSA2 attention, MoE), final collapse / norm / head (docs/model-spec.md §4.3, §11.2).
 
 Usage:
     model = Model(Checkpoint(dir))
@@ -102,7 +102,7 @@ class Model:
         -> (X [T, hc, dim], pre [T, hc]) or None replaces a block's inputs (--block-inputs).
         dead: per token, inside an image span (bias_vl routing, Engram pad / gate 0).
         image_rows: [(first, rows [L, dim])] embeddings replacing those of tokens first.. (image
-        spans from the vision tower, MODEL-REFERENCE §8); their tokens should be marked dead.
+        spans from the vision tower, docs/model-spec.md §8); their tokens should be marked dead.
         prompt_end: when these tokens are a chunk of a longer prompt, the position one past its
         end (top-k rows span the entries existing there, as in the one-shot prefill); 0 = the
         end of this step (a one-shot prefill or a decode step)."""

@@ -1,4 +1,4 @@
-"""Mixture of experts with bias routing (MODEL-REFERENCE §5, docs/numerics.md "MoE")."""
+"""Mixture of experts with bias routing (docs/model-spec.md §5, docs/numerics.md "MoE")."""
 import torch
 import torch.nn.functional as F
 

@@ -102,7 +102,7 @@ def f32_linear(R, x, w):
 # ---- RoPE -------------------------------------------------------------------------------------
 def rope_freqs(rope_dim, base, yarn=None):
     """float32 [rope_dim/2] frequencies f_i = 1/base^(2i/rope_dim), with the YaRN correction of
-    MODEL-REFERENCE §3.1 when `yarn` = (factor, original_len, beta_fast, beta_slow)."""
+    docs/model-spec.md §3.1 when `yarn` = (factor, original_len, beta_fast, beta_slow)."""
     freqs = 1.0 / (base ** (torch.arange(0, rope_dim, 2, dtype=F32) / rope_dim))
     if yarn is None:
         return freqs
@@ -143,7 +143,7 @@ def rope_tail(R, x, cos, sin, inverse=False):
 # ---- mHC --------------------------------------------------------------------------------------
 def hc_mixes(R, X, fn, base, scale, norm_eps, hc_eps, iters):
     """pre [.., hc], post [.., hc], comb [.., hc, hc] (row j = source stream, column k =
-    destination) from the stream X [.., hc, D], all FP32, Sinkhorn as MODEL-REFERENCE §4.1."""
+    destination) from the stream X [.., hc, D], all FP32, Sinkhorn as docs/model-spec.md §4.1."""
     hc = X.shape[-2]
     flat = X.flatten(-2)
     m = R.mm(flat, fn.t()) * torch.rsqrt(R.mean(flat.square(), -1, keepdim=True) + norm_eps)
@@ -160,7 +160,7 @@ def hc_mixes(R, X, fn, base, scale, norm_eps, hc_eps, iters):
 
 def _ordered_sum(x, dim):
     """FP32 sum over a short dim (hc streams) in index order: ((x0 + x1) + x2) + ..., kept dim.
-    MODEL-REFERENCE §14: keep the Sinkhorn iteration in FP32 in the same order."""
+    docs/model-spec.md §14: keep the Sinkhorn iteration in FP32 in the same order."""
     parts = x.unbind(dim)
     acc = parts[0]
     for p in parts[1:]:

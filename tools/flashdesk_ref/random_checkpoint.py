@@ -1,6 +1,6 @@
 """Writes a valid random model directory for any V4.1-style text config: config.json,
 model.safetensors (FP8 32x32 UE8M0 dense weights, packed FP4 experts with per-32 E8M0 scales,
-BF16 / F32 tensors as MODEL-REFERENCE §2.4 lists) and engram_map.safetensors (a synthetic
+BF16 / F32 tensors as docs/model-spec.md §2.4 lists) and engram_map.safetensors (a synthetic
 compressed-token map and the numpy multipliers). A second writer next to `flashdesk-cli
 make-random`, so the oracle can run before and independently of it.
 

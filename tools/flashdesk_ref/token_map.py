@@ -1,5 +1,5 @@
 """Engram's compressed-token map from an HF tokenizer.json, without the tokenizers library
-(MODEL-REFERENCE §7 step 1; mirrors what the reference's Rust tokenizer + normalizer compute).
+(docs/model-spec.md §7 step 1; mirrors what the reference's Rust tokenizer + normalizer compute).
 
 For every id in 0..len(tokenizer)-1 (model vocabulary + added tokens):
 - text = the id decoded alone, no cleanup: added tokens verbatim; model tokens through the

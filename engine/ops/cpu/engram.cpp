@@ -1,4 +1,4 @@
-// Engram on the CPU reference backend (MODEL-REFERENCE §7, docs/numerics.md "Engram"): gather of
+// Engram on the CPU reference backend (docs/model-spec.md §7, docs/numerics.md "Engram"): gather of
 // FP8 table rows and the per-stream sigmoid gate that adds the value to the hc streams.
 #include <cmath>
 #include <vector>

@@ -1,4 +1,4 @@
-// Manifold-constrained hyper-connections on the CPU reference backend (MODEL-REFERENCE §4.1):
+// Manifold-constrained hyper-connections on the CPU reference backend (docs/model-spec.md §4.1):
 // the per-token mixes with Sinkhorn normalisation, collapse of the streams, expansion.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The V4.1 indexer on the CPU reference backend (MODEL-REFERENCE §3.6): ReLU-weighted head
+// The V4.1 indexer on the CPU reference backend (docs/model-spec.md §3.6): ReLU-weighted head
 // scores against FP4 index keys in the official BF16 arithmetic, candidate blocks of the
 // candidate source, top-k by score (ties broken as torch's CPU topk does) published in position
 // order with -1 for entries not yet visible.

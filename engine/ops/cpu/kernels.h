@@ -60,7 +60,7 @@ void quantize_kv_row(KvFormat f, const float* x, int64_t dim, uint8_t* row);
 void dequantize_kv_row(KvFormat f, const uint8_t* row, int64_t dim, float* out);
 
 // Sinkhorn on one hc x hc mHC matrix c (row j, column k), in place, FP32, in the order of
-// MODEL-REFERENCE §4.1: row softmax + eps, column normalisation, then (iters - 1) row / column
+// docs/model-spec.md §4.1: row softmax + eps, column normalisation, then (iters - 1) row / column
 // rounds.
 void sinkhorn(float* c, int64_t hc, int64_t iters, float eps);
 

@@ -1,4 +1,4 @@
-// Mixture of experts on the CPU reference backend (MODEL-REFERENCE §5, docs/numerics.md "MoE"):
+// Mixture of experts on the CPU reference backend (docs/model-spec.md §5, docs/numerics.md "MoE"):
 // sqrt-softplus routing with a selection-only bias, SwiGLU experts with the clamp, the routing
 // weight applied before w2, FP32 accumulation over experts in ascending id, then the shared one.
 #include <algorithm>

@@ -65,7 +65,7 @@ class MhcTest(unittest.TestCase):
         self.assertTrue(bool((comb > 0).all()))
 
     def test_sinkhorn_matches_a_plain_loop(self):
-        # an independent float64 transcription of MODEL-REFERENCE §4.1 steps 1-4
+        # an independent float64 transcription of docs/model-spec.md §4.1 steps 1-4
         (_, _, comb), (X, fn, base, scale) = self.mixes(2, comb_scale=2.0)
         for t in range(X.shape[0]):
             flat = X[t].reshape(-1).double()
