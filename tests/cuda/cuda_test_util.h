@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -158,6 +159,12 @@ inline double rms(const std::vector<float>& v) {
   return v.empty() ? 0.0 : std::sqrt(s / static_cast<double>(v.size()));
 }
 
+// One line per comparison with its worst error, so a run's log records the figures, not only
+// pass or fail.
+inline void report_error(const std::string& what, double worst, const char* unit, size_t n) {
+  std::printf("[ measure  ] %s: worst %.3g %s over %zu values\n", what.c_str(), worst, unit, n);
+}
+
 // Every got[i] within max_ulps BF16 ulps of want[i], measured at the larger of |want[i]| and
 // `floor` (sums that cancel to near zero are judged at the scale of their terms, not of their
 // result). Reports the worst element and how many exceed.
@@ -179,6 +186,7 @@ inline void expect_bf16_close(const std::vector<float>& got, const std::vector<f
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements beyond "
                      << max_ulps << " bf16 ulps; worst [" << worst_i << "] got " << got[worst_i]
                      << " want " << want[worst_i] << " (" << worst << " ulps)";
+  report_error(what, worst, "bf16 ulps", got.size());
 }
 
 // |got - want| <= tol for every element (FP32 outputs).
@@ -195,6 +203,7 @@ inline void expect_abs_close(const std::vector<float>& got, const std::vector<fl
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " beyond " << tol
                      << "; worst [" << worst_i << "] got " << got[worst_i] << " want "
                      << want[worst_i];
+  report_error(what, worst, "absolute", got.size());
 }
 
 template <class T>
@@ -208,6 +217,7 @@ void expect_identical(const std::vector<T>& got, const std::vector<T>& want,
     }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ; first at ["
                      << first << "] got " << +got[first] << " want " << +want[first];
+  report_error(what, static_cast<double>(bad), "elements differ", got.size());
 }
 
 }  // namespace flashdesk::test
