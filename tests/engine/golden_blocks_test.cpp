@@ -283,7 +283,8 @@ TEST_P(GoldenBlocks, FlashTinyBlockFedTheOraclesInputMatchesIt) {
                     load_golden(golden_dir("flash-tiny") / "blocks.safetensors"));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenBlocks, kBackendsAndModes, backend_mode_name);
+INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenBlocks, backends_and_modes(),
+                         backend_mode_name);
 
 }  // namespace
 }  // namespace flashdesk::test
