@@ -42,15 +42,23 @@ class ArenaMemory final : public Memory {
   size_t offset_, bytes_;
 };
 
+// Frees on `device` from a destructor: no throwing guard there (a failing runtime at teardown
+// must not terminate the process), so the device is switched and restored by hand.
+void free_on(int device, const std::vector<void*>& blocks) {
+  int previous = 0;
+  const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
+                        cudaSetDevice(device) == cudaSuccess;
+  for (void* p : blocks) cudaFree(p);
+  if (switched) cudaSetDevice(previous);
+}
+
 }  // namespace
 
 DevicePool::DevicePool(int device, size_t cached_limit)
     : device_(device), cached_limit_(cached_limit) {}
 
 DevicePool::~DevicePool() {
-  DeviceGuard guard(device_);
-  for (auto& [size, blocks] : free_)
-    for (void* p : blocks) cudaFree(p);
+  for (auto& [size, blocks] : free_) free_on(device_, blocks);
 }
 
 // Sizes round up to a quarter of their power of two (at most 25% slack), so blocks of nearby sizes
@@ -114,8 +122,7 @@ void DevicePool::release(void* ptr, size_t block) {
     return;
   }
   lock.unlock();
-  DeviceGuard guard(device_);
-  cudaFree(ptr);  // no throw from a destructor path
+  free_on(device_, {ptr});  // called from a destructor: nothing may throw
 }
 
 void DevicePool::trim() {
