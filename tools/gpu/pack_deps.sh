@@ -8,14 +8,13 @@ set -euo pipefail
 DIR=${1:?usage: pack_deps.sh DIR}
 D="$DIR/deps"
 rm -rf "$D"
-mkdir -p "$D/include" "$D/lib/x86_64-linux-gnu" "$D/lib/cmake" "$D/share/cmake"
+mkdir -p "$D/include" "$D/lib/x86_64-linux-gnu/cmake" "$D/lib/cmake" "$D/share/cmake"
 A=/usr/lib/x86_64-linux-gnu
 cp -r /usr/include/nlohmann /usr/include/gtest /usr/include/gmock /usr/include/stb "$D/include/"
 cp /usr/include/cxxopts.hpp /usr/include/turbojpeg.h "$D/include/"
 cp -r /usr/share/cmake/nlohmann_json "$D/share/cmake/"
 cp -r /usr/lib/cmake/cxxopts "$D/lib/cmake/"
-cp -r "$A/cmake/GTest" "$D/lib/x86_64-linux-gnu/cmake/" 2>/dev/null || {
-  mkdir -p "$D/lib/x86_64-linux-gnu/cmake"; cp -r "$A/cmake/GTest" "$D/lib/x86_64-linux-gnu/cmake/"; }
+cp -r "$A/cmake/GTest" "$D/lib/x86_64-linux-gnu/cmake/"
 cp "$A"/libgtest.a "$A"/libgtest_main.a "$A"/libgmock.a "$A"/libgmock_main.a "$D/lib/x86_64-linux-gnu/"
 cp -P "$A"/libturbojpeg.so.0* "$D/lib/"
 ln -sf libturbojpeg.so.0 "$D/lib/libturbojpeg.so"
