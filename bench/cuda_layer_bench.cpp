@@ -91,8 +91,7 @@ std::string role_label(const LayerRole& r) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout that stops the run
+static int run_bench(int argc, char** argv) {
   Options o;
   try {
     o = parse(argc, argv);
@@ -178,4 +177,14 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout that stops the run
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {  // no GPU, out of memory, a CUDA error: say which
+    std::fprintf(stderr, "cuda_layer_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,8 +48,7 @@ Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout that stops the run
+static int run_bench(int argc, char** argv) {
   std::string model_dir =
       (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string();
   int64_t prompt_len = 512, decode = 64, runs = 3;
@@ -115,4 +115,14 @@ int main(int argc, char** argv) {
                 decode_tok_s / cpu_decode, same.c_str());
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout that stops the run
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {  // no GPU, out of memory, a CUDA error: say which
+    std::fprintf(stderr, "cuda_model_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -88,7 +88,10 @@ stage summary
   echo "# CUDA backend on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
   echo; echo "run took $(( $(date +%s) - START )) s"
   echo; echo "## cuda_tests"; grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|tests ran" "$OUT/cuda_tests.log" | head -40
-  echo; echo "worst errors:"; grep "measure" "$OUT/cuda_tests.log" | sort -t: -k2 | tail -25
+  echo; echo "largest measured errors (of $(grep -c measure "$OUT/cuda_tests.log") comparisons):"
+  grep "measure" "$OUT/cuda_tests.log" |
+    awk '{for (i = 1; i <= NF; i++) if ($i == "worst") print $(i + 1), $0}' | sort -g | tail -25 |
+    cut -d' ' -f2-
   echo; echo "## golden (cuda)"; grep -E "^\[  (PASSED|FAILED) \]|^\[       OK|^\[  FAILED  \]|tests ran" "$OUT/golden.log" | head -20
   echo; cat "$OUT/bench_layers.md"; echo; cat "$OUT/bench_model.md"
 } > "$OUT/summary.md" 2>&1
