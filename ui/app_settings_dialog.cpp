@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/ops/cuda/cuda_devices.h"
 #include "ui/session_settings_dialog.h"
 
 namespace flashdesk::ui {
@@ -86,8 +87,9 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(buttons);
 }
 
-// The choices come from the backend factory, so a build with a CUDA backend lists it; this one
-// says plainly that it has none rather than offering a device it cannot use.
+// The choices come from the backend factory, so a machine with a GPU lists it (name and memory from
+// the CUDA runtime); without one the dialog says why (no GPU, no driver, or no CUDA backend in
+// this build) rather than offering a device it cannot use.
 void AppSettingsDialog::buildDeviceFields(const AppSettings& settings) {
   const QStringList choices = backend_choices();
   backend_->addItems(choices);
@@ -98,9 +100,12 @@ void AppSettingsDialog::buildDeviceFields(const AppSettings& settings) {
   threads_->setSpecialValueText(tr("All cores (%1)").arg(cores));
   threads_->setValue(settings.threads);
   threads_->setAccessibleName(tr("CPU threads of the next model load; 0 is every core"));
-  const bool cuda = choices.filter(QStringLiteral("cuda"), Qt::CaseInsensitive).size() > 0;
-  devices_->setText(tr("CPU, %1 cores").arg(cores) +
-                    (cuda ? QString() : tr("; no CUDA backend in this build")));
+  QString gpus;
+  for (const CudaDeviceInfo& g : cuda_devices())
+    gpus += QStringLiteral("; cuda:%1 %2").arg(g.index).arg(QString::fromStdString(describe(g)));
+  if (gpus.isEmpty())
+    gpus = tr("; no GPU: %1").arg(QString::fromStdString(cuda_unavailable_reason()));
+  devices_->setText(tr("CPU, %1 cores").arg(cores) + gpus);
   devices_->setWordWrap(true);
   devices_->setAccessibleName(tr("Devices this build can run on"));
 }

@@ -157,7 +157,7 @@ cxxopts::Options logits_options() {
       "effort", "with --prompt: reasoning effort 1-100, low, high or max",
       cxxopts::value<std::string>()->default_value("high"))(
       "threads", "CPU threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
-      "backend", "cpu-reference (the plain reference) or cpu (optimised, same bits)",
+      "backend", "cpu-reference (the plain reference), cpu (optimised, same bits), cuda or cuda:N",
       cxxopts::value<std::string>()->default_value("cpu-reference"))("h,help", "this help");
   return opts;
 }

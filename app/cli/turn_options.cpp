@@ -14,7 +14,7 @@ namespace flashdesk::cli {
 
 void add_model_options(cxxopts::Options& options) {
   options.add_options("model")("model", "model directory", cxxopts::value<std::string>())(
-      "backend", "compute backend: cpu or cpu-reference",
+      "backend", "compute backend: cpu, cpu-reference, cuda (GPU 0) or cuda:N (GPU N)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "threads", "CPU threads (0 = every core)", cxxopts::value<int>()->default_value("0"))(
       "max-context", "longest sequence in tokens (0 = the model's)",

@@ -147,7 +147,7 @@ TEST_P(GoldenFlashTiny, TeacherForcedArgmaxEqualsTheOraclesOutsideTheNoiseBand) 
   EXPECT_GE(checked, oracle.cases.size() * oracle.steps / 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenFlashTiny, kBackendsAndModes,
+INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenFlashTiny, backends_and_modes(),
                          backend_mode_name);
 
 }  // namespace

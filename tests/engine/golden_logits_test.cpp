@@ -95,7 +95,8 @@ TEST_P(GoldenLogits, WithinTheOraclesOwnSummationOrderNoise) {
       argmax_agreement(want.rows, got.rows, V), argmax_agreement(want.rows, other.rows, V));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenLogits, kBackendsAndModes, backend_mode_name);
+INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenLogits, backends_and_modes(),
+                         backend_mode_name);
 
 }  // namespace
 }  // namespace flashdesk::test

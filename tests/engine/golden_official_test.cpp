@@ -347,7 +347,7 @@ TEST_P(GoldenOfficial, FlashTinyOnAPromptLongerThanItsWindow) {
   check("flash-tiny", std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny");
 }
 
-INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenOfficial, kBackendsAndModes,
+INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenOfficial, backends_and_modes(),
                          backend_mode_name);
 
 // The image's span rows (ViT, aligner, delimiter vectors) against the official ones: the

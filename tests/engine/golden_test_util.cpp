@@ -14,6 +14,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/random_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/ops/cuda/cuda_devices.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/util/numeric.h"
 #include "engine/util/sha256.h"
@@ -165,6 +166,12 @@ double relative_rms(std::span<const float> a, std::span<const float> b) {
   }
   const double den = rms(ref);
   return den > 0 ? rms(diff) / den : (rms(diff) == 0 ? 0.0 : INFINITY);
+}
+
+std::vector<std::string> golden_backends() {
+  std::vector<std::string> names = {"cpu-reference", "cpu"};
+  if (!cuda_devices().empty()) names.push_back("cuda");
+  return names;
 }
 
 std::string backend_mode_name(const ::testing::TestParamInfo<BackendMode>& p) {

@@ -73,10 +73,15 @@ double rms(std::span<const double> x);
 // RMS(b - a) / RMS(a).
 double relative_rms(std::span<const float> a, std::span<const float> b);
 
-// The golden tests run on every CPU backend in both prefill modes: (backend, prefill mode).
+// The golden tests run on every backend of this machine in both prefill modes: (backend, prefill
+// mode). The CPU backends always; "cuda" too when there is a GPU (evaluated when the tests are
+// registered, in main, not during static initialisation).
 using BackendMode = std::tuple<std::string, std::string>;
-inline const auto kBackendsAndModes = ::testing::Combine(::testing::Values("cpu-reference", "cpu"),
-                                                         ::testing::Values("exact", "bounded"));
+std::vector<std::string> golden_backends();
+inline auto backends_and_modes() {
+  return ::testing::Combine(::testing::ValuesIn(golden_backends()),
+                            ::testing::Values("exact", "bounded"));
+}
 std::string backend_mode_name(const ::testing::TestParamInfo<BackendMode>& p);
 
 // Index of the largest value (lowest index on ties, as the logits files' argmax).

@@ -1,0 +1,75 @@
+// One V4.1 main layer at full shapes on the CUDA backend, for bench/cuda_layer_bench: random
+// weights and caches generated on the device, and the backend calls of one step of the layer in
+// the order StepRunner::run_block, attention_layer.cpp and ffn_layer.cpp make them (mHC mixes,
+// collapse + norm, attention with its role's compressor / indexer / top-k reuse, the grouped
+// output projection, MoE routing and experts, expansions).
+//
+// Why not Model on a make-random checkpoint: one layer of each role at full shapes is 54 GB of
+// weights (384 experts x 7 GB per layer), more than one benchmark call can write, read and
+// upload; on the device the same shapes are filled in milliseconds. The call sequence here must
+// follow the model's: a change there is a change here (the bench prints the kernels per layer,
+// which shows a drift).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/config.h"
+#include "engine/ops/cuda/cuda_backend.h"
+
+namespace flashdesk::bench {
+
+// Device bytes one decode step reads, split as the roofline needs them.
+struct StepBytes {
+  double fixed = 0;    // every weight but the routed experts (read by any step)
+  double experts = 0;  // the routed experts the step's rows selected (distinct)
+  double caches = 0;   // window ring, top-k entries, scanned index keys
+  double total() const { return fixed + experts + caches; }
+};
+
+class SyntheticLayer {
+ public:
+  // Layer `role` of `text` with `seqs` sequences whose caches hold `context` positions.
+  SyntheticLayer(CudaBackend& be, const TextConfig& text, const LayerRole& role, int64_t seqs,
+                 int64_t context, uint64_t seed);
+  ~SyntheticLayer();
+
+  // One decode step (one new token per sequence at position `context`) on input set `input`
+  // (of 4, rotated so routing and L2 contents change between steps). Caches are not advanced:
+  // every step sees the same context.
+  void decode(int input);
+  // One prefill step of `tokens` tokens of one sequence from position 0 (empty caches).
+  void prefill(int64_t tokens);
+  // Bytes a decode step on input set `input` reads (reads the routed ids back: not timed).
+  StepBytes decode_bytes(int input);
+  // FLOPs of a prefill of `tokens` tokens (matrix products, expert products, attention).
+  double prefill_flops(int64_t tokens) const;
+
+ private:
+  struct Weights;
+  struct SeqCache;
+  Tensor step(const Tensor& X, const Tensor& pre_in, std::span<const int64_t> positions,
+              std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill);
+  Tensor attention(const Tensor& x, std::span<const int64_t> positions,
+                   std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill);
+  void compress(const Tensor& x, std::vector<SeqCache*>& seqs, int64_t first_position);
+  std::vector<Tensor> index(const Tensor& qr, const Tensor& x, std::span<const int64_t> positions,
+                            std::vector<SeqCache*>& seqs, int64_t first_position,
+                            std::vector<Tensor>& candidates);
+  Tensor moe(const Tensor& x, Tensor* ids_out);
+  std::unique_ptr<SeqCache> make_cache(int64_t context, int64_t rows, uint64_t seed);
+
+  CudaBackend& be_;
+  const TextConfig& t_;
+  LayerRole role_;
+  int64_t seqs_, context_;
+  std::unique_ptr<Weights> w_;
+  std::vector<std::unique_ptr<SeqCache>> caches_;
+  std::vector<Tensor> inputs_, pre_in_;  // 4 input sets [seqs, hc, D] and the incoming pre
+  std::vector<float> inv_freq_;
+};
+
+}  // namespace flashdesk::bench

@@ -1,0 +1,190 @@
+// Decode (batch 1, 8, 32) and prefill time of one V4.1 layer of each role at full shapes on the
+// CUDA backend (bench/cuda_layer.h: weights and caches random on the device), against ceilings
+// measured in the same run: achieved bytes/s over the device-to-device copy bandwidth, prefill
+// FLOP/s over cuBLAS's BF16 GEMM rate; kernels per layer; an extrapolated decode ms/token for
+// the config's main layers. Prints markdown tables.
+//
+//   cuda_layer_bench [--config FILE] [--context N] [--batches 1,8,32] [--iters N]
+//                    [--prefill N (0: none)] [--device N] [--copy-mb N] [--gemm-n N]
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench/bench_timing.h"
+#include "bench/cuda_layer.h"
+#include "engine/ops/cuda/bench_support.h"
+
+namespace {
+
+using flashdesk::LayerRole;
+using flashdesk::TextConfig;
+namespace cb = flashdesk::cuda_bench;
+
+struct Options {
+  std::string config;
+  int64_t context = 16384, iters = 20, prefill = 8192;
+  int64_t copy_mb = 2048, gemm_n = 8192;  // sizes of the ceiling measurements
+  std::vector<int64_t> batches = {1, 8, 32};
+  int device = 0;
+};
+
+std::vector<int64_t> parse_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  return out;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  o.config =
+      (std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/deepseek-v4.1-flash.json").string();
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+    const std::string v = argv[i + 1];
+    if (a == "--config")
+      o.config = v;
+    else if (a == "--context")
+      o.context = std::stoll(v);
+    else if (a == "--iters")
+      o.iters = std::stoll(v);
+    else if (a == "--prefill")
+      o.prefill = std::stoll(v);
+    else if (a == "--batches")
+      o.batches = parse_list(v);
+    else if (a == "--device")
+      o.device = std::stoi(v);
+    else if (a == "--copy-mb")
+      o.copy_mb = std::stoll(v);
+    else if (a == "--gemm-n")
+      o.gemm_n = std::stoll(v);
+    else
+      throw std::invalid_argument("unknown option " + a);
+  }
+  return o;
+}
+
+// What makes two layers cost the same: compress ratio, role, candidate building / restriction.
+using Signature = std::tuple<int64_t, flashdesk::AttnRole, bool, bool>;
+Signature signature(const LayerRole& r) {
+  return {r.compress_ratio, r.role, r.builds_candidates,
+          r.candidate_source >= 0 && !r.builds_candidates};
+}
+
+std::string role_label(const LayerRole& r) {
+  std::string s = std::string(flashdesk::attn_role_name(r.role));
+  if (r.builds_candidates) s += "+cand";
+  if (r.candidate_source >= 0 && !r.builds_candidates && r.role == flashdesk::AttnRole::Reindex)
+    s += " (restricted)";
+  if (r.compress_ratio > 0) s += " r" + std::to_string(r.compress_ratio);
+  return s + " (layer " + std::to_string(r.layer) + ")";
+}
+
+}  // namespace
+
+static int run_bench(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_layer_bench: %s\n", e.what());
+    return 2;
+  }
+  const flashdesk::ModelConfig cfg = flashdesk::load_model_config(o.config);
+  const TextConfig& t = cfg.text;
+  const std::vector<LayerRole> roles = flashdesk::derive_layer_roles(t);
+  flashdesk::CudaBackend be(o.device);
+  std::printf("device: %s (%s); config %s; context %lld; %lld timed steps each\n", be.name().data(),
+              flashdesk::describe(be.device()).c_str(), cfg.name.c_str(),
+              static_cast<long long>(o.context), static_cast<long long>(o.iters));
+  const double copy_bw = cb::copy_bandwidth(be, static_cast<size_t>(o.copy_mb) << 20);
+  const double gemm_flops = cb::bf16_gemm_flops(be, o.gemm_n);
+  std::printf(
+      "ceilings measured now: device copy %.0f GB/s (read + write), BF16 GEMM %.0f TFLOP/s\n\n",
+      copy_bw / 1e9, gemm_flops / 1e12);
+
+  // One layer per distinct signature (Engram layers: their attention role is measured without
+  // Engram, which adds a table gather and one linear).
+  std::map<Signature, LayerRole> reps;
+  std::map<Signature, int64_t> counts;
+  for (const LayerRole& r : roles) {
+    counts[signature(r)] += 1;
+    if (!reps.count(signature(r)) && !r.engram) reps[signature(r)] = r;
+    if (!reps.count(signature(r))) reps[signature(r)] = r;
+  }
+  // Rows are printed as they are measured: a run stopped by its time limit keeps what it has.
+  std::map<std::pair<Signature, int64_t>, double> per_layer_us;
+  std::printf("## Decode, one layer (device time per step; wall includes the host's launches)\n\n");
+  std::printf("| role | batch | device µs | wall µs | kernels | MB read | GB/s | of copy BW |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const auto& [sig, role] : reps) {
+    for (int64_t batch : o.batches) {
+      flashdesk::bench::SyntheticLayer layer(be, t, role, batch, o.context, 1000 + role.layer);
+      for (int i = 0; i < 3; ++i) layer.decode(i);  // warm-up: buffers cached, heuristics set
+      be.synchronize();
+      const uint64_t k0 = cb::kernels_launched();
+      layer.decode(3);
+      const uint64_t kernels = cb::kernels_launched() - k0;
+      be.synchronize();
+      const auto t0 = flashdesk::bench::Clock::now();
+      const double ms = cb::device_ms(be, [&] {
+        for (int64_t i = 0; i < o.iters; ++i) layer.decode(static_cast<int>(i));
+      });
+      const double wall_us =
+          1e6 * flashdesk::bench::seconds_since(t0) / static_cast<double>(o.iters);
+      const double device_us = 1e3 * ms / static_cast<double>(o.iters);
+      double bytes = 0;
+      for (int k = 0; k < 4; ++k) bytes += layer.decode_bytes(k).total() / 4.0;
+      const double gbs = bytes / (device_us * 1e-6) / 1e9;
+      std::printf("| %s | %lld | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
+                  role_label(role).c_str(), static_cast<long long>(batch), device_us, wall_us,
+                  static_cast<unsigned long long>(kernels), bytes / 1e6, gbs,
+                  100.0 * gbs * 1e9 / copy_bw);
+      per_layer_us[{sig, batch}] = std::max(device_us, wall_us);
+    }
+  }
+  std::printf(
+      "\n## Extrapolated decode of the %lld main layers (max of device and wall time per "
+      "layer; embedding, final norm and head not included)\n\n",
+      static_cast<long long>(t.num_hidden_layers));
+  std::printf("| batch | ms / step | tokens/s |\n| ---: | ---: | ---: |\n");
+  for (int64_t batch : o.batches) {
+    double us = 0;
+    for (const auto& [sig, n] : counts) us += static_cast<double>(n) * per_layer_us[{sig, batch}];
+    std::printf("| %lld | %.2f | %.0f |\n", static_cast<long long>(batch), us / 1e3,
+                static_cast<double>(batch) / (us * 1e-6));
+  }
+  if (o.prefill > 0) {
+    std::printf("\n## Prefill of %lld tokens, one layer\n\n", static_cast<long long>(o.prefill));
+    std::printf("| role | ms | TFLOP/s | of BF16 GEMM rate |\n| --- | ---: | ---: | ---: |\n");
+    for (const auto& [sig, role] : reps) {
+      flashdesk::bench::SyntheticLayer layer(be, t, role, 1, o.context, 2000 + role.layer);
+      layer.prefill(o.prefill);  // warm-up
+      be.synchronize();
+      const double ms = cb::device_ms(be, [&] { layer.prefill(o.prefill); });
+      const double rate = layer.prefill_flops(o.prefill) / (ms * 1e-3);
+      std::printf("| %s | %.1f | %.1f | %.1f%% |\n", role_label(role).c_str(), ms, rate / 1e12,
+                  100.0 * rate / gemm_flops);
+    }
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout that stops the run
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {  // no GPU, out of memory, a CUDA error: say which
+    std::fprintf(stderr, "cuda_layer_bench: %s\n", e.what());
+    return 1;
+  }
+}

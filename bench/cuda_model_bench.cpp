@@ -1,0 +1,128 @@
+// A whole model (default: the bundled flash-tiny) on the CUDA backend against the `cpu` backend
+// of the same machine: prefill and greedy decode tokens/s, and whether the greedy ids agree
+// (printed as the number of decode steps until the first difference). Prints a markdown table.
+//
+//   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N]
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_timing.h"
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/model.h"
+#include "engine/runtime/backend_factory.h"
+
+namespace {
+
+using flashdesk::bench::Clock;
+using flashdesk::bench::median;
+using flashdesk::bench::seconds_since;
+
+struct Run {
+  double prefill_s = 0, decode_s = 0;
+  std::vector<int32_t> ids;  // greedy decode
+};
+
+Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_t decode) {
+  flashdesk::SequenceState s = model.new_sequence();
+  Run r;
+  auto t0 = Clock::now();
+  std::vector<float> logits = model.prefill(s, prompt, flashdesk::PrefillOptions{});
+  r.prefill_s = seconds_since(t0);
+  t0 = Clock::now();
+  for (int64_t i = 0; i < decode; ++i) {
+    const auto next =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    r.ids.push_back(next);
+    logits = model.decode(s, next);
+  }
+  r.decode_s = seconds_since(t0);
+  return r;
+}
+
+}  // namespace
+
+static int run_bench(int argc, char** argv) {
+  std::string model_dir =
+      (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string();
+  int64_t prompt_len = 512, decode = 64, runs = 3;
+  std::string gpu = "cuda";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
+    if (a == "--model")
+      model_dir = v;
+    else if (a == "--prompt")
+      prompt_len = std::stoll(v);
+    else if (a == "--decode")
+      decode = std::stoll(v);
+    else if (a == "--runs")
+      runs = std::stoll(v);
+    else if (a == "--device")
+      gpu = "cuda:" + v;
+    else {
+      std::fprintf(stderr, "cuda_model_bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+    if (v.empty()) {
+      std::fprintf(stderr, "cuda_model_bench: %s needs a value\n", a.c_str());
+      return 2;
+    }
+  }
+  std::shared_ptr<const flashdesk::Checkpoint> ckpt = flashdesk::Checkpoint::open(model_dir);
+  std::mt19937 rng(7);
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+  for (auto& id : prompt)  // ordinary tokens: above the special ids, below the image token
+    id = static_cast<int32_t>(100 +
+                              rng() % static_cast<uint32_t>(ckpt->config().text.vocab_size / 2));
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("cuda_model_bench: %s, prompt %lld, %lld greedy steps, median of %lld runs\n\n",
+              ckpt->config().name.c_str(), static_cast<long long>(prompt_len),
+              static_cast<long long>(decode), static_cast<long long>(runs));
+  std::printf("| backend | prefill tok/s | decode tok/s | vs cpu (decode) | same greedy ids |\n");
+  std::printf("| --- | ---: | ---: | ---: | --- |\n");
+  std::vector<int32_t> cpu_ids;
+  double cpu_decode = 0;
+  for (const std::string& name : {std::string("cpu"), gpu}) {
+    const auto backend = flashdesk::make_backend(name, hw);
+    flashdesk::Model model(ckpt, *backend);
+    run_once(model, prompt, 2);  // warm-up
+    std::vector<double> prefill, dec;
+    Run last;
+    for (int64_t r = 0; r < runs; ++r) {
+      last = run_once(model, prompt, decode);
+      prefill.push_back(last.prefill_s);
+      dec.push_back(last.decode_s);
+    }
+    const double decode_tok_s = static_cast<double>(decode) / median(dec);
+    std::string same = "-";
+    if (cpu_ids.empty()) {
+      cpu_ids = last.ids;
+      cpu_decode = decode_tok_s;
+    } else {
+      const auto diff = std::mismatch(cpu_ids.begin(), cpu_ids.end(), last.ids.begin());
+      same = diff.first == cpu_ids.end() ? "all " + std::to_string(decode)
+                                         : "first " + std::to_string(diff.first - cpu_ids.begin()) +
+                                               " of " + std::to_string(decode);
+    }
+    std::printf("| %s | %.0f | %.1f | %.2fx | %s |\n", std::string(backend->name()).c_str(),
+                static_cast<double>(prompt_len) / median(prefill), decode_tok_s,
+                decode_tok_s / cpu_decode, same.c_str());
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a timeout that stops the run
+  try {
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {  // no GPU, out of memory, a CUDA error: say which
+    std::fprintf(stderr, "cuda_model_bench: %s\n", e.what());
+    return 1;
+  }
+}

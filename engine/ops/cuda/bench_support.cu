@@ -1,0 +1,148 @@
+// Device-side random fills, stream timing and the copy / GEMM ceilings of bench_support.h.
+#include <algorithm>
+#include <vector>
+
+#include "engine/ops/cuda/bench_support.h"
+#include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/kv_format.h"
+
+namespace flashdesk::cuda_bench {
+namespace {
+
+using cuda::blocks_for;
+using cuda::ptr;
+
+__device__ uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__device__ float unit(uint64_t h) {  // [0, 1)
+  return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);
+}
+
+// Byte i of a cache row of `dim` values in format f: codes first, then the scales.
+__device__ uint8_t cache_byte(KvFormat f, int64_t dim, int64_t i, uint64_t h, int centre) {
+  const int64_t row = kv_row_bytes(f, dim), j = i % row, codes = kv_code_bytes(f, dim);
+  if (j < codes) {
+    uint8_t b = static_cast<uint8_t>(h);
+    if (f == KvFormat::Fp8Window && (b & 0x7F) == 0x7F) b ^= 1;
+    return b;
+  }
+  if (f == KvFormat::Fp4Entry) return static_cast<uint8_t>(0x1C + (h >> 8) % 8);  // E4M3 ~0.1
+  return static_cast<uint8_t>(127 + centre + static_cast<int>((h >> 8) % 5) - 2);
+}
+
+__device__ void fill_one(uint8_t* out, int64_t e, const FillSpec& s) {
+  const uint64_t h = mix(s.seed * 0x100000001B3ull + static_cast<uint64_t>(e));
+  switch (s.kind) {
+    case Fill::Fp8Codes: {
+      uint8_t b = static_cast<uint8_t>(h);
+      out[e] = (b & 0x7F) == 0x7F ? b ^ 1 : b;
+      break;
+    }
+    case Fill::E8m0Scales:
+      out[e] = static_cast<uint8_t>(127 + s.centre + static_cast<int>(h % 5) - 2);
+      break;
+    case Fill::RandomBytes:
+      out[e] = static_cast<uint8_t>(h);
+      break;
+    case Fill::Bf16: {
+      const uint16_t bits = cuda::f32_to_bf16_bits(s.lo + (s.hi - s.lo) * unit(h));
+      reinterpret_cast<uint16_t*>(out)[e] = bits;
+      break;
+    }
+    case Fill::F32:
+      reinterpret_cast<float*>(out)[e] = s.lo + (s.hi - s.lo) * unit(h);
+      break;
+    case Fill::WindowRows:
+      out[e] = cache_byte(KvFormat::Fp8Window, s.dim, e, h, s.centre);
+      break;
+    case Fill::EntryRows:
+      out[e] = cache_byte(KvFormat::Fp4Entry, s.dim, e, h, s.centre);
+      break;
+    case Fill::KeyRows:
+      out[e] = cache_byte(KvFormat::Fp4Key, s.dim, e, h, s.centre);
+      break;
+  }
+}
+
+// Grid-stride over the elements (a fixed grid: one launch fills gigabytes).
+__global__ void fill_kernel(uint8_t* out, int64_t n_bytes, int64_t elem, FillSpec s) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e * elem < n_bytes;
+       e += stride)
+    fill_one(out, e, s);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+void fill(CudaBackend& be, Tensor& t, const FillSpec& spec) {
+  const int64_t bytes = static_cast<int64_t>(t.nbytes());
+  const int64_t elem = spec.kind == Fill::Bf16 ? 2 : spec.kind == Fill::F32 ? 4 : 1;
+  if (bytes == 0) return;
+  cuda::DeviceContext& ctx = be.context();
+  cuda::DeviceGuard g(ctx.device());
+  const unsigned blocks = std::min(blocks_for(bytes / elem, 256), 4u * 132u * 8u);
+  FD_LAUNCH(fill_kernel, dim3(blocks), dim3(256), 0, ctx.stream(), ptr<uint8_t>(t), bytes, elem,
+            spec);
+}
+
+double device_ms(CudaBackend& be, const std::function<void()>& issue) {
+  cuda::DeviceContext& ctx = be.context();
+  cuda::DeviceGuard g(ctx.device());
+  cuda::Event start, end;
+  start.record(ctx.stream());
+  issue();
+  end.record(ctx.stream());
+  end.synchronize();
+  return end.elapsed_ms_since(start);
+}
+
+double copy_bandwidth(CudaBackend& be, size_t bytes, int runs) {
+  Tensor a = be.alloc(DType::U8, Shape{static_cast<int64_t>(bytes)});
+  Tensor b = be.alloc(DType::U8, Shape{static_cast<int64_t>(bytes)});
+  fill(be, a, FillSpec{Fill::RandomBytes, 7});
+  be.copy(a, b);  // warm-up
+  std::vector<double> rates;
+  for (int r = 0; r < runs; ++r) {
+    const double ms = device_ms(be, [&] { be.copy(a, b); });
+    rates.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  return median(rates);
+}
+
+double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs) {
+  Tensor x = be.alloc(DType::BF16, Shape{n, n}), w = be.alloc(DType::BF16, Shape{n, n});
+  Tensor y = be.alloc(DType::F32, Shape{n, n});
+  fill(be, x, FillSpec{Fill::Bf16, 3, -1.0f, 1.0f});
+  fill(be, w, FillSpec{Fill::Bf16, 4, -1.0f, 1.0f});
+  cuda::GemmArgs a;
+  a.rows = a.cols = a.k = n;
+  a.x = x.bytes();
+  a.w = w.bytes();
+  a.y = ptr<float>(y);
+  a.ldx = a.ldw = a.ldy = n;
+  cuda::DeviceContext& ctx = be.context();
+  ctx.blas().gemm_nt(a);  // warm-up: handle, heuristics
+  std::vector<double> rates;
+  for (int r = 0; r < runs; ++r) {
+    const double ms = device_ms(be, [&] { ctx.blas().gemm_nt(a); });
+    rates.push_back(2.0 * static_cast<double>(n) * n * n / (ms * 1e-3));
+  }
+  return median(rates);
+}
+
+uint64_t kernels_launched() {
+  return cuda::kernels_launched();
+}
+
+}  // namespace flashdesk::cuda_bench

@@ -1,0 +1,48 @@
+// Measurement helpers for the CUDA benchmarks (bench/cuda_*), in plain C++: random tensor contents
+// generated on the device (so layers at the full V4.1 shapes need no checkpoint written, read or
+// copied over PCIe), device-time measurement of work issued on a backend's stream, and the two
+// ceilings a run measures itself: device-to-device copy bandwidth and the BF16 GEMM rate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "engine/ops/cuda/cuda_backend.h"
+
+namespace flashdesk::cuda_bench {
+
+enum class Fill : uint8_t {
+  Fp8Codes,     // E4M3 codes, uniform over the non-NaN codes
+  E8m0Scales,   // UE8M0 codes 127 + centre +- 2
+  RandomBytes,  // packed FP4, or any bytes
+  Bf16,         // BF16 values uniform in [lo, hi]
+  F32,          // F32 values uniform in [lo, hi]
+  WindowRows,   // Fp8Window cache rows (codes, then UE8M0 scales near 2^centre)
+  EntryRows,    // Fp4Entry rows (packed FP4, then E4M3 scales near 0.1)
+  KeyRows,      // Fp4Key rows (packed FP4, then UE8M0 scales near 2^centre)
+};
+
+struct FillSpec {
+  Fill kind = Fill::RandomBytes;
+  uint64_t seed = 1;
+  float lo = -1.0f, hi = 1.0f;
+  int centre = 0;
+  int64_t dim = 0;  // cache rows: the head dim of the format
+};
+
+// Overwrites t with random contents of the given kind, on the device.
+void fill(CudaBackend& be, Tensor& t, const FillSpec& spec);
+
+// Device milliseconds of the work `issue` puts on the backend's stream (events around it; waits).
+double device_ms(CudaBackend& be, const std::function<void()>& issue);
+
+// Bytes read plus bytes written per second by a device-to-device copy of `bytes` (median of runs).
+double copy_bandwidth(CudaBackend& be, size_t bytes, int runs = 10);
+
+// FLOP/s of an n x n x n BF16 GEMM with FP32 accumulation through cuBLAS (median of runs).
+double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs = 10);
+
+// Kernels launched so far by every CUDA backend of the process (a cuBLAS product counts one).
+uint64_t kernels_launched();
+
+}  // namespace flashdesk::cuda_bench

@@ -1,0 +1,47 @@
+// The dense matrix products of the CUDA backend's prefill paths, on cuBLAS. cuBLAS is loaded with
+// dlopen on the first product, not linked: its 500+ MB of libraries would add over half a second
+// to the start of every process that links the engine, GPU or not. The `cuda-emu` preset replaces
+// this with a plain loop (emu/blas_emu.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/cuda/cuda_runtime_compat.h"
+
+namespace flashdesk::cuda {
+
+enum class GemmInput : uint8_t { Bf16, F32 };
+
+// Row-major operands: Y [rows, cols] (F32, leading dimension ldy) = X [rows, k] . W [cols, k]^T,
+// both operands of type `in` (BF16 as uint16 bits, or F32), FP32 accumulation (no TF32).
+// batch > 1: product b reads X + b*stride_x, W + b*stride_w and writes Y + b*stride_y (elements).
+struct GemmArgs {
+  GemmInput in = GemmInput::Bf16;
+  int64_t rows = 0, cols = 0, k = 0;
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t batch = 1, stride_x = 0, stride_w = 0, stride_y = 0;
+};
+
+class Blas {
+ public:
+  Blas(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
+  ~Blas();
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+
+  void gemm_nt(const GemmArgs& a);
+
+ private:
+  void ensure_handle();
+
+  int device_;
+  cudaStream_t stream_;
+  void* handle_ = nullptr;  // cublasHandle_t
+};
+
+}  // namespace flashdesk::cuda

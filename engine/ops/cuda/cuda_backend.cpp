@@ -1,0 +1,184 @@
+// The CUDA backend's construction and memory ops: allocation from the pool, host <-> device
+// copies, row gathers and scatters as runs of device copies, weight uploads into the arena in
+// their stored formats.
+#include "engine/ops/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "engine/ops/cuda/device_context.h"
+#include "engine/util/numeric.h"
+
+namespace flashdesk {
+namespace {
+
+Shape shape_of(const TensorView& t) {
+  FD_CHECK(t.shape.size() <= static_cast<size_t>(Shape::kMaxRank),
+           std::string(t.name) + ": more than 4 dimensions");
+  switch (t.shape.size()) {
+    case 0:
+      return Shape{1};
+    case 1:
+      return Shape{t.dim(0)};
+    case 2:
+      return Shape{t.dim(0), t.dim(1)};
+    case 3:
+      return Shape{t.dim(0), t.dim(1), t.dim(2)};
+    default:
+      return Shape{t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
+  }
+}
+
+size_t row_bytes(const Tensor& t) {
+  return static_cast<size_t>(t.shape().row_numel()) * dtype_size(t.dtype());
+}
+
+// Copies rows src_rows[i] -> dst_rows[i], one device copy per run of consecutive pairs (a window
+// ring update is one or two runs, a bounded-replay cut one run per sequence).
+void copy_row_runs(cudaStream_t stream, const Tensor& src, std::span<const int64_t> src_rows,
+                   Tensor& dst, std::span<const int64_t> dst_rows, size_t rb) {
+  size_t i = 0;
+  while (i < src_rows.size()) {
+    size_t j = i + 1;
+    while (j < src_rows.size() && src_rows[j] == src_rows[j - 1] + 1 &&
+           dst_rows[j] == dst_rows[j - 1] + 1)
+      ++j;
+    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes() + static_cast<size_t>(dst_rows[i]) * rb,
+                                  src.bytes() + static_cast<size_t>(src_rows[i]) * rb, (j - i) * rb,
+                                  cudaMemcpyDeviceToDevice, stream));
+    i = j;
+  }
+}
+
+void expect_device(const Tensor& t, const char* op) {
+  FD_CHECK(t.defined() && !t.host_accessible(),
+           std::string(op) + ": tensor is not device memory of the CUDA backend");
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device) {
+  const std::vector<CudaDeviceInfo> devices = cuda_devices();
+  if (device < 0 || device >= static_cast<int>(devices.size()))
+    throw InvalidRequest(devices.empty() ? "no CUDA device: " + cuda_unavailable_reason()
+                                         : "no CUDA device " + std::to_string(device) + " (" +
+                                               std::to_string(devices.size()) + " found)");
+  info_ = devices[static_cast<size_t>(device)];
+  name_ = "cuda:" + std::to_string(device);
+  ctx_ = std::make_unique<cuda::DeviceContext>(device);
+}
+
+CudaBackend::~CudaBackend() {
+  // Pending work may still read tensors the caller has dropped; let it finish before the stream
+  // and the pool's cache go away.
+  if (ctx_) cudaStreamSynchronize(ctx_->stream());
+}
+
+void CudaBackend::synchronize() {
+  cuda::DeviceGuard g(ctx_->device());
+  FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
+}
+
+size_t CudaBackend::weight_bytes() const {
+  return ctx_->weights().bytes_used();
+}
+
+Tensor CudaBackend::alloc(DType dtype, Shape shape) {
+  cuda::DeviceGuard g(ctx_->device());
+  return ctx_->scratch(dtype, shape);
+}
+
+void CudaBackend::fill_zero(Tensor& t) {
+  expect_device(t, "fill_zero");
+  cuda::DeviceGuard g(ctx_->device());
+  if (t.nbytes()) FD_CUDA_CHECK(cudaMemsetAsync(t.bytes(), 0, t.nbytes(), ctx_->stream()));
+}
+
+void CudaBackend::write(Tensor& dst, const void* src, size_t bytes) {
+  expect_device(dst, "write");
+  FD_CHECK(bytes == dst.nbytes(), "write: byte count mismatch");
+  cuda::DeviceGuard g(ctx_->device());
+  if (bytes)
+    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes(), src, bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+}
+
+void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
+  expect_device(src, "read");
+  FD_CHECK(bytes == src.nbytes(), "read: byte count mismatch");
+  cuda::DeviceGuard g(ctx_->device());
+  if (bytes)
+    FD_CUDA_CHECK(cudaMemcpyAsync(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream()));
+  FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
+}
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  expect_device(src, "copy");
+  expect_device(dst, "copy");
+  FD_CHECK(src.nbytes() == dst.nbytes(), "copy: byte count mismatch");
+  cuda::DeviceGuard g(ctx_->device());
+  if (src.nbytes())
+    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes(), src.bytes(), src.nbytes(), cudaMemcpyDeviceToDevice,
+                                  ctx_->stream()));
+}
+
+void CudaBackend::gather_rows(const Tensor& src, std::span<const int64_t> rows, Tensor& dst) {
+  const size_t rb = row_bytes(src);
+  FD_CHECK(row_bytes(dst) == rb && dst.rows() == static_cast<int64_t>(rows.size()),
+           "gather_rows: shape mismatch");
+  std::vector<int64_t> to(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    FD_CHECK(rows[i] >= 0 && rows[i] < src.rows(), "gather_rows: row out of range");
+    to[i] = static_cast<int64_t>(i);
+  }
+  cuda::DeviceGuard g(ctx_->device());
+  copy_row_runs(ctx_->stream(), src, rows, dst, to, rb);
+}
+
+void CudaBackend::scatter_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
+                               std::span<const int64_t> dst_rows) {
+  const size_t rb = row_bytes(src);
+  FD_CHECK(row_bytes(dst) == rb && src_rows.size() == dst_rows.size(),
+           "scatter_rows: shape mismatch");
+  for (size_t i = 0; i < src_rows.size(); ++i)
+    FD_CHECK(src_rows[i] >= 0 && src_rows[i] < src.rows() && dst_rows[i] >= 0 &&
+                 dst_rows[i] < dst.rows(),
+             "scatter_rows: row out of range");
+  cuda::DeviceGuard g(ctx_->device());
+  copy_row_runs(ctx_->stream(), src, src_rows, dst, dst_rows, rb);
+}
+
+Tensor CudaBackend::upload(const TensorView& t) {
+  FD_CHECK(t.nbytes == static_cast<size_t>(t.numel()) * dtype_size(t.dtype),
+           std::string(t.name) + ": byte size does not match its shape");
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor out(ctx_->weights().allocate(t.nbytes), 0, t.dtype, shape_of(t));
+  if (t.nbytes)
+    FD_CUDA_CHECK(
+        cudaMemcpyAsync(out.bytes(), t.data, t.nbytes, cudaMemcpyHostToDevice, ctx_->stream()));
+  return out;
+}
+
+Tensor CudaBackend::upload_f32(const TensorView& t) {
+  const int64_t n = t.numel();
+  std::vector<float> wide(static_cast<size_t>(n));
+  if (t.dtype == DType::F32) {
+    FD_CHECK(t.nbytes == wide.size() * 4, std::string(t.name) + ": byte size mismatch");
+    if (n) std::memcpy(wide.data(), t.data, t.nbytes);
+  } else {
+    FD_CHECK(t.dtype == DType::BF16, std::string(t.name) + ": expected BF16 or F32");
+    FD_CHECK(t.nbytes == wide.size() * 2, std::string(t.name) + ": byte size mismatch");
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      wide[static_cast<size_t>(i)] = bf16_to_f32(h);
+    }
+  }
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor out(ctx_->weights().allocate(wide.size() * 4), 0, DType::F32, shape_of(t));
+  if (n)
+    FD_CUDA_CHECK(cudaMemcpyAsync(out.bytes(), wide.data(), wide.size() * 4, cudaMemcpyHostToDevice,
+                                  ctx_->stream()));
+  return out;
+}
+
+}  // namespace flashdesk

@@ -1,0 +1,93 @@
+// The CUDA backend: every op of backend.h on one NVIDIA GPU, with the numerics of
+// docs/numerics.md (tested op by op against cpu-reference in tests/cuda/).
+//
+// Goals: weights on the device in their stored formats (FP8 + UE8M0 tiles, packed FP4 + UE8M0,
+// BF16; no BF16 copy of the model); batch-1 decode near the memory roofline (GEMV kernels that
+// decode FP8/FP4 in registers, MoE experts of a token in one grouped launch, attention split over
+// the KV then combined); prefill through cuBLAS BF16 GEMMs on dequantised tiles; all work on one
+// stream of one device, so nothing here assumes the process has one GPU.
+// Non-goals (next steps, docs/cuda-backend.md): CUDA graphs for a decode step, several GPUs,
+// host-memory placement of experts, tensor-core kernels of our own, the vision ops.
+// This header has no CUDA types: the op files (*.cu) reach the device through context().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/ops/backend.h"
+#include "engine/ops/cuda/cuda_devices.h"
+
+namespace flashdesk {
+namespace cuda {
+class DeviceContext;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device = 0);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return name_; }
+  const CudaDeviceInfo& device() const { return info_; }
+  cuda::DeviceContext& context() { return *ctx_; }
+  // Waits for every op issued so far (ops are asynchronous; read() waits by itself).
+  void synchronize();
+  // Device bytes held by weights (upload*) so far.
+  size_t weight_bytes() const;
+
+  Tensor alloc(DType dtype, Shape shape) override;
+  void fill_zero(Tensor& t) override;
+  void write(Tensor& dst, const void* src, size_t bytes) override;
+  void read(const Tensor& src, void* dst, size_t bytes) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void gather_rows(const Tensor& src, std::span<const int64_t> rows, Tensor& dst) override;
+  void scatter_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
+                    std::span<const int64_t> dst_rows) override;
+  Tensor upload(const TensorView& t) override;
+  Tensor upload_f32(const TensorView& t) override;
+
+  void linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) override;
+  void grouped_linear(const Tensor& x, const LinearWeight& w, int64_t groups, Tensor& y) override;
+  void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& y) override;
+  void rope(Tensor& x, int64_t head_dim, std::span<const int64_t> positions,
+            std::span<const float> inv_freq, bool inverse) override;
+  void scale(Tensor& x, float factor) override;
+  void round_bf16(Tensor& x) override;
+  void fake_quant_fp4_e8m0(Tensor& x, int64_t block) override;
+
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows, Tensor& X) override;
+  void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre, Tensor& post,
+                Tensor& comb) override;
+  void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) override;
+  void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
+                 Tensor& out) override;
+
+  void quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, int64_t first_row) override;
+  void dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row, Tensor& out) override;
+  void compressor_pool(const Tensor& kv, const Tensor& score, int64_t ratio, Tensor& pending_kv,
+                       Tensor& pending_score, int64_t& n_pending, Tensor& out) override;
+
+  void indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) override;
+  void sparse_attention(const AttentionArgs& args, Tensor& out) override;
+
+  void moe_route(const Tensor& logits, const Tensor& bias, const Tensor* bias_image,
+                 std::span<const uint8_t> image_rows, const RouteSettings& s, Tensor& ids,
+                 Tensor& weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                   std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
+                   float swiglu_limit, Tensor& y) override;
+
+  void engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) override;
+  void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight, const Tensor& k_weight,
+                     std::span<const uint8_t> masked_rows, float eps) override;
+
+ private:
+  CudaDeviceInfo info_;
+  std::string name_;
+  std::unique_ptr<cuda::DeviceContext> ctx_;
+};
+
+}  // namespace flashdesk

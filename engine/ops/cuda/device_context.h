@@ -1,0 +1,62 @@
+// Everything one CudaBackend owns on its device: the stream all its ops run on, the memory pool
+// and weight arena, cuBLAS, and helpers the op files share (host metadata uploads, launch sizes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/ops/cuda/blas.h"
+#include "engine/ops/cuda/cuda_handles.h"
+#include "engine/ops/cuda/device_memory.h"
+#include "engine/ops/tensor.h"
+
+namespace flashdesk::cuda {
+
+class DeviceContext {
+ public:
+  explicit DeviceContext(int device);
+
+  int device() const { return device_; }
+  const cudaDeviceProp& props() const { return props_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  int multiprocessors() const { return props_.multiProcessorCount; }
+  DevicePool& pool() { return *pool_; }
+  WeightArena& weights() { return weights_; }
+  Blas& blas() { return blas_; }
+
+  // A device tensor from the pool; contents undefined.
+  Tensor scratch(DType dtype, Shape shape);
+  // A device copy of host values, ordered on the stream (the host buffer may be reused at once).
+  Tensor upload_host(DType dtype, Shape shape, const void* data);
+  template <class T>
+  Tensor upload_span(std::span<const T> v, DType dtype) {
+    return upload_host(dtype, Shape{static_cast<int64_t>(v.size())}, v.data());
+  }
+  // Host bytes kept on the device under `key` (e.g. the experts of a layer): uploaded again only
+  // when the bytes differ from the last upload under that key.
+  Tensor upload_cached(const void* key, const void* data, size_t bytes);
+
+ private:
+  int device_;
+  cudaDeviceProp props_{};
+  Stream stream_;
+  std::shared_ptr<DevicePool> pool_;
+  WeightArena weights_;
+  Blas blas_;
+  struct Cached {
+    std::vector<uint8_t> bytes;
+    Tensor tensor;
+  };
+  std::map<const void*, Cached> cached_;
+};
+
+// Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS
+// product counts as one): benches divide by layers for "kernels per layer".
+uint64_t kernels_launched();
+void count_kernel_launch();
+
+}  // namespace flashdesk::cuda

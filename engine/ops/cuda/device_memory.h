@@ -1,0 +1,63 @@
+// Device memory of the CUDA backend: a caching pool for activations and scratch (cudaMalloc and
+// cudaFree are slow and cudaFree synchronises the device) and a bump arena for weights, which live
+// as long as the model. Both hand out Memory objects (tensor.h) that are not host-accessible.
+//
+// Reuse is safe without events because every op of a backend runs on its one stream: a buffer
+// freed on the host and handed out again is only touched by later work of the same stream.
+// Non-goals: several streams sharing a pool, defragmentation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/ops/tensor.h"
+
+namespace flashdesk::cuda {
+
+class DevicePool : public std::enable_shared_from_this<DevicePool> {
+ public:
+  // cached_limit: freed bytes kept for reuse; beyond it freed blocks go back to the driver.
+  DevicePool(int device, size_t cached_limit);
+  ~DevicePool();
+  DevicePool(const DevicePool&) = delete;
+  DevicePool& operator=(const DevicePool&) = delete;
+
+  // A block of at least `bytes` (256-byte aligned), contents undefined. `exact`: no rounding up to
+  // a size class (weights, which are never freed and reused).
+  std::shared_ptr<Memory> allocate(size_t bytes, bool exact = false);
+  void release(void* ptr, size_t block_bytes);  // called by the Memory objects it handed out
+  void trim();                                  // gives every cached block back to the driver
+  size_t cached_bytes() const;
+  size_t live_bytes() const;
+
+ private:
+  void* device_malloc(size_t bytes);
+  static size_t block_size(size_t bytes);
+
+  int device_;
+  size_t cached_limit_;
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;  // block size -> cached blocks
+  size_t cached_ = 0, live_ = 0;
+};
+
+// Weights: sub-allocated from large chunks that are freed when their last tensor dies.
+class WeightArena {
+ public:
+  explicit WeightArena(std::shared_ptr<DevicePool> pool) : pool_(std::move(pool)) {}
+  std::shared_ptr<Memory> allocate(size_t bytes);
+  size_t bytes_used() const { return used_; }
+
+  static constexpr size_t kChunkBytes = size_t{256} << 20;
+
+ private:
+  std::shared_ptr<DevicePool> pool_;
+  std::shared_ptr<Memory> chunk_;
+  size_t chunk_used_ = 0, used_ = 0;
+};
+
+}  // namespace flashdesk::cuda

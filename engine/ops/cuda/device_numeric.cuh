@@ -1,0 +1,129 @@
+// The number formats of docs/numerics.md on the device (and on the host, for the emulation): BF16
+// rounding, FP8 E4M3, UE8M0 and FP4 E2M1 decode and encode, bit for bit the rules of
+// engine/util/numeric.h (round to nearest even, the same saturation), so quantised codes written
+// by a kernel equal those of the CPU reference.
+#pragma once
+
+#include <cstdint>
+
+#ifdef FLASHDESK_CUDA_EMU
+#include "engine/ops/cuda/emu/cuda_emu.h"
+#else
+#include <cuda_runtime.h>
+#endif
+
+#define FD_DEV __device__ __forceinline__
+
+namespace flashdesk::cuda {
+
+// ---- BF16
+// -----------------------------------------------------------------------------------------
+FD_DEV uint16_t f32_to_bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+FD_DEV float bf16_bits_to_f32(uint32_t h) {
+  return __uint_as_float(h << 16);
+}
+FD_DEV float round_bf16(float f) {
+  return bf16_bits_to_f32(f32_to_bf16_bits(f));
+}
+
+// ---- E8M0
+// -----------------------------------------------------------------------------------------
+FD_DEV float e8m0_to_f32(uint32_t code) {
+  return code == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(code << 23);  // 2^-127
+}
+// 2^ceil(log2(v)) as an E8M0 code for a positive normal v (exponent + 1 when the mantissa is set).
+FD_DEV uint8_t e8m0_ceil_code(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return static_cast<uint8_t>(((u >> 23) & 0xFFu) + ((u & 0x7FFFFFu) != 0 ? 1u : 0u));
+}
+
+// ---- FP8 E4M3 (e4m3fn)
+// ----------------------------------------------------------------------------
+FD_DEV float e4m3_to_f32(uint32_t code) {
+  const uint32_t sign = (code & 0x80u) << 24, exp = (code >> 3) & 0xFu, mant = code & 0x7u;
+  if (exp == 0xFu && mant == 0x7u) return __uint_as_float(0x7FC00000u | sign);
+  const float normal = __uint_as_float(sign | ((exp + 120u) << 23) | (mant << 20));
+  const float sub =
+      __uint_as_float(sign | __float_as_uint(static_cast<float>(mant) * 0.001953125f));
+  return exp != 0 ? normal : sub;
+}
+// Round to nearest even; beyond ±448 saturates to ±448 (callers clamp first, like the reference).
+FD_DEV uint8_t f32_to_e4m3(float f) {
+  if (f != f) return 0x7F;
+  const uint32_t u = __float_as_uint(f);
+  const uint8_t sign = (u >> 31) ? 0x80 : 0x00;
+  const float a = __uint_as_float(u & 0x7FFFFFFFu);
+  if (a < 0.015625f) {  // 2^-6: subnormal steps of 2^-9; 8 steps is the smallest normal (0x08)
+    const float steps = rintf(a * 512.0f);
+    return static_cast<uint8_t>(sign | static_cast<uint8_t>(steps));
+  }
+  const uint32_t au = __float_as_uint(a);
+  int exp = static_cast<int>((au >> 23) & 0xFFu) - 127;
+  float mant = rintf(static_cast<float>(au & 0x7FFFFFu) * 9.5367431640625e-07f);  // * 2^-20
+  if (mant == 8.0f) {
+    mant = 0.0f;
+    ++exp;
+  }
+  const int field = exp + 7;
+  if (field > 15 || (field == 15 && mant > 6.0f)) return static_cast<uint8_t>(sign | 0x7E);
+  return static_cast<uint8_t>(sign | (field << 3) | static_cast<int>(mant));
+}
+
+// ---- FP4 E2M1
+// ---------------------------------------------------------------------------------------
+FD_DEV float e2m1_to_f32(uint32_t code) {
+  // 0, 0.5, 1, 1.5, 2, 3, 4, 6: code c (1..7) = 2^(e-1) * (1 + m/2) with e = c >> 1, m = c & 1.
+  const uint32_t c = code & 0x7u;
+  const float mag = c < 2 ? 0.5f * static_cast<float>(c)
+                          : __uint_as_float(((c >> 1) + 126u) << 23) * (1.0f + 0.5f * (c & 1u));
+  return (code & 0x8u) ? -mag : mag;
+}
+FD_DEV uint8_t f32_to_e2m1(float f) {
+  const uint8_t sign = (__float_as_uint(f) >> 31) ? 0x8 : 0x0;
+  const float a = fabsf(f);
+  uint8_t code;
+  if (a <= 0.25f)
+    code = 0;
+  else if (a < 0.75f)
+    code = 1;
+  else if (a <= 1.25f)
+    code = 2;
+  else if (a < 1.75f)
+    code = 3;
+  else if (a <= 2.5f)
+    code = 4;
+  else if (a < 3.5f)
+    code = 5;
+  else if (a <= 5.0f)
+    code = 6;
+  else
+    code = 7;
+  return static_cast<uint8_t>(sign | code);
+}
+
+// ---- block scales (docs/numerics.md "Quantisers") ---------------------------------------------
+// act_quant / FP8 window rows: the UE8M0 scale code of a block with absolute maximum amax.
+FD_DEV uint8_t fp8_scale_code(float amax) {
+  return e8m0_ceil_code(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+}
+FD_DEV uint8_t fp8_code(float x, float scale) {
+  return f32_to_e4m3(fminf(fmaxf(x / scale, -448.0f), 448.0f));
+}
+// FP4 with a UE8M0 scale (index keys and queries, block 32).
+FD_DEV uint8_t fp4_e8m0_scale_code(float amax) {
+  return e8m0_ceil_code(fmaxf(amax, 6.0f * 1.1754943508222875e-38f) * (1.0f / 6.0f));
+}
+// FP4 with an E4M3 scale (compressed main KV, block 16): the scale is e4m3(amax / 6).
+FD_DEV uint8_t fp4_e4m3_scale_code(float amax) {
+  return f32_to_e4m3(fmaxf(amax, 6.0f * 0.001953125f) / 6.0f);
+}
+FD_DEV uint8_t fp4_code(float x, float scale) {
+  return f32_to_e2m1(fminf(fmaxf(x / scale, -6.0f), 6.0f));
+}
+
+}  // namespace flashdesk::cuda

@@ -1,0 +1,154 @@
+// Row-wise ops of the CUDA backend: RMSNorm, interleaved partial RoPE (and its inverse), scaling,
+// BF16 rounding, FP4 fake-quant of index queries, embedding lookup. Multiplies and adds that the
+// reference writes as two roundings are kept apart (__fmul_rn), so results differ from the CPU
+// only where a sum's order does.
+#include <vector>
+
+#include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/kernel_util.cuh"
+
+namespace flashdesk {
+namespace cuda {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+// One block per row: y = bf16(w * (x * rsqrt(mean(x^2) + eps))); y may be x.
+__global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t d, float* y) {
+  __shared__ float scratch[32];
+  const float* row = x + blockIdx.x * d;
+  float ss = 0.0f;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += row[j] * row[j];
+  const float r = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
+  float* out = y + blockIdx.x * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    const float v = __fmul_rn(row[j], r);
+    out[j] = round_bf16(w ? __fmul_rn(w[j], v) : v);
+  }
+}
+
+// One thread per (row, head, pair): the pair (2p, 2p+1) of the head's last rope_dim values.
+__global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pairs,
+                            const int64_t* positions, const float* inv_freq, float sign) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * heads * pairs) return;
+  const int64_t p = i % pairs, h = (i / pairs) % heads, row = i / (pairs * heads);
+  const float angle = static_cast<float>(positions[row]) * inv_freq[p];
+  float s, c;
+  sincosf(angle, &s, &c);
+  s *= sign;
+  float* v = x + (row * heads + h) * head_dim + (head_dim - 2 * pairs) + 2 * p;
+  const float a = v[0], b = v[1];
+  v[0] = round_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
+  v[1] = round_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+__global__ void round_bf16_kernel(float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = round_bf16(x[i]);
+}
+
+// One thread per block of `block` values: FP4 codes with a UE8M0 scale, written back dequantised.
+__global__ void fake_quant_fp4_kernel(float* x, int64_t n_blocks, int64_t block) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= n_blocks) return;
+  float* v = x + b * block;
+  float amax = 0.0f;
+  for (int64_t j = 0; j < block; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  const float s = e8m0_to_f32(fp4_e8m0_scale_code(amax));
+  for (int64_t j = 0; j < block; ++j) v[j] = e2m1_to_f32(fp4_code(v[j], s)) * s;
+}
+
+// rows [n, d] = table[ids] (BF16 widened), X [n, hc, d] = the row in every stream.
+__global__ void embed_kernel(const uint16_t* table, const int32_t* ids, int64_t n, int64_t d,
+                             int64_t hc, float* rows, float* X) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * d) return;
+  const int64_t t = i / d, j = i % d;
+  const float v = bf16_bits_to_f32(table[static_cast<int64_t>(ids[t]) * d + j]);
+  rows[i] = v;
+  for (int64_t k = 0; k < hc; ++k) X[(t * hc + k) * d + j] = v;
+}
+
+}  // namespace
+}  // namespace cuda
+
+using cuda::blocks_for;
+using cuda::ptr;
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& y) {
+  const int last = x.shape().rank() - 1;
+  const int64_t d = x.dim(last), n = x.numel() / d;
+  check_dtype(x, DType::F32, "rms_norm x");
+  FD_CHECK(y.numel() == x.numel(), "rms_norm: output " + y.shape().str());
+  if (weight) check_shape(*weight, Shape{d}, "rms_norm weight");
+  if (n == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::rms_norm_kernel, dim3(static_cast<unsigned>(n)), dim3(cuda::kRowThreads), 0,
+            ctx_->stream(), ptr<const float>(x), weight ? ptr<const float>(*weight) : nullptr, eps,
+            d, ptr<float>(y));
+}
+
+void CudaBackend::rope(Tensor& x, int64_t head_dim, std::span<const int64_t> positions,
+                       std::span<const float> inv_freq, bool inverse) {
+  const int64_t n = x.rows(), row = x.shape().row_numel();
+  const int64_t pairs = static_cast<int64_t>(inv_freq.size());
+  FD_CHECK(row % head_dim == 0 && 2 * pairs <= head_dim, "rope: shape " + x.shape().str());
+  FD_CHECK(static_cast<int64_t>(positions.size()) == n, "rope: one position per row");
+  const int64_t heads = row / head_dim, work = n * heads * pairs;
+  if (work == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor pos = ctx_->upload_span(positions, DType::I64);
+  Tensor freq = ctx_->upload_span(inv_freq, DType::F32);
+  FD_LAUNCH(cuda::rope_kernel, dim3(blocks_for(work, 256)), dim3(256), 0, ctx_->stream(),
+            ptr<float>(x), n, heads, head_dim, pairs, ptr<const int64_t>(pos),
+            ptr<const float>(freq), inverse ? -1.0f : 1.0f);
+}
+
+void CudaBackend::scale(Tensor& x, float factor) {
+  if (x.numel() == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::scale_kernel, dim3(blocks_for(x.numel(), 256)), dim3(256), 0, ctx_->stream(),
+            ptr<float>(x), x.numel(), factor);
+}
+
+void CudaBackend::round_bf16(Tensor& x) {
+  if (x.numel() == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::round_bf16_kernel, dim3(blocks_for(x.numel(), 256)), dim3(256), 0, ctx_->stream(),
+            ptr<float>(x), x.numel());
+}
+
+void CudaBackend::fake_quant_fp4_e8m0(Tensor& x, int64_t block) {
+  const int64_t d = x.dim(x.shape().rank() - 1);
+  FD_CHECK(d % block == 0 && block % 2 == 0, "fake_quant_fp4_e8m0: row not a multiple of block");
+  const int64_t blocks = x.numel() / block;
+  if (blocks == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::fake_quant_fp4_kernel, dim3(blocks_for(blocks, 128)), dim3(128), 0,
+            ctx_->stream(), ptr<float>(x), blocks, block);
+}
+
+void CudaBackend::embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows,
+                        Tensor& X) {
+  check_dtype(table, DType::BF16, "embed table");
+  const int64_t vocab = table.dim(0), d = table.dim(1), n = static_cast<int64_t>(ids.size());
+  check_shape(rows, Shape{n, d}, "embed rows");
+  FD_CHECK(X.rows() == n && X.shape().row_numel() % d == 0, "embed: streams " + X.shape().str());
+  for (int32_t id : ids) FD_CHECK(id >= 0 && id < vocab, "embed: token id out of range");
+  if (n == 0) return;
+  const int64_t hc = X.shape().row_numel() / d;
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor dev_ids = ctx_->upload_span(ids, DType::I32);
+  FD_LAUNCH(cuda::embed_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(),
+            ptr<const uint16_t>(table), ptr<const int32_t>(dev_ids), n, d, hc, ptr<float>(rows),
+            ptr<float>(X));
+}
+
+}  // namespace flashdesk

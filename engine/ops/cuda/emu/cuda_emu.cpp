@@ -1,0 +1,368 @@
+// The CPU emulation of the CUDA runtime and thread model (cuda_emu.h): device memory is host
+// memory, streams and events are immediate, and each block's threads are ucontext fibers that
+// switch only at barriers and warp shuffles.
+#include "engine/ops/cuda/emu/cuda_emu.h"
+
+#include <ucontext.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fd_emu {
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;
+
+struct Fiber {
+  ucontext_t context;
+  ThreadContext thread;
+  bool done = false;
+};
+
+struct Scope {  // a barrier over the live threads of a block or of one warp
+  int live = 0;
+  int arrived = 0;
+  uint64_t generation = 0;
+};
+
+struct BlockRun {
+  std::vector<Fiber> fibers;
+  std::vector<Scope> warps;
+  std::vector<uint64_t> exchange;  // one slot per thread
+  Scope block;
+  ucontext_t scheduler;
+  Fiber* running = nullptr;
+  uint64_t progress =
+      0;  // barrier releases and finished threads: a round without any is a deadlock
+  const std::function<void()>* body = nullptr;
+  unsigned char* smem = nullptr;
+};
+
+BlockRun* g_block = nullptr;
+
+void yield_to_scheduler() {
+  BlockRun& b = *g_block;
+  Fiber* me = b.running;
+  swapcontext(&me->context, &b.scheduler);
+}
+
+void wait_at(Scope& s) {
+  const uint64_t gen = s.generation;
+  if (++s.arrived == s.live) {
+    s.arrived = 0;
+    ++s.generation;
+    ++g_block->progress;
+    return;
+  }
+  while (s.generation == gen) yield_to_scheduler();
+}
+
+void leave(Scope& s) {
+  --s.live;
+  if (s.arrived > 0 && s.arrived == s.live) {
+    s.arrived = 0;
+    ++s.generation;
+  }
+}
+
+void fiber_main() {
+  BlockRun& b = *g_block;
+  (*b.body)();
+  Fiber* me = b.running;
+  me->done = true;
+  ++b.progress;
+  leave(b.block);
+  leave(b.warps[me->thread.warp]);
+  // Returning switches to uc_link, the scheduler.
+}
+
+struct Stacks {
+  std::vector<std::unique_ptr<char[]>> stacks;
+  void ensure(size_t n) {
+    while (stacks.size() < n) stacks.emplace_back(new char[kStackBytes]);
+  }
+};
+
+cudaError_t g_last_error = cudaSuccess;
+
+}  // namespace
+
+ThreadContext& ctx() {
+  if (!g_block || !g_block->running) {
+    std::fprintf(stderr, "cuda emulator: device builtin used outside a kernel\n");
+    std::abort();
+  }
+  return g_block->running->thread;
+}
+
+void block_barrier() {
+  wait_at(g_block->block);
+}
+
+void warp_barrier() {
+  wait_at(g_block->warps[ctx().warp]);
+}
+
+uint64_t warp_exchange(uint64_t value, unsigned src) {
+  BlockRun& b = *g_block;
+  const ThreadContext& t = ctx();
+  const unsigned flat = t.warp * 32 + t.lane;
+  b.exchange[flat] = value;
+  warp_barrier();
+  const uint64_t got = b.exchange[t.warp * 32 + (src & 31u)];
+  warp_barrier();
+  return got;
+}
+
+unsigned char* dynamic_smem() {
+  return g_block->smem;
+}
+
+void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body) {
+  const unsigned threads = block.x * block.y * block.z;
+  if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
+    g_last_error = cudaErrorInvalidValue;
+    return;
+  }
+  static Stacks stacks;
+  stacks.ensure(threads);
+  std::vector<unsigned char> smem_storage(dynamic_smem_bytes + 16);
+  unsigned char* smem = smem_storage.data();
+  smem += (16 - reinterpret_cast<uintptr_t>(smem) % 16) % 16;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        BlockRun run;
+        run.body = &body;
+        run.smem = smem;
+        run.fibers.resize(threads);
+        const unsigned n_warps = (threads + 31) / 32;
+        run.warps.resize(n_warps);
+        run.exchange.assign(n_warps * 32, 0);
+        run.block.live = static_cast<int>(threads);
+        for (unsigned i = 0; i < threads; ++i) {
+          Fiber& f = run.fibers[i];
+          f.thread.block_idx = dim3(bx, by, bz);
+          f.thread.grid_dim = grid;
+          f.thread.block_dim = block;
+          f.thread.thread_idx = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+          f.thread.warp = i / 32;
+          f.thread.lane = i % 32;
+          ++run.warps[i / 32].live;
+          getcontext(&f.context);
+          f.context.uc_stack.ss_sp = stacks.stacks[i].get();
+          f.context.uc_stack.ss_size = kStackBytes;
+          f.context.uc_link = &run.scheduler;
+          makecontext(&f.context, fiber_main, 0);
+        }
+        g_block = &run;
+        size_t remaining = threads;
+        while (remaining > 0) {
+          const uint64_t before = run.progress;
+          for (Fiber& f : run.fibers) {
+            if (f.done) continue;
+            run.running = &f;
+            swapcontext(&run.scheduler, &f.context);
+            run.running = nullptr;
+            if (f.done) --remaining;
+          }
+          if (remaining > 0 && run.progress == before) {
+            std::fprintf(stderr,
+                         "cuda emulator: deadlock in block (%u,%u,%u): threads wait at barriers "
+                         "that not every live thread reaches\n",
+                         bx, by, bz);
+            std::abort();
+          }
+        }
+        g_block = nullptr;
+      }
+}
+
+}  // namespace fd_emu
+
+// ---- runtime API
+// ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t kEmuMemory = size_t{16} << 30;
+size_t g_allocated = 0;
+
+}  // namespace
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+  }
+  return "unknown error";
+}
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+  }
+  return "cudaErrorUnknown";
+}
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = fd_emu::g_last_error;
+  fd_emu::g_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d) {
+  return d == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+
+cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d != 0) return cudaErrorInvalidDevice;
+  *p = {};
+  std::snprintf(p->name, sizeof(p->name), "FlashDesk CUDA emulator (CPU)");
+  p->totalGlobalMem = kEmuMemory;
+  p->sharedMemPerBlock = 48 * 1024;
+  p->sharedMemPerBlockOptin = 99 * 1024;
+  p->multiProcessorCount = 4;
+  p->major = 8;
+  p->minor = 0;
+  p->l2CacheSize = 4 << 20;
+  p->maxThreadsPerBlock = 1024;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  *total_bytes = kEmuMemory;
+  *free_bytes = kEmuMemory > g_allocated ? kEmuMemory - g_allocated : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  // Poisoned, like fresh device memory is undefined: a kernel reading what nothing wrote shows.
+  void* m = ::operator new (bytes ? bytes : 1, std::align_val_t{256}, std::nothrow);
+  if (!m) return cudaErrorMemoryAllocation;
+  std::memset(m, 0xC3, bytes);
+  g_allocated += bytes;
+  *p = m;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+  if (p) ::operator delete (p, std::align_val_t{256});
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  *p = std::malloc(bytes ? bytes : 1);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  if (bytes) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  static int token;
+  *s = reinterpret_cast<cudaStream_t>(&token);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() {
+  return cudaSuccess;
+}
+
+namespace {
+struct EmuEvent {
+  std::chrono::steady_clock::time_point at;
+};
+}  // namespace
+
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = reinterpret_cast<cudaEvent_t>(new EmuEvent{});
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<EmuEvent*>(e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  reinterpret_cast<EmuEvent*>(e)->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = std::chrono::duration<float, std::milli>(reinterpret_cast<EmuEvent*>(end)->at -
+                                                 reinterpret_cast<EmuEvent*>(start)->at)
+            .count();
+  return cudaSuccess;
+}

@@ -1,0 +1,199 @@
+// Manifold-constrained hyper-connections on the CUDA backend (MODEL-REFERENCE §4.1): the mixes of
+// every row in one kernel (the 24 dot products over hc*D split across blocks, the last block of a
+// row tile summing the splits in order and running the Sinkhorn normalisation), and the collapse
+// and expansion of the streams with the reference's exact rounding order.
+#include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/kernel_util.cuh"
+
+namespace flashdesk {
+namespace cuda {
+namespace {
+
+constexpr int kMaxHc = 4;
+constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // 24 mixes
+constexpr int kSums = kMaxMix + 1;              // + the sum of squares
+constexpr int kMixThreads = 256;
+constexpr int kMixRows = 4;  // rows per tile
+constexpr int64_t kSplitElems = 2 * kMixThreads;
+
+struct MixShape {
+  int64_t n, flat, hc, n_mix, splits;
+  float norm_eps, hc_eps;
+  int64_t iters;
+};
+
+__device__ float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+
+// Sinkhorn of MODEL-REFERENCE §4.1 on one hc x hc matrix, in the CPU reference's order.
+__device__ void sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
+  for (int64_t j = 0; j < hc; ++j) {
+    float* row = c + j * hc;
+    float mx = row[0];
+    for (int64_t k = 1; k < hc; ++k) mx = fmaxf(mx, row[k]);
+    float sum = 0.0f;
+    for (int64_t k = 0; k < hc; ++k) sum += (row[k] = expf(row[k] - mx));
+    for (int64_t k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
+  }
+  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
+    if (it > 0)
+      for (int64_t j = 0; j < hc; ++j) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < hc; ++k) sum += c[j * hc + k];
+        for (int64_t k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
+      }
+    for (int64_t k = 0; k < hc; ++k) {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k];
+      for (int64_t j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
+    }
+  }
+}
+
+// The 25 sums of one row tile over one split of the flat dimension, written to
+// partial[row][split][kSums]; the last block of the tile to finish combines every split.
+__global__ void __launch_bounds__(kMixThreads)
+    hc_mix_kernel(const float* X, const float* fn, const float* base, const float* scale,
+                  MixShape s, float* partial, unsigned* done, float* pre, float* post,
+                  float* comb) {
+  __shared__ float warp_sums[kSums][kMixThreads / 32];
+  __shared__ float row_sums[kMixRows][kSums];
+  __shared__ unsigned is_last;
+  const int64_t split = blockIdx.x, tile = blockIdx.y;
+  const int64_t k0 = split * kSplitElems,
+                k1 = k0 + kSplitElems < s.flat ? k0 + kSplitElems : s.flat;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  for (int r = 0; r < kMixRows; ++r) {
+    const int64_t row = tile * kMixRows + r;
+    if (row >= s.n) break;  // uniform over the block
+    float acc[kSums];
+    for (int j = 0; j < kSums; ++j) acc[j] = 0.0f;
+    for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
+      const float x = X[row * s.flat + k];
+      acc[kMaxMix] += x * x;
+      for (int j = 0; j < kMaxMix; ++j)
+        if (j < s.n_mix) acc[j] += x * fn[j * s.flat + k];
+    }
+    for (int j = 0; j < kSums; ++j) {
+      const float v = warp_sum(acc[j]);
+      if (lane == 0) warp_sums[j][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < kSums) {
+      float v = 0.0f;
+      for (unsigned w = 0; w < blockDim.x / 32; ++w) v += warp_sums[threadIdx.x][w];
+      partial[(row * s.splits + split) * kSums + threadIdx.x] = v;
+    }
+    __syncthreads();
+  }
+  __threadfence();
+  if (threadIdx.x == 0) is_last = atomicAdd(&done[tile], 1u) == s.splits - 1;
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  // Combine the splits in order, one thread per (row, sum).
+  if (threadIdx.x < kMixRows * kSums) {
+    const int r = threadIdx.x / kSums, j = threadIdx.x % kSums;
+    const int64_t row = tile * kMixRows + r;
+    float v = 0.0f;
+    if (row < s.n)
+      for (int64_t sp = 0; sp < s.splits; ++sp)
+        v += __ldcg(&partial[(row * s.splits + sp) * kSums + j]);
+    row_sums[r][j] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x >= kMixRows) return;
+  const int64_t row = tile * kMixRows + threadIdx.x;
+  if (row >= s.n) return;
+  const float* m = row_sums[threadIdx.x];
+  const float r = 1.0f / sqrtf(m[kMaxMix] / static_cast<float>(s.flat) + s.norm_eps);
+  const int64_t hc = s.hc;
+  for (int64_t j = 0; j < hc; ++j) {
+    pre[row * hc + j] = sigmoid(__fadd_rn(__fmul_rn(m[j] * r, scale[0]), base[j])) + s.hc_eps;
+    post[row * hc + j] =
+        2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + j] * r, scale[1]), base[hc + j]));
+  }
+  float c[kMaxHc * kMaxHc];
+  for (int64_t j = 0; j < hc * hc; ++j)
+    c[j] = __fadd_rn(__fmul_rn(m[2 * hc + j] * r, scale[2]), base[2 * hc + j]);
+  sinkhorn(c, hc, s.iters, s.hc_eps);
+  for (int64_t j = 0; j < hc * hc; ++j) comb[row * hc * hc + j] = c[j];
+}
+
+// u [n, d] = bf16(sum_j pre[j] * X_j), FP32 sum over j in order.
+__global__ void hc_collapse_kernel(const float* X, const float* pre, int64_t n, int64_t hc,
+                                   int64_t d, float* u) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * d) return;
+  const int64_t row = i / d, e = i % d;
+  float acc = 0.0f;
+  for (int64_t j = 0; j < hc; ++j)
+    acc = __fadd_rn(acc, __fmul_rn(pre[row * hc + j], X[(row * hc + j) * d + e]));
+  u[i] = round_bf16(acc);
+}
+
+// out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j).
+__global__ void hc_expand_kernel(const float* X, const float* y, const float* post,
+                                 const float* comb, int64_t n, int64_t hc, int64_t d, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * hc * d) return;
+  const int64_t e = i % d, k = (i / d) % hc, row = i / (d * hc);
+  const float* c = comb + row * hc * hc;
+  float acc = 0.0f;
+  for (int64_t j = 0; j < hc; ++j)
+    acc = __fadd_rn(acc, __fmul_rn(c[j * hc + k], X[(row * hc + j) * d + e]));
+  out[i] = round_bf16(__fadd_rn(__fmul_rn(post[row * hc + k], y[row * d + e]), acc));
+}
+
+}  // namespace
+}  // namespace cuda
+
+using cuda::blocks_for;
+using cuda::ptr;
+
+void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
+                           Tensor& post, Tensor& comb) {
+  check_hc_mix_args(X, p, s, pre, post, comb);
+  FD_CHECK(s.hc >= 1 && s.hc <= cuda::kMaxHc, "hc_mixes: hc above 4 is not supported on CUDA");
+  const int64_t n = X.rows(), flat = X.shape().row_numel();
+  if (n == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  cuda::MixShape shape{n, flat, s.hc, (2 + s.hc) * s.hc, 0, s.norm_eps, s.hc_eps, s.sinkhorn_iters};
+  shape.splits = (flat + cuda::kSplitElems - 1) / cuda::kSplitElems;
+  const int64_t tiles = (n + cuda::kMixRows - 1) / cuda::kMixRows;
+  Tensor partial = ctx_->scratch(DType::F32, Shape{n, shape.splits, cuda::kSums});
+  Tensor done = ctx_->scratch(DType::I32, Shape{tiles});
+  fill_zero(done);
+  FD_LAUNCH(cuda::hc_mix_kernel,
+            dim3(static_cast<unsigned>(shape.splits), static_cast<unsigned>(tiles)),
+            dim3(cuda::kMixThreads), 0, ctx_->stream(), ptr<const float>(X), ptr<const float>(p.fn),
+            ptr<const float>(p.base), ptr<const float>(p.scale), shape, ptr<float>(partial),
+            ptr<unsigned>(done), ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
+}
+
+void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {
+  const int64_t n = X.rows(), hc = pre.dim(1), d = X.shape().row_numel() / hc;
+  check_shape(u, Shape{n, d}, "hc_collapse out");
+  FD_CHECK(pre.rows() == n, "hc_collapse: pre rows");
+  if (n * d == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::hc_collapse_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(),
+            ptr<const float>(X), ptr<const float>(pre), n, hc, d, ptr<float>(u));
+}
+
+void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post,
+                            const Tensor& comb, Tensor& out) {
+  const int64_t n = X.rows(), hc = post.dim(1), d = X.shape().row_numel() / hc;
+  check_shape(y, Shape{n, d}, "hc_expand y");
+  check_shape(comb, Shape{n, hc, hc}, "hc_expand comb");
+  FD_CHECK(out.numel() == X.numel() && out.bytes() != X.bytes(), "hc_expand: out must not alias X");
+  if (n * d == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::hc_expand_kernel, dim3(blocks_for(n * hc * d, 256)), dim3(256), 0, ctx_->stream(),
+            ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
+            ptr<const float>(comb), n, hc, d, ptr<float>(out));
+}
+
+}  // namespace flashdesk

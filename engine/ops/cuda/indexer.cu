@@ -1,0 +1,252 @@
+// The V4.1 indexer on the CUDA backend (MODEL-REFERENCE §3.6, docs/numerics.md "Indexer"):
+//   scores: one thread per (query, entry): d_h = bf16(q_h . k) over the FP4 key, r_h =
+//     bf16(relu(d_h) * w_h), score = bf16(sum_h r_h in head order); entries not yet visible or
+//     outside the Reindex restriction score -inf;
+//   selection: one block per query: a radix select (four 8-bit digits of an order-preserving key)
+//     finds the k-th best score, then an ordered compaction writes the entries above it and the
+//     lowest-numbered entries equal to it, which is the k best with ties to the lower entry,
+//     already in ascending order; the candidate blocks the same way over block maxima.
+#include <algorithm>
+#include <vector>
+
+#include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/kv_format.h"
+
+namespace flashdesk {
+namespace cuda {
+namespace {
+
+constexpr int kMaxIndexHeads = 64;
+constexpr int kScoreThreads = 128;
+constexpr int kSelectThreads = 1024;
+
+struct IdxArgs {
+  const float* q;        // [n, heads, dim]
+  const float* weights;  // [n, heads]
+  const int64_t* visible;
+  const uint8_t* keys;     // Fp4Key rows
+  const uint8_t* allowed;  // [n, n_blocks] or null
+  int64_t n, heads, dim, entries, block_size, n_blocks;
+};
+
+// A restriction's block list as an entry-block mask: allowed[t][b] = 1 for each listed block.
+__global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_t c,
+                                        int64_t n_blocks, uint8_t* allowed) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * c) return;
+  const int32_t b = blocks[i];
+  if (b >= 0 && b < n_blocks) allowed[(i / c) * n_blocks + b] = 1;
+}
+
+__global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a, float* scores) {
+  FD_DYNAMIC_SMEM(float, qs);
+  const int64_t t = blockIdx.y, s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int64_t i = threadIdx.x; i < a.heads * a.dim; i += blockDim.x)
+    qs[i] = a.q[t * a.heads * a.dim + i];
+  __syncthreads();
+  if (s >= a.entries) return;
+  const int64_t visible = lmin(a.visible[t], a.entries);
+  if (s >= visible || (a.allowed && !a.allowed[t * a.n_blocks + s / a.block_size])) {
+    scores[t * a.entries + s] = -INFINITY;
+    return;
+  }
+  const int64_t row_bytes = a.dim / 2 + a.dim / 32;
+  const uint8_t* row = a.keys + s * row_bytes;
+  float dh[kMaxIndexHeads];
+  FD_UNROLL
+  for (int h = 0; h < kMaxIndexHeads; ++h) dh[h] = 0.0f;
+  for (int64_t j = 0; j < a.dim / 32; ++j) {
+    const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
+    float kv[32];
+    FD_UNROLL
+    for (int b = 0; b < 16; ++b) {
+      const uint8_t byte = row[j * 16 + b];
+      kv[2 * b] = e2m1_to_f32(byte & 0xFu) * scale;
+      kv[2 * b + 1] = e2m1_to_f32(byte >> 4) * scale;
+    }
+    FD_UNROLL
+    for (int h = 0; h < kMaxIndexHeads; ++h) {
+      if (h < a.heads) {
+        const float* qh = qs + h * a.dim + j * 32;
+        float acc = dh[h];
+        FD_UNROLL
+        for (int i = 0; i < 32; ++i) acc += qh[i] * kv[i];
+        dh[h] = acc;
+      }
+    }
+  }
+  float total = 0.0f;
+  FD_UNROLL
+  for (int h = 0; h < kMaxIndexHeads; ++h) {
+    if (h < a.heads) {
+      const float d = round_bf16(dh[h]);
+      total += round_bf16(fmaxf(d, 0.0f) * a.weights[t * a.heads + h]);
+    }
+  }
+  scores[t * a.entries + s] = round_bf16(total);
+}
+
+// Larger float -> larger key; -0 and +0 share one key.
+__device__ __forceinline__ uint32_t order_key(float f) {
+  const uint32_t u = __float_as_uint(f + 0.0f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// Exclusive prefix sum of v over the block (blockDim.x a multiple of 32); *total gets the sum.
+__device__ int block_exclusive_scan(int v, int* warp_totals, int* total) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  int x = v;
+  for (unsigned o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(kFullMask, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) warp_totals[warp] = x;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (unsigned w = 0; w < warps; ++w) {
+    if (w < warp) before += warp_totals[w];
+    sum += warp_totals[w];
+  }
+  __syncthreads();
+  *total = sum;
+  return before + x - v;
+}
+
+// out[0, out_len) = the k best of vals[0, count) (ties: lower index first) in ascending index
+// order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
+// positions -1. Called by every thread of the block.
+__device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
+                           int64_t limit, int32_t* out, int64_t out_len, int* hist,
+                           int* warp_totals) {
+  __shared__ uint32_t prefix_s;
+  __shared__ int remaining_s;
+  uint32_t prefix = 0, mask = 0;
+  int remaining = static_cast<int>(k);
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < count; s += blockDim.x) {
+      const uint32_t key = order_key(vals[s]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int above = 0, digit = 0;
+      for (digit = 255; digit > 0; --digit) {
+        if (above + hist[digit] >= remaining) break;
+        above += hist[digit];
+      }
+      prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
+      remaining_s = remaining - above;
+    }
+    __syncthreads();
+    prefix = prefix_s;
+    remaining = remaining_s;
+    mask |= 0xFFu << shift;
+    __syncthreads();
+  }
+  const uint32_t threshold = prefix;  // the k-th best key; `remaining` of its equals are taken
+  const uint32_t neg_inf = order_key(-INFINITY);
+  int written = 0, equal_seen = 0;
+  for (int64_t base = 0; base < count; base += blockDim.x) {
+    const int64_t s = base + threadIdx.x;
+    const uint32_t key = s < count ? order_key(vals[s]) : 0u;
+    const int equal = s < count && key == threshold;
+    int equal_total = 0;
+    const int equal_before = block_exclusive_scan(equal, warp_totals, &equal_total);
+    int take = s < count && (key > threshold || (equal && equal_seen + equal_before < remaining));
+    if (drop_neg_inf && key == neg_inf) take = 0;
+    int take_total = 0;
+    const int pos = block_exclusive_scan(take, warp_totals, &take_total);
+    if (take && written + pos < out_len)
+      out[written + pos] = s < limit ? static_cast<int32_t>(s) : -1;
+    written += take_total;
+    equal_seen += equal_total;
+  }
+  for (int64_t i = written + threadIdx.x; i < out_len; i += blockDim.x) out[i] = -1;
+  __syncthreads();
+}
+
+// One block per query: top-k entries, then (with candidates) the candidate blocks.
+__global__ void __launch_bounds__(kSelectThreads)
+    indexer_select_kernel(IdxArgs a, const float* scores, int64_t k, int32_t* topk,
+                          float* block_scores, int64_t c, int32_t* candidates) {
+  __shared__ int hist[256];
+  __shared__ int warp_totals[kSelectThreads / 32];
+  const int64_t t = blockIdx.x;
+  const float* sc = scores + t * a.entries;
+  select_top(sc, a.entries, k, false, a.visible[t], topk + t * k, k, hist, warp_totals);
+  if (!candidates) return;
+  float* bs = block_scores + t * a.n_blocks;
+  const int64_t visible = lmin(a.visible[t], a.entries);
+  for (int64_t b = threadIdx.x; b < a.n_blocks; b += blockDim.x) {
+    float m = -INFINITY;
+    for (int64_t s = b * a.block_size; s < lmin((b + 1) * a.block_size, a.entries); ++s)
+      m = fmaxf(m, sc[s]);
+    bs[b] = (visible >= 1 && b == (visible - 1) / a.block_size) ? INFINITY : m;
+  }
+  __syncthreads();
+  select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals);
+}
+
+}  // namespace
+}  // namespace cuda
+
+using cuda::blocks_for;
+using cuda::ptr;
+
+void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) {
+  check_indexer_args(args, topk);
+  const Tensor& q = *args.q;
+  const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = args.keys.n_entries;
+  const int64_t k = topk.dim(1);
+  FD_CHECK(heads <= cuda::kMaxIndexHeads, "indexer: at most 64 heads on CUDA");
+  FD_CHECK(k <= E, "indexer: top-k wider than the entries");
+  if (n == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  const int64_t bs = args.block_size, n_blocks = (E + bs - 1) / bs;
+  cuda::IdxArgs a{};
+  a.q = ptr<const float>(q);
+  a.weights = ptr<const float>(*args.weights);
+  Tensor visible = ctx_->upload_span(args.n_visible, DType::I64);
+  a.visible = ptr<const int64_t>(visible);
+  a.keys = E ? ptr<const uint8_t>(*args.keys.rows) : nullptr;
+  a.n = n;
+  a.heads = heads;
+  a.dim = d;
+  a.entries = E;
+  a.block_size = bs;
+  a.n_blocks = n_blocks;
+  Tensor allowed;
+  if (args.restrict_blocks && E > 0) {
+    allowed = ctx_->scratch(DType::U8, Shape{n, n_blocks});
+    fill_zero(allowed);
+    const int64_t c = args.restrict_blocks->dim(1);
+    if (n * c > 0)
+      FD_LAUNCH(cuda::restriction_mask_kernel, dim3(blocks_for(n * c, 256)), dim3(256), 0,
+                ctx_->stream(), ptr<const int32_t>(*args.restrict_blocks), n, c, n_blocks,
+                ptr<uint8_t>(allowed));
+    a.allowed = ptr<const uint8_t>(allowed);
+  }
+  Tensor scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(E, 1)});
+  if (E > 0)
+    FD_LAUNCH(cuda::indexer_scores_kernel,
+              dim3(blocks_for(E, cuda::kScoreThreads), static_cast<unsigned>(n)),
+              dim3(cuda::kScoreThreads), static_cast<size_t>(heads * d) * sizeof(float),
+              ctx_->stream(), a, ptr<float>(scores));
+  const int64_t c = candidates ? candidates->dim(1) : 0;
+  Tensor block_scores;
+  if (candidates) {
+    FD_CHECK(candidates->rows() == n && candidates->dtype() == DType::I32,
+             "indexer: candidates " + candidates->shape().str());
+    block_scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(n_blocks, 1)});
+  }
+  FD_LAUNCH(cuda::indexer_select_kernel, dim3(static_cast<unsigned>(n)), dim3(cuda::kSelectThreads),
+            0, ctx_->stream(), a, ptr<const float>(scores), k, ptr<int32_t>(topk),
+            candidates ? ptr<float>(block_scores) : nullptr, c,
+            candidates ? ptr<int32_t>(*candidates) : nullptr);
+}
+
+}  // namespace flashdesk

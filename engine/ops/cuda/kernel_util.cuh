@@ -1,0 +1,73 @@
+// Device helpers shared by the kernel files: warp and block reductions in a fixed order (so a
+// kernel's result does not depend on scheduling), launch-size arithmetic, typed views of tensors.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/cuda/cuda_compat.cuh"
+#include "engine/ops/cuda/device_numeric.cuh"
+#include "engine/ops/tensor.h"
+
+namespace flashdesk::cuda {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Fully unrolled loops keep small per-thread arrays in registers (a run-time index or an early
+// `break` sends them to local memory). The emulation's compiler has no such pragma.
+#ifdef FLASHDESK_CUDA_EMU
+#define FD_UNROLL
+#else
+#define FD_UNROLL _Pragma("unroll")
+#endif
+
+// Butterfly sums and maxima over the 32 lanes: every lane ends with the same value, combined in
+// the same order on every run.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `scratch` holds 32 floats of shared memory; the call contains two barriers.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (unsigned w = 0; w < warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = scratch[0];
+  for (unsigned w = 1; w < warps; ++w) m = fmaxf(m, scratch[w]);
+  __syncthreads();
+  return m;
+}
+
+__device__ __forceinline__ int64_t lmin(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__device__ __forceinline__ int64_t lmax(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+inline unsigned blocks_for(int64_t work, int64_t per_block) {
+  return static_cast<unsigned>((work + per_block - 1) / per_block);
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return reinterpret_cast<T*>(t.bytes());
+}
+
+}  // namespace flashdesk::cuda

@@ -1,0 +1,163 @@
+// Cache rows on the CUDA backend: FP8 / FP4 quantisation into the byte layouts of kv_format.h
+// (codes bit-identical to the CPU reference: same scales, same round-to-nearest-even), their
+// dequantisation, and the ratio-m compressor pooling with its pending tokens.
+#include <algorithm>
+
+#include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/kernel_util.cuh"
+
+namespace flashdesk {
+namespace cuda {
+
+// One cache row's scale block b (kv_block(f) values of x): codes and scale written into `row`.
+__device__ inline void quantize_kv_block(KvFormat f, const float* xb, int64_t block,
+                                         int64_t code_bytes, int64_t b, uint8_t* row) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < block; ++j) amax = fmaxf(amax, fabsf(xb[j]));
+  if (f == KvFormat::Fp8Window) {
+    const uint8_t code = fp8_scale_code(amax);
+    const float s = e8m0_to_f32(code);
+    for (int64_t j = 0; j < block; ++j) row[b * block + j] = fp8_code(xb[j], s);
+    row[code_bytes + b] = code;
+    return;
+  }
+  const uint8_t code =
+      f == KvFormat::Fp4Entry ? fp4_e4m3_scale_code(amax) : fp4_e8m0_scale_code(amax);
+  const float s = f == KvFormat::Fp4Entry ? e4m3_to_f32(code) : e8m0_to_f32(code);
+  uint8_t* packed = row + b * block / 2;
+  for (int64_t j = 0; j < block; j += 2)
+    packed[j / 2] = static_cast<uint8_t>(fp4_code(xb[j], s) | (fp4_code(xb[j + 1], s) << 4));
+  row[code_bytes + b] = code;
+}
+
+// Element c of a cache row, dequantised.
+__device__ inline float dequantize_kv_value(KvFormat f, const uint8_t* row, int64_t dim,
+                                            int64_t c) {
+  const int64_t block = kv_block(f), code_bytes = kv_code_bytes(f, dim);
+  const uint8_t scale = row[code_bytes + c / block];
+  if (f == KvFormat::Fp8Window) return e4m3_to_f32(row[c]) * e8m0_to_f32(scale);
+  const uint8_t byte = row[c / 2];
+  const float v = e2m1_to_f32((c & 1) ? (byte >> 4) : (byte & 0xF));
+  return v * (f == KvFormat::Fp4Entry ? e4m3_to_f32(scale) : e8m0_to_f32(scale));
+}
+
+namespace {
+
+__global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int64_t dim,
+                                     uint8_t* dst, int64_t row_bytes) {
+  const int64_t block = kv_block(f), per_row = dim / block;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * per_row) return;
+  const int64_t r = i / per_row, b = i % per_row;
+  quantize_kv_block(f, x + r * dim + b * block, block, kv_code_bytes(f, dim), b,
+                    dst + r * row_bytes);
+}
+
+__global__ void dequantize_rows_kernel(KvFormat f, const uint8_t* src, int64_t row_bytes, int64_t n,
+                                       int64_t dim, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * dim) return;
+  out[i] = dequantize_kv_value(f, src + (i / dim) * row_bytes, dim, i % dim);
+}
+
+// out [groups, d]: per group and channel, softmax of the m scores, weighted sum of the m kv rows
+// (token t of the virtual sequence [pending | new]), bf16.
+__global__ void compressor_pool_kernel(const float* kv, const float* score, const float* pkv,
+                                       const float* psc, int64_t n_pending, int64_t ratio,
+                                       int64_t groups, int64_t d, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= groups * d) return;
+  const int64_t g = i / d, c = i % d;
+  auto kv_at = [&](int64_t t) {
+    return t < n_pending ? pkv[t * d + c] : kv[(t - n_pending) * d + c];
+  };
+  auto sc_at = [&](int64_t t) {
+    return t < n_pending ? psc[t * d + c] : score[(t - n_pending) * d + c];
+  };
+  float mx = -INFINITY;
+  for (int64_t t = 0; t < ratio; ++t) mx = fmaxf(mx, sc_at(g * ratio + t));
+  float sum = 0.0f;
+  for (int64_t t = 0; t < ratio; ++t) sum += expf(sc_at(g * ratio + t) - mx);
+  float acc = 0.0f;
+  for (int64_t t = 0; t < ratio; ++t) {
+    const float p = expf(sc_at(g * ratio + t) - mx);
+    acc = __fadd_rn(acc, __fmul_rn(kv_at(g * ratio + t), p / sum));
+  }
+  out[i] = round_bf16(acc);
+}
+
+void check_rows(KvFormat f, int64_t dim, const Tensor& rows, int64_t first, int64_t n,
+                const char* what) {
+  FD_CHECK(dim % kv_block(f) == 0, std::string(what) + ": dim not a multiple of the block");
+  check_dtype(rows, DType::U8, what);
+  FD_CHECK(
+      rows.shape().rank() == 2 && rows.dim(1) == kv_row_bytes(f, dim),
+      std::string(what) + ": cache rows " + rows.shape().str() + " for dim " + std::to_string(dim));
+  FD_CHECK(first >= 0 && first + n <= rows.dim(0), std::string(what) + ": rows out of range");
+}
+
+}  // namespace
+}  // namespace cuda
+
+using cuda::blocks_for;
+using cuda::ptr;
+
+void CudaBackend::quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, int64_t first_row) {
+  const int64_t n = x.rows(), dim = x.shape().row_numel();
+  cuda::check_rows(format, dim, dst, first_row, n, "quantize_rows");
+  const int64_t rb = dst.dim(1), work = n * (dim / kv_block(format));
+  if (work == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::quantize_rows_kernel, dim3(blocks_for(work, 128)), dim3(128), 0, ctx_->stream(),
+            format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst) + first_row * rb, rb);
+}
+
+void CudaBackend::dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row,
+                                  Tensor& out) {
+  const int64_t n = out.rows(), dim = out.shape().row_numel();
+  cuda::check_rows(format, dim, src, first_row, n, "dequantize_rows");
+  const int64_t rb = src.dim(1);
+  if (n * dim == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::dequantize_rows_kernel, dim3(blocks_for(n * dim, 256)), dim3(256), 0,
+            ctx_->stream(), format, ptr<const uint8_t>(src) + first_row * rb, rb, n, dim,
+            ptr<float>(out));
+}
+
+void CudaBackend::compressor_pool(const Tensor& kv, const Tensor& score, int64_t ratio,
+                                  Tensor& pending_kv, Tensor& pending_score, int64_t& n_pending,
+                                  Tensor& out) {
+  const int64_t n = kv.rows(), d = kv.shape().row_numel();
+  check_shape(score, kv.shape(), "compressor score");
+  check_shape(pending_kv, Shape{ratio, d}, "compressor pending kv");
+  check_shape(pending_score, Shape{ratio, d}, "compressor pending score");
+  FD_CHECK(n_pending >= 0 && n_pending < ratio, "compressor: bad pending count");
+  const int64_t total = n_pending + n, groups = total / ratio;
+  check_shape(out, Shape{groups, d}, "compressor out");
+  cuda::DeviceGuard g(ctx_->device());
+  if (groups * d > 0)
+    FD_LAUNCH(cuda::compressor_pool_kernel, dim3(blocks_for(groups * d, 256)), dim3(256), 0,
+              ctx_->stream(), ptr<const float>(kv), ptr<const float>(score),
+              ptr<const float>(pending_kv), ptr<const float>(pending_score), n_pending, ratio,
+              groups, d, ptr<float>(out));
+  // The trailing incomplete group moves to the front of the pending rows. Rows that were pending
+  // stay where they are (only when no group completed); new rows are copied after the pooling,
+  // which the stream orders.
+  const int64_t first = groups * ratio, left = total - first;
+  const int64_t from_new = std::max(first, n_pending);
+  const int64_t count = total - from_new;
+  if (count > 0) {
+    const size_t row = static_cast<size_t>(d) * sizeof(float);
+    const int64_t dst_row = from_new - first, src_row = from_new - n_pending;
+    FD_CUDA_CHECK(cudaMemcpyAsync(ptr<float>(pending_kv) + dst_row * d,
+                                  ptr<const float>(kv) + src_row * d, count * row,
+                                  cudaMemcpyDeviceToDevice, ctx_->stream()));
+    FD_CUDA_CHECK(cudaMemcpyAsync(ptr<float>(pending_score) + dst_row * d,
+                                  ptr<const float>(score) + src_row * d, count * row,
+                                  cudaMemcpyDeviceToDevice, ctx_->stream()));
+  }
+  n_pending = left;
+}
+
+}  // namespace flashdesk

@@ -1,0 +1,92 @@
+// mHC and Engram on the CUDA backend against cpu-reference on random inputs: the mixes (FP32
+// outputs after the dot products over hc*D and Sinkhorn) within 1e-4 absolute, collapse and
+// expansion bit-identical (same rounding order), Engram's gather bit-identical and its gated
+// update within 1 BF16 ulp.
+#include "tests/cuda/cuda_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+class CudaHcTest : public CudaOpTest {
+ protected:
+  void check_mixes(int64_t n, int64_t hc, int64_t d, uint32_t seed) {
+    const int64_t flat = hc * d, n_mix = (2 + hc) * hc;
+    Pair X = both_f32(Shape{n, hc, d}, random_bf16(static_cast<size_t>(n * flat), seed, 1.0f));
+    HcParams pg, pc;
+    const Pair fn = both_f32(Shape{n_mix, flat}, random_uniform(static_cast<size_t>(n_mix * flat),
+                                                                seed + 1, -0.02f, 0.02f));
+    const Pair base =
+        both_f32(Shape{n_mix}, random_uniform(static_cast<size_t>(n_mix), seed + 2, -1.0f, 1.0f));
+    const Pair sc = both_f32(Shape{3}, {0.7f, 1.3f, 0.9f});
+    pg = {fn.gpu, base.gpu, sc.gpu};
+    pc = {fn.cpu, base.cpu, sc.cpu};
+    const HcSettings s{hc, 1e-6f, 1e-6f, 20};
+    Pair pre = both_alloc(DType::F32, Shape{n, hc}), post = both_alloc(DType::F32, Shape{n, hc});
+    Pair comb = both_alloc(DType::F32, Shape{n, hc, hc});
+    pre.gpu = gpu_poisoned(DType::F32, Shape{n, hc});
+    gpu().hc_mixes(X.gpu, pg, s, pre.gpu, post.gpu, comb.gpu);
+    cpu().hc_mixes(X.cpu, pc, s, pre.cpu, post.cpu, comb.cpu);
+    expect_abs_close(from_gpu<float>(pre.gpu), from_cpu<float>(pre.cpu), 1e-4, "pre");
+    expect_abs_close(from_gpu<float>(post.gpu), from_cpu<float>(post.cpu), 1e-4, "post");
+    expect_abs_close(from_gpu<float>(comb.gpu), from_cpu<float>(comb.cpu), 1e-4, "comb");
+
+    // Collapse and expansion with those (CPU) mixes on both sides: bit-identical.
+    const std::vector<float> pre_v = from_cpu<float>(pre.cpu), post_v = from_cpu<float>(post.cpu);
+    const std::vector<float> comb_v = from_cpu<float>(comb.cpu);
+    Pair pre2 = both_f32(Shape{n, hc}, pre_v), post2 = both_f32(Shape{n, hc}, post_v);
+    Pair comb2 = both_f32(Shape{n, hc, hc}, comb_v);
+    Pair u = both_alloc(DType::F32, Shape{n, d});
+    gpu().hc_collapse(X.gpu, pre2.gpu, u.gpu);
+    cpu().hc_collapse(X.cpu, pre2.cpu, u.cpu);
+    expect_identical(from_gpu<float>(u.gpu), from_cpu<float>(u.cpu), "collapse");
+    Pair y = both_f32(Shape{n, d}, random_bf16(static_cast<size_t>(n * d), seed + 3));
+    Pair out = both_alloc(DType::F32, Shape{n, hc, d});
+    gpu().hc_expand(X.gpu, y.gpu, post2.gpu, comb2.gpu, out.gpu);
+    cpu().hc_expand(X.cpu, y.cpu, post2.cpu, comb2.cpu, out.cpu);
+    expect_identical(from_gpu<float>(out.gpu), from_cpu<float>(out.cpu), "expand");
+  }
+};
+
+TEST_F(CudaHcTest, MixesCollapseAndExpandMatchTheReference) {
+  check_mixes(1, 4, 64, 1);
+  check_mixes(6, 4, 200, 2);  // two row tiles, a partial split
+  check_mixes(3, 2, 96, 3);
+}
+
+TEST_F(CudaHcTest, FullShapes) {
+  FD_REQUIRE_FULL_SHAPES();
+  check_mixes(1, 4, 5120, 4);
+  check_mixes(9, 4, 5120, 5);
+}
+
+class CudaEngramTest : public CudaOpTest {};
+
+TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
+  const int64_t rows = 50, width = 64, n = 5, cols = 3, hc = 4, d = 48;
+  const std::vector<uint8_t> codes = random_e4m3(static_cast<size_t>(rows * width), 1);
+  const std::vector<uint8_t> scales = random_e8m0(static_cast<size_t>(rows * width / 32), 2, -6);
+  Pair c = both(DType::F8_E4M3, Shape{rows, width}, codes);
+  Pair s = both(DType::F8_E8M0, Shape{rows, width / 32}, scales);
+  std::vector<int64_t> ids(static_cast<size_t>(n * cols));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 17 + 3) % rows);
+  Pair id = both(DType::I64, Shape{n, cols}, ids);
+  Pair e = both_alloc(DType::F32, Shape{n, cols * width});
+  gpu().engram_gather(QuantTable{c.gpu, s.gpu}, id.gpu, e.gpu);
+  cpu().engram_gather(QuantTable{c.cpu, s.cpu}, id.cpu, e.cpu);
+  expect_identical(from_gpu<float>(e.gpu), from_cpu<float>(e.cpu), "engram gather");
+
+  Pair X = both_f32(Shape{n, hc, d}, random_bf16(static_cast<size_t>(n * hc * d), 3));
+  Pair kv = both_f32(Shape{n, (hc + 1) * d}, random_bf16(static_cast<size_t>(n * (hc + 1) * d), 4));
+  Pair qw = both_f32(Shape{hc, d}, random_uniform(static_cast<size_t>(hc * d), 5, 0.5f, 1.5f));
+  Pair kw = both_f32(Shape{hc, d}, random_uniform(static_cast<size_t>(hc * d), 6, 0.5f, 1.5f));
+  const std::vector<uint8_t> masked = {0, 1, 0, 0, 1};
+  gpu().engram_update(X.gpu, kv.gpu, qw.gpu, kw.gpu, masked, 1e-6f);
+  cpu().engram_update(X.cpu, kv.cpu, qw.cpu, kw.cpu, masked, 1e-6f);
+  expect_bf16_close(from_gpu<float>(X.gpu), from_cpu<float>(X.cpu), 1.0, 0.0, "engram update");
+  gpu().engram_update(X.gpu, kv.gpu, qw.gpu, kw.gpu, {}, 1e-6f);
+  cpu().engram_update(X.cpu, kv.cpu, qw.cpu, kw.cpu, {}, 1e-6f);
+  expect_bf16_close(from_gpu<float>(X.gpu), from_cpu<float>(X.cpu), 1.0, 0.0, "engram unmasked");
+}
+
+}  // namespace
+}  // namespace flashdesk::test

@@ -1,0 +1,157 @@
+// The indexer on the CUDA backend against a scalar host model of docs/numerics.md's definition
+// (d_h = bf16(q_h . k), r_h = bf16(relu(d_h) * w_h), score = bf16(sum_h r_h in head order); the k
+// best, ties to the lower entry, ascending, entries not yet visible published as -1; candidate
+// blocks by block maximum with the newest block forced). The ids must be the model's except where
+// the model's scores tie exactly (then any of the tied entries is right).
+#include "engine/ops/cpu/kernels.h"
+#include "engine/util/quant.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+// Scores of the definition for query t (entries >= visible or outside the allowed blocks: -inf).
+std::vector<float> reference_scores(const std::vector<float>& q, const std::vector<float>& w,
+                                    const std::vector<uint8_t>& keys, int64_t t, int64_t heads,
+                                    int64_t d, int64_t E, int64_t visible,
+                                    const std::vector<uint8_t>* allowed) {
+  std::vector<float> score(static_cast<size_t>(E), -INFINITY), key(static_cast<size_t>(d));
+  const int64_t rb = kv_row_bytes(KvFormat::Fp4Key, d);
+  for (int64_t s = 0; s < std::min(visible, E); ++s) {
+    if (allowed && !(*allowed)[static_cast<size_t>(s)]) continue;
+    cpu::dequantize_kv_row(KvFormat::Fp4Key, &keys[static_cast<size_t>(s * rb)], d, key.data());
+    float total = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+      float dot = 0.0f;
+      for (int64_t i = 0; i < d; ++i)
+        dot += q[static_cast<size_t>((t * heads + h) * d + i)] * key[static_cast<size_t>(i)];
+      total += round_bf16(std::max(round_bf16(dot), 0.0f) * w[static_cast<size_t>(t * heads + h)]);
+    }
+    score[static_cast<size_t>(s)] = round_bf16(total);
+  }
+  return score;
+}
+
+// got must equal want, except that an id may be swapped for another whose score equals the
+// k-th best score (a tie at the selection threshold).
+void expect_same_selection(const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                           const std::vector<float>& score, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::vector<int32_t> a = got, b = want;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a == b) {
+    EXPECT_EQ(got, want) << what << ": same ids in another order";
+    return;
+  }
+  float threshold = INFINITY;
+  for (int32_t id : want)
+    if (id >= 0) threshold = std::min(threshold, score[static_cast<size_t>(id)]);
+  std::vector<int32_t> only_got, only_want;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(only_got));
+  std::set_difference(b.begin(), b.end(), a.begin(), a.end(), std::back_inserter(only_want));
+  for (int32_t id : only_got)
+    EXPECT_TRUE(id >= 0 && score[static_cast<size_t>(id)] == threshold)
+        << what << ": extra id " << id;
+  for (int32_t id : only_want)
+    EXPECT_TRUE(id >= 0 && score[static_cast<size_t>(id)] == threshold)
+        << what << ": missing id " << id;
+}
+
+class CudaIndexerTest : public CudaOpTest {
+ protected:
+  void check(int64_t n, int64_t heads, int64_t d, int64_t E, int64_t k, int64_t bs, int64_t C,
+             bool candidates, bool restricted, uint32_t seed) {
+    std::vector<float> q = random_bf16(static_cast<size_t>(n * heads * d), seed, 1.0f);
+    for (int64_t i = 0; i < n * heads * d; i += d)
+      flashdesk::fake_quant_fp4_e8m0(&q[static_cast<size_t>(i)], static_cast<size_t>(d), 32);
+    const std::vector<float> w =
+        random_uniform(static_cast<size_t>(n * heads), seed + 1, -0.5f, 1.0f);
+    std::vector<float> kv = random_bf16(static_cast<size_t>(E * d), seed + 2, 1.0f);
+    const int64_t rb = kv_row_bytes(KvFormat::Fp4Key, d);
+    std::vector<uint8_t> keys(static_cast<size_t>(std::max<int64_t>(E, 1) * rb));
+    for (int64_t s = 0; s < E; ++s)
+      cpu::quantize_kv_row(KvFormat::Fp4Key, &kv[static_cast<size_t>(s * d)], d,
+                           &keys[static_cast<size_t>(s * rb)]);
+    std::vector<int64_t> visible(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t)
+      visible[static_cast<size_t>(t)] = std::max<int64_t>(0, E - (n - 1 - t) * 3);
+    if (n > 1) visible[0] = E + 5;  // beyond the entries: clamped
+    const int64_t n_blocks = (E + bs - 1) / bs;
+    std::mt19937 rng(seed + 3);
+    std::vector<int32_t> restrict_ids(static_cast<size_t>(n * C), -1);
+    if (restricted)
+      for (auto& b : restrict_ids)
+        b = rng() % 4 == 0 ? -1 : static_cast<int32_t>(rng() % uint32_t(n_blocks));
+
+    Pair qt = both_f32(Shape{n, heads, d}, q), wt = both_f32(Shape{n, heads}, w);
+    Pair kt = both(DType::U8, Shape{std::max<int64_t>(E, 1), rb}, keys);
+    Pair rt = both(DType::I32, Shape{n, C}, restrict_ids);
+    IndexerArgs a;
+    a.q = &qt.gpu;
+    a.weights = &wt.gpu;
+    a.n_visible = visible;
+    a.keys = EntryCache{&kt.gpu, E};
+    a.restrict_blocks = restricted ? &rt.gpu : nullptr;
+    a.block_size = bs;
+    Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
+    Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
+    gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
+    const std::vector<int32_t> got = from_gpu<int32_t>(topk);
+    const std::vector<int32_t> got_c =
+        candidates ? from_gpu<int32_t>(cand) : std::vector<int32_t>();
+    const int64_t cc = std::min(C, n_blocks);
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<uint8_t> allowed(static_cast<size_t>(E), 0);
+      if (restricted)
+        for (int64_t j = 0; j < C; ++j) {
+          const int32_t b = restrict_ids[static_cast<size_t>(t * C + j)];
+          if (b < 0) continue;
+          for (int64_t s = b * bs; s < std::min(E, (b + 1) * bs); ++s)
+            allowed[static_cast<size_t>(s)] = 1;
+        }
+      const std::vector<float> score =
+          reference_scores(q, w, keys, t, heads, d, E, visible[static_cast<size_t>(t)],
+                           restricted ? &allowed : nullptr);
+      std::vector<int32_t> want(static_cast<size_t>(k));
+      cpu::select_best(score, visible[static_cast<size_t>(t)], false, want);
+      const std::string what = "query " + std::to_string(t) + " E=" + std::to_string(E);
+      expect_same_selection(std::vector<int32_t>(got.begin() + t * k, got.begin() + (t + 1) * k),
+                            want, score, what + " top-k");
+      if (!candidates) continue;
+      std::vector<float> block(static_cast<size_t>(n_blocks), -INFINITY);
+      for (int64_t s = 0; s < E; ++s)
+        block[static_cast<size_t>(s / bs)] =
+            std::max(block[static_cast<size_t>(s / bs)], score[static_cast<size_t>(s)]);
+      const int64_t vis = std::min(visible[static_cast<size_t>(t)], E);
+      if (vis >= 1) block[static_cast<size_t>((vis - 1) / bs)] = INFINITY;
+      std::vector<int32_t> want_c(static_cast<size_t>(cc));
+      cpu::select_best(block, n_blocks, true, want_c);
+      expect_same_selection(
+          std::vector<int32_t>(got_c.begin() + t * cc, got_c.begin() + (t + 1) * cc), want_c, block,
+          what + " candidates");
+    }
+  }
+};
+
+TEST_F(CudaIndexerTest, TopKWithVisibilityLimits) {
+  check(3, 4, 64, 100, 16, 8, 8, false, false, 1);
+  check(1, 8, 128, 37, 37, 8, 8, false, false, 2);  // k == entries: every entry, -1 past visible
+}
+
+TEST_F(CudaIndexerTest, CandidateBlocksOfTheCandidateSource) {
+  check(4, 4, 64, 203, 20, 8, 6, true, false, 3);
+}
+
+TEST_F(CudaIndexerTest, ReindexRestriction) {
+  check(3, 4, 64, 160, 24, 8, 5, false, true, 4);
+}
+
+TEST_F(CudaIndexerTest, FullShapes) {
+  FD_REQUIRE_FULL_SHAPES();
+  check(1, 32, 128, 16384, 512, 8, 2048, true, false, 5);
+  check(4, 32, 128, 16384, 512, 8, 2048, false, true, 6);
+}
+
+}  // namespace
+}  // namespace flashdesk::test

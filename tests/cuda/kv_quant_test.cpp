@@ -1,0 +1,83 @@
+// Cache rows on the CUDA backend: the three quantised row formats bit-identical to cpu-reference
+// (codes and scales; edge magnitudes included), their dequantisation exact, and the compressor
+// pooling within 1 BF16 ulp (exp may round differently) with the pending rows moved exactly.
+#include "tests/cuda/cuda_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+class CudaKvTest : public CudaOpTest {
+ protected:
+  // Random rows with blocks of special magnitudes: zeros, tiny values, ties of the FP4 grid,
+  // values at the saturation edge.
+  static std::vector<float> cache_rows(int64_t n, int64_t dim, uint32_t seed) {
+    std::vector<float> v = random_bf16(static_cast<size_t>(n * dim), seed, 2.0f);
+    for (int64_t j = 0; j < 16 && j < dim; ++j) v[static_cast<size_t>(j)] = 0.0f;
+    if (n > 1) {
+      for (int64_t j = 0; j < dim; ++j)
+        v[static_cast<size_t>(dim + j)] = 0.25f * static_cast<float>((j % 25) - 12);  // FP4 ties
+    }
+    if (n > 2)
+      for (int64_t j = 0; j < dim; ++j) v[static_cast<size_t>(2 * dim + j)] = 1e-7f * float(j);
+    return v;
+  }
+
+  void check_format(KvFormat f, int64_t dim) {
+    const int64_t n = 7, cap = 12, first = 3, rb = kv_row_bytes(f, dim);
+    Pair x = both_f32(Shape{n, dim}, cache_rows(n, dim, static_cast<uint32_t>(dim)));
+    Pair rows =
+        both(DType::U8, Shape{cap, rb}, std::vector<uint8_t>(static_cast<size_t>(cap * rb), 0x5A));
+    gpu().quantize_rows(f, x.gpu, rows.gpu, first);
+    cpu().quantize_rows(f, x.cpu, rows.cpu, first);
+    expect_identical(from_gpu<uint8_t>(rows.gpu), from_cpu<uint8_t>(rows.cpu), "quantized rows");
+    Pair back = both_alloc(DType::F32, Shape{n, dim});
+    gpu().dequantize_rows(f, rows.gpu, first, back.gpu);
+    cpu().dequantize_rows(f, rows.cpu, first, back.cpu);
+    expect_identical(from_gpu<float>(back.gpu), from_cpu<float>(back.cpu), "dequantized rows");
+  }
+};
+
+TEST_F(CudaKvTest, WindowRowsAreBitIdentical) {
+  check_format(KvFormat::Fp8Window, 64);
+  check_format(KvFormat::Fp8Window, 512);
+}
+
+TEST_F(CudaKvTest, EntryRowsAreBitIdentical) {
+  check_format(KvFormat::Fp4Entry, 64);
+  check_format(KvFormat::Fp4Entry, 512);
+}
+
+TEST_F(CudaKvTest, IndexKeyRowsAreBitIdentical) {
+  check_format(KvFormat::Fp4Key, 32);
+  check_format(KvFormat::Fp4Key, 128);
+}
+
+TEST_F(CudaKvTest, CompressorPoolsGroupsAndKeepsTheTail) {
+  const int64_t d = 48;
+  for (int64_t ratio : {2, 4}) {
+    Pair pkv = both_f32(Shape{ratio, d}, random_bf16(static_cast<size_t>(ratio * d), 11));
+    Pair psc = both_f32(Shape{ratio, d}, random_bf16(static_cast<size_t>(ratio * d), 12));
+    int64_t pend_g = 1, pend_c = 1;
+    for (int64_t n : {1, 6, 3, 0, 9}) {
+      Pair kv = both_f32(Shape{n, d}, random_bf16(static_cast<size_t>(n * d), 13 + uint32_t(n)));
+      Pair sc =
+          both_f32(Shape{n, d}, random_bf16(static_cast<size_t>(n * d), 14 + uint32_t(n), 3.0f));
+      const int64_t groups = (pend_c + n) / ratio;
+      Pair out = both_alloc(DType::F32, Shape{groups, d});
+      gpu().compressor_pool(kv.gpu, sc.gpu, ratio, pkv.gpu, psc.gpu, pend_g, out.gpu);
+      cpu().compressor_pool(kv.cpu, sc.cpu, ratio, pkv.cpu, psc.cpu, pend_c, out.cpu);
+      ASSERT_EQ(pend_g, pend_c);
+      expect_bf16_close(from_gpu<float>(out.gpu), from_cpu<float>(out.cpu), 1.0, 0.0, "pooled");
+      const std::vector<float> pg = from_gpu<float>(pkv.gpu), pc = from_cpu<float>(pkv.cpu);
+      const std::vector<float> sg = from_gpu<float>(psc.gpu), scc = from_cpu<float>(psc.cpu);
+      const size_t live = static_cast<size_t>(pend_c * d);
+      expect_identical(std::vector<float>(pg.begin(), pg.begin() + live),
+                       std::vector<float>(pc.begin(), pc.begin() + live), "pending kv");
+      expect_identical(std::vector<float>(sg.begin(), sg.begin() + live),
+                       std::vector<float>(scc.begin(), scc.begin() + live), "pending score");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashdesk::test

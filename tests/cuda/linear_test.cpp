@@ -1,0 +1,275 @@
+// Linear layers of the CUDA backend (GEMV path up to 8 rows, cuBLAS path beyond) on random
+// weights in every stored format. Quantised linears are checked against a scalar host model of
+// docs/numerics.md's definition (per 32-column block: the sum of code products, scaled by the
+// activation's and the weight's block scales, accumulated block by block) and against
+// cpu-reference; BF16 / F32 / grouped linears against cpu-reference. Tolerance: 1 BF16 ulp of
+// the result plus 2^-20 of the sum of |products| (FP32 sums in another order).
+#include "engine/util/quant.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+struct HostWeight {
+  WeightFormat format;
+  int64_t out, in;
+  std::vector<uint8_t> data, scale;  // codes (FP8 / packed FP4) or BF16 / F32 bytes
+};
+
+HostWeight random_weight(WeightFormat f, int64_t out, int64_t in, uint32_t seed) {
+  HostWeight w{f, out, in, {}, {}};
+  switch (f) {
+    case WeightFormat::Fp8Block:
+      w.data = random_e4m3(static_cast<size_t>(out * in), seed);
+      w.scale = random_e8m0(static_cast<size_t>((out + 31) / 32 * ((in + 31) / 32)), seed + 1, -9);
+      break;
+    case WeightFormat::Fp4Row:
+      w.data = random_bytes(static_cast<size_t>(out * in / 2), seed);
+      w.scale = random_e8m0(static_cast<size_t>(out * in / 32), seed + 1, -3);
+      break;
+    case WeightFormat::Bf16: {
+      const std::vector<float> v = random_bf16(static_cast<size_t>(out * in), seed, 0.05f);
+      w.data.resize(v.size() * 2);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t h = f32_to_bf16(v[i]);
+        std::memcpy(&w.data[2 * i], &h, 2);
+      }
+      break;
+    }
+    case WeightFormat::F32: {
+      const std::vector<float> v = random_uniform(static_cast<size_t>(out * in), seed, -0.1f, 0.1f);
+      w.data.resize(v.size() * 4);
+      std::memcpy(w.data.data(), v.data(), w.data.size());
+      break;
+    }
+  }
+  return w;
+}
+
+// The weight as the checkpoint stores it, uploaded to `be` through upload_linear.
+LinearWeight upload(Backend& be, const HostWeight& h) {
+  static const DType dtypes[] = {DType::F8_E4M3, DType::I8, DType::BF16, DType::F32};
+  const DType dt = dtypes[static_cast<int>(h.format)];
+  const int64_t cols = h.format == WeightFormat::Fp4Row ? h.in / 2 : h.in;
+  const std::array<int64_t, 2> ws = {h.out, cols};
+  TensorView w{"test.weight", dt, ws, h.data.data(), h.data.size()};
+  if (h.scale.empty()) return be.upload_linear(w, nullptr);
+  const std::array<int64_t, 2> ss = {h.format == WeightFormat::Fp8Block ? (h.out + 31) / 32 : h.out,
+                                     (h.in + 31) / 32};
+  TensorView s{"test.scale", DType::F8_E8M0, ss, h.scale.data(), h.scale.size()};
+  return be.upload_linear(w, &s);
+}
+
+// Weight value without / with its block scale.
+float code_value(const HostWeight& w, int64_t o, int64_t c) {
+  if (w.format == WeightFormat::Fp8Block)
+    return e4m3_to_f32(w.data[static_cast<size_t>(o * w.in + c)]);
+  const uint8_t byte = w.data[static_cast<size_t>(o * (w.in / 2) + c / 2)];
+  return e2m1_to_f32((c & 1) ? e2m1_high(byte) : e2m1_low(byte));
+}
+float weight_scale(const HostWeight& w, int64_t o, int64_t b) {
+  const int64_t cols = (w.in + 31) / 32;
+  return e8m0_to_f32(
+      w.scale[static_cast<size_t>((w.format == WeightFormat::Fp8Block ? o / 32 : o) * cols + b)]);
+}
+
+// docs/numerics.md "Linear layers" for quantised weights, scalar: returns y and sum |products|.
+void reference_by_blocks(const std::vector<float>& x, int64_t n, const HostWeight& w,
+                         std::vector<float>& y, std::vector<float>& terms) {
+  const int64_t k = w.in, blocks = (k + 31) / 32;
+  y.assign(static_cast<size_t>(n * w.out), 0.0f);
+  terms.assign(y.size(), 0.0f);
+  std::vector<float> qa(static_cast<size_t>(k)), sa(static_cast<size_t>(blocks));
+  std::vector<uint8_t> codes(32);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const size_t len = static_cast<size_t>(std::min<int64_t>(32, k - b * 32));
+      const uint8_t sc =
+          quantize_block_fp8(&x[static_cast<size_t>(t * k + b * 32)], len, codes.data());
+      sa[static_cast<size_t>(b)] = e8m0_to_f32(sc);
+      for (size_t j = 0; j < len; ++j) qa[static_cast<size_t>(b * 32) + j] = e4m3_to_f32(codes[j]);
+    }
+    for (int64_t o = 0; o < w.out; ++o) {
+      float acc = 0.0f;
+      double abs_sum = 0.0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        float partial = 0.0f;
+        for (int64_t c = b * 32; c < std::min(k, b * 32 + 32); ++c) {
+          const float prod = qa[static_cast<size_t>(c)] * code_value(w, o, c);
+          partial += prod;
+          abs_sum += std::fabs(double(prod) * sa[static_cast<size_t>(b)] * weight_scale(w, o, b));
+        }
+        acc = acc + (partial * sa[static_cast<size_t>(b)]) * weight_scale(w, o, b);
+      }
+      y[static_cast<size_t>(t * w.out + o)] = round_bf16(acc);
+      terms[static_cast<size_t>(t * w.out + o)] = static_cast<float>(abs_sum);
+    }
+  }
+}
+
+// Each |got - want| <= 1 BF16 ulp of want + 2^-20 * terms.
+void expect_linear_close(const std::vector<float>& got, const std::vector<float>& want,
+                         const std::vector<float>& terms, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  size_t bad = 0, worst = 0;
+  double worst_excess = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = bf16_ulp_at(want[i]) + std::ldexp(double(terms[i]), -20);
+    const double err = std::isnan(got[i]) ? 1e30 : std::fabs(double(got[i]) - want[i]);
+    if (err > tol) ++bad;
+    if (err / tol > worst_excess) worst_excess = err / tol, worst = i;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " outside tolerance; worst ["
+                     << worst << "] got " << got[worst] << " want " << want[worst] << " ("
+                     << worst_excess << " x tolerance)";
+  report_error(what, worst_excess, "x tolerance", got.size());
+}
+
+class CudaLinearTest : public CudaOpTest {
+ protected:
+  // Quantised weights: GPU vs the block definition and vs cpu-reference.
+  void check_quantised(WeightFormat f, int64_t n, int64_t in, int64_t out, LinearOutput o,
+                       uint32_t seed) {
+    const HostWeight hw = random_weight(f, out, in, seed);
+    const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+    const std::vector<float> x = random_bf16(static_cast<size_t>(n * in), seed + 2, 2.0f);
+    Pair xt = both_f32(Shape{n, in}, x);
+    Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
+    Tensor yc = cpu().alloc(DType::F32, Shape{n, out});
+    const LinearMode mode{LinearInput::ActQuantFp8, o};
+    gpu().linear(xt.gpu, wg, mode, yg);
+    cpu().linear(xt.cpu, wc, mode, yc);
+    std::vector<float> want, terms;
+    reference_by_blocks(x, n, hw, want, terms);
+    std::vector<float> got = from_gpu<float>(yg);
+    const std::string what = std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") +
+                             " n=" + std::to_string(n) + " " + std::to_string(out) + "x" +
+                             std::to_string(in);
+    if (o == LinearOutput::Bf16) {
+      expect_linear_close(got, want, terms, what + " vs definition");
+    } else {
+      for (float& v : got) v = round_bf16(v);  // the definition's FP32 sum, compared in BF16
+      expect_linear_close(got, want, terms, what + " (F32 out) vs definition");
+    }
+    expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
+                        what + " vs cpu-reference");
+  }
+
+  // BF16 / F32 weights, input as is: against cpu-reference.
+  void check_plain(WeightFormat f, int64_t n, int64_t in, int64_t out, LinearMode mode,
+                   uint32_t seed) {
+    const HostWeight hw = random_weight(f, out, in, seed);
+    const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+    Pair xt = both_f32(Shape{n, in}, random_bf16(static_cast<size_t>(n * in), seed + 2, 2.0f));
+    Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
+    Tensor yc = cpu().alloc(DType::F32, Shape{n, out});
+    gpu().linear(xt.gpu, wg, mode, yg);
+    cpu().linear(xt.cpu, wc, mode, yc);
+    // |products| <= |x| |w|: bound the sum by rows' norms.
+    const std::vector<float> x = from_cpu<float>(xt.cpu);
+    std::vector<float> terms(static_cast<size_t>(n * out), 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+      double s = 0;
+      for (int64_t c = 0; c < in; ++c) s += std::fabs(x[static_cast<size_t>(t * in + c)]);
+      for (int64_t j = 0; j < out; ++j) terms[static_cast<size_t>(t * out + j)] = float(s * 0.5);
+    }
+    std::vector<float> got = from_gpu<float>(yg), want = from_cpu<float>(yc);
+    if (mode.output == LinearOutput::F32)
+      for (size_t i = 0; i < got.size(); ++i)
+        got[i] = round_bf16(got[i]), want[i] = round_bf16(want[i]);
+    expect_linear_close(
+        got, want, terms,
+        std::string(f == WeightFormat::Bf16 ? "BF16" : "F32") + " n=" + std::to_string(n));
+  }
+};
+
+TEST_F(CudaLinearTest, Fp8GemvAndGemmFollowTheBlockDefinition) {
+  for (int64_t n : {1, 3, 8, 20})
+    check_quantised(WeightFormat::Fp8Block, n, 96, 40, LinearOutput::Bf16, 1);
+  check_quantised(WeightFormat::Fp8Block, 2, 100, 33, LinearOutput::Bf16, 2);  // K % 4 != 0
+  check_quantised(WeightFormat::Fp8Block, 12, 100, 33, LinearOutput::Bf16, 3);
+  check_quantised(WeightFormat::Fp8Block, 5, 2304, 70, LinearOutput::F32, 4);  // K splits
+}
+
+TEST_F(CudaLinearTest, Fp4GemvAndGemmFollowTheBlockDefinition) {
+  for (int64_t n : {1, 6, 17})
+    check_quantised(WeightFormat::Fp4Row, n, 128, 24, LinearOutput::Bf16, 5);
+  check_quantised(WeightFormat::Fp4Row, 2, 2304, 48, LinearOutput::Bf16, 6);
+}
+
+TEST_F(CudaLinearTest, Bf16AndF32WeightsMatchTheReference) {
+  for (int64_t n : {1, 4, 9}) {
+    check_plain(WeightFormat::Bf16, n, 64, 30, kBf16Linear, 7);
+    check_plain(WeightFormat::Bf16, n, 300, 20, kF32Linear, 8);
+    check_plain(WeightFormat::F32, n, 40, 10, kF32Linear, 9);
+  }
+  check_plain(WeightFormat::F32, 3, 70, 9, kQuantLinear, 10);
+}
+
+TEST_F(CudaLinearTest, F32OutputKeepsTheFp32Sum) {
+  std::vector<uint16_t> wbits = {f32_to_bf16(1.0f), f32_to_bf16(1.0f)};
+  const std::array<int64_t, 2> ws = {1, 2};
+  TensorView v{"w", DType::BF16, ws, reinterpret_cast<const uint8_t*>(wbits.data()), 4};
+  const LinearWeight w = gpu().upload_linear(v, nullptr);
+  Tensor x = gpu().alloc(DType::F32, Shape{1, 2}), y = gpu().alloc(DType::F32, Shape{1, 1});
+  const std::vector<float> xv = {1.0f, 0x1p-10f};
+  gpu().write(x, xv.data(), 8);
+  gpu().linear(x, w, kF32Linear, y);
+  EXPECT_EQ(from_gpu<float>(y)[0], 1.0f + 0x1p-10f);
+  gpu().linear(x, w, kBf16Linear, y);
+  EXPECT_EQ(from_gpu<float>(y)[0], 1.0f);
+}
+
+TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
+  const int64_t groups = 4, in_g = 64, out_g = 24;
+  const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 11);
+  const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+  for (int64_t n : {2, 11}) {
+    Pair x = both_f32(Shape{n, groups * in_g},
+                      random_bf16(static_cast<size_t>(n * groups * in_g), 12, 1.0f));
+    Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
+    Tensor yc = cpu().alloc(DType::F32, Shape{n, groups * out_g});
+    gpu().grouped_linear(x.gpu, wg, groups, yg);
+    cpu().grouped_linear(x.cpu, wc, groups, yc);
+    // Terms bounded by 64 * |x|max * |w|max at these magnitudes: use the row sums of |x| * 448 *
+    // 2^-9.
+    std::vector<float> terms(static_cast<size_t>(n * groups * out_g), 64.0f * 4.0f);
+    expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
+                        "grouped n=" + std::to_string(n));
+  }
+}
+
+TEST_F(CudaLinearTest, FullShapesOfTheV41Layers) {
+  FD_REQUIRE_FULL_SHAPES();
+  check_quantised(WeightFormat::Fp8Block, 1, 5120, 1280, LinearOutput::Bf16, 20);  // wq_a
+  check_quantised(WeightFormat::Fp8Block, 12, 5120, 1280, LinearOutput::Bf16, 21);
+  check_quantised(WeightFormat::Fp8Block, 1, 1280, 32768, LinearOutput::Bf16, 22);  // wq_b
+  check_quantised(WeightFormat::Fp8Block, 1, 5120, 512, LinearOutput::Bf16, 23);    // wkv
+  check_quantised(WeightFormat::Fp8Block, 1, 8192, 5120, LinearOutput::F32, 24);    // wo_b
+  check_quantised(WeightFormat::Fp8Block, 12, 8192, 5120, LinearOutput::F32, 25);
+  check_quantised(WeightFormat::Fp4Row, 1, 5120, 2304, LinearOutput::Bf16, 26);  // expert w1
+  check_quantised(WeightFormat::Fp4Row, 1, 2304, 5120, LinearOutput::Bf16, 27);  // expert w2
+  check_plain(WeightFormat::Bf16, 1, 5120, 384, kF32Linear, 28);                 // gate
+  check_plain(WeightFormat::Bf16, 12, 5120, 384, kF32Linear, 29);
+}
+
+TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
+  FD_REQUIRE_FULL_SHAPES();
+  const int64_t groups = 8, in_g = 8 * 512, out_g = 1024;
+  const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 30);
+  const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+  for (int64_t n : {1, 12}) {
+    Pair x = both_f32(Shape{n, groups * in_g},
+                      random_bf16(static_cast<size_t>(n * groups * in_g), 31, 0.1f));
+    Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
+    Tensor yc = cpu().alloc(DType::F32, Shape{n, groups * out_g});
+    gpu().grouped_linear(x.gpu, wg, groups, yg);
+    cpu().grouped_linear(x.cpu, wc, groups, yc);
+    std::vector<float> terms(static_cast<size_t>(n * groups * out_g), float(in_g) * 0.1f * 2.0f);
+    expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
+                        "wo_a n=" + std::to_string(n));
+  }
+}
+
+}  // namespace
+}  // namespace flashdesk::test

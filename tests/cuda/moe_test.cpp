@@ -1,0 +1,122 @@
+// MoE on the CUDA backend against cpu-reference: routing ids exact (random scores have no ties)
+// and weights within 1e-6 relative; the experts (grouped launch up to 8 rows, per-expert GEMMs
+// beyond) within 4 BF16 ulps at the larger of the value and the output's RMS: each expert's
+// output is rounded to BF16, and a gate or up value one ulp apart (FP32 order) can move it by one
+// of its ulps.
+#include <deque>
+
+#include "tests/cuda/cuda_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+class CudaMoeTest : public CudaOpTest {
+ protected:
+  // cpu-reference keeps pointers to uploaded bytes (as it does into the mapped checkpoint): the
+  // host copies live as long as the test.
+  std::deque<std::vector<uint8_t>> host_bytes_;
+
+  LinearWeight weight_on(Backend& be, DType dt, int64_t out, int64_t in,
+                         const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale) {
+    const int64_t cols = dt == DType::I8 ? in / 2 : in;
+    const std::array<int64_t, 2> ws = {out, cols};
+    TensorView w{"expert.weight", dt, ws, data.data(), data.size()};
+    const std::array<int64_t, 2> ss = {dt == DType::I8 ? out : (out + 31) / 32, (in + 31) / 32};
+    TensorView s{"expert.scale", DType::F8_E8M0, ss, scale.data(), scale.size()};
+    return be.upload_linear(w, &s);
+  }
+  // An expert with FP4 (routed) or FP8 (shared) weights, the same bytes on both backends.
+  std::pair<ExpertWeights, ExpertWeights> expert(bool fp4, int64_t d, int64_t inter,
+                                                 uint32_t seed) {
+    const DType dt = fp4 ? DType::I8 : DType::F8_E4M3;
+    std::pair<ExpertWeights, ExpertWeights> both_sides;
+    LinearWeight* g[3] = {&both_sides.first.w1, &both_sides.first.w3, &both_sides.first.w2};
+    LinearWeight* c[3] = {&both_sides.second.w1, &both_sides.second.w3, &both_sides.second.w2};
+    for (int m = 0; m < 3; ++m) {
+      const int64_t out = m == 2 ? d : inter, in = m == 2 ? inter : d;
+      const size_t bytes = static_cast<size_t>(fp4 ? out * in / 2 : out * in);
+      const std::vector<uint8_t>& data = host_bytes_.emplace_back(
+          fp4 ? random_bytes(bytes, seed + m) : random_e4m3(bytes, seed + m));
+      const size_t scales =
+          static_cast<size_t>(fp4 ? out * in / 32 : (out + 31) / 32 * ((in + 31) / 32));
+      const std::vector<uint8_t>& scale =
+          host_bytes_.emplace_back(random_e8m0(scales, seed + 10 + m, fp4 ? -4 : -10));
+      *g[m] = weight_on(gpu(), dt, out, in, data, scale);
+      *c[m] = weight_on(cpu(), dt, out, in, data, scale);
+    }
+    return both_sides;
+  }
+
+  void check_experts(int64_t n, int64_t d, int64_t inter, int64_t E, int64_t k, int distinct,
+                     bool with_shared, bool with_absent, uint32_t seed) {
+    std::vector<std::pair<ExpertWeights, ExpertWeights>> pool;
+    for (int i = 0; i < distinct; ++i) pool.push_back(expert(true, d, inter, seed + 100 * i));
+    auto shared = expert(false, d, inter, seed + 7777);
+    std::vector<const ExpertWeights*> eg(static_cast<size_t>(E)), ec(static_cast<size_t>(E));
+    for (int64_t e = 0; e < E; ++e) {
+      const bool absent = with_absent && e % 5 == 3;  // another device's experts
+      eg[static_cast<size_t>(e)] =
+          absent ? nullptr : &pool[static_cast<size_t>(e % distinct)].first;
+      ec[static_cast<size_t>(e)] =
+          absent ? nullptr : &pool[static_cast<size_t>(e % distinct)].second;
+    }
+    std::mt19937 rng(seed);
+    std::vector<int32_t> ids(static_cast<size_t>(n * k));
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<int32_t> all(static_cast<size_t>(E));
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int64_t j = 0; j < k; ++j)
+        ids[static_cast<size_t>(t * k + j)] = all[static_cast<size_t>(j)];
+    }
+    Pair id = both(DType::I32, Shape{n, k}, ids);
+    Pair w =
+        both_f32(Shape{n, k}, random_uniform(static_cast<size_t>(n * k), seed + 1, 0.1f, 1.5f));
+    Pair x = both_f32(Shape{n, d}, random_bf16(static_cast<size_t>(n * d), seed + 2, 1.0f));
+    Tensor yg = gpu_poisoned(DType::F32, Shape{n, d});
+    Tensor yc = cpu().alloc(DType::F32, Shape{n, d});
+    const float limit = 7.0f;
+    gpu().moe_experts(x.gpu, id.gpu, w.gpu, eg, with_shared ? &shared.first : nullptr, limit, yg);
+    cpu().moe_experts(x.cpu, id.cpu, w.cpu, ec, with_shared ? &shared.second : nullptr, limit, yc);
+    const std::vector<float> want = from_cpu<float>(yc);
+    expect_bf16_close(from_gpu<float>(yg), want, 4.0, rms(want),
+                      "moe n=" + std::to_string(n) + " E=" + std::to_string(E));
+  }
+};
+
+TEST_F(CudaMoeTest, RouteMatchesTheReference) {
+  const int64_t n = 5, E = 40, k = 6;
+  Pair logits = both_f32(Shape{n, E}, random_uniform(static_cast<size_t>(n * E), 1, -4.0f, 4.0f));
+  Pair bias = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 2, -0.3f, 0.3f));
+  Pair bias_img = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 3, -0.3f, 0.3f));
+  const std::vector<uint8_t> image = {0, 1, 1, 0, 0};
+  for (bool with_image : {false, true}) {
+    const RouteSettings s{k, 1.3f, 2.5f, true};
+    Pair ids = both_alloc(DType::I32, Shape{n, k}), w = both_alloc(DType::F32, Shape{n, k});
+    const std::span<const uint8_t> rows =
+        with_image ? std::span<const uint8_t>(image) : std::span<const uint8_t>();
+    gpu().moe_route(logits.gpu, bias.gpu, &bias_img.gpu, rows, s, ids.gpu, w.gpu);
+    cpu().moe_route(logits.cpu, bias.cpu, &bias_img.cpu, rows, s, ids.cpu, w.cpu);
+    expect_identical(from_gpu<int32_t>(ids.gpu), from_cpu<int32_t>(ids.cpu), "route ids");
+    const std::vector<float> wg = from_gpu<float>(w.gpu), wc = from_cpu<float>(w.cpu);
+    for (size_t i = 0; i < wg.size(); ++i) EXPECT_NEAR(wg[i], wc[i], 1e-6 * std::fabs(wc[i])) << i;
+  }
+}
+
+TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
+  for (int64_t n : {1, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
+  check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
+}
+
+TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
+  check_experts(12, 64, 32, 8, 2, 3, true, true, 30);
+}
+
+TEST_F(CudaMoeTest, FullShapes) {
+  FD_REQUIRE_FULL_SHAPES();
+  check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
+  check_experts(12, 5120, 2304, 384, 6, 4, true, false, 41);
+}
+
+}  // namespace
+}  // namespace flashdesk::test

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The CUDA backend on the GPU machine in one device call (docs/cuda-backend.md): configures the
+# engine-only build with CUDA (sm_90), builds, runs the op tests (cuda_tests, full V4.1 shapes
+# included), the per-role layer benchmark, flash-tiny on the GPU against the CPU, and the golden
+# tests on the cuda backend, each stage under the time left; writes under $OUT (at most 8 files):
+#   env.txt  build.log  cuda_tests.log  bench_layers.md  bench_model.md  cli.log  golden.log
+#   summary.md (the figures, last: also printed at the end).
+# Run from the root of a source tree (the device tool's carried copy): `bash tools/gpu/run.sh`.
+# The GPU machine has no Qt, no SQLite and possibly none of the build's other Debian packages:
+# a deps/ folder beside this tree's root (tools/gpu/pack_deps.sh writes it here) is searched first.
+# Environment: OUT (required), BUDGET_S (seconds for the whole script, default 440), JOBS,
+# GOLDEN=0 to skip the golden tests (when the checkout's tests/data is not this tree's).
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/../.."
+START=$(date +%s)
+BUDGET_S=${BUDGET_S:-440}
+OUT=${OUT:?set OUT to the output directory}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$OUT"
+left() { echo $(( START + BUDGET_S - $(date +%s) )); }
+stage() { echo "== $1 ($(( $(date +%s) - START )) s in, $(left) s left)"; }
+# A command under the time left minus a reserve for the stages after it.
+run_for() { local reserve=$1; shift; local t=$(( $(left) - reserve )); (( t < 5 )) && t=5; timeout "$t" "$@"; }
+
+# Trees carried without assets or test data read them from the checkout beside them.
+for d in assets tests/data; do
+  [ -e "$d" ] || { [ -e "../$d" ] && ln -s "$(readlink -f "../$d")" "$d"; }
+done
+
+stage env | tee "$OUT/env.txt"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv || true
+  command -v nvcc && nvcc --version | tail -2; cmake --version | head -1; g++ --version | head -1
+  ninja --version; nproc; } >> "$OUT/env.txt" 2>&1
+
+DEPS_ARGS=()
+if [ -d deps ]; then
+  DEPS_ARGS=(-DCMAKE_PREFIX_PATH="$PWD/deps" -DCMAKE_INCLUDE_PATH="$PWD/deps/include"
+             -DCMAKE_LIBRARY_PATH="$PWD/deps/lib")
+  export LD_LIBRARY_PATH="$PWD/deps/lib:${LD_LIBRARY_PATH:-}"
+fi
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+
+stage build | tee "$OUT/build.log"
+BUILD=build/engine-only
+run_for 200 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DFLASHDESK_WERROR=OFF "${DEPS_ARGS[@]}" >> "$OUT/build.log" 2>&1
+run_for 180 cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
+  cuda_model_bench >> "$OUT/build.log" 2>&1
+echo "core build exit $?" >> "$OUT/build.log"
+# The golden tests live in engine_tests: built while the op tests run.
+TESTS_BUILD=
+if [ "${GOLDEN:-1}" = 1 ]; then
+  ( run_for 60 cmake --build "$BUILD" -j "$JOBS" --target engine_tests > "$OUT/golden.log" 2>&1 ) &
+  TESTS_BUILD=$!
+else
+  echo "golden tests skipped (GOLDEN=0)" > "$OUT/golden.log"
+fi
+
+stage cuda_tests | tee -a "$OUT/build.log"
+run_for 200 "$BUILD/tests/cuda_tests" > "$OUT/cuda_tests.log" 2>&1
+echo "cuda_tests exit $?" >> "$OUT/cuda_tests.log"
+
+stage bench_layers
+run_for 100 "$BUILD/bench/cuda_layer_bench" --iters 10 > "$OUT/bench_layers.md" 2>&1
+echo "exit $?" >> "$OUT/bench_layers.md"
+
+stage bench_model
+run_for 70 "$BUILD/bench/cuda_model_bench" --runs 3 > "$OUT/bench_model.md" 2>&1
+echo "exit $?" >> "$OUT/bench_model.md"
+
+stage cli
+{ "$BUILD/bin/flashdesk-cli" version
+  for b in cpu cuda; do
+    echo "--- $b"
+    run_for 40 "$BUILD/bin/flashdesk-cli" generate --model assets/models/flash-tiny --backend "$b" \
+      --prompt "Hi! My name is Quinn. What is my name?" --thinking off --max-tokens 16 --json
+  done
+  for b in cpu cuda; do
+    echo "--- $b, 4-digit addition with thinking at effort 50"
+    run_for 30 "$BUILD/bin/flashdesk-cli" generate --model assets/models/flash-tiny --backend "$b" \
+      --prompt "What is 4821 + 3377?" --effort 50 --max-tokens 300 --json
+  done
+  # The demo eval's text tasks, two items per cell, on both backends (the CUDA backend has no
+  # vision ops, so the picture cells are left out).
+  for b in cpu cuda; do
+    echo "--- eval $b"
+    run_for 20 "$BUILD/bin/flashdesk-cli" eval --suite demo --model assets/models/flash-tiny \
+      --backend "$b" --tasks arithmetic,recall,copy --limit 2 --prefill exact
+  done
+} > "$OUT/cli.log" 2>&1
+
+stage golden
+[ -n "$TESTS_BUILD" ] && wait "$TESTS_BUILD"
+if [ -n "$TESTS_BUILD" ] && [ -x "$BUILD/tests/engine_tests" ]; then
+  run_for 10 "$BUILD/tests/engine_tests" --gtest_filter='*Golden*cuda*' >> "$OUT/golden.log" 2>&1
+  echo "golden exit $?" >> "$OUT/golden.log"
+fi
+
+stage summary
+{
+  echo "# CUDA backend on $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  echo; echo "run took $(( $(date +%s) - START )) s"
+  echo; echo "## cuda_tests"; grep -E "^\[  (PASSED|FAILED|SKIPPED) \]|tests ran" "$OUT/cuda_tests.log" | head -40
+  echo; echo "largest measured errors (of $(grep -c measure "$OUT/cuda_tests.log") comparisons):"
+  grep "measure" "$OUT/cuda_tests.log" |
+    awk '{for (i = 1; i <= NF; i++) if ($i == "worst") print $(i + 1), $0}' | sort -g | tail -25 |
+    cut -d' ' -f2-
+  echo; echo "## golden (cuda)"; grep -E "^\[  (PASSED|FAILED) \]|^\[       OK|^\[  FAILED  \]|tests ran" "$OUT/golden.log" | head -20
+  echo; echo "## flash-tiny through the CLI"
+  grep -E "^---|answer_ids" "$OUT/cli.log" | cut -c1-160
+  sed -n '/^--- eval/,$p' "$OUT/cli.log" | grep -vE '^[.]+$'
+  echo; cat "$OUT/bench_layers.md"; echo; cat "$OUT/bench_model.md"
+} > "$OUT/summary.md" 2>&1
+cat "$OUT/summary.md"
