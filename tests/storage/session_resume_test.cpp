@@ -34,6 +34,28 @@ std::vector<TokenId> fresh_answer(ChatEngine& engine, const std::vector<TokenId>
   return answer_ids(engine.generator().generate(s, prompt, t.generation, {}));
 }
 
+// The answer a fresh sequence gives when it computes the prompt as the live one did: the rows
+// below each earlier turn's mark as part of that turn's prompt (top-k rows as wide as that
+// prompt's entries, docs/numerics.md "Top-k"), then the rest. `earlier` lists the earlier turns'
+// prompt lengths; turn k kept its rows up to its mark, the prompt's last token.
+std::vector<TokenId> history_answer(ChatEngine& engine, const std::vector<TokenId>& prompt,
+                                    const std::vector<int64_t>& earlier, const TurnOptions& t) {
+  Model& model = engine.model();
+  SequenceState s = model.new_sequence();
+  for (const int64_t P : earlier) {
+    const int64_t from = s.position(), mark = P - 1;
+    SequenceStep step;
+    step.state = &s;
+    step.tokens = std::span<const TokenId>(prompt).subspan(static_cast<size_t>(from),
+                                                           static_cast<size_t>(mark - from));
+    step.prompt_end = P;
+    step.logits = LogitsWanted::None;
+    model.step(std::span<SequenceStep>(&step, 1));
+  }
+  const auto rest = std::span<const TokenId>(prompt).subspan(static_cast<size_t>(s.position()));
+  return answer_ids(engine.generator().generate(s, rest, t.generation, {}));
+}
+
 // Persisted bytes per token by the formula of docs/model-spec.md §6.3: per KV source, (entry +
 // index-key row) / m.
 double formula_bytes_per_token(const ModelConfig& c) {
@@ -221,7 +243,8 @@ TEST(SessionResume, CorruptBlockIsRecomputedNeverUsed) {
 TEST(SessionResume, ThinkingTurnsCutTheLiveKvBackToThePromptEnd) {
   // The next prompt drops the answer's reasoning from the previous prompt's <think> on: the live
   // state is cut back exactly to the window mark taken there, nothing is replayed, and the answer
-  // is the one of a fresh exact prefill. Blocks are written only before the mark (the reasoning's
+  // is the one of a fresh sequence that computes the prompt as the live one did (a one-shot
+  // prefill can keep other exactly tied top-k entries: docs/numerics.md "Top-k"). Blocks are written only before the mark (the reasoning's
   // blocks would never match) and the state is cut back to the mark after each turn, so a session
   // switch restores the parked window exactly and a restart restores the blocks and replays the
   // window.
@@ -237,6 +260,7 @@ TEST(SessionResume, ThinkingTurnsCutTheLiveKvBackToThePromptEnd) {
     PersistentChat chat(*engine, chat_options(dir));
     session = chat.create_session("think", chat.settings_for(t));
     int64_t previous = 0;
+    std::vector<int64_t> earlier;
     for (const std::string& text : {long_text(12), std::string("More?"), std::string("Why?")}) {
       SCOPED_TRACE(text);
       const SessionTurn turn = chat.send(text, t);
@@ -246,8 +270,9 @@ TEST(SessionResume, ThinkingTurnsCutTheLiveKvBackToThePromptEnd) {
       EXPECT_EQ(s.replayed_tokens, 0);
       EXPECT_EQ(s.computed_tokens, P - s.reused_ram_tokens);
       EXPECT_EQ(answer_ids(turn.turn.generation),
-                fresh_answer(*engine, turn.turn.prompt_ids, reference));
+                history_answer(*engine, turn.turn.prompt_ids, earlier, reference));
       previous = P;
+      earlier.push_back(P);
       last_prompt = turn.turn.prompt_ids;
     }
     chat.flush();
