@@ -15,6 +15,7 @@
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/safetensors_writer.h"
+#include "engine/model/cache_forcing.h"
 #include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
 #include "engine/runtime/backend_factory.h"
@@ -151,8 +152,11 @@ cxxopts::Options logits_options() {
       "prefill", "exact | bounded", cxxopts::value<std::string>()->default_value("exact"))(
       "dump", "add per-block tensors and the caches")(
       "block-inputs", "replace every block's input with the ones recorded in FILE",
-      cxxopts::value<std::string>())("out", "output safetensors file",
-                                     cxxopts::value<std::string>())(
+      cxxopts::value<std::string>())(
+      "block-caches",
+      "with --block-inputs: also set the compressed entries and index keys to the file's "
+      "(prefill_/decode_ compress_kv and index_k) before every step reads them, and print how "
+      "the engine's own compared")("out", "output safetensors file", cxxopts::value<std::string>())(
       "thinking", "with --prompt: on | off", cxxopts::value<std::string>()->default_value("on"))(
       "effort", "with --prompt: reasoning effort 1-100, low, high or max",
       cxxopts::value<std::string>()->default_value("high"))(
@@ -173,6 +177,8 @@ void check_logits_args(const cxxopts::ParseResult& args) {
   if (args.count("decode-ids") && args["decode"].as<int64_t>() > 0)
     throw InvalidRequest("--decode and --decode-ids exclude each other");
   if (args["decode"].as<int64_t>() < 0) throw InvalidRequest("--decode must be >= 0");
+  if (args.count("block-caches") && !args.count("block-inputs"))
+    throw InvalidRequest("--block-caches needs --block-inputs (the caches come from that file)");
 }
 
 // What runs: the prompt (from --ids, --prompt with its images, or a --block-inputs file) and the
@@ -244,6 +250,7 @@ struct LogitsRun {
   bool dump = false;
   bool observe = false;  // record block tensors (dump) or replace block inputs
   std::vector<TensorData>& out;
+  CacheForcing* forcing = nullptr;  // --block-caches: the global KV set from the block inputs
 };
 
 // The prefill (with image spans encoded by the vision tower); returns its logits.
@@ -271,8 +278,8 @@ std::vector<float> run_prefill(LogitsRun& run, const LogitsInput& in, PrefillOpt
     std::vector<int64_t> span_rows;
     for (const auto& [begin, end] : in.block_spans) {
       embeddings.push_back(ImageEmbedding{
-          begin, run.backend.zeros(DType::F32,
-                                   Shape{end - begin, run.model.config().text.hidden_size})});
+          begin,
+          run.backend.zeros(DType::F32, Shape{end - begin, run.model.config().text.hidden_size})});
       span_rows.insert(span_rows.end(), {begin, end});
     }
     run.out.push_back(data("image_spans", DType::I64,
@@ -288,6 +295,8 @@ std::vector<float> run_prefill(LogitsRun& run, const LogitsInput& in, PrefillOpt
     add_recorded(rec, run.out);
     add_caches(run.model, run.state, "prefill_", run.out);
   }
+  // After the dump, so that it holds the engine's own caches.
+  if (run.forcing) force_global_kv(run.model, run.state, in.block_inputs, "prefill_", *run.forcing);
   return logits;
 }
 
@@ -301,6 +310,9 @@ void run_decode(LogitsRun& run, const LogitsInput& in, int64_t steps, std::span<
   int64_t next = argmax(last);
   for (int64_t t = 0; t < steps; ++t) {
     const int32_t id = in.teacher ? in.forced[static_cast<size_t>(t)] : static_cast<int32_t>(next);
+    // The entries the previous step added; the last step's stay the engine's own in the dump.
+    if (run.forcing && t > 0)
+      force_global_kv(run.model, run.state, in.block_inputs, "decode_", *run.forcing);
     rec.begin_step(t);
     const std::vector<float> l = run.model.decode(run.state, id, run.observe ? &rec : nullptr);
     next = argmax(l);
@@ -353,6 +365,8 @@ int run_logits(int argc, char** argv) {
   std::vector<TensorData> out;
   const bool dump = args.count("dump") > 0;
   LogitsRun run{*ckpt, *backend, model, state, dump, dump || !in.block_inputs.empty(), out};
+  CacheForcing forcing;
+  if (args.count("block-caches")) run.forcing = &forcing;
   const std::vector<float> logits = run_prefill(run, in, PrefillOptions{mode, 0, all_positions});
   const auto V = static_cast<size_t>(model.config().text.vocab_size);
   run_decode(run, in, steps, std::span(logits).last(V));
@@ -368,6 +382,14 @@ int run_logits(int argc, char** argv) {
   std::printf("wrote %s: %lld prompt tokens, %lld decode steps\n",
               args["out"].as<std::string>().c_str(), static_cast<long long>(in.prompt.size()),
               static_cast<long long>(steps));
+  if (run.forcing)
+    for (const auto& [kind, a] :
+         {std::pair{"compressed entries", &forcing.entries}, {"index keys", &forcing.keys}})
+      std::printf(
+          "block caches, %s: %lld of %lld values differed from the file's (at most %lld "
+          "in a row) before they were set to its values\n",
+          kind, static_cast<long long>(a->differing), static_cast<long long>(a->values),
+          static_cast<long long>(a->worst_row));
   return 0;
 }
 

@@ -30,6 +30,7 @@
 #include "engine/checkpoint/engram_map.h"
 #include "engine/checkpoint/random_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
+#include "engine/model/cache_forcing.h"
 #include "engine/vision/image_input.h"
 #include "engine/vision/vision_encoder.h"
 #include "tests/engine/checkpoint_test_util.h"
@@ -57,8 +58,8 @@ const std::filesystem::path& official_model() {
     nlohmann::json m = official_manifest().at("cases").at("test-official");
     RandomCheckpointOptions o;
     o.seed = m.at("make_random_seed").get<uint64_t>();
-    write_random_checkpoint(std::filesystem::path(FD_SOURCE_DIR) / m.at("config").get<std::string>(),
-                            dir.path(), o);
+    write_random_checkpoint(
+        std::filesystem::path(FD_SOURCE_DIR) / m.at("config").get<std::string>(), dir.path(), o);
     return m;
   }();
   for (const auto& [file, digest] : c.at("sha256").items())
@@ -113,28 +114,9 @@ struct Rate {
   double value() const { return rows ? double(matched) / double(rows) : 1.0; }
 };
 
-// How the engine's cached values of one kind compare with the official ones.
-struct CacheAgreement {
-  int64_t values = 0, differing = 0, worst_row = 0;
-  void add(std::span<const float> mine, std::span<const float> gold, int64_t width) {
-    for (size_t r = 0; r + static_cast<size_t>(width) <= mine.size(); r += static_cast<size_t>(width)) {
-      int64_t in_row = 0;
-      for (int64_t i = 0; i < width; ++i) in_row += mine[r + static_cast<size_t>(i)] != gold[r + static_cast<size_t>(i)];
-      values += width;
-      differing += in_row;
-      worst_row = std::max(worst_row, in_row);
-    }
-  }
-};
-
 class GoldenOfficial : public ::testing::TestWithParam<BackendMode> {
  protected:
   void check(const std::string& name, const std::filesystem::path& model_dir);
-
-  // Compares the caches of every KV source (entries [from, n_entries)) with the golden's
-  // `phase` caches and then overwrites them with the golden's values.
-  void compare_and_force_caches(SequenceState& s, const NamedTensors& g, const std::string& phase,
-                                std::map<int64_t, int64_t>& done);
 
   // Entries of each candidate source's KV now (the width of the recorded candidate masks).
   std::map<int64_t, int64_t> candidate_entries(const SequenceState& s) const {
@@ -156,44 +138,12 @@ class GoldenOfficial : public ::testing::TestWithParam<BackendMode> {
   BackendModel m_;
   NamedTensors eng_;
   std::vector<float> logits_;  // the last prefill row, then each decode step's
-  CacheAgreement entries_, keys_;
+  CacheForcing forcing_;
   int64_t P_ = 0, T_ = 0;
   bool bounded_ = false;
 };
 
-void GoldenOfficial::compare_and_force_caches(SequenceState& s, const NamedTensors& g,
-                                              const std::string& phase,
-                                              std::map<int64_t, int64_t>& done) {
-  const TextConfig& t = m_.model->config().text;
-  for (const LayerRole& r : m_.model->roles()) {
-    GlobalKv& kv = s.global[static_cast<size_t>(r.layer)];
-    if (!kv.entries.defined()) continue;
-    const std::string suffix = ".layer" + std::to_string(r.layer);
-    const int64_t from = done[r.layer], n = kv.n_entries;
-    if (n <= from) continue;
-    for (auto [kind, fmt, width, agree] :
-         {std::tuple{"compress_kv", KvFormat::Fp4Entry, t.head_dim, &entries_},
-          std::tuple{"index_k", KvFormat::Fp4Key, t.index_head_dim, &keys_}}) {
-      const std::vector<float> gold = floats(g, phase + kind + suffix);
-      ASSERT_GE(gold.size(), static_cast<size_t>(n * width)) << phase << kind << suffix;
-      const std::vector<float> mine = kind == std::string("compress_kv")
-                                          ? m_.model->dequantized_entries(s, r.layer)
-                                          : m_.model->dequantized_index_keys(s, r.layer);
-      const auto lo = static_cast<size_t>(from * width), hi = static_cast<size_t>(n * width);
-      agree->add(std::span(mine).subspan(lo, hi - lo), std::span(gold).subspan(lo, hi - lo),
-                 width);
-      Tensor rows = m_.backend->alloc(DType::F32, Shape{n - from, width});
-      m_.backend->write(rows, gold.data() + lo, (hi - lo) * sizeof(float));
-      m_.backend->quantize_rows(fmt, rows, kind == std::string("compress_kv") ? kv.entries
-                                                                              : kv.index_keys,
-                                from);
-    }
-    done[r.layer] = n;
-  }
-}
-
-std::pair<ErrSums, ErrSums> GoldenOfficial::block_errors(const NamedTensors& g,
-                                                         int64_t l) const {
+std::pair<ErrSums, ErrSums> GoldenOfficial::block_errors(const NamedTensors& g, int64_t l) const {
   const TextConfig& text = m_.model->config().text;
   const int64_t L = text.num_hidden_layers, hc = text.hc_mult, D = text.hidden_size;
   const Layout pre{1, L, P_, hc, D}, dec{T_, L, 1, hc, D};
@@ -213,16 +163,19 @@ void GoldenOfficial::check_ids(const NamedTensors& g, int64_t l, Rate& experts, 
   const auto k = static_cast<size_t>(text.num_experts_per_tok);
   for (const std::string phase : {"prefill_", "decode_"}) {
     const bool pre = phase == "prefill_";
-    const auto ex = sets_match(ints(g, phase + "expert_ids"), id_values(eng_, phase + "expert_ids"), k);
+    const auto ex =
+        sets_match(ints(g, phase + "expert_ids"), id_values(eng_, phase + "expert_ids"), k);
     for (int64_t i = 0; i < (pre ? P_ : T_); ++i)
       if (!pre || (ran[static_cast<size_t>(l * P_ + i)] && comparable(l, i)))
         experts.add(ex[static_cast<size_t>(pre ? l * P_ + i : i * L + l)]);
     const std::string tk = phase + "topk_idxs.layer" + std::to_string(l);
     if (g.count(tk)) {
-      const auto m = sets_match(ints(g, tk), id_values(eng_, tk), static_cast<size_t>(g.at(tk).shape.back()));
+      const auto m =
+          sets_match(ints(g, tk), id_values(eng_, tk), static_cast<size_t>(g.at(tk).shape.back()));
       EXPECT_EQ(m.size(), static_cast<size_t>(pre ? P_ : T_)) << tk;
       for (size_t i = 0; i < m.size(); ++i)
-        if (!pre || (ran[static_cast<size_t>(l * P_) + i] && comparable(l, static_cast<int64_t>(i))))
+        if (!pre ||
+            (ran[static_cast<size_t>(l * P_) + i] && comparable(l, static_cast<int64_t>(i))))
           topk.add(m[i]);
     }
     const std::string cd = phase + "candidates.layer" + std::to_string(l);
@@ -231,13 +184,16 @@ void GoldenOfficial::check_ids(const NamedTensors& g, int64_t l, Rate& experts, 
       const auto w = static_cast<size_t>(g.at(cd).shape.back());
       ASSERT_EQ(a.size(), b.size()) << cd;
       for (size_t i = 0; i * w < a.size(); ++i) {
-        if (pre && !(ran[static_cast<size_t>(l * P_) + i] && comparable(l, static_cast<int64_t>(i))))
+        if (pre &&
+            !(ran[static_cast<size_t>(l * P_) + i] && comparable(l, static_cast<int64_t>(i))))
           continue;
         // Only entries the row can see: the official mask also keeps the unreached tail of the
         // row's newest block.
         const int64_t pos = pre ? static_cast<int64_t>(i) : P_ + static_cast<int64_t>(i);
-        const auto vis = std::min(w, static_cast<size_t>((pos + 1) / std::max<int64_t>(
-                                                             1, m_.model->roles()[static_cast<size_t>(l)].compress_ratio)));
+        const auto vis = std::min(
+            w, static_cast<size_t>(
+                   (pos + 1) /
+                   std::max<int64_t>(1, m_.model->roles()[static_cast<size_t>(l)].compress_ratio)));
         cands.add(std::equal(a.begin() + i * w, a.begin() + i * w + vis, b.begin() + i * w));
       }
     }
@@ -254,17 +210,18 @@ void GoldenOfficial::check_logits(const NamedTensors& g) const {
   ASSERT_LE(want.size(), logits_.size());
   double worst = 0;
   for (size_t r = 0; r < want.size(); r += V)
-    worst = std::max(worst, relative_rms(std::span(want).subspan(r, V),
-                                         std::span(logits_).subspan(r, V)));
+    worst = std::max(worst,
+                     relative_rms(std::span(want).subspan(r, V), std::span(logits_).subspan(r, V)));
   EXPECT_LE(worst, kLogitsRelRms) << "logits after the last block";
   const std::vector<int64_t> argmax_want = ints(g, "decode_argmax");
   int64_t same = 0;
   for (size_t t = 0; t < argmax_want.size(); ++t)
     same += argmax(std::span(logits_).subspan((t + 1) * V, V)) == argmax_want[t];
   EXPECT_EQ(same, static_cast<int64_t>(argmax_want.size())) << "decode argmax";
-  std::printf("[official] logits after the last block: worst row relative RMS %.3e, decode argmax "
-              "%lld/%zu\n",
-              worst, static_cast<long long>(same), argmax_want.size());
+  std::printf(
+      "[official] logits after the last block: worst row relative RMS %.3e, decode argmax "
+      "%lld/%zu\n",
+      worst, static_cast<long long>(same), argmax_want.size());
 }
 
 void GoldenOfficial::check(const std::string& name, const std::filesystem::path& model_dir) {
@@ -281,7 +238,8 @@ void GoldenOfficial::check(const std::string& name, const std::filesystem::path&
     for (size_t i = 0; i + 1 < ints(g, "image_spans").size(); i += 2) {
       const auto sp = ints(g, "image_spans");
       images.push_back(ImageEmbedding{
-          sp[i], m_.backend->zeros(DType::F32, Shape{sp[i + 1] - sp[i], model.config().text.hidden_size})});
+          sp[i], m_.backend->zeros(DType::F32,
+                                   Shape{sp[i + 1] - sp[i], model.config().text.hidden_size})});
     }
   SequenceState s = model.new_sequence();
   DumpRecorder pre(model, "prefill_", P_, 0, 0);
@@ -290,15 +248,15 @@ void GoldenOfficial::check(const std::string& name, const std::filesystem::path&
   po.images = images;
   logits_ = model.prefill(s, prompt, po, &pre);
   pre.finish(candidate_entries(s));
-  std::map<int64_t, int64_t> forced_entries;
-  compare_and_force_caches(s, g, "prefill_", forced_entries);
+  forcing_ = {};
+  force_global_kv(model, s, g, "prefill_", forcing_);
   DumpRecorder dec(model, "decode_", 1, T_, P_);
   dec.set_block_inputs(&g);
   for (int64_t t = 0; t < T_; ++t) {
     dec.begin_step(t);
     const std::vector<float> row = model.decode(s, forced[static_cast<size_t>(t)], &dec);
     logits_.insert(logits_.end(), row.begin(), row.end());
-    compare_and_force_caches(s, g, "decode_", forced_entries);
+    force_global_kv(model, s, g, "decode_", forcing_);
   }
   dec.finish(candidate_entries(s));
   eng_ = std::move(pre.tensors());
@@ -306,8 +264,8 @@ void GoldenOfficial::check(const std::string& name, const std::filesystem::path&
 
   bounded_ = mode == "bounded";
   std::printf("[official] %s %s %s (P = %lld, T = %lld):\n%5s %-18s %11s %11s\n", name.c_str(),
-              backend.c_str(), mode.c_str(), static_cast<long long>(P_),
-              static_cast<long long>(T_), "block", "role", "prefill err", "decode err");
+              backend.c_str(), mode.c_str(), static_cast<long long>(P_), static_cast<long long>(T_),
+              "block", "role", "prefill err", "decode err");
   Rate experts, topk, cands;
   for (const LayerRole& r : model.roles()) {
     const auto [p, d] = block_errors(g, r.layer);
@@ -326,16 +284,18 @@ void GoldenOfficial::check(const std::string& name, const std::filesystem::path&
   for (const std::string phase : {"prefill_", "decode_"})
     EXPECT_EQ(id_values(eng_, phase + "engram_hash_ids"), ints(g, phase + "engram_hash_ids"))
         << phase << "Engram hash ids (integer maths: must be equal)";
-  for (const auto& [kind, a] : {std::pair{"compressed entries", &entries_}, {"index keys", &keys_}}) {
+  for (const auto& [kind, a] :
+       {std::pair{"compressed entries", &forcing_.entries}, {"index keys", &forcing_.keys}}) {
     EXPECT_LE(double(a->differing), kMaxCacheFlipRate * double(a->values)) << kind;
     EXPECT_LE(a->worst_row, kMaxFlipsPerRow) << kind << ": a cached row differs in many values";
     std::printf("[official] cached %s: %lld of %lld values differ (at most %lld in a row)\n", kind,
                 static_cast<long long>(a->differing), static_cast<long long>(a->values),
                 static_cast<long long>(a->worst_row));
   }
-  std::printf("[official] ids: experts %.4f (%lld rows), top-k %.4f (%lld), candidates %.4f (%lld)\n",
-              experts.value(), static_cast<long long>(experts.rows), topk.value(),
-              static_cast<long long>(topk.rows), cands.value(), static_cast<long long>(cands.rows));
+  std::printf(
+      "[official] ids: experts %.4f (%lld rows), top-k %.4f (%lld), candidates %.4f (%lld)\n",
+      experts.value(), static_cast<long long>(experts.rows), topk.value(),
+      static_cast<long long>(topk.rows), cands.value(), static_cast<long long>(cands.rows));
   check_logits(g);
 }
 
@@ -363,8 +323,9 @@ TEST(GoldenOfficialVision, ImageSpanRowsMatchTheOfficialTowers) {
   for (const std::string backend : {"cpu-reference", "cpu"}) {
     BackendModel m = load_on(official_model(), backend);
     VisionEncoder encoder(*ckpt, *m.backend);
-    const PreparedImage img = prepare_image_file(
-        std::filesystem::path(FD_SOURCE_DIR) / "assets/examples/shapes.png", *ckpt->config().vision);
+    const PreparedImage img =
+        prepare_image_file(std::filesystem::path(FD_SOURCE_DIR) / "assets/examples/shapes.png",
+                           *ckpt->config().vision);
     const Tensor rows = encoder.encode(img.pixels);
     const int64_t D = ckpt->config().text.hidden_size, n = span[1] - span[0];
     ASSERT_EQ(rows.rows(), n) << "span length";

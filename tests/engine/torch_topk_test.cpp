@@ -54,5 +54,18 @@ TEST(TorchTopk, PlainOrderWithoutTies) {
   EXPECT_EQ(torch_topk(v, 9, true).size(), 5u);
 }
 
+// Six routing weights whose sum depends on the order: torch's order (measured, torch_topk.h) and
+// index order give different FP32 sums here, so the test tells them apart.
+TEST(TorchRowSum, SixValuesInTorchsOrder) {
+  const std::vector<float> w = {1.0f, 1e-8f, 1e-8f, 1e-8f, -1.0f, 3e-8f};
+  const float torch_order = ((((w[0] + w[4]) + w[5]) + w[1]) + w[2]) + w[3];
+  float index_order = 0.0f;
+  for (float v : w) index_order += v;
+  ASSERT_NE(torch_order, index_order);
+  EXPECT_EQ(torch_row_sum(w), torch_order);
+  const std::vector<float> two = {0.25f, 0.5f};
+  EXPECT_EQ(torch_row_sum(two), 0.75f);
+}
+
 }  // namespace
 }  // namespace flashdesk

@@ -129,6 +129,23 @@ TEST_F(LogitsCli, OwnBlockInputsReproduceTheRunExactly) {
     EXPECT_EQ(values<float>(b, name), values<float>(c, name)) << name;
 }
 
+// Its own caches set back into the run change nothing, and the report says none differed.
+TEST_F(LogitsCli, OwnBlockCachesAgreeAndReproduceTheRun) {
+  ASSERT_EQ(run_cli("logits --model " + model() + " --ids " + ids_file() +
+                    " --decode 3 --dump --out " + out("f.safetensors"))
+                .exit_code,
+            0);
+  const auto r = run_cli("logits --model " + model() + " --block-inputs " + out("f.safetensors") +
+                         " --block-caches --dump --out " + out("g.safetensors"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("compressed entries: 0 of "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("index keys: 0 of "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("0 of 0 values"), std::string::npos) << "nothing was compared";
+  SafetensorsFile f(out("f.safetensors")), g(out("g.safetensors"));
+  for (const char* name : {"prefill_logits", "decode_logits", "decode_block_out"})
+    EXPECT_EQ(values<float>(f, name), values<float>(g, name)) << name;
+}
+
 TEST_F(LogitsCli, AllPositionsEndsWithTheLastPositionsLogits) {
   ASSERT_EQ(run_cli("logits --model " + model() + " --ids " + ids_file() + " --out " +
                     out("d.safetensors"))
@@ -155,6 +172,7 @@ TEST_F(LogitsCli, BadRequestsAreClearErrors) {
   expect_error("--ids " + ids_file() + " --prefill fast", "prefill mode");
   expect_error("--prompt hello", "tokenizer.json");  // a random checkpoint has no tokenizer
   expect_error("--prompt hello --ids " + ids_file(), "one of --ids");
+  expect_error("--ids " + ids_file() + " --block-caches", "--block-caches needs --block-inputs");
   std::ofstream(out("bad_ids.txt")) << "5 six 7";
   expect_error("--ids " + out("bad_ids.txt"), "bad_ids.txt");
   std::ofstream(out("range_ids.txt")) << "[5, 512]";

@@ -41,8 +41,8 @@ void CpuReferenceBackend::moe_route(const Tensor& logits, const Tensor& bias,
     const std::vector<int32_t> order = torch_topk(biased, k, true);
     int32_t* id = ids.data<int32_t>() + i * k;
     float* w = weights.data<float>() + i * k;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < k; ++j) sum += (w[j] = score[(id[j] = order[j])]);
+    for (int64_t j = 0; j < k; ++j) w[j] = score[(id[j] = order[j])];
+    const float sum = torch_row_sum(std::span<const float>(w, static_cast<size_t>(k)));
     for (int64_t j = 0; j < k; ++j) {
       if (s.norm_topk_prob && k > 1) w[j] /= sum + 1e-20f;
       w[j] *= s.route_scale;

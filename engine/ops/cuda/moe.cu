@@ -243,8 +243,15 @@ __global__ void __launch_bounds__(kRouteThreads)
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
+  float* w_row = weights + t * k;
+  for (int64_t j = 0; j < k; ++j) w_row[j] = score[ids[t * k + j]];
+  // torch's order for k = 6 (torch_row_sum, engine/util/torch_topk.h), else index order.
   float sum = 0.0f;
-  for (int64_t j = 0; j < k; ++j) sum += (weights[t * k + j] = score[ids[t * k + j]]);
+  if (k == 6) {
+    sum = ((((w_row[0] + w_row[4]) + w_row[5]) + w_row[1]) + w_row[2]) + w_row[3];
+  } else {
+    for (int64_t j = 0; j < k; ++j) sum += w_row[j];
+  }
   for (int64_t j = 0; j < k; ++j) {
     float w = weights[t * k + j];
     if (norm && k > 1) w /= sum + 1e-20f;
