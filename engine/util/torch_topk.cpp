@@ -3,32 +3,20 @@
 #include "engine/util/torch_topk.h"
 
 #include <algorithm>
-#include <cmath>
-#include <utility>
+
+#include "engine/util/torch_select.h"
 
 namespace flashdesk {
 
 std::vector<int32_t> torch_topk(std::span<const float> values, int64_t k, bool sorted) {
-  const int64_t n = static_cast<int64_t>(values.size());
+  const auto n = static_cast<int64_t>(values.size());
   k = std::clamp<int64_t>(k, 0, n);
-  if (k == 0) return {};
-  using Elem = std::pair<float, int64_t>;
-  std::vector<Elem> queue(static_cast<size_t>(n));
+  std::vector<torch_select::Scored> pairs(values.size());
   for (int64_t j = 0; j < n; ++j)
-    queue[static_cast<size_t>(j)] = {values[static_cast<size_t>(j)], j};
-  // Larger first; NaN before everything (numpy's order, as torch keeps it).
-  auto larger = [](const Elem& x, const Elem& y) {
-    return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
-  };
-  if (k * 64 <= n) {
-    std::partial_sort(queue.begin(), queue.begin() + k, queue.end(), larger);
-  } else {
-    std::nth_element(queue.begin(), queue.begin() + (k - 1), queue.end(), larger);
-    if (sorted) std::sort(queue.begin(), queue.begin() + (k - 1), larger);
-  }
+    pairs[static_cast<size_t>(j)] = {values[static_cast<size_t>(j)], static_cast<int32_t>(j)};
+  torch_select::select(pairs.data(), n, k, sorted);
   std::vector<int32_t> out(static_cast<size_t>(k));
-  for (int64_t j = 0; j < k; ++j)
-    out[static_cast<size_t>(j)] = static_cast<int32_t>(queue[static_cast<size_t>(j)].second);
+  for (int64_t j = 0; j < k; ++j) out[static_cast<size_t>(j)] = pairs[static_cast<size_t>(j)].index;
   return out;
 }
 

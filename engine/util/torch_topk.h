@@ -5,9 +5,10 @@
 //
 // torch's CPU kernel (ATen native/cpu/TopKImpl.h) fills (value, index) pairs in index order, then
 // runs std::partial_sort over them when 64 k <= n, else std::nth_element at k - 1 (and, with
-// sorted=True, std::sort of the first k - 1), comparing values only (NaN first). The same
-// libstdc++ algorithms on the same input give the same result; tests/engine/torch_topk_test.cpp
-// checks it against indices torch 2.11 returned (tests/data/torch_topk_ties.json).
+// sorted=True, std::sort of the first k - 1), comparing values only (NaN first). Those steps are
+// in engine/util/torch_select.h (host and CUDA device code); tests/engine/torch_topk_test.cpp
+// checks them against indices torch 2.11 returned (tests/data/torch_topk_ties.json) and against
+// libstdc++'s algorithms.
 #pragma once
 
 #include <cstdint>

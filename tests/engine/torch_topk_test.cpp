@@ -7,7 +7,10 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <utility>
 
+#include "engine/util/torch_select.h"
 #include "engine/util/torch_topk.h"
 
 namespace flashdesk {
@@ -45,6 +48,108 @@ TEST(TorchTopk, ReturnsTorchsIndicesUnderTies) {
   }
   EXPECT_EQ(checked, 2 * static_cast<int>(data["cases"].size()));
   EXPECT_GT(with_ties_at_the_cut, 60);
+}
+
+// McIlroy's "killer adversary" for quicksort: runs `algorithm` (over indices, with a comparator)
+// while fixing each element's value only when a comparison needs it, so that every pivot is a bad
+// one; the values it fixed, negated (torch's order is larger-first) and halved into pairs of ties.
+template <class Algorithm>
+std::vector<float> adversarial_row(int64_t n, Algorithm algorithm) {
+  const int64_t gas = n;  // not fixed yet: above every fixed value
+  std::vector<int64_t> val(static_cast<size_t>(n), gas), idx(static_cast<size_t>(n));
+  int64_t fixed = 0, candidate = -1;
+  auto fix = [&](int64_t x) { val[static_cast<size_t>(x)] = fixed++; };
+  auto less = [&](int64_t x, int64_t y) {
+    auto vx = [&] { return val[static_cast<size_t>(x)]; };
+    auto vy = [&] { return val[static_cast<size_t>(y)]; };
+    if (vx() == gas && vy() == gas) fix(x == candidate ? x : y);
+    if (vx() == gas)
+      candidate = x;
+    else if (vy() == gas)
+      candidate = y;
+    return vx() < vy();
+  };
+  for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
+  algorithm(idx, less);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (val[static_cast<size_t>(i)] == gas) fix(i);
+    v[static_cast<size_t>(i)] = -static_cast<float>(val[static_cast<size_t>(i)] / 2);
+  }
+  return v;
+}
+
+// torch's selection with libstdc++'s own algorithms, as torch calls them.
+std::vector<int32_t> with_the_standard_library(const std::vector<float>& v, int64_t k,
+                                               bool sorted) {
+  using Elem = std::pair<float, int64_t>;
+  std::vector<Elem> q(v.size());
+  for (size_t j = 0; j < v.size(); ++j) q[j] = {v[j], static_cast<int64_t>(j)};
+  auto larger = [](const Elem& x, const Elem& y) {
+    return (std::isnan(x.first) && !std::isnan(y.first)) || x.first > y.first;
+  };
+  if (k * 64 <= static_cast<int64_t>(q.size())) {
+    std::partial_sort(q.begin(), q.begin() + k, q.end(), larger);
+  } else {
+    std::nth_element(q.begin(), q.begin() + (k - 1), q.end(), larger);
+    if (sorted) std::sort(q.begin(), q.begin() + (k - 1), larger);
+  }
+  std::vector<int32_t> out;
+  for (int64_t j = 0; j < k; ++j)
+    out.push_back(static_cast<int32_t>(q[static_cast<size_t>(j)].second));
+  return out;
+}
+
+// The step-by-step port (engine/util/torch_select.h, also the CUDA backend's) against the
+// standard library on rows of few distinct values, where almost every choice is a tie: sizes
+// from 1 to 20,000, k across both of torch's paths, depth limits reached by adversarial rows.
+TEST(TorchTopk, StepByStepPortMatchesTheStandardLibrary) {
+  std::mt19937 rng(123);
+  int rows = 0;
+  for (const int64_t n : {1, 2, 3, 4, 5, 16, 17, 33, 100, 384, 385, 1000, 4096, 20000}) {
+    for (int distinct : {1, 2, 7, 300}) {
+      std::uniform_int_distribution<int> level(0, distinct - 1);
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = static_cast<float>(level(rng)) * 0.25f;
+      if (n > 50 && distinct == 300) v[static_cast<size_t>(n / 2)] = std::nanf("");
+      for (const int64_t k :
+           {int64_t{1}, int64_t{2}, int64_t{6}, n / 64, n / 63 + 1, n / 2, n - 1, n}) {
+        if (k < 1 || k > n) continue;
+        for (const bool sorted : {false, true}) {
+          ASSERT_EQ(torch_topk(v, k, sorted), with_the_standard_library(v, k, sorted))
+              << "n " << n << " distinct " << distinct << " k " << k << " sorted " << sorted;
+          ++rows;
+        }
+      }
+    }
+  }
+  // Rows that drive introselect into its heap-select fallback (McIlroy's adversary), with pairs
+  // of equal values so that the fallback's tie choices matter.
+  for (const int64_t n : {200, 1000, 5000})
+    for (const int64_t k : {n / 3, n / 2, n - 1}) {
+      const std::vector<float> v = adversarial_row(n, [&](auto& idx, auto cmp) {
+        std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), cmp);
+        std::sort(idx.begin(), idx.begin() + (k - 1), cmp);
+      });
+      ASSERT_EQ(torch_topk(v, k, true), with_the_standard_library(v, k, true)) << "n " << n;
+      ++rows;
+    }
+  EXPECT_GT(rows, 500);
+}
+
+// The introsort of torch's sorted path on rows that exhaust its depth limit (McIlroy's adversary
+// against std::sort, values halved into pairs of ties): the port's sort against std::sort.
+TEST(TorchTopk, StepByStepSortMatchesTheStandardLibraryPastItsDepthLimit) {
+  for (const int64_t n : {200, 1000, 5000}) {
+    const std::vector<float> v =
+        adversarial_row(n, [](auto& idx, auto cmp) { std::sort(idx.begin(), idx.end(), cmp); });
+    std::vector<torch_select::Scored> mine(v.size());
+    for (size_t i = 0; i < v.size(); ++i) mine[i] = {v[i], static_cast<int32_t>(i)};
+    std::vector<torch_select::Scored> theirs = mine;
+    torch_select::sort(mine.data(), mine.data() + n);
+    std::sort(theirs.begin(), theirs.end(), torch_select::before);
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(mine[i].index, theirs[i].index) << "n " << n;
+  }
 }
 
 TEST(TorchTopk, PlainOrderWithoutTies) {
