@@ -6,9 +6,11 @@
 //
 //   cuda_layer_bench [--config FILE] [--context N] [--batches 1,8,32] [--iters N]
 //                    [--prefill N (0: none)] [--device N] [--copy-mb N] [--gemm-n N]
+//                    [--max-roles N (the first N roles only, no extrapolation: for a profiler)]
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -32,6 +34,7 @@ struct Options {
   int64_t context = 16384, iters = 20, prefill = 8192;
   int64_t copy_mb = 2048, gemm_n = 8192;  // sizes of the ceiling measurements
   std::vector<int64_t> batches = {1, 8, 32};
+  int64_t max_roles = 0;  // 0: every distinct role; else the first N (a profiler's short run)
   int device = 0;
 };
 
@@ -63,6 +66,8 @@ Options parse(int argc, char** argv) {
       o.batches = parse_list(v);
     else if (a == "--device")
       o.device = std::stoi(v);
+    else if (a == "--max-roles")
+      o.max_roles = std::stoll(v);
     else if (a == "--copy-mb")
       o.copy_mb = std::stoll(v);
     else if (a == "--gemm-n")
@@ -121,6 +126,8 @@ static int run_bench(int argc, char** argv) {
     if (!reps.count(signature(r)) && !r.engram) reps[signature(r)] = r;
     if (!reps.count(signature(r))) reps[signature(r)] = r;
   }
+  if (o.max_roles > 0)
+    while (static_cast<int64_t>(reps.size()) > o.max_roles) reps.erase(std::prev(reps.end()));
   // Rows are printed as they are measured: a run stopped by its time limit keeps what it has.
   std::map<std::pair<Signature, int64_t>, double> per_layer_us;
   std::printf("## Decode, one layer (device time per step; wall includes the host's launches)\n\n");
@@ -152,16 +159,18 @@ static int run_bench(int argc, char** argv) {
       per_layer_us[{sig, batch}] = std::max(device_us, wall_us);
     }
   }
-  std::printf(
-      "\n## Extrapolated decode of the %lld main layers (max of device and wall time per "
-      "layer; embedding, final norm and head not included)\n\n",
-      static_cast<long long>(t.num_hidden_layers));
-  std::printf("| batch | ms / step | tokens/s |\n| ---: | ---: | ---: |\n");
-  for (int64_t batch : o.batches) {
-    double us = 0;
-    for (const auto& [sig, n] : counts) us += static_cast<double>(n) * per_layer_us[{sig, batch}];
-    std::printf("| %lld | %.2f | %.0f |\n", static_cast<long long>(batch), us / 1e3,
-                static_cast<double>(batch) / (us * 1e-6));
+  if (o.max_roles == 0) {
+    std::printf(
+        "\n## Extrapolated decode of the %lld main layers (max of device and wall time per "
+        "layer; embedding, final norm and head not included)\n\n",
+        static_cast<long long>(t.num_hidden_layers));
+    std::printf("| batch | ms / step | tokens/s |\n| ---: | ---: | ---: |\n");
+    for (int64_t batch : o.batches) {
+      double us = 0;
+      for (const auto& [sig, n] : counts) us += static_cast<double>(n) * per_layer_us[{sig, batch}];
+      std::printf("| %lld | %.2f | %.0f |\n", static_cast<long long>(batch), us / 1e3,
+                  static_cast<double>(batch) / (us * 1e-6));
+    }
   }
   if (o.prefill > 0) {
     std::printf("\n## Prefill of %lld tokens, one layer\n\n", static_cast<long long>(o.prefill));

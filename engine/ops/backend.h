@@ -145,7 +145,8 @@ class Backend {
   // X [n, hc, D] = table row ids[i] (BF16 [V, D]) copied into every stream; rows [n, D] too.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows,
                      Tensor& X) = 0;
-  // Per row: pre [n, hc], post [n, hc], comb [n, hc, hc] from X [n, hc, D] (docs/model-spec.md §4.1).
+  // Per row: pre [n, hc], post [n, hc], comb [n, hc, hc] from X [n, hc, D] (docs/model-spec.md
+  // §4.1).
   virtual void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
                         Tensor& post, Tensor& comb) = 0;
   // u [n, D] = bf16(sum_j pre[j] * X_j).
@@ -182,8 +183,9 @@ class Backend {
   virtual void sparse_attention(const AttentionArgs& args, Tensor& out) = 0;
 
   // -- MoE --
-  // ids [n, k] I32 (descending biased score; ties: lower expert first), weights [n, k] F32 from
-  // FP32 gate logits [n, E]. image_rows[i] != 0 selects bias_image for row i (may be empty).
+  // ids [n, k] I32 (torch.topk(sorted) of the biased scores: descending, ties as torch), weights
+  // [n, k] F32 from FP32 gate logits [n, E]. image_rows[i] != 0 selects bias_image for row i (may
+  // be empty).
   virtual void moe_route(const Tensor& logits, const Tensor& bias, const Tensor* bias_image,
                          std::span<const uint8_t> image_rows, const RouteSettings& s, Tensor& ids,
                          Tensor& weights) = 0;

@@ -103,6 +103,27 @@ TEST_F(CudaMoeTest, RouteMatchesTheReference) {
   }
 }
 
+// Gate logits of four distinct values and no bias: the six best tie at nearly every row, and ids
+// and their order (which the normalising sum follows) must be torch's, over both of its paths
+// (nth_element with 40 experts, partial_sort with 384).
+TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
+  for (const int64_t E : {40, 384}) {
+    const int64_t n = 16, k = 6;
+    std::vector<float> l = random_uniform(static_cast<size_t>(n * E), 4, 0.0f, 4.0f);
+    for (float& v : l) v = std::floor(v) - 1.5f;
+    Pair logits = both_f32(Shape{n, E}, l);
+    Pair bias = both_f32(Shape{E}, std::vector<float>(static_cast<size_t>(E), 0.0f));
+    const RouteSettings s{k, 1.0f, 2.5f, true};
+    Pair ids = both_alloc(DType::I32, Shape{n, k}), w = both_alloc(DType::F32, Shape{n, k});
+    gpu().moe_route(logits.gpu, bias.gpu, nullptr, {}, s, ids.gpu, w.gpu);
+    cpu().moe_route(logits.cpu, bias.cpu, nullptr, {}, s, ids.cpu, w.cpu);
+    expect_identical(from_gpu<int32_t>(ids.gpu), from_cpu<int32_t>(ids.cpu),
+                     "route ids, E = " + std::to_string(E));
+    const std::vector<float> wg = from_gpu<float>(w.gpu), wc = from_cpu<float>(w.cpu);
+    for (size_t i = 0; i < wg.size(); ++i) EXPECT_NEAR(wg[i], wc[i], 1e-6 * std::fabs(wc[i])) << i;
+  }
+}
+
 TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   for (int64_t n : {1, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
   check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts

@@ -64,6 +64,23 @@ stage bench_layers
 run_for 100 "$BUILD/bench/cuda_layer_bench" --iters 10 > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
 
+# Per-kernel device time and DRAM bytes of one decode step of two roles at batch 1 (Nsight Compute
+# reads the counters on the Firecracker machines; elsewhere it says why not), appended to the
+# layer table: where the layer's time goes. PROFILE=0 skips it.
+if [ "${PROFILE:-1}" = 1 ]; then
+  stage profile
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  { echo; echo "## Per-kernel profile (ncu), decode batch 1, first two roles"; echo
+    if [ -n "$NCU" ]; then
+      run_for 90 "$NCU" --clock-control none --print-summary per-kernel \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+        "$BUILD/bench/cuda_layer_bench" --batches 1 --iters 1 --prefill 0 --max-roles 2 \
+        --copy-mb 64 --gemm-n 512 2>&1 | grep -vE '^==PROF==' | tail -400
+    else
+      echo "ncu not found"
+    fi; } >> "$OUT/bench_layers.md" 2>&1
+fi
+
 stage bench_model
 run_for 70 "$BUILD/bench/cuda_model_bench" --runs 3 > "$OUT/bench_model.md" 2>&1
 echo "exit $?" >> "$OUT/bench_model.md"

@@ -1,11 +1,15 @@
 // The V4.1 indexer on the CUDA backend (MODEL-REFERENCE §3.6, docs/numerics.md "Indexer"):
 //   scores: one thread per (query, entry): d_h = bf16(q_h . k) over the FP4 key, r_h =
-//     bf16(relu(d_h) * w_h), score = bf16(sum_h r_h in head order); entries not yet visible or
-//     outside the Reindex restriction score -inf;
+//     bf16(relu(d_h) * w_h), score = bf16(sum_h r_h in head order), over a row of select_width
+//     entries; entries not yet visible, past the cache or outside the Reindex restriction score
+//     -inf;
 //   selection: one block per query: a radix select (four 8-bit digits of an order-preserving key)
-//     finds the k-th best score, then an ordered compaction writes the entries above it and the
-//     lowest-numbered entries equal to it, which is the k best with ties to the lower entry,
-//     already in ascending order; the candidate blocks the same way over block maxima.
+//     finds the k-th best score. When fewer values equal it than are taken, the choice is plain
+//     and an ordered compaction writes the entries above it and its equals, in ascending order.
+//     Otherwise torch's choice among the equals is needed (docs/numerics.md "Top-k"): one thread
+//     runs torch's selection step by step (engine/util/torch_select.h) over the row and marks the
+//     equals it takes, and the compaction takes those. The candidate blocks the same way over
+//     block maxima.
 #include <algorithm>
 #include <vector>
 
@@ -13,6 +17,7 @@
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/kv_format.h"
+#include "engine/util/torch_select.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -29,6 +34,13 @@ struct IdxArgs {
   const uint8_t* keys;     // Fp4Key rows
   const uint8_t* allowed;  // [n, n_blocks] or null
   int64_t n, heads, dim, entries, block_size, n_blocks;
+  int64_t width;  // the row the selection is over: >= entries, the rest -inf
+};
+
+// Per selecting block: torch's selection's working row and the marks of the equals it takes.
+struct TieScratch {
+  torch_select::Scored* pairs;  // [rows, width]
+  uint8_t* taken;               // [rows, width]
 };
 
 // A restriction's block list as an entry-block mask: allowed[t][b] = 1 for each listed block.
@@ -46,10 +58,10 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a
   for (int64_t i = threadIdx.x; i < a.heads * a.dim; i += blockDim.x)
     qs[i] = a.q[t * a.heads * a.dim + i];
   __syncthreads();
-  if (s >= a.entries) return;
+  if (s >= a.width) return;
   const int64_t visible = lmin(a.visible[t], a.entries);
   if (s >= visible || (a.allowed && !a.allowed[t * a.n_blocks + s / a.block_size])) {
-    scores[t * a.entries + s] = -INFINITY;
+    scores[t * a.width + s] = -INFINITY;
     return;
   }
   const int64_t row_bytes = a.dim / 2 + a.dim / 32;
@@ -85,7 +97,7 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a
       total += round_bf16(fmaxf(d, 0.0f) * a.weights[t * a.heads + h]);
     }
   }
-  scores[t * a.entries + s] = round_bf16(total);
+  scores[t * a.width + s] = round_bf16(total);
 }
 
 // Larger float -> larger key; -0 and +0 share one key.
@@ -114,14 +126,16 @@ __device__ int block_exclusive_scan(int v, int* warp_totals, int* total) {
   return before + x - v;
 }
 
-// out[0, out_len) = the k best of vals[0, count) (ties: lower index first) in ascending index
+// out[0, out_len) = the k best of vals[0, count) as torch.topk chooses them, in ascending index
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
-// positions -1. Called by every thread of the block.
+// positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
+// Called by every thread of the block.
 __device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
                            int64_t limit, int32_t* out, int64_t out_len, int* hist,
-                           int* warp_totals) {
+                           int* warp_totals, torch_select::Scored* pairs, uint8_t* taken) {
   __shared__ uint32_t prefix_s;
-  __shared__ int remaining_s;
+  __shared__ int remaining_s, equal_s;
+  k = lmin(k, count);
   uint32_t prefix = 0, mask = 0;
   int remaining = static_cast<int>(k);
   for (int shift = 24; shift >= 0; shift -= 8) {
@@ -140,6 +154,8 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       }
       prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
       remaining_s = remaining - above;
+      // After the last digit: how many values equal the k-th best.
+      if (shift == 0) equal_s = hist[digit];
     }
     __syncthreads();
     prefix = prefix_s;
@@ -149,6 +165,21 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   }
   const uint32_t threshold = prefix;  // the k-th best key; `remaining` of its equals are taken
   const uint32_t neg_inf = order_key(-INFINITY);
+  // Which equals: torch's choice, unless all of them are taken (or all dropped).
+  const bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
+  if (tie) {
+    for (int64_t s = threadIdx.x; s < count; s += blockDim.x) {
+      pairs[s] = torch_select::Scored{vals[s], static_cast<int32_t>(s)};
+      taken[s] = 0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      torch_select::select(pairs, count, k, false);
+      for (int64_t j = 0; j < k; ++j)
+        if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
+    }
+    __syncthreads();
+  }
   int written = 0, equal_seen = 0;
   for (int64_t base = 0; base < count; base += blockDim.x) {
     const int64_t s = base + threadIdx.x;
@@ -156,8 +187,10 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
     const int equal = s < count && key == threshold;
     int equal_total = 0;
     const int equal_before = block_exclusive_scan(equal, warp_totals, &equal_total);
-    int take = s < count && (key > threshold || (equal && equal_seen + equal_before < remaining));
-    if (drop_neg_inf && key == neg_inf) take = 0;
+    const bool take_equal =
+        tie ? (equal && taken[s]) : (equal && equal_seen + equal_before < remaining);
+    int take = s < count && (key > threshold || take_equal);
+    if (k == 0 || (drop_neg_inf && key == neg_inf)) take = 0;
     int take_total = 0;
     const int pos = block_exclusive_scan(take, warp_totals, &take_total);
     if (take && written + pos < out_len)
@@ -169,26 +202,32 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   __syncthreads();
 }
 
-// One block per query: top-k entries, then (with candidates) the candidate blocks.
+// One block per query (rows t0 + blockIdx.x): top-k entries, then (with candidates) the
+// candidate blocks, whose scores are taken before the top-k.
 __global__ void __launch_bounds__(kSelectThreads)
-    indexer_select_kernel(IdxArgs a, const float* scores, int64_t k, int32_t* topk,
-                          float* block_scores, int64_t c, int32_t* candidates) {
+    indexer_select_kernel(IdxArgs a, int64_t t0, const float* scores, int64_t k, int32_t* topk,
+                          float* block_scores, int64_t c, int32_t* candidates, TieScratch tie) {
   __shared__ int hist[256];
   __shared__ int warp_totals[kSelectThreads / 32];
-  const int64_t t = blockIdx.x;
-  const float* sc = scores + t * a.entries;
-  select_top(sc, a.entries, k, false, a.visible[t], topk + t * k, k, hist, warp_totals);
-  if (!candidates) return;
-  float* bs = block_scores + t * a.n_blocks;
-  const int64_t visible = lmin(a.visible[t], a.entries);
-  for (int64_t b = threadIdx.x; b < a.n_blocks; b += blockDim.x) {
-    float m = -INFINITY;
-    for (int64_t s = b * a.block_size; s < lmin((b + 1) * a.block_size, a.entries); ++s)
-      m = fmaxf(m, sc[s]);
-    bs[b] = (visible >= 1 && b == (visible - 1) / a.block_size) ? INFINITY : m;
+  const int64_t t = t0 + blockIdx.x;
+  const float* sc = scores + t * a.width;
+  torch_select::Scored* pairs = tie.pairs + static_cast<int64_t>(blockIdx.x) * a.width;
+  uint8_t* taken = tie.taken + static_cast<int64_t>(blockIdx.x) * a.width;
+  float* bs = candidates ? block_scores + t * a.n_blocks : nullptr;
+  if (candidates) {
+    const int64_t visible = lmin(a.visible[t], a.entries);
+    for (int64_t b = threadIdx.x; b < a.n_blocks; b += blockDim.x) {
+      float m = -INFINITY;
+      for (int64_t s = b * a.block_size; s < lmin((b + 1) * a.block_size, a.width); ++s)
+        m = fmaxf(m, sc[s]);
+      bs[b] = (visible >= 1 && b == (visible - 1) / a.block_size) ? INFINITY : m;
+    }
+    __syncthreads();
   }
-  __syncthreads();
-  select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals);
+  select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, taken);
+  if (!candidates) return;
+  select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals, pairs,
+             taken);
 }
 
 }  // namespace
@@ -201,12 +240,12 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   check_indexer_args(args, topk);
   const Tensor& q = *args.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = args.keys.n_entries;
-  const int64_t k = topk.dim(1);
+  const int64_t k = topk.dim(1), width = std::max(E, args.select_width);
   FD_CHECK(heads <= cuda::kMaxIndexHeads, "indexer: at most 64 heads on CUDA");
-  FD_CHECK(k <= E, "indexer: top-k wider than the entries");
+  FD_CHECK(k <= width, "indexer: top-k wider than the row");
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  const int64_t bs = args.block_size, n_blocks = (E + bs - 1) / bs;
+  const int64_t bs = args.block_size, n_blocks = (width + bs - 1) / bs;
   cuda::IdxArgs a{};
   a.q = ptr<const float>(q);
   a.weights = ptr<const float>(*args.weights);
@@ -219,8 +258,9 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   a.entries = E;
   a.block_size = bs;
   a.n_blocks = n_blocks;
+  a.width = width;
   Tensor allowed;
-  if (args.restrict_blocks && E > 0) {
+  if (args.restrict_blocks && width > 0) {
     allowed = ctx_->scratch(DType::U8, Shape{n, n_blocks});
     fill_zero(allowed);
     const int64_t c = args.restrict_blocks->dim(1);
@@ -230,10 +270,10 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
                 ptr<uint8_t>(allowed));
     a.allowed = ptr<const uint8_t>(allowed);
   }
-  Tensor scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(E, 1)});
-  if (E > 0)
+  Tensor scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(width, 1)});
+  if (width > 0)
     FD_LAUNCH(cuda::indexer_scores_kernel,
-              dim3(blocks_for(E, cuda::kScoreThreads), static_cast<unsigned>(n)),
+              dim3(blocks_for(width, cuda::kScoreThreads), static_cast<unsigned>(n)),
               dim3(cuda::kScoreThreads), static_cast<size_t>(heads * d) * sizeof(float),
               ctx_->stream(), a, ptr<float>(scores));
   const int64_t c = candidates ? candidates->dim(1) : 0;
@@ -243,10 +283,21 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
              "indexer: candidates " + candidates->shape().str());
     block_scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(n_blocks, 1)});
   }
-  FD_LAUNCH(cuda::indexer_select_kernel, dim3(static_cast<unsigned>(n)), dim3(cuda::kSelectThreads),
-            0, ctx_->stream(), a, ptr<const float>(scores), k, ptr<int32_t>(topk),
-            candidates ? ptr<float>(block_scores) : nullptr, c,
-            candidates ? ptr<int32_t>(*candidates) : nullptr);
+  // Room for torch's selection, for a group of rows at a time (bounded, as a long prompt's rows
+  // times a long cache would not fit).
+  const int64_t row_room = std::max<int64_t>(width, 1) *
+                           static_cast<int64_t>(sizeof(torch_select::Scored) + sizeof(uint8_t));
+  const int64_t group = std::clamp<int64_t>((int64_t{64} << 20) / row_room, 1, n);
+  Tensor pairs = ctx_->scratch(
+      DType::U8, Shape{group, std::max<int64_t>(width, 1) *
+                                  static_cast<int64_t>(sizeof(torch_select::Scored))});
+  Tensor taken = ctx_->scratch(DType::U8, Shape{group, std::max<int64_t>(width, 1)});
+  const cuda::TieScratch tie{ptr<torch_select::Scored>(pairs), ptr<uint8_t>(taken)};
+  for (int64_t t0 = 0; t0 < n; t0 += group)
+    FD_LAUNCH(cuda::indexer_select_kernel, dim3(static_cast<unsigned>(std::min(group, n - t0))),
+              dim3(cuda::kSelectThreads), 0, ctx_->stream(), a, t0, ptr<const float>(scores), k,
+              ptr<int32_t>(topk), candidates ? ptr<float>(block_scores) : nullptr, c,
+              candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
 }
 
 }  // namespace flashdesk

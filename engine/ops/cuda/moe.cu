@@ -1,7 +1,7 @@
 // Mixture of experts on the CUDA backend (MODEL-REFERENCE §5, docs/numerics.md "MoE").
 //   moe_route: one block per token: sqrt-softplus scores, top-k of the biased scores by repeated
-//     block arg-max (ties: lower expert first), normalised and scaled weights; ids stay on the
-//     device.
+//     block arg-max, or, when two of the k + 1 best are equal, by torch's selection run step by
+//     step (engine/util/torch_select.h); normalised and scaled weights; ids stay on the device.
 //   moe_experts, up to 8 rows: the routed and shared experts of every row in one grouped launch per
 //     stage, reading ids and weights on the device through a table of expert weight pointers:
 //     gate and up rows with SwiGLU fused (each warp one inter row of w1 and of w3), then the down
@@ -14,6 +14,7 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/linear.cuh"
+#include "engine/util/torch_select.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -231,18 +232,32 @@ __global__ void __launch_bounds__(kRouteThreads)
     biased[e] = score[e] + b[e];
   }
   __syncthreads();
-  for (int64_t j = 0; j < k; ++j) {
+  // The k best by repeated block maxima (ties to the lower expert), and one more: when no two of
+  // them are equal, torch's sorted topk returns exactly these in this order.
+  bool tie = false;
+  float previous = 0.0f;
+  for (int64_t j = 0; j < lmin(k + 1, E); ++j) {
     Best mine{0.0f, -1};
     for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
       if (biased[e] == biased[e]) mine = better(mine, Best{biased[e], static_cast<int32_t>(e)});
     const Best top = block_best(mine, scratch);
     if (threadIdx.x == 0) {
-      ids[t * k + j] = top.i;
+      tie = tie || (j > 0 && top.v == previous);
+      previous = top.v;
+      if (j < k) ids[t * k + j] = top.i;
       biased[top.i] = __int_as_float(0x7FC00000);  // NaN: taken
     }
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
+  if (tie) {
+    // torch's choice and order among equal scores (docs/numerics.md "Top-k").
+    auto* pairs = reinterpret_cast<torch_select::Scored*>(biased + E);
+    for (int64_t e = 0; e < E; ++e)
+      pairs[e] = torch_select::Scored{score[e] + b[e], static_cast<int32_t>(e)};
+    torch_select::select(pairs, E, k, true);
+    for (int64_t j = 0; j < k; ++j) ids[t * k + j] = pairs[j].index;
+  }
   float* w_row = weights + t * k;
   for (int64_t j = 0; j < k; ++j) w_row[j] = score[ids[t * k + j]];
   // torch's order for k = 6 (torch_row_sum, engine/util/torch_topk.h), else index order.
@@ -319,8 +334,10 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Tens
   Tensor image;
   if (!image_rows.empty()) image = ctx_->upload_span(image_rows, DType::U8);
   FD_LAUNCH(cuda::route_kernel, dim3(static_cast<unsigned>(n)), dim3(cuda::kRouteThreads),
-            static_cast<size_t>(2 * E) * sizeof(float), ctx_->stream(), ptr<const float>(logits),
-            ptr<const float>(bias), bias_image ? ptr<const float>(*bias_image) : nullptr,
+            static_cast<size_t>(2 * E) * sizeof(float) +
+                static_cast<size_t>(E) * sizeof(torch_select::Scored),
+            ctx_->stream(), ptr<const float>(logits), ptr<const float>(bias),
+            bias_image ? ptr<const float>(*bias_image) : nullptr,
             image.defined() ? ptr<const uint8_t>(image) : nullptr, E, k, s.gate_temp, s.route_scale,
             static_cast<int>(s.norm_topk_prob), ptr<int32_t>(ids), ptr<float>(weights));
 }
