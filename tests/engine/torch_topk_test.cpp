@@ -12,6 +12,7 @@
 
 #include "engine/util/torch_select.h"
 #include "engine/util/torch_topk.h"
+#include "tests/engine/torch_select_adversary.h"
 
 namespace flashdesk {
 namespace {
@@ -48,35 +49,6 @@ TEST(TorchTopk, ReturnsTorchsIndicesUnderTies) {
   }
   EXPECT_EQ(checked, 2 * static_cast<int>(data["cases"].size()));
   EXPECT_GT(with_ties_at_the_cut, 60);
-}
-
-// McIlroy's "killer adversary" for quicksort: runs `algorithm` (over indices, with a comparator)
-// while fixing each element's value only when a comparison needs it, so that every pivot is a bad
-// one; the values it fixed, negated (torch's order is larger-first) and halved into pairs of ties.
-template <class Algorithm>
-std::vector<float> adversarial_row(int64_t n, Algorithm algorithm) {
-  const int64_t gas = n;  // not fixed yet: above every fixed value
-  std::vector<int64_t> val(static_cast<size_t>(n), gas), idx(static_cast<size_t>(n));
-  int64_t fixed = 0, candidate = -1;
-  auto fix = [&](int64_t x) { val[static_cast<size_t>(x)] = fixed++; };
-  auto less = [&](int64_t x, int64_t y) {
-    auto vx = [&] { return val[static_cast<size_t>(x)]; };
-    auto vy = [&] { return val[static_cast<size_t>(y)]; };
-    if (vx() == gas && vy() == gas) fix(x == candidate ? x : y);
-    if (vx() == gas)
-      candidate = x;
-    else if (vy() == gas)
-      candidate = y;
-    return vx() < vy();
-  };
-  for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = i;
-  algorithm(idx, less);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if (val[static_cast<size_t>(i)] == gas) fix(i);
-    v[static_cast<size_t>(i)] = -static_cast<float>(val[static_cast<size_t>(i)] / 2);
-  }
-  return v;
 }
 
 // torch's selection with libstdc++'s own algorithms, as torch calls them.
@@ -127,7 +99,7 @@ TEST(TorchTopk, StepByStepPortMatchesTheStandardLibrary) {
   // of equal values so that the fallback's tie choices matter.
   for (const int64_t n : {200, 1000, 5000})
     for (const int64_t k : {n / 3, n / 2, n - 1}) {
-      const std::vector<float> v = adversarial_row(n, [&](auto& idx, auto cmp) {
+      const std::vector<float> v = test::adversarial_row(n, [&](auto& idx, auto cmp) {
         std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), cmp);
         std::sort(idx.begin(), idx.begin() + (k - 1), cmp);
       });
@@ -141,8 +113,8 @@ TEST(TorchTopk, StepByStepPortMatchesTheStandardLibrary) {
 // against std::sort, values halved into pairs of ties): the port's sort against std::sort.
 TEST(TorchTopk, StepByStepSortMatchesTheStandardLibraryPastItsDepthLimit) {
   for (const int64_t n : {200, 1000, 5000}) {
-    const std::vector<float> v =
-        adversarial_row(n, [](auto& idx, auto cmp) { std::sort(idx.begin(), idx.end(), cmp); });
+    const std::vector<float> v = test::adversarial_row(
+        n, [](auto& idx, auto cmp) { std::sort(idx.begin(), idx.end(), cmp); });
     std::vector<torch_select::Scored> mine(v.size());
     for (size_t i = 0; i < v.size(); ++i) mine[i] = {v[i], static_cast<int32_t>(i)};
     std::vector<torch_select::Scored> theirs = mine;

@@ -16,6 +16,7 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/torch_select_block.cuh"
 #include "engine/ops/kv_format.h"
 #include "engine/util/torch_select.h"
 
@@ -37,9 +38,11 @@ struct IdxArgs {
   int64_t width;  // the row the selection is over: >= entries, the rest -inf
 };
 
-// Per selecting block: torch's selection's working row and the marks of the equals it takes.
+// Per selecting block: torch's selection's working row, its index lists and the marks of the
+// equals it takes.
 struct TieScratch {
   torch_select::Scored* pairs;  // [rows, width]
+  int32_t* lists;               // [rows, 2 * width]
   uint8_t* taken;               // [rows, width]
 };
 
@@ -106,33 +109,14 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// Exclusive prefix sum of v over the block (blockDim.x a multiple of 32); *total gets the sum.
-__device__ int block_exclusive_scan(int v, int* warp_totals, int* total) {
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  int x = v;
-  for (unsigned o = 1; o < 32; o <<= 1) {
-    const int y = __shfl_up_sync(kFullMask, x, o);
-    if (lane >= o) x += y;
-  }
-  if (lane == 31) warp_totals[warp] = x;
-  __syncthreads();
-  int before = 0, sum = 0;
-  for (unsigned w = 0; w < warps; ++w) {
-    if (w < warp) before += warp_totals[w];
-    sum += warp_totals[w];
-  }
-  __syncthreads();
-  *total = sum;
-  return before + x - v;
-}
-
 // out[0, out_len) = the k best of vals[0, count) as torch.topk chooses them, in ascending index
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
 // positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
 // Called by every thread of the block.
 __device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
                            int64_t limit, int32_t* out, int64_t out_len, int* hist,
-                           int* warp_totals, torch_select::Scored* pairs, uint8_t* taken) {
+                           int* warp_totals, torch_select::Scored* pairs,
+                           const BlockSelectRoom& room, uint8_t* taken) {
   __shared__ uint32_t prefix_s;
   __shared__ int remaining_s, equal_s;
   k = lmin(k, count);
@@ -173,11 +157,9 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       taken[s] = 0;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      torch_select::select(pairs, count, k, false);
-      for (int64_t j = 0; j < k; ++j)
-        if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
-    }
+    block_torch_select(pairs, count, k, room, warp_totals);
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
+      if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
     __syncthreads();
   }
   int written = 0, equal_seen = 0;
@@ -213,6 +195,8 @@ __global__ void __launch_bounds__(kSelectThreads)
   const float* sc = scores + t * a.width;
   torch_select::Scored* pairs = tie.pairs + static_cast<int64_t>(blockIdx.x) * a.width;
   uint8_t* taken = tie.taken + static_cast<int64_t>(blockIdx.x) * a.width;
+  int32_t* lists = tie.lists + static_cast<int64_t>(blockIdx.x) * 2 * a.width;
+  const BlockSelectRoom room{lists, lists + a.width};
   float* bs = candidates ? block_scores + t * a.n_blocks : nullptr;
   if (candidates) {
     const int64_t visible = lmin(a.visible[t], a.entries);
@@ -224,10 +208,11 @@ __global__ void __launch_bounds__(kSelectThreads)
     }
     __syncthreads();
   }
-  select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, taken);
+  select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, room,
+             taken);
   if (!candidates) return;
   select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals, pairs,
-             taken);
+             room, taken);
 }
 
 }  // namespace
@@ -285,14 +270,17 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   }
   // Room for torch's selection, for a group of rows at a time (bounded, as a long prompt's rows
   // times a long cache would not fit).
-  const int64_t row_room = std::max<int64_t>(width, 1) *
-                           static_cast<int64_t>(sizeof(torch_select::Scored) + sizeof(uint8_t));
+  const int64_t row_room =
+      std::max<int64_t>(width, 1) *
+      static_cast<int64_t>(sizeof(torch_select::Scored) + 2 * sizeof(int32_t) + sizeof(uint8_t));
   const int64_t group = std::clamp<int64_t>((int64_t{64} << 20) / row_room, 1, n);
   Tensor pairs = ctx_->scratch(
       DType::U8, Shape{group, std::max<int64_t>(width, 1) *
                                   static_cast<int64_t>(sizeof(torch_select::Scored))});
+  Tensor lists = ctx_->scratch(DType::I32, Shape{group, 2 * std::max<int64_t>(width, 1)});
   Tensor taken = ctx_->scratch(DType::U8, Shape{group, std::max<int64_t>(width, 1)});
-  const cuda::TieScratch tie{ptr<torch_select::Scored>(pairs), ptr<uint8_t>(taken)};
+  const cuda::TieScratch tie{ptr<torch_select::Scored>(pairs), ptr<int32_t>(lists),
+                             ptr<uint8_t>(taken)};
   for (int64_t t0 = 0; t0 < n; t0 += group)
     FD_LAUNCH(cuda::indexer_select_kernel, dim3(static_cast<unsigned>(std::min(group, n - t0))),
               dim3(cuda::kSelectThreads), 0, ctx_->stream(), a, t0, ptr<const float>(scores), k,

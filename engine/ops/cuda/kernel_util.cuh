@@ -54,6 +54,27 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return m;
 }
 
+// Exclusive prefix sum of v over the block (blockDim.x a multiple of 32); *total gets the sum.
+// `warp_totals` holds blockDim.x / 32 ints of shared memory; the call contains two barriers.
+__device__ __forceinline__ int block_exclusive_scan(int v, int* warp_totals, int* total) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  int x = v;
+  for (unsigned o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(kFullMask, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) warp_totals[warp] = x;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (unsigned w = 0; w < warps; ++w) {
+    if (w < warp) before += warp_totals[w];
+    sum += warp_totals[w];
+  }
+  __syncthreads();
+  *total = sum;
+  return before + x - v;
+}
+
 __device__ __forceinline__ int64_t lmin(int64_t a, int64_t b) {
   return a < b ? a : b;
 }

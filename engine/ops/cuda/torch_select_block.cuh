@@ -1,0 +1,159 @@
+// torch.topk's CPU selection (engine/util/torch_select.h) run by a whole thread block: the same
+// steps on the same input, so the same arrangement, with the O(n) parts spread over the threads.
+// Scores rounded to BF16 tie at the k-th best in most indexer rows, so this runs often and the
+// one-thread version cost more than the rest of a decode layer (docs/cuda-backend.md).
+//   - introselect's partition (libstdc++'s unguarded Hoare partition): its j-th swap exchanges the
+//     j-th element from the left where the left scan stops (not before the pivot) with the j-th
+//     from the right where the right scan stops (the pivot not before it), as long as the first
+//     lies left of the second. Both stop lists come from block scans of the untouched range: the
+//     scans of swap j only cross elements no earlier swap moved, and the element a swap puts
+//     behind a scan stops it where the other list would. The swaps are disjoint, so they run at
+//     once, and the cut is where the scans meet. The median-of-three pivot, the insertion sort of
+//     the last <= 3 elements and the bookkeeping stay on one thread (constant work).
+//   - heap select (torch's partial_sort when 64 k <= n, and introselect's depth-limit fallback):
+//     the heap's top only moves to better values, so an element not before the top when a chunk
+//     starts cannot enter during that chunk; the block tests a chunk at once and one thread runs
+//     the heap steps of the few that may enter, in index order. The heap's own steps stay serial.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/util/torch_select.h"
+
+namespace flashdesk::cuda {
+
+constexpr int kHeapChunkPerThread = 4;  // elements each thread tests per heap-select chunk
+
+// A block's working room in global memory: two index lists as long as the row.
+struct BlockSelectRoom {
+  int32_t* left;   // [n]: where the left scan stops, ascending
+  int32_t* right;  // [n]: where the right scan stops, descending
+};
+
+namespace block_select_detail {
+
+using torch_select::Scored;
+
+// torch_select::partition_around(pairs + first, pairs + last, pairs + pivot) by the block; every
+// thread returns the cut (an index into pairs).
+__device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
+                                    const BlockSelectRoom& room, int* warp_totals) {
+  __shared__ int64_t cut_s;
+  __shared__ int swaps_s;
+  const Scored p = pairs[pivot];
+  const int64_t len = last - first;
+  int64_t n_left = 0, n_right = 0;
+  for (int64_t base = 0; base < len; base += blockDim.x) {
+    const int64_t i = base + threadIdx.x;
+    // Left stops counted from `first` upwards, right stops from `last - 1` downwards, in one scan
+    // (two 16-bit counts: a step has at most 1024 of each).
+    const bool stop_l = i < len && !torch_select::before(pairs[first + i], p);
+    const bool stop_r = i < len && !torch_select::before(p, pairs[last - 1 - i]);
+    int total = 0;
+    const int before =
+        block_exclusive_scan((stop_l ? 1 : 0) | (stop_r ? 1 << 16 : 0), warp_totals, &total);
+    if (stop_l) room.left[n_left + (before & 0xFFFF)] = static_cast<int32_t>(first + i);
+    if (stop_r) room.right[n_right + (before >> 16)] = static_cast<int32_t>(last - 1 - i);
+    n_left += total & 0xFFFF;
+    n_right += total >> 16;
+  }
+  __syncthreads();
+  // Swap j happens while left[j] < right[j]; left ascends and right descends, so those j are a
+  // prefix and their count is the number of swaps.
+  const int64_t pairs_listed = lmin(n_left, n_right);
+  int swaps = 0;
+  for (int64_t base = 0; base < pairs_listed; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    const int crosses = j < pairs_listed && room.left[j] < room.right[j];
+    int total = 0;
+    block_exclusive_scan(crosses, warp_totals, &total);
+    swaps += total;
+  }
+  if (threadIdx.x == 0) {
+    // The scans meet where the left one stops after the last swap: at its next stop, or at the
+    // element the last swap moved to the right side (a left stop), whichever comes first.
+    const int64_t next_left = swaps < n_left ? room.left[swaps] : last;
+    cut_s = swaps > 0 ? lmin(next_left, room.right[swaps - 1]) : next_left;
+    swaps_s = swaps;
+  }
+  __syncthreads();
+  const int64_t cut = cut_s;
+  for (int64_t j = threadIdx.x; j < swaps_s; j += blockDim.x)
+    torch_select::swap(pairs + room.left[j], pairs + room.right[j]);
+  __syncthreads();
+  return cut;
+}
+
+// torch_select::heap_select(pairs + first, pairs + middle, pairs + last) by the block.
+__device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle, int64_t last,
+                                   int* warp_totals) {
+  __shared__ int32_t may_enter[kHeapChunkPerThread * 1024];
+  __shared__ int listed_s;
+  if (threadIdx.x == 0) torch_select::make_heap(pairs + first, pairs + middle);
+  __syncthreads();
+  const int64_t chunk = kHeapChunkPerThread * static_cast<int64_t>(blockDim.x);
+  for (int64_t base = middle; base < last; base += chunk) {
+    const Scored top = pairs[first];
+    int listed = 0;
+    for (int part = 0; part < kHeapChunkPerThread; ++part) {  // index order: part, then thread
+      const int64_t i = base + part * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+      const int enters = i < last && torch_select::before(pairs[i], top);
+      int total = 0;
+      const int pos = block_exclusive_scan(enters, warp_totals, &total);
+      if (enters) may_enter[listed + pos] = static_cast<int32_t>(i);
+      listed += total;
+    }
+    if (threadIdx.x == 0) listed_s = listed;
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int j = 0; j < listed_s; ++j) {
+        Scored* x = pairs + may_enter[j];
+        if (torch_select::before(*x, pairs[first]))
+          torch_select::pop_to(pairs + first, pairs + middle, x);
+      }
+    __syncthreads();
+  }
+}
+
+}  // namespace block_select_detail
+
+// Called by every thread of the block (blockDim.x a multiple of 32, at most 1024): permutes
+// pairs[0, n) so that its first k are the pairs torch_select::select(pairs, n, k, false) puts
+// there (the same arrangement, except that the heap-select case skips the final heap sort,
+// which only orders the first k). `warp_totals`: blockDim.x / 32 ints of shared memory.
+__device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n, int64_t k,
+                                          const BlockSelectRoom& room, int* warp_totals) {
+  namespace d = block_select_detail;
+  if (k <= 0) return;
+  if (k * 64 <= n) {
+    d::heap_select(pairs, 0, k, n, warp_totals);
+    return;
+  }
+  const int64_t nth = k - 1;  // < n
+  int64_t first = 0, last = n, depth = torch_select::floor_log2(n) * 2;
+  while (last - first > 3) {
+    if (depth == 0) {
+      d::heap_select(pairs, first, nth + 1, last, warp_totals);
+      if (threadIdx.x == 0) torch_select::swap(pairs + first, pairs + nth);
+      __syncthreads();
+      return;
+    }
+    --depth;
+    if (threadIdx.x == 0) {
+      const int64_t mid = first + (last - first) / 2;
+      torch_select::move_median_to_first(pairs + first, pairs + first + 1, pairs + mid,
+                                         pairs + last - 1);
+    }
+    __syncthreads();
+    const int64_t cut = d::partition(pairs, first + 1, last, first, room, warp_totals);
+    if (cut <= nth)
+      first = cut;
+    else
+      last = cut;
+  }
+  if (threadIdx.x == 0) torch_select::insertion_sort(pairs + first, pairs + last);
+  __syncthreads();
+}
+
+}  // namespace flashdesk::cuda
