@@ -45,7 +45,13 @@ class VisionOps {
 };
 
 // The vision ops for `backend`: the CPU implementation (on the backend's thread pool) for the
-// CPU backends; InvalidRequest for a backend without them. `backend` must outlive the result.
+// CPU backends, the CUDA one (on the backend's stream) for a CUDA backend; InvalidRequest for a
+// backend without them. `backend` must outlive the result.
 std::unique_ptr<VisionOps> make_vision_ops(Backend& backend);
+
+// Each implementation's factory (vision_ops.cpp asks them in turn): null when `backend` is not
+// one of its kind (the CUDA one also in a build without CUDA).
+std::unique_ptr<VisionOps> make_cpu_vision_ops(Backend& backend);
+std::unique_ptr<VisionOps> make_cuda_vision_ops(Backend& backend);
 
 }  // namespace flashdesk

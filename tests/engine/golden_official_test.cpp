@@ -313,14 +313,15 @@ INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenOfficial, backends_and_mod
 // The image's span rows (ViT, aligner, delimiter vectors) against the official ones: the
 // golden's embeddings of the span, from the official preprocessing of the same picture. The
 // official ViT runs in BF16 with torch's attention kernel, so a few BF16 rounding flips per row
-// separate them (measured 5.1e-3 relative RMS on both backends); a wrong tower is off by order 1.
+// separate them (measured 5.1e-3 relative RMS on the CPU backends); a wrong tower is off by
+// order 1.
 TEST(GoldenOfficialVision, ImageSpanRowsMatchTheOfficialTowers) {
   const NamedTensors g = load_golden(golden_dir("official") / "test-official.safetensors");
   const auto span = ints(g, "image_spans");
   ASSERT_EQ(span.size(), 2u);
   const auto ckpt = Checkpoint::open(official_model());
   ASSERT_TRUE(ckpt->config().vision.has_value());
-  for (const std::string backend : {"cpu-reference", "cpu"}) {
+  for (const std::string& backend : golden_backends()) {  // cuda too where there is a GPU
     BackendModel m = load_on(official_model(), backend);
     VisionEncoder encoder(*ckpt, *m.backend);
     const PreparedImage img =

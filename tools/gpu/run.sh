@@ -64,21 +64,28 @@ stage bench_layers
 run_for 100 "$BUILD/bench/cuda_layer_bench" --iters 10 > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
 
-# Per-kernel device time and DRAM bytes of one decode step of two roles at batch 1 (Nsight Compute
-# reads the counters on the Firecracker machines; elsewhere it says why not), appended to the
-# layer table: where the layer's time goes. PROFILE=0 skips it.
+# Per-kernel device time and DRAM bytes (Nsight Compute reads the counters on the Firecracker
+# machines; elsewhere it says why not) of decode steps of two roles at batch 1 and of one role's
+# 2048-token prefill, condensed by tools/gpu/ncu_table.py and appended to the layer table: where
+# a layer's time goes. The benchmark's weight fills are left out. PROFILE=0 skips it.
 if [ "${PROFILE:-1}" = 1 ]; then
   stage profile
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  { echo; echo "## Per-kernel profile (ncu), decode batch 1, first two roles"; echo
-    if [ -n "$NCU" ]; then
-      run_for 90 "$NCU" --clock-control none --print-summary per-kernel \
-        --metrics gpu__time_duration.sum,dram__bytes_read.sum \
-        "$BUILD/bench/cuda_layer_bench" --batches 1 --iters 1 --prefill 0 --max-roles 2 \
-        --copy-mb 64 --gemm-n 512 2>&1 | grep -vE '^==PROF==' | tail -400
-    else
-      echo "ncu not found"
-    fi; } >> "$OUT/bench_layers.md" 2>&1
+  profile() {  # title, then cuda_layer_bench's arguments
+    local title=$1; shift
+    echo; echo "## Per-kernel profile (ncu): $title"; echo
+    if [ -z "$NCU" ]; then echo "ncu not found"; return; fi
+    run_for 90 "$NCU" --clock-control none --print-summary per-kernel \
+      --kernel-name regex:'^(?!.*fill_kernel)' \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+      "$BUILD/bench/cuda_layer_bench" --iters 1 --copy-mb 64 --gemm-n 512 "$@" \
+      > "$OUT/ncu.tmp" 2>&1
+    python3 tools/gpu/ncu_table.py < "$OUT/ncu.tmp" || tail -20 "$OUT/ncu.tmp"
+    rm -f "$OUT/ncu.tmp"
+  }
+  { profile "decode, batch 1, two roles (5 steps each)" --batches 1 --prefill 0 --max-roles 2
+    profile "prefill of 2048 tokens, one role (2 runs)" --batches "" --prefill 2048 --max-roles 1
+  } >> "$OUT/bench_layers.md" 2>&1
 fi
 
 stage bench_model
@@ -97,12 +104,11 @@ stage cli
     run_for 30 "$BUILD/bin/flashdesk-cli" generate --model assets/models/flash-tiny --backend "$b" \
       --prompt "What is 4821 + 3377?" --effort 50 --max-tokens 300 --json
   done
-  # The demo eval's text tasks, two items per cell, on both backends (the CUDA backend has no
-  # vision ops, so the picture cells are left out).
+  # The demo eval, two items per cell (pictures included), on both backends.
   for b in cpu cuda; do
     echo "--- eval $b"
     run_for 20 "$BUILD/bin/flashdesk-cli" eval --suite demo --model assets/models/flash-tiny \
-      --backend "$b" --tasks arithmetic,recall,copy --limit 2 --prefill exact
+      --backend "$b" --limit 2 --prefill exact
   done
 } > "$OUT/cli.log" 2>&1
 

@@ -2,6 +2,7 @@
 // FLASHDESK_CUDA=OFF): no GPUs, and a reason that says so.
 #include "engine/ops/cuda/cuda_devices.h"
 
+#include "engine/ops/vision_ops.h"
 #include "engine/util/error.h"
 
 namespace flashdesk {
@@ -21,6 +22,10 @@ std::string describe(const CudaDeviceInfo& d) {
 
 std::unique_ptr<Backend> make_cuda_backend(int) {
   throw InvalidRequest(cuda_unavailable_reason());
+}
+
+std::unique_ptr<VisionOps> make_cuda_vision_ops(Backend&) {
+  return nullptr;  // no CUDA backend can exist in this build
 }
 
 }  // namespace flashdesk
