@@ -159,6 +159,13 @@ TEST_F(CudaAttentionTest, DecodeOverRingStepRowAndTopK) {
   check(c);
 }
 
+// D = 128: window rows of 132 bytes, so keys are staged with 4-byte loads (D = 64's 66-byte rows
+// take the byte path; the model's D = 512 the word path, in FullShapes).
+TEST_F(CudaAttentionTest, DecodeWithWordAlignedWindowRows) {
+  AttnCase c{8, 128, 64, {200}, ring_holding(64, 137, 199), 200, 1, 50, 24, 8};
+  check(c);
+}
+
 TEST_F(CudaAttentionTest, PrefillWindowOnlyFromPositionZero) {
   AttnCase c{12, 64, 128, {0, 1, 2, 3, 4}, std::vector<int64_t>(128, -1), 0, 5, 0, 0, 2};
   check(c);

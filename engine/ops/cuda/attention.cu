@@ -63,10 +63,15 @@ __device__ const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t s, bool
 }
 
 // Slots [first, first + 32) of query t as BF16 rows keys[32][dim + 2] (the pad keeps lanes that
-// read different rows on different banks); valid[i] says whether slot first + i has a key.
+// read different rows on different banks); valid[i] says whether slot first + i has a key. Each
+// thread decodes groups of 4 consecutive values (a 4-byte FP8 word or a 2-byte FP4 pair) and
+// issues all its loads before it decodes any: the rows are scattered over the caches, so the
+// loads' latency, not their bytes, is what this costs.
+constexpr int kGroupsPerThread = kHalf * (kMaxDim / 4) / kThreads;  // 16 at dim 512
+
 __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, uint16_t* keys, int* valid,
                            const uint8_t** rows, int* fp4s) {
-  const int64_t stride = a.dim + 2;
+  const int64_t stride = a.dim + 2, groups_per_row = a.dim / 4;
   if (threadIdx.x < kHalf) {
     bool fp4 = false;
     rows[threadIdx.x] = slot_row(a, t, first + threadIdx.x, &fp4);
@@ -74,17 +79,47 @@ __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, uint16_t
     valid[threadIdx.x] = rows[threadIdx.x] != nullptr;
   }
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < kHalf * a.dim; i += blockDim.x) {
-    const int64_t s = i / a.dim, d = i % a.dim;
+  // Window rows are dim + dim / 32 bytes: 4-byte aligned when dim is a multiple of 128 (the
+  // model's 512); FP4 rows (9 dim / 16 bytes) are always 2-byte aligned.
+  const bool words_aligned = (a.dim + a.dim / 32) % 4 == 0;
+  uint32_t raw[kGroupsPerThread];
+  uint8_t scale[kGroupsPerThread];
+  FD_UNROLL
+  for (int u = 0; u < kGroupsPerThread; ++u) {
+    const int64_t g = threadIdx.x + static_cast<int64_t>(u) * kThreads;
+    raw[u] = 0;
+    scale[u] = 0;
+    if (g >= kHalf * groups_per_row) continue;
+    const int64_t s = g / groups_per_row, d = (g % groups_per_row) * 4;
     const uint8_t* row = rows[s];
-    float v = 0.0f;
-    if (row && !fp4s[s]) {
-      v = e4m3_to_f32(row[d]) * e8m0_to_f32(row[a.dim + d / 32]);
-    } else if (row) {
-      const uint8_t byte = row[d / 2];
-      v = e2m1_to_f32((d & 1) ? (byte >> 4) : (byte & 0xFu)) * e4m3_to_f32(row[a.dim / 2 + d / 16]);
+    if (row && !fp4s[s]) {  // FP8 window row: dim codes, then one UE8M0 scale per 32
+      if (words_aligned)
+        raw[u] = *reinterpret_cast<const uint32_t*>(row + d);
+      else
+        raw[u] = row[d] | (row[d + 1] << 8) | (row[d + 2] << 16) | (uint32_t{row[d + 3]} << 24);
+      scale[u] = row[a.dim + d / 32];
+    } else if (row) {  // FP4 entry: dim / 2 bytes of codes, then one E4M3 scale per 16
+      raw[u] = *reinterpret_cast<const uint16_t*>(row + d / 2);
+      scale[u] = row[a.dim / 2 + d / 16];
     }
-    keys[s * stride + d] = f32_to_bf16_bits(v);
+  }
+  FD_UNROLL
+  for (int u = 0; u < kGroupsPerThread; ++u) {
+    const int64_t g = threadIdx.x + static_cast<int64_t>(u) * kThreads;
+    if (g >= kHalf * groups_per_row) continue;
+    const int64_t s = g / groups_per_row, d = (g % groups_per_row) * 4;
+    uint16_t* out = keys + s * stride + d;
+    if (!rows[s]) {
+      for (int v = 0; v < 4; ++v) out[v] = 0;
+    } else if (!fp4s[s]) {
+      const float sc = e8m0_to_f32(scale[u]);
+      for (int v = 0; v < 4; ++v)
+        out[v] = f32_to_bf16_bits(e4m3_to_f32((raw[u] >> (8 * v)) & 0xFFu) * sc);
+    } else {
+      const float sc = e4m3_to_f32(scale[u]);
+      for (int v = 0; v < 4; ++v)
+        out[v] = f32_to_bf16_bits(e2m1_to_f32((raw[u] >> (4 * v)) & 0xFu) * sc);
+    }
   }
   __syncthreads();
 }

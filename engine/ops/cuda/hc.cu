@@ -68,14 +68,19 @@ __global__ void __launch_bounds__(kMixThreads)
   for (int r = 0; r < kMixRows; ++r) {
     const int64_t row = tile * kMixRows + r;
     if (row >= s.n) break;  // uniform over the block
+    // Fully unrolled over the 25 sums, so acc stays in registers and the 24 fn loads of an
+    // element are in flight together (a run-time index sent acc to local memory: 61 µs a call).
     float acc[kSums];
+    FD_UNROLL
     for (int j = 0; j < kSums; ++j) acc[j] = 0.0f;
     for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
       const float x = X[row * s.flat + k];
       acc[kMaxMix] += x * x;
+      FD_UNROLL
       for (int j = 0; j < kMaxMix; ++j)
         if (j < s.n_mix) acc[j] += x * fn[j * s.flat + k];
     }
+    FD_UNROLL
     for (int j = 0; j < kSums; ++j) {
       const float v = warp_sum(acc[j]);
       if (lane == 0) warp_sums[j][warp] = v;

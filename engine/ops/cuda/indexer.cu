@@ -55,6 +55,10 @@ __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_
   if (b >= 0 && b < n_blocks) allowed[(i / c) * n_blocks + b] = 1;
 }
 
+// MaxHeads (32 or 64) bounds the unrolled head loops: V4.1's 32 index heads need not pay for 64.
+// Per thread: the entry's 16 code bytes of a 32-value block as four 4-byte loads (rows are
+// 4-byte aligned: dim / 2 + dim / 32 bytes, dim a multiple of 32), q read four floats at a time.
+template <int MaxHeads>
 __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a, float* scores) {
   FD_DYNAMIC_SMEM(float, qs);
   const int64_t t = blockIdx.y, s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -69,32 +73,38 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a
   }
   const int64_t row_bytes = a.dim / 2 + a.dim / 32;
   const uint8_t* row = a.keys + s * row_bytes;
-  float dh[kMaxIndexHeads];
+  float dh[MaxHeads];
   FD_UNROLL
-  for (int h = 0; h < kMaxIndexHeads; ++h) dh[h] = 0.0f;
+  for (int h = 0; h < MaxHeads; ++h) dh[h] = 0.0f;
   for (int64_t j = 0; j < a.dim / 32; ++j) {
     const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
+    const uint32_t* codes = reinterpret_cast<const uint32_t*>(row + j * 16);
+    uint32_t word[4];
+    FD_UNROLL
+    for (int w = 0; w < 4; ++w) word[w] = codes[w];
     float kv[32];
     FD_UNROLL
-    for (int b = 0; b < 16; ++b) {
-      const uint8_t byte = row[j * 16 + b];
-      kv[2 * b] = e2m1_to_f32(byte & 0xFu) * scale;
-      kv[2 * b + 1] = e2m1_to_f32(byte >> 4) * scale;
-    }
+    for (int i = 0; i < 32; ++i) kv[i] = e2m1_to_f32((word[i / 8] >> (4 * (i % 8))) & 0xFu) * scale;
     FD_UNROLL
-    for (int h = 0; h < kMaxIndexHeads; ++h) {
+    for (int h = 0; h < MaxHeads; ++h) {
       if (h < a.heads) {
-        const float* qh = qs + h * a.dim + j * 32;
+        const float4* qh = reinterpret_cast<const float4*>(qs + h * a.dim + j * 32);
         float acc = dh[h];
         FD_UNROLL
-        for (int i = 0; i < 32; ++i) acc += qh[i] * kv[i];
+        for (int i = 0; i < 8; ++i) {
+          const float4 q4 = qh[i];
+          acc += q4.x * kv[4 * i];
+          acc += q4.y * kv[4 * i + 1];
+          acc += q4.z * kv[4 * i + 2];
+          acc += q4.w * kv[4 * i + 3];
+        }
         dh[h] = acc;
       }
     }
   }
   float total = 0.0f;
   FD_UNROLL
-  for (int h = 0; h < kMaxIndexHeads; ++h) {
+  for (int h = 0; h < MaxHeads; ++h) {
     if (h < a.heads) {
       const float d = round_bf16(dh[h]);
       total += round_bf16(fmaxf(d, 0.0f) * a.weights[t * a.heads + h]);
@@ -130,16 +140,36 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int above = 0, digit = 0;
-      for (digit = 255; digit > 0; --digit) {
-        if (above + hist[digit] >= remaining) break;
-        above += hist[digit];
+    // The highest digit whose count from the top reaches `remaining` (digit 0 at the latest),
+    // by the first warp: each lane sums 8 digits from the top, a scan finds the lane, the lane
+    // its digit (one thread walking 256 digits cost more than the histogram).
+    if (threadIdx.x < 32) {
+      const int lane = static_cast<int>(threadIdx.x);
+      int local = 0;
+      for (int v = 0; v < 8; ++v) local += hist[255 - 8 * lane - v];
+      int upto = local;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int y = __shfl_up_sync(kFullMask, upto, static_cast<unsigned>(o));
+        if (lane >= o) upto += y;
       }
-      prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
-      remaining_s = remaining - above;
-      // After the last digit: how many values equal the k-th best.
-      if (shift == 0) equal_s = hist[digit];
+      const unsigned reach = __ballot_sync(kFullMask, upto >= remaining);
+      int first_lane = 31;  // the lowest lane that reaches it
+      for (int l = 0; l < 32; ++l)
+        if ((reach >> l) & 1u) {
+          first_lane = l;
+          break;
+        }
+      if (lane == first_lane) {
+        int above = upto - local, digit = 255 - 8 * lane;
+        for (;; --digit) {
+          if (digit == 0 || above + hist[digit] >= remaining) break;
+          above += hist[digit];
+        }
+        prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
+        remaining_s = remaining - above;
+        // After the last digit: how many values equal the k-th best.
+        if (shift == 0) equal_s = hist[digit];
+      }
     }
     __syncthreads();
     prefix = prefix_s;
@@ -257,7 +287,7 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   }
   Tensor scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(width, 1)});
   if (width > 0)
-    FD_LAUNCH(cuda::indexer_scores_kernel,
+    FD_LAUNCH(heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
               dim3(blocks_for(width, cuda::kScoreThreads), static_cast<unsigned>(n)),
               dim3(cuda::kScoreThreads), static_cast<size_t>(heads * d) * sizeof(float),
               ctx_->stream(), a, ptr<float>(scores));

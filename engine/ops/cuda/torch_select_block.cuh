@@ -60,22 +60,22 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
   }
   __syncthreads();
   // Swap j happens while left[j] < right[j]; left ascends and right descends, so those j are a
-  // prefix and their count is the number of swaps.
-  const int64_t pairs_listed = lmin(n_left, n_right);
-  int swaps = 0;
-  for (int64_t base = 0; base < pairs_listed; base += blockDim.x) {
-    const int64_t j = base + threadIdx.x;
-    const int crosses = j < pairs_listed && room.left[j] < room.right[j];
-    int total = 0;
-    block_exclusive_scan(crosses, warp_totals, &total);
-    swaps += total;
-  }
+  // prefix: its length (the number of swaps) by binary search.
   if (threadIdx.x == 0) {
+    int64_t lo = 0, hi = lmin(n_left, n_right);  // the first j with left[j] >= right[j]
+    while (lo < hi) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      if (room.left[mid] < room.right[mid])
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const int64_t swaps = lo;
     // The scans meet where the left one stops after the last swap: at its next stop, or at the
     // element the last swap moved to the right side (a left stop), whichever comes first.
     const int64_t next_left = swaps < n_left ? room.left[swaps] : last;
     cut_s = swaps > 0 ? lmin(next_left, room.right[swaps - 1]) : next_left;
-    swaps_s = swaps;
+    swaps_s = static_cast<int>(swaps);
   }
   __syncthreads();
   const int64_t cut = cut_s;
