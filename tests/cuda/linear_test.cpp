@@ -60,6 +60,27 @@ LinearWeight upload(Backend& be, const HostWeight& h) {
   return be.upload_linear(w, &s);
 }
 
+// The same weight on `be` with its bytes starting `offset` bytes past an allocation's start (a
+// 16-byte boundary): every row misaligned for the kernels' 16-byte loads when offset % 16 != 0.
+LinearWeight weight_at(Backend& be, const HostWeight& h, size_t offset) {
+  LinearWeight w = upload(be, h);
+  std::vector<uint8_t> bytes(offset + h.data.size());
+  std::memcpy(bytes.data() + offset, h.data.data(), h.data.size());
+  Tensor buf = be.alloc(DType::U8, Shape{static_cast<int64_t>(bytes.size())});
+  be.write(buf, bytes.data(), bytes.size());
+  w.data = Tensor(buf.memory(), buf.byte_offset() + offset, w.data.dtype(), w.data.shape());
+  return w;
+}
+
+// F32 rows [shape] on `be` starting `offset` bytes into an allocation.
+Tensor f32_at(Backend& be, Shape shape, const std::vector<float>& v, size_t offset) {
+  std::vector<uint8_t> bytes(offset + v.size() * 4);
+  std::memcpy(bytes.data() + offset, v.data(), v.size() * 4);
+  Tensor buf = be.alloc(DType::U8, Shape{static_cast<int64_t>(bytes.size())});
+  be.write(buf, bytes.data(), bytes.size());
+  return Tensor(buf.memory(), buf.byte_offset() + offset, DType::F32, shape);
+}
+
 // Weight value without / with its block scale.
 float code_value(const HostWeight& w, int64_t o, int64_t c) {
   if (w.format == WeightFormat::Fp8Block)
@@ -128,12 +149,15 @@ void expect_linear_close(const std::vector<float>& got, const std::vector<float>
 class CudaLinearTest : public CudaOpTest {
  protected:
   // Quantised weights: GPU vs the block definition and vs cpu-reference.
+  // w_offset / x_offset: the GPU's weight bytes and input rows that many bytes past an
+  // allocation's start (misaligned rows).
   void check_quantised(WeightFormat f, int64_t n, int64_t in, int64_t out, LinearOutput o,
-                       uint32_t seed) {
+                       uint32_t seed, size_t w_offset = 0, size_t x_offset = 0) {
     const HostWeight hw = random_weight(f, out, in, seed);
-    const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+    const LinearWeight wg = weight_at(gpu(), hw, w_offset), wc = upload(cpu(), hw);
     const std::vector<float> x = random_bf16(static_cast<size_t>(n * in), seed + 2, 2.0f);
     Pair xt = both_f32(Shape{n, in}, x);
+    if (x_offset != 0) xt.gpu = f32_at(gpu(), Shape{n, in}, x, x_offset);
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
     Tensor yc = cpu().alloc(DType::F32, Shape{n, out});
     const LinearMode mode{LinearInput::ActQuantFp8, o};
@@ -142,9 +166,12 @@ class CudaLinearTest : public CudaOpTest {
     std::vector<float> want, terms;
     reference_by_blocks(x, n, hw, want, terms);
     std::vector<float> got = from_gpu<float>(yg);
-    const std::string what = std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") +
-                             " n=" + std::to_string(n) + " " + std::to_string(out) + "x" +
-                             std::to_string(in);
+    const std::string what =
+        std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) + " " +
+        std::to_string(out) + "x" + std::to_string(in) +
+        (w_offset + x_offset
+             ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
+             : "");
     if (o == LinearOutput::Bf16) {
       expect_linear_close(got, want, terms, what + " vs definition");
     } else {
@@ -157,10 +184,12 @@ class CudaLinearTest : public CudaOpTest {
 
   // BF16 / F32 weights, input as is: against cpu-reference.
   void check_plain(WeightFormat f, int64_t n, int64_t in, int64_t out, LinearMode mode,
-                   uint32_t seed) {
+                   uint32_t seed, size_t w_offset = 0, size_t x_offset = 0) {
     const HostWeight hw = random_weight(f, out, in, seed);
-    const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-    Pair xt = both_f32(Shape{n, in}, random_bf16(static_cast<size_t>(n * in), seed + 2, 2.0f));
+    const LinearWeight wg = weight_at(gpu(), hw, w_offset), wc = upload(cpu(), hw);
+    const std::vector<float> xv = random_bf16(static_cast<size_t>(n * in), seed + 2, 2.0f);
+    Pair xt = both_f32(Shape{n, in}, xv);
+    if (x_offset != 0) xt.gpu = f32_at(gpu(), Shape{n, in}, xv, x_offset);
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
     Tensor yc = cpu().alloc(DType::F32, Shape{n, out});
     gpu().linear(xt.gpu, wg, mode, yg);
@@ -177,9 +206,11 @@ class CudaLinearTest : public CudaOpTest {
     if (mode.output == LinearOutput::F32)
       for (size_t i = 0; i < got.size(); ++i)
         got[i] = round_bf16(got[i]), want[i] = round_bf16(want[i]);
-    expect_linear_close(
-        got, want, terms,
-        std::string(f == WeightFormat::Bf16 ? "BF16" : "F32") + " n=" + std::to_string(n));
+    expect_linear_close(got, want, terms,
+                        std::string(f == WeightFormat::Bf16 ? "BF16" : "F32") +
+                            " n=" + std::to_string(n) + " " + std::to_string(out) + "x" +
+                            std::to_string(in) + " offsets " + std::to_string(w_offset) + "/" +
+                            std::to_string(x_offset));
   }
 };
 
@@ -204,6 +235,73 @@ TEST_F(CudaLinearTest, Bf16AndF32WeightsMatchTheReference) {
     check_plain(WeightFormat::F32, n, 40, 10, kF32Linear, 9);
   }
   check_plain(WeightFormat::F32, 3, 70, 9, kQuantLinear, 10);
+}
+
+// Rows whose start is not 16-byte aligned (the whole weight shifted, or rows of K % 16 != 0
+// bytes) take the narrow loads; inputs not 16-byte aligned the scalar staging; K not a multiple of
+// the 16-byte chunk a partial last chunk; K splits a partial last split.
+TEST_F(CudaLinearTest, MisalignedRowsTailsAndSplits) {
+  for (size_t off : {1, 4, 8})
+    check_quantised(WeightFormat::Fp8Block, 3, 512, 40, LinearOutput::Bf16, 40, off, 4);
+  check_quantised(WeightFormat::Fp8Block, 1, 1100, 70, LinearOutput::F32, 41);  // 1100 % 16 = 12
+  check_quantised(WeightFormat::Fp8Block, 8, 1100, 17, LinearOutput::Bf16, 42, 8, 8);
+  check_quantised(WeightFormat::Fp4Row, 2, 1088, 40, LinearOutput::Bf16, 43, 4, 12);
+  for (int64_t n : {1, 2, 5}) {
+    check_plain(WeightFormat::Bf16, n, 264, 40, kBf16Linear, 44, 2, 4);
+    check_plain(WeightFormat::Bf16, n, 1030, 9, kF32Linear, 45);  // 1030 % 8 = 6
+    check_plain(WeightFormat::F32, n, 130, 70, kF32Linear, 46, 4, 4);
+  }
+}
+
+// One nonzero weight per row (every FP8 / FP4 code in turn), F32 output: each output is a single
+// product, so the GPU must equal cpu-reference bit for bit. Checks each code's decode (the
+// smallest codes go through FP32 denormals, which a flush-to-zero build would lose) and the
+// act_quant of the staging on blocks built to hit its edges: E4M3 ties, the subnormal steps, the
+// largest value, zeros, blocks below the 1e-4 floor. F32 weights with act_quant: the identity.
+TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
+  const int64_t k = 512;
+  std::vector<float> x(static_cast<size_t>(2 * k));
+  const float edges[] = {448.0f,         1.0625f,       1.1875f,       -3.25f,
+                         0.015625f,      0.0146484375f, 0.0029296875f, -0.0009765625f,
+                         0.00048828125f, 0.0f,          -0.0f,         240.0f,
+                         232.0f,         0.5f,          0.53125f,      -447.0f};
+  std::mt19937 rng(50);
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float s = std::ldexp(1.0f, static_cast<int>(rng() % 24) - 14);
+    for (size_t j = 0; j < 32; ++j) {
+      const float y = j < 16 ? edges[j] : (static_cast<float>(rng() % 8192) / 16.0f - 256.0f);
+      x[b * 32 + j] = b % 9 == 4 ? 0.0f : b % 9 == 7 ? y * 1e-9f : y * s;
+    }
+  }
+  const LinearMode mode{LinearInput::ActQuantFp8, LinearOutput::F32};
+  for (WeightFormat f : {WeightFormat::Fp8Block, WeightFormat::Fp4Row, WeightFormat::F32}) {
+    HostWeight hw = random_weight(f, k, k, 51);
+    std::fill(hw.data.begin(), hw.data.end(), 0);
+    for (int64_t o = 0; o < k; ++o) {
+      const int64_t c = (o * 37) % k;  // column of row o's one weight
+      if (f == WeightFormat::Fp8Block) {
+        const auto code = static_cast<uint8_t>(o % 256);
+        hw.data[static_cast<size_t>(o * k + c)] = (code & 0x7F) == 0x7F ? code ^ 1 : code;
+      } else if (f == WeightFormat::Fp4Row) {
+        hw.data[static_cast<size_t>(o * k / 2 + c / 2)] =
+            static_cast<uint8_t>((o % 16) << (c % 2 ? 4 : 0));
+      } else {
+        const float one = 1.0f;
+        std::memcpy(&hw.data[static_cast<size_t>(4 * (o * k + c))], &one, 4);
+      }
+    }
+    const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+    Pair xt = both_f32(Shape{2, k}, x);
+    Tensor yg = gpu_poisoned(DType::F32, Shape{2, k});
+    Tensor yc = cpu().alloc(DType::F32, Shape{2, k});
+    gpu().linear(xt.gpu, wg, mode, yg);
+    cpu().linear(xt.cpu, wc, mode, yc);
+    expect_identical(
+        from_gpu<float>(yg), from_cpu<float>(yc),
+        std::string("single products, ") + (f == WeightFormat::Fp8Block ? "FP8"
+                                            : f == WeightFormat::Fp4Row ? "FP4"
+                                                                        : "F32 (act_quant)"));
+  }
 }
 
 TEST_F(CudaLinearTest, F32OutputKeepsTheFp32Sum) {

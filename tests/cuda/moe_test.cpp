@@ -125,8 +125,11 @@ TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
 }
 
 TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
-  for (int64_t n : {1, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
+  // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3).
+  for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
   check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
+  // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
+  check_experts(3, 160, 96, 9, 2, 3, true, true, 21);
 }
 
 TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
@@ -136,6 +139,7 @@ TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
 TEST_F(CudaMoeTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
+  check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);  // the shared expert as GEMVs
   check_experts(12, 5120, 2304, 384, 6, 4, true, false, 41);
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA backend on the GPU machine in one device call (docs/cuda-backend.md): configures the
 # engine-only build with CUDA (sm_90), builds, runs the op tests (cuda_tests, full V4.1 shapes
-# included), the per-role layer benchmark, flash-tiny on the GPU against the CPU, and the golden
-# tests on the cuda backend, each stage under the time left; writes under $OUT (at most 8 files):
+# included), the per-role layer benchmark and the decode GEMV benchmark (appended to the layer
+# table), flash-tiny on the GPU against the CPU, and the golden tests on the cuda backend, each
+# stage under the time left; writes under $OUT (at most 8 files):
 #   env.txt  build.log  cuda_tests.log  bench_layers.md  bench_model.md  cli.log  golden.log
 #   summary.md (the figures, last: also printed at the end).
 # Run from the root of a source tree (the device tool's carried copy): `bash tools/gpu/run.sh`.
@@ -45,7 +46,7 @@ BUILD=build/engine-only
 run_for 200 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DFLASHDESK_WERROR=OFF "${DEPS_ARGS[@]}" >> "$OUT/build.log" 2>&1
 run_for 180 cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
-  cuda_model_bench >> "$OUT/build.log" 2>&1
+  cuda_model_bench cuda_gemv_bench >> "$OUT/build.log" 2>&1
 echo "core build exit $?" >> "$OUT/build.log"
 # The golden tests live in engine_tests: built while the op tests run.
 TESTS_BUILD=
@@ -63,6 +64,12 @@ echo "cuda_tests exit $?" >> "$OUT/cuda_tests.log"
 stage bench_layers
 run_for 100 "$BUILD/bench/cuda_layer_bench" --iters 10 > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
+
+# The decode GEMVs of a layer's shapes at 1..8 rows and MoE steps at 1 and 8 rows against the
+# copy bandwidth (a few seconds), appended to the layer table.
+stage bench_gemv
+{ echo; echo "## Decode GEMVs and MoE steps (bench/cuda_gemv_bench)"; echo
+  run_for 160 "$BUILD/bench/cuda_gemv_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
 
 # Per-kernel device time and DRAM bytes (Nsight Compute reads the counters on the Firecracker
 # machines; elsewhere it says why not) of decode steps of two roles at batch 1 and of one role's

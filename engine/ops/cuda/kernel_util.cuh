@@ -75,6 +75,24 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* warp_totals, int
   return before + x - v;
 }
 
+// 16 bytes (16-byte aligned) of data read once, like a decode step's weights: through the
+// non-coherent path without allocating in L1, with a 256-byte L2 prefetch. The emulation has no
+// PTX: a plain load, which stops on a misaligned address as the device would.
+__device__ __forceinline__ uint4 load_streaming(const void* p) {
+#ifdef FLASHDESK_CUDA_EMU
+  if ((reinterpret_cast<uintptr_t>(p) & 15u) != 0) fd_emu::misaligned_access(p, 16);
+  uint4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#else
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+#endif
+}
+
 __device__ __forceinline__ int64_t lmin(int64_t a, int64_t b) {
   return a < b ? a : b;
 }

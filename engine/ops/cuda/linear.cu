@@ -10,81 +10,99 @@ namespace flashdesk {
 namespace cuda {
 namespace {
 
-// grid (row blocks, K splits, groups): each warp computes kRowsPerWarp output rows of group
-// blockIdx.z over the block's K split for NT activation rows (n <= NT; NT a compile-time count
-// so the accumulators stay in registers).
+// The GEMV kernels' launch: one job's pointers and sizes (group g of a grouped linear reads x
+// columns [g*k, (g+1)*k) and weight rows [g*out_g, (g+1)*out_g)).
+struct GemvParams {
+  const float* x;
+  int64_t x_stride, n;
+  const uint8_t* w;
+  const uint8_t* scale;
+  int64_t scale_cols, out_g, k;
+  int64_t k_split, xs_stride;  // columns per K split (whole warp steps); staged row stride
+  int64_t row_tiles;           // blocks of kGemvWarps * WarpShape::R rows of a group
+  int act_quant;
+  float* out;  // y, or the split partials [splits][n][out_stride]
+  int64_t out_stride, split_stride;
+  int round;
+};
+
+// Rows per warp (R) and chunks in flight per lane per row (U) for NT activation rows: the most that
+// fit 128 registers without spilling (two blocks per multiprocessor; ptxas -v on sm_80 and
+// sm_90). R * U sixteen-byte loads are in flight per lane: 8 at one activation row; fewer where the
+// coded formats' per-chunk sums double the accumulators and FP4's decoding needs registers too,
+// at 2 to 8 activation rows, where the FP32 products rather than the loads bound the time.
 template <WeightFormat F, int NT>
-__global__ void __launch_bounds__(kGemvThreads) gemv_kernel(GemvParams p) {
-  __shared__ __align__(16) float xs[kGemvRows * kSplitCols];
-  constexpr int VW = Chunk<F>::VW;
-  const int64_t g = blockIdx.z, split = blockIdx.y;
-  const int64_t ks = split * p.k_split, cols = lmin(p.k - ks, p.k_split);
-  stage_rows(p.x + g * p.k + ks, p.x_stride, p.n, cols, p.act_quant, xs, kSplitCols);
-  __syncthreads();
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const int64_t o0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp * kRowsPerWarp;
-  float acc[kRowsPerWarp][NT];
+struct WarpShape {
+  // By format (BF16 / F32, FP8, FP4), then NT (1, 2, 4, 8).
+  static constexpr int kRows[3][4] = {{8, 8, 4, 4}, {8, 4, 2, 2}, {8, 2, 2, 2}};
+  static constexpr int kDepth[3][4] = {{1, 1, 2, 1}, {1, 2, 2, 2}, {1, 2, 2, 2}};
+  static constexpr int kKind = F == WeightFormat::Fp8Block ? 1 : F == WeightFormat::Fp4Row ? 2 : 0;
+  static constexpr int kLog = NT == 1 ? 0 : NT == 2 ? 1 : NT == 4 ? 2 : 3;
+  static constexpr int R = kRows[kKind][kLog], U = kDepth[kKind][kLog];
+};
+constexpr int64_t kStageBytes = 48 << 10;  // dynamic shared memory without an opt-in
+
+template <WeightFormat F, int R>
+__device__ WarpRows<R> warp_rows(const GemvParams& p, int64_t g, int64_t o0) {
+  WarpRows<R> w;
   FD_UNROLL
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    FD_UNROLL
-    for (int t = 0; t < NT; ++t) acc[r][t] = 0.0f;
+  for (int r = 0; r < R; ++r) {
+    const int64_t row = g * p.out_g + o0 + r;
+    const bool valid = o0 + r < p.out_g;
+    const int64_t scale_row = F == WeightFormat::Fp8Block ? row / 32 : row;
+    w.row[r] = valid ? p.w + row * Chunk<F>::bytes(p.k) : nullptr;
+    w.scale[r] = valid && p.scale ? p.scale + scale_row * p.scale_cols : nullptr;
   }
-  for (int64_t c0 = lane * VW; c0 < cols; c0 += 32 * VW * kUnroll) {
-    typename Chunk<F>::Raw raw[kRowsPerWarp][kUnroll] = {};
-    FD_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      FD_UNROLL
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + u * 32 * VW;
-        if (o0 + r < p.out_g && c < cols) raw[r][u] = load_raw<F>(p, g * p.out_g + o0 + r, ks + c);
-      }
-    }
-    FD_UNROLL
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      FD_UNROLL
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + u * 32 * VW;
-        if (o0 + r < p.out_g && c < cols) {
-          float wv[VW];
-          decode<F>(raw[r][u], wv);
-          const float s = block_scale<F>(p, g * p.out_g + o0 + r, ks + c);
-          FD_UNROLL
-          for (int t = 0; t < NT; ++t) {
-            if (t < p.n) {
-              const float* xt = xs + t * kSplitCols + c;
-              float chunk = 0.0f;
-              FD_UNROLL
-              for (int v = 0; v < VW; ++v) chunk += xt[v] * wv[v];
-              acc[r][t] += chunk * s;
-            }
-          }
-        }
-      }
-    }
-  }
-  FD_UNROLL
-  for (int r = 0; r < kRowsPerWarp; ++r) {
-    FD_UNROLL
-    for (int t = 0; t < NT; ++t) {
-      const float v = warp_sum(acc[r][t]);
-      const int64_t o = o0 + r;
-      if (lane == 0 && o < p.out_g && t < p.n) {
-        float* dst = p.out + split * p.split_stride + t * p.out_stride + g * p.out_g + o;
-        *dst = p.round ? round_bf16(v) : v;
-      }
-    }
-  }
+  return w;
 }
 
-// y [n, cols] (row stride y_stride) = sum of the split partials in split order, rounded if asked.
+// Lane L holds the warp's total for (row, activation row) number L / (32 / (R * NT)).
+template <int R, int NT>
+__device__ void write_rows(const GemvParams& p, float* acc, int64_t g, int64_t o0, int64_t split) {
+  constexpr int G = 32 / (R * NT);
+  const float v = warp_sum_many<R * NT>(acc);
+  const unsigned lane = threadIdx.x & 31u;
+  const int64_t r = (lane / G) / NT, t = (lane / G) % NT, o = o0 + r;
+  if (lane % G != 0 || o >= p.out_g || t >= p.n) return;
+  p.out[split * p.split_stride + t * p.out_stride + g * p.out_g + o] = p.round ? round_bf16(v) : v;
+}
+
+// grid (row blocks, K splits, groups): each block stages the activation rows of its K split of
+// group blockIdx.z once, then streams row tiles blockIdx.x, + gridDim.x, ... of kGemvWarps * R
+// rows against them, each warp R rows for n <= NT activation rows (NT a compile-time count so the
+// accumulators stay in registers). kScaled: FP8 / FP4 codes against act_quant'ed activations
+// (gemv_device.cuh).
+template <WeightFormat F, int NT, bool kScaled>
+__global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(GemvParams p) {
+  constexpr int R = WarpShape<F, NT>::R, U = WarpShape<F, NT>::U;
+  FD_DYNAMIC_SMEM(float, xs);
+  const int64_t g = blockIdx.z, split = blockIdx.y;
+  const int64_t ks = split * p.k_split, cols = lmin(p.k - ks, p.k_split);
+  const int64_t warp_row = (threadIdx.x >> 5) * R;
+  stream_tiles<F, R, NT, U, kScaled>(
+      p.row_tiles,
+      [&](int64_t tile) { return warp_rows<F, R>(p, g, tile * kGemvWarps * R + warp_row); },
+      [&] {
+        stage_rows<Chunk<F>::VW>(p.x + g * p.k + ks, p.x_stride, p.n, cols, p.act_quant,
+                                 kScaled ? kStageFactor : 1.0f, xs, p.xs_stride);
+      },
+      [&](int64_t tile, float* acc) {
+        write_rows<R, NT>(p, acc, g, tile * kGemvWarps * R + warp_row, split);
+      },
+      ks, p.k, cols, xs, p.xs_stride, p.n);
+}
+
+// y [n, cols] (row stride y_stride) = sum of the split partials (row stride `stride`) in split
+// order, rounded if asked.
 __global__ void sum_splits_kernel(const float* partial, int64_t splits, int64_t split_stride,
-                                  int64_t n, int64_t cols, int64_t stride, int round, float* y) {
+                                  int64_t n, int64_t cols, int64_t stride, int round, float* y,
+                                  int64_t y_stride) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * cols) return;
   const int64_t t = i / cols, o = i % cols;
   float v = 0.0f;
   for (int64_t s = 0; s < splits; ++s) v += partial[s * split_stride + t * stride + o];
-  y[t * stride + o] = round ? round_bf16(v) : v;
+  y[t * y_stride + o] = round ? round_bf16(v) : v;
 }
 
 // ---- GEMM path ----
@@ -143,36 +161,74 @@ __global__ void round_rows_kernel(float* y, int64_t n, int64_t cols, int64_t str
   *p = round_bf16(*p);
 }
 
-template <WeightFormat F>
-void launch_gemv_rows(DeviceContext& ctx, int64_t n, dim3 grid, const GemvParams& p) {
-  void (*k)(GemvParams) = n <= 1   ? &gemv_kernel<F, 1>
-                          : n <= 2 ? &gemv_kernel<F, 2>
-                          : n <= 4 ? &gemv_kernel<F, 4>
-                                   : &gemv_kernel<F, 8>;
-  FD_LAUNCH(k, grid, dim3(kGemvThreads), 0, ctx.stream(), p);
+// How a job is cut: row tiles of kGemvWarps * WarpShape::R rows; the K dimension split into whole
+// warp steps when the tiles of all groups would give less than a wave of resident blocks, or when
+// a split's activation rows would not fit the staging memory; then about a wave of blocks, each
+// looping over an equal share of its split's tiles.
+struct GemvGrid {
+  int64_t row_tiles, row_blocks, splits, k_split;
+};
+
+GemvGrid gemv_grid(const DeviceContext& ctx, int64_t rows_per_tile, int64_t step_cols,
+                   const GemvJob& job) {
+  GemvGrid gr{};
+  gr.row_tiles = (job.out_g + rows_per_tile - 1) / rows_per_tile;
+  const int64_t steps = (job.k + step_cols - 1) / step_cols;
+  const int64_t max_steps = std::max<int64_t>(1, kStageBytes / (4 * job.n * step_cols));
+  const int64_t capacity = kGemvBlocksPerSm * static_cast<int64_t>(ctx.multiprocessors());
+  const int64_t wanted = std::max<int64_t>(1, capacity / (gr.row_tiles * job.groups));
+  const int64_t splits = std::max((steps + max_steps - 1) / max_steps, std::min(wanted, steps));
+  const int64_t steps_per_split = (steps + splits - 1) / splits;
+  gr.k_split = steps_per_split * step_cols;
+  gr.splits = (steps + steps_per_split - 1) / steps_per_split;
+  gr.row_blocks = tile_blocks(gr.row_tiles, gr.splits * job.groups, capacity);
+  return gr;
 }
 
-void launch_gemv(DeviceContext& ctx, WeightFormat f, int64_t n, dim3 grid, const GemvParams& p) {
-  switch (f) {
-    case WeightFormat::Fp8Block:
-      return launch_gemv_rows<WeightFormat::Fp8Block>(ctx, n, grid, p);
-    case WeightFormat::Fp4Row:
-      return launch_gemv_rows<WeightFormat::Fp4Row>(ctx, n, grid, p);
-    case WeightFormat::Bf16:
-      return launch_gemv_rows<WeightFormat::Bf16>(ctx, n, grid, p);
-    case WeightFormat::F32:
-      return launch_gemv_rows<WeightFormat::F32>(ctx, n, grid, p);
+template <WeightFormat F, int NT, bool kScaled>
+void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
+  const GemvGrid gr = gemv_grid(ctx, kGemvWarps * WarpShape<F, NT>::R, Chunk<F>::W, job);
+  p.k_split = gr.k_split;
+  p.xs_stride = gr.k_split;
+  p.row_tiles = gr.row_tiles;
+  const int64_t out_total = job.groups * job.out_g;
+  Tensor partial;
+  if (gr.splits > 1) {
+    partial = ctx.scratch(DType::F32, Shape{gr.splits, job.n, out_total});
+    p.out = ptr<float>(partial);
+    p.out_stride = out_total;
+    p.split_stride = job.n * out_total;
+    p.round = 0;
+  } else {
+    p.out = job.y;
+    p.out_stride = job.y_stride;
+    p.round = job.round_bf16;
   }
+  const dim3 grid(static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(gr.splits),
+                  static_cast<unsigned>(job.groups));
+  const size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
+  FD_LAUNCH((gemv_kernel<F, NT, kScaled>), grid, dim3(kGemvThreads), smem, ctx.stream(), p);
+  if (gr.splits > 1)
+    FD_LAUNCH(sum_splits_kernel, dim3(blocks_for(job.n * out_total, 256)), dim3(256), 0,
+              ctx.stream(), ptr<const float>(partial), gr.splits, job.n * out_total, job.n,
+              out_total, out_total, static_cast<int>(job.round_bf16), job.y, job.y_stride);
 }
 
-// Columns per K split: whole 256-column chunks, small enough that rows x splits fill the GPU
-// about four times over, at most what a block stages.
-int64_t split_columns(const DeviceContext& ctx, int64_t row_blocks, int64_t k) {
-  const int64_t target = 4 * static_cast<int64_t>(ctx.multiprocessors());
-  const int64_t want_splits = std::max<int64_t>(1, (target + row_blocks - 1) / row_blocks);
-  int64_t cols = (k + want_splits - 1) / want_splits;
-  cols = (cols + 255) / 256 * 256;
-  return std::clamp<int64_t>(cols, 256, kSplitCols);
+template <WeightFormat F, bool kScaled>
+void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) {
+  if (job.n <= 1) return run_gemv<F, 1, kScaled>(ctx, job, p);
+  if (job.n <= 2) return run_gemv<F, 2, kScaled>(ctx, job, p);
+  if (job.n <= 4) return run_gemv<F, 4, kScaled>(ctx, job, p);
+  run_gemv<F, 8, kScaled>(ctx, job, p);
+}
+
+// Coded weights against act_quant'ed activations take the scaled decoders (gemv_device.cuh).
+template <WeightFormat F>
+void run_gemv_format(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) {
+  if constexpr (Chunk<F>::kCoded) {
+    if (job.act_quant) return run_gemv_rows<F, true>(ctx, job, p);
+  }
+  run_gemv_rows<F, false>(ctx, job, p);
 }
 
 }  // namespace
@@ -180,6 +236,8 @@ int64_t split_columns(const DeviceContext& ctx, int64_t row_blocks, int64_t k) {
 void gemv(DeviceContext& ctx, const GemvJob& job) {
   const LinearWeight& w = *job.w;
   FD_CHECK(job.n >= 1 && job.n <= kGemvTokens, w.name + ": GEMV takes 1..8 rows");
+  FD_CHECK(w.format != WeightFormat::Fp4Row || job.k % 32 == 0,
+           w.name + ": FP4 rows must be whole 32-column blocks");
   GemvParams p{};
   p.x = job.x;
   p.x_stride = job.x_stride;
@@ -190,31 +248,15 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   p.out_g = job.out_g;
   p.k = job.k;
   p.act_quant = job.act_quant;
-  p.vec_ok = job.k % 4 == 0;
-  const int64_t row_blocks = (job.out_g + kRowsPerBlock - 1) / kRowsPerBlock;
-  p.k_split = split_columns(ctx, row_blocks * job.groups, job.k);
-  const int64_t splits = (job.k + p.k_split - 1) / p.k_split;
-  const int64_t out_total = job.groups * job.out_g;
-  Tensor partial;
-  if (splits > 1) {
-    partial = ctx.scratch(DType::F32, Shape{splits, job.n, out_total});
-    p.out = ptr<float>(partial);
-    p.out_stride = out_total;
-    p.split_stride = job.n * out_total;
-    p.round = 0;
-  } else {
-    p.out = job.y;
-    p.out_stride = job.y_stride;
-    p.round = job.round_bf16;
-  }
-  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(splits),
-                  static_cast<unsigned>(job.groups));
-  launch_gemv(ctx, w.format, job.n, grid, p);
-  if (splits > 1) {
-    FD_CHECK(job.y_stride == out_total, w.name + ": split GEMV output must be dense");
-    FD_LAUNCH(sum_splits_kernel, dim3(blocks_for(job.n * out_total, 256)), dim3(256), 0,
-              ctx.stream(), ptr<const float>(partial), splits, job.n * out_total, job.n, out_total,
-              out_total, static_cast<int>(job.round_bf16), job.y);
+  switch (w.format) {
+    case WeightFormat::Fp8Block:
+      return run_gemv_format<WeightFormat::Fp8Block>(ctx, job, p);
+    case WeightFormat::Fp4Row:
+      return run_gemv_format<WeightFormat::Fp4Row>(ctx, job, p);
+    case WeightFormat::Bf16:
+      return run_gemv_format<WeightFormat::Bf16>(ctx, job, p);
+    case WeightFormat::F32:
+      return run_gemv_format<WeightFormat::F32>(ctx, job, p);
   }
 }
 

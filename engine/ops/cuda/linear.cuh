@@ -1,10 +1,11 @@
 // Linear layers of the CUDA backend, shared by linear.cu (dense and grouped linears) and moe.cu
-// (the experts): the activation quantiser, the weight decoders and the two paths —
-//   GEMV (at most kGemvTokens rows): each warp streams whole weight rows with 4-byte loads,
-//     decodes FP8 / FP4 / BF16 in registers and multiplies them with up to 8 activation rows
-//     staged in shared memory (act_quant'ed there); the K dimension is split across blocks when
-//     the rows alone would leave the GPU idle, and the splits are summed in order by a second
-//     kernel;
+// (the experts): the two paths —
+//   GEMV (at most kGemvTokens rows): weight-streaming kernels (gemv_device.cuh): each warp reads
+//     2 to 8 weight rows with 16-byte streaming loads (4 to 8 in flight per lane), decodes FP8 /
+//     FP4 / BF16 in registers and multiplies them with the activation rows staged in shared
+//     memory (act_quant'ed there) once per block, the block looping over its share of the row
+//     tiles (about one wave of blocks); the K dimension is split across blocks when the tiles
+//     alone would give less than a wave, and the splits are summed in order by a second kernel;
 //   GEMM (more rows): the weight dequantised to a BF16 scratch matrix (exact: every stored value
 //     is a BF16 value), the activation act_quant'ed to BF16 (exact too), one cuBLAS product with
 //     FP32 accumulation, then the BF16 rounding of the output.
@@ -28,7 +29,7 @@ struct GemvJob {
   const LinearWeight* w = nullptr;  // [groups*out_g, k]
   int64_t out_g = 0, groups = 1, k = 0;
   bool act_quant = false;
-  float* y = nullptr;  // [n, y_stride]; row o of the weight -> column o
+  float* y = nullptr;  // [n, y_stride]; row o of the weight -> column o (GEMV: any y_stride)
   int64_t y_stride = 0;
   bool round_bf16 = true;
 };

@@ -2,11 +2,16 @@
 //   moe_route: one block per token: sqrt-softplus scores, top-k of the biased scores by repeated
 //     block arg-max, or, when two of the k + 1 best are equal, by torch's selection run step by
 //     step (engine/util/torch_select.h); normalised and scaled weights; ids stay on the device.
-//   moe_experts, up to 8 rows: the routed and shared experts of every row in one grouped launch per
-//     stage, reading ids and weights on the device through a table of expert weight pointers:
-//     gate and up rows with SwiGLU fused (each warp one inter row of w1 and of w3), then the down
-//     projection per expert slot, then the FP32 sum over each row's experts in ascending id, then
-//     the shared expert. More rows: per-expert GEMMs over the rows routed to it (ids read back).
+//   moe_experts, up to 8 rows: the routed experts of every row (and the shared expert, below three
+//     rows) in one grouped launch per stage, reading ids and weights on the device through a table
+//     of expert weight pointers, on the weight-streaming loops of gemv_device.cuh: gate and up
+//     rows with SwiGLU fused (a warp reads 2 inter rows of w1 and the same 2 of w3, two chunks
+//     deep), then the down projection (8 rows a warp); each block act_quant's its slot's row into
+//     shared memory once, while its first loads are in flight, and loops over its share of the
+//     slot's row tiles. From three rows on the shared expert runs as GEMVs over all rows (its
+//     weights read once, not once per row). Then the FP32 sum over each row's experts in
+//     ascending id, then the shared expert. More rows: per-expert GEMMs over the rows routed to
+//     it (ids read back).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -22,6 +27,15 @@ namespace {
 
 constexpr int kRouteThreads = 256;
 constexpr int64_t kMaxExpertCols = 8192;  // staged activation columns of the grouped kernels
+// Rows per warp and chunks in flight per lane per row, 8 sixteen-byte loads in flight per lane
+// in both kernels: the up kernel reads kUpRows inter rows of w1 and the same of w3 two chunks
+// deep, the down kernel kDownRows rows of w2 one deep (the most that fit 128 registers).
+constexpr int kUpRows = 2, kUpDepth = 2;
+constexpr int kDownRows = 8, kDownDepth = 1;
+// From this many rows on, the shared expert runs as three GEMVs over all rows (its weights read
+// once) instead of one grouped slot per row (read once per row): below, the extra launches cost
+// about what the reads save.
+constexpr int64_t kSharedApartRows = 3;
 
 // One expert's three matrices as the kernels read them (w1, w3: [inter, dim]; w2: [dim, inter]).
 struct ExpertEntry {
@@ -37,9 +51,16 @@ struct SlotArgs {
   const int32_t* ids;        // [n, k]
   const float* weights;      // [n, k]
   int64_t n, k, slots_per_row, n_routed;
+  int64_t grouped_per_row;  // slots of a row the grouped kernels run: k, or k + 1 with the shared
   int has_shared;
   float limit;
 };
+
+// The slot of the grouped kernels' blockIdx.y.
+__device__ __forceinline__ int64_t grouped_slot(const SlotArgs& a) {
+  const int64_t y = blockIdx.y;
+  return (y / a.grouped_per_row) * a.slots_per_row + y % a.grouped_per_row;
+}
 
 // The expert of slot s (row s / slots_per_row, column j): routed columns j < k, then the shared.
 __device__ __forceinline__ int64_t slot_expert(const SlotArgs& a, int64_t s, float* weight) {
@@ -50,50 +71,6 @@ __device__ __forceinline__ int64_t slot_expert(const SlotArgs& a, int64_t s, flo
   }
   *weight = 1.0f;
   return a.n_routed;
-}
-
-__device__ __forceinline__ GemvParams matrix(const ExpertEntry& e, int m, int64_t k) {
-  GemvParams p{};
-  p.w = e.data[m];
-  p.scale = e.scale[m];
-  p.scale_cols = e.scale_cols[m];
-  p.k = k;
-  p.vec_ok = k % 4 == 0;
-  return p;
-}
-
-// Dot products of rows ra (of pa) and rb (of pb) with xs [k], over the whole warp.
-template <WeightFormat F>
-__device__ void dot_pair(const GemvParams& pa, int64_t ra, const GemvParams& pb, int64_t rb,
-                         const float* xs, float* out_a, float* out_b) {
-  constexpr int VW = Chunk<F>::VW;
-  const unsigned lane = threadIdx.x & 31u;
-  float acc_a = 0.0f, acc_b = 0.0f;
-  for (int64_t c0 = lane * VW; c0 < pa.k; c0 += 32 * VW * kUnroll) {
-    typename Chunk<F>::Raw wa[kUnroll] = {}, wb[kUnroll] = {};
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + u * 32 * VW;
-      if (c >= pa.k) continue;
-      wa[u] = load_raw<F>(pa, ra, c);
-      if (rb >= 0) wb[u] = load_raw<F>(pb, rb, c);
-    }
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + u * 32 * VW;
-      if (c >= pa.k) continue;
-      float va[VW], vb[VW];
-      decode<F>(wa[u], va);
-      decode<F>(wb[u], vb);
-      float sa = 0.0f, sb = 0.0f;
-      for (int v = 0; v < VW; ++v) {
-        sa += xs[c + v] * va[v];
-        sb += xs[c + v] * vb[v];
-      }
-      acc_a += sa * block_scale<F>(pa, ra, c);
-      if (rb >= 0) acc_b += sb * block_scale<F>(pb, rb, c);
-    }
-  }
-  *out_a = warp_sum(acc_a);
-  *out_b = warp_sum(acc_b);
 }
 
 template <class Fn>
@@ -114,56 +91,114 @@ __device__ void with_format(int32_t format, Fn&& fn) {
   }
 }
 
-// grid (inter blocks of 8 rows, slots): h[slot][i] = bf16(silu(min(g, L)) * clamp(u, ±L) * w)
-// with g = bf16(w1_i . act_quant(x)), u = bf16(w3_i . act_quant(x)).
-__global__ void __launch_bounds__(kGemvThreads)
+// Row `row` of matrix m of an expert as a warp reads it (nullptr past the matrix).
+template <WeightFormat F>
+__device__ __forceinline__ void expert_row(const ExpertEntry& e, int m, int64_t row, int64_t rows,
+                                           int64_t k, const uint8_t** data, const uint8_t** scale) {
+  const bool valid = row < rows;
+  const int64_t scale_row = F == WeightFormat::Fp8Block ? row / 32 : row;
+  *data = valid ? e.data[m] + row * Chunk<F>::bytes(k) : nullptr;
+  *scale = valid && e.scale[m] ? e.scale[m] + scale_row * e.scale_cols[m] : nullptr;
+}
+
+// One slot's activation row [k] (act_quant'ed into xs once) against row tiles blockIdx.x, +
+// gridDim.x, ... of `tiles`: `rows_of(tile)` gives the warp's R rows, `emit(tile, v)` gets the
+// sums (lane L: row L / (32 / R)).
+template <WeightFormat F, int R, int U, class RowsOf, class Emit>
+__device__ void slot_tiles(int64_t tiles, RowsOf&& rows_of, Emit&& emit, const float* x, int64_t k,
+                           float* xs) {
+  constexpr bool kScaled = Chunk<F>::kCoded;
+  stream_tiles<F, R, 1, U, kScaled>(
+      tiles, rows_of,
+      [&] { stage_rows<Chunk<F>::VW>(x, k, 1, k, true, kScaled ? kStageFactor : 1.0f, xs, 0); },
+      [&](int64_t tile, float* acc) { emit(tile, warp_sum_many<R>(acc)); }, 0, k, k, xs, 0, 1);
+}
+
+// h[i] = bf16(silu(min(g, L)) * clamp(u, +-L) * w) with g = bf16(w1_i . act_quant(x)),
+// u = bf16(w3_i . act_quant(x)), for the inter rows of this block's tiles.
+template <WeightFormat F>
+__device__ void expert_up_rows(const SlotArgs& a, const ExpertEntry& ex, bool routed, float weight,
+                               const float* x, float* h, float* xs) {
+  constexpr int64_t kTileRows = kGemvWarps * kUpRows;
+  const unsigned lane = threadIdx.x & 31u;
+  const int64_t warp_row = (threadIdx.x >> 5) * kUpRows;
+  auto rows_of = [&](int64_t tile) {
+    WarpRows<2 * kUpRows> rows;
+    FD_UNROLL
+    for (int r = 0; r < kUpRows; ++r) {
+      const int64_t i = tile * kTileRows + warp_row + r;
+      expert_row<F>(ex, 0, i, ex.inter, ex.dim, &rows.row[r], &rows.scale[r]);
+      expert_row<F>(ex, 1, i, ex.inter, ex.dim, &rows.row[kUpRows + r], &rows.scale[kUpRows + r]);
+    }
+    return rows;
+  };
+  // Lanes 0..15 hold the gate rows, lanes 16..31 the up rows (32 / (2 kUpRows) lanes each).
+  constexpr unsigned kLanes = 32 / (2 * kUpRows);
+  auto emit = [&](int64_t tile, float g) {
+    float u = __shfl_down_sync(kFullMask, g, 16);
+    const int64_t i = tile * kTileRows + warp_row + lane / kLanes;
+    if (lane >= 16 || lane % kLanes != 0 || i >= ex.inter) return;
+    g = round_bf16(g);
+    u = round_bf16(u);
+    if (a.limit > 0.0f) {
+      u = fminf(fmaxf(u, -a.limit), a.limit);
+      g = fminf(g, a.limit);
+    }
+    float v = __fmul_rn(g / (1.0f + expf(-g)), u);
+    if (routed) v = __fmul_rn(v, weight);
+    h[i] = round_bf16(v);
+  };
+  slot_tiles<F, 2 * kUpRows, kUpDepth>((ex.inter + kTileRows - 1) / kTileRows, rows_of, emit, x,
+                                       ex.dim, xs);
+}
+
+// grid (inter tile blocks, grouped slots): the gate and up rows of each slot, a block looping
+// over tiles of kGemvWarps * kUpRows inter rows.
+__global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
     expert_up_kernel(SlotArgs a, const float* x, int64_t h_stride, float* h) {
-  __shared__ __align__(16) float xs[kMaxExpertCols];
-  const int64_t slot = blockIdx.y;
+  __shared__ __align__(16) float staged[kMaxExpertCols];
+  float* xs = staged;  // (the emulation's compiler loses track of a static array in a lambda)
+  const int64_t slot = grouped_slot(a);
   float weight;
   const int64_t e = slot_expert(a, slot, &weight);
   const ExpertEntry& ex = a.table[e];
-  const int64_t i0 = static_cast<int64_t>(blockIdx.x) * (kGemvThreads / 32);
-  if (ex.data[0] == nullptr || i0 >= ex.inter) return;  // whole block: another device's expert
-  const int64_t t = slot / a.slots_per_row;
-  stage_rows(x + t * ex.dim, ex.dim, 1, ex.dim, 1, xs, kMaxExpertCols);
-  __syncthreads();
-  const int64_t i = i0 + (threadIdx.x >> 5);
-  if (i >= ex.inter) return;
-  const GemvParams p1 = matrix(ex, 0, ex.dim), p3 = matrix(ex, 1, ex.dim);
-  float g = 0.0f, u = 0.0f;
-  with_format(ex.format[0], [&]<WeightFormat F>() { dot_pair<F>(p1, i, p3, i, xs, &g, &u); });
-  if ((threadIdx.x & 31u) != 0) return;
-  g = round_bf16(g);
-  u = round_bf16(u);
-  if (a.limit > 0.0f) {
-    u = fminf(fmaxf(u, -a.limit), a.limit);
-    g = fminf(g, a.limit);
-  }
-  float v = __fmul_rn(g / (1.0f + expf(-g)), u);
-  if (e != a.n_routed) v = __fmul_rn(v, weight);
-  h[slot * h_stride + i] = round_bf16(v);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kGemvWarps * kUpRows;
+  if (ex.data[0] == nullptr || first >= ex.inter) return;  // whole block: another device's expert
+  const float* xt = x + (slot / a.slots_per_row) * ex.dim;
+  with_format(ex.format[0], [&]<WeightFormat F>() {
+    expert_up_rows<F>(a, ex, e != a.n_routed, weight, xt, h + slot * h_stride, xs);
+  });
 }
 
-// grid (dim blocks of 16 rows, slots): o[slot][d] = bf16(w2_d . act_quant(h[slot])).
-__global__ void __launch_bounds__(kGemvThreads)
+// grid (dim tile blocks, grouped slots): o[slot][d] = bf16(w2_d . act_quant(h[slot])), a block
+// looping over tiles of kGemvWarps * kDownRows rows.
+__global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
     expert_down_kernel(SlotArgs a, const float* h, int64_t h_stride, int64_t dim, float* o) {
-  __shared__ __align__(16) float xs[kMaxExpertCols];
-  const int64_t slot = blockIdx.y;
+  constexpr int64_t kTileRows = kGemvWarps * kDownRows;
+  __shared__ __align__(16) float staged[kMaxExpertCols];
+  float* xs = staged;
+  const int64_t slot = grouped_slot(a);
   float weight;
   const ExpertEntry& ex = a.table[slot_expert(a, slot, &weight)];
   if (ex.data[0] == nullptr) return;
-  stage_rows(h + slot * h_stride, ex.inter, 1, ex.inter, 1, xs, kMaxExpertCols);
-  __syncthreads();
-  const int64_t d = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5) * 2;
-  if (d >= dim) return;
-  const GemvParams p2 = matrix(ex, 2, ex.inter);
-  const int64_t d2 = d + 1 < dim ? d + 1 : -1;
-  float y0 = 0.0f, y1 = 0.0f;
-  with_format(ex.format[2], [&]<WeightFormat F>() { dot_pair<F>(p2, d, p2, d2, xs, &y0, &y1); });
-  if ((threadIdx.x & 31u) != 0) return;
-  o[slot * dim + d] = round_bf16(y0);
-  if (d2 >= 0) o[slot * dim + d2] = round_bf16(y1);
+  const unsigned lane = threadIdx.x & 31u;
+  const int64_t warp_row = (threadIdx.x >> 5) * kDownRows;
+  with_format(ex.format[2], [&]<WeightFormat F>() {
+    auto rows_of = [&](int64_t tile) {
+      WarpRows<kDownRows> rows;
+      FD_UNROLL
+      for (int r = 0; r < kDownRows; ++r)
+        expert_row<F>(ex, 2, tile * kTileRows + warp_row + r, dim, ex.inter, &rows.row[r],
+                      &rows.scale[r]);
+      return rows;
+    };
+    auto emit = [&](int64_t tile, float v) {
+      const int64_t d = tile * kTileRows + warp_row + lane / (32 / kDownRows);
+      if (lane % (32 / kDownRows) == 0 && d < dim) o[slot * dim + d] = round_bf16(v);
+    };
+    slot_tiles<F, kDownRows, kDownDepth>((dim + kTileRows - 1) / kTileRows, rows_of, emit,
+                                         h + slot * h_stride, ex.inter, xs);
+  });
 }
 
 // y[t][d] = sum of row t's routed expert outputs in ascending expert id, then the shared one
@@ -298,6 +333,29 @@ __global__ void place_rows_kernel(const float* o, const int64_t* slots, int64_t 
   out[slots[i / dim] * dim + i % dim] = o[i];
 }
 
+// The shared expert of rows [n, d] as three GEMVs over all rows at once (its weights read once,
+// not once per row) with the SwiGLU between: o rows t * o_stride / d.
+void shared_expert_rows(DeviceContext& ctx, const float* x, int64_t n, const ExpertWeights& ex,
+                        float limit, float* o, int64_t o_stride) {
+  const int64_t inter = ex.w1.out, d = ex.w1.in;
+  Tensor g = ctx.scratch(DType::F32, Shape{n, inter}), u = ctx.scratch(DType::F32, Shape{n, inter});
+  run_linear(ctx, x, n, ex.w1, kQuantLinear, ptr<float>(g));
+  run_linear(ctx, x, n, ex.w3, kQuantLinear, ptr<float>(u));
+  FD_LAUNCH(swiglu_rows_kernel, dim3(blocks_for(n * inter, 256)), dim3(256), 0, ctx.stream(),
+            ptr<float>(g), ptr<const float>(u), nullptr, n, inter, limit);
+  GemvJob job;
+  job.x = ptr<const float>(g);
+  job.x_stride = inter;
+  job.n = n;
+  job.w = &ex.w2;
+  job.out_g = d;
+  job.k = inter;
+  job.act_quant = true;
+  job.y = o;
+  job.y_stride = o_stride;
+  gemv(ctx, job);
+}
+
 ExpertEntry entry_of(const ExpertWeights* ex) {
   ExpertEntry e{};
   if (!ex) return e;
@@ -365,6 +423,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     }
   }
   const int64_t slots_per_row = k + (shared ? 1 : 0);
+  const bool grouped =
+      n <= cuda::kGemvTokens && d <= cuda::kMaxExpertCols && max_inter <= cuda::kMaxExpertCols;
+  const bool shared_apart = grouped && shared && n >= cuda::kSharedApartRows;
   Tensor o = ctx_->scratch(DType::F32, Shape{n * slots_per_row, d});
   Tensor dev_table =
       ctx_->upload_cached(experts.data(), table.data(), table.size() * sizeof(table[0]));
@@ -375,19 +436,27 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                    k,
                    slots_per_row,
                    E,
+                   shared_apart ? k : slots_per_row,
                    shared != nullptr,
                    swiglu_limit};
-  const int64_t slots = n * slots_per_row;
-  if (n <= cuda::kGemvTokens && d <= cuda::kMaxExpertCols && max_inter <= cuda::kMaxExpertCols) {
-    Tensor h = ctx_->scratch(DType::F32, Shape{slots, max_inter});
-    FD_LAUNCH(cuda::expert_up_kernel,
-              dim3(blocks_for(max_inter, cuda::kGemvThreads / 32), static_cast<unsigned>(slots)),
+  if (grouped) {
+    // About a wave of blocks: each stages its slot's row once for its share of the row tiles.
+    const int64_t slots = n * a.grouped_per_row;
+    const int64_t capacity = cuda::kGemvBlocksPerSm * static_cast<int64_t>(ctx_->multiprocessors());
+    const auto up_blocks = static_cast<unsigned>(cuda::tile_blocks(
+        blocks_for(max_inter, cuda::kGemvWarps * cuda::kUpRows), slots, capacity));
+    const auto down_blocks = static_cast<unsigned>(
+        cuda::tile_blocks(blocks_for(d, cuda::kGemvWarps * cuda::kDownRows), slots, capacity));
+    Tensor h = ctx_->scratch(DType::F32, Shape{n * slots_per_row, max_inter});
+    FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(slots)),
               dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
               ptr<float>(h));
-    FD_LAUNCH(cuda::expert_down_kernel,
-              dim3(blocks_for(d, cuda::kRowsPerBlock), static_cast<unsigned>(slots)),
+    FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(slots)),
               dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(h), max_inter, d,
               ptr<float>(o));
+    if (shared_apart)
+      cuda::shared_expert_rows(*ctx_, ptr<const float>(x), n, *shared, swiglu_limit,
+                               ptr<float>(o) + k * d, slots_per_row * d);
   } else {
     // Rows per expert need the ids on the host.
     std::vector<int32_t> host_ids(static_cast<size_t>(n * k));

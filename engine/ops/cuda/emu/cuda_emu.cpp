@@ -101,6 +101,16 @@ ThreadContext& ctx() {
   return g_block->running->thread;
 }
 
+void misaligned_access(const void* address, int bytes) {
+  const ThreadContext& t = ctx();
+  std::fprintf(stderr,
+               "cuda emulator: misaligned %d-byte access at %p by thread (%u,%u,%u) of block "
+               "(%u,%u,%u)\n",
+               bytes, address, t.thread_idx.x, t.thread_idx.y, t.thread_idx.z, t.block_idx.x,
+               t.block_idx.y, t.block_idx.z);
+  std::abort();
+}
+
 void block_barrier() {
   wait_at(g_block->block);
 }

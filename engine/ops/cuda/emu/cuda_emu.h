@@ -130,6 +130,9 @@ void warp_barrier();
 uint64_t warp_exchange(uint64_t value, unsigned src);
 // Dynamic shared memory of the running block (the launch's byte count, 16-byte aligned).
 unsigned char* dynamic_smem();
+// A vector access of `bytes` at an address not a multiple of them: the device stops with a
+// misaligned-address error; the emulation reports the thread and aborts.
+[[noreturn]] void misaligned_access(const void* address, int bytes);
 // Runs body once per thread of every block; blocks one after another.
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body);
 
