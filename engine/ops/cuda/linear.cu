@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/dequant.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/linear.cuh"
@@ -135,23 +136,6 @@ __global__ void act_quant_f32_kernel(const float* x, int64_t n, int64_t cols, fl
   const float s = e8m0_to_f32(fp8_scale_code(warp_max(fabsf(v))));
   v = e4m3_to_f32(fp8_code(v, s)) * s;
   if (c < cols) out[t * cols + c] = v;
-}
-
-// A quantised weight [rows, k] as BF16 bits (codes times scales: exact).
-__global__ void dequantize_weight_kernel(const uint8_t* w, const uint8_t* scale, int64_t scale_cols,
-                                         int64_t rows, int64_t k, int fp4, uint16_t* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= rows * k) return;
-  const int64_t r = i / k, c = i % k;
-  float v;
-  if (fp4) {
-    const uint8_t byte = w[r * (k / 2) + c / 2];
-    v = e2m1_to_f32((c & 1) ? (byte >> 4) : (byte & 0xFu)) *
-        e8m0_to_f32(scale[r * scale_cols + c / 32]);
-  } else {
-    v = e4m3_to_f32(w[i]) * e8m0_to_f32(scale[(r / 32) * scale_cols + c / 32]);
-  }
-  out[i] = f32_to_bf16_bits(v);
 }
 
 __global__ void round_rows_kernel(float* y, int64_t n, int64_t cols, int64_t stride) {
@@ -298,10 +282,7 @@ void gemm(DeviceContext& ctx, const GemvJob& job) {
       a.w = w.data.bytes();
     } else {
       win = ctx.scratch(DType::BF16, Shape{out_total, job.k});
-      FD_LAUNCH(dequantize_weight_kernel, dim3(blocks_for(out_total * job.k, 256)), dim3(256), 0,
-                ctx.stream(), ptr<const uint8_t>(w.data), ptr<const uint8_t>(w.scale),
-                w.scale.dim(1), out_total, job.k,
-                static_cast<int>(w.format == WeightFormat::Fp4Row), ptr<uint16_t>(win));
+      dequantize_to_bf16(ctx, w, out_total, job.k, ptr<uint16_t>(win));
       a.w = win.bytes();
     }
   }
