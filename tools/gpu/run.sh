@@ -10,7 +10,9 @@
 # The GPU machine has no Qt, no SQLite and possibly none of the build's other Debian packages:
 # a deps/ folder beside this tree's root (tools/gpu/pack_deps.sh writes it here) is searched first.
 # Environment: OUT (required), BUDGET_S (seconds for the whole script, default 440), JOBS,
-# GOLDEN=0 to skip the golden tests (when the checkout's tests/data is not this tree's).
+# GOLDEN=0 to skip the golden tests (when the checkout's tests/data is not this tree's), QUICK=1
+# for the tests and a batch-1 layer table only (a short device call: no GEMV bench, profile,
+# model bench or CLI round).
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -43,9 +45,11 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_P
 
 stage build | tee "$OUT/build.log"
 BUILD=build/engine-only
-run_for 200 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+run_for 100 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DFLASHDESK_WERROR=OFF "${DEPS_ARGS[@]}" >> "$OUT/build.log" 2>&1
-run_for 180 cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
+# Reserves (the seconds kept for the stages after one) are smaller in a QUICK call.
+if [ "${QUICK:-0}" = 1 ]; then R_BUILD=50 R_TESTS=40; else R_BUILD=180 R_TESTS=200; fi
+run_for "$R_BUILD" cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
   cuda_model_bench cuda_gemv_bench >> "$OUT/build.log" 2>&1
 echo "core build exit $?" >> "$OUT/build.log"
 # The golden tests live in engine_tests: built while the op tests run.
@@ -58,12 +62,15 @@ else
 fi
 
 stage cuda_tests | tee -a "$OUT/build.log"
-run_for 200 "$BUILD/tests/cuda_tests" > "$OUT/cuda_tests.log" 2>&1
+run_for "$R_TESTS" "$BUILD/tests/cuda_tests" > "$OUT/cuda_tests.log" 2>&1
 echo "cuda_tests exit $?" >> "$OUT/cuda_tests.log"
 
 stage bench_layers
-run_for 100 "$BUILD/bench/cuda_layer_bench" --iters 10 > "$OUT/bench_layers.md" 2>&1
+if [ "${QUICK:-0}" = 1 ]; then LAYER_ARGS=(--iters 5 --batches 1 --prefill 2048); else LAYER_ARGS=(--iters 10); fi
+run_for 100 "$BUILD/bench/cuda_layer_bench" "${LAYER_ARGS[@]}" > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
+
+if [ "${QUICK:-0}" != 1 ]; then
 
 # The decode GEMVs of a layer's shapes at 1..8 rows and MoE steps at 1 and 8 rows against the
 # copy bandwidth (a few seconds), appended to the layer table.
@@ -118,6 +125,8 @@ stage cli
       --backend "$b" --limit 2 --prefill exact
   done
 } > "$OUT/cli.log" 2>&1
+
+fi  # QUICK
 
 stage golden
 [ -n "$TESTS_BUILD" ] && wait "$TESTS_BUILD"

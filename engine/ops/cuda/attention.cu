@@ -94,12 +94,12 @@ __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, uint16_t
     const uint8_t* row = rows[s];
     if (row && !fp4s[s]) {  // FP8 window row: dim codes, then one UE8M0 scale per 32
       if (words_aligned)
-        raw[u] = *reinterpret_cast<const uint32_t*>(row + d);
+        raw[u] = load_aligned<uint32_t>(row + d);
       else
         raw[u] = row[d] | (row[d + 1] << 8) | (row[d + 2] << 16) | (uint32_t{row[d + 3]} << 24);
       scale[u] = row[a.dim + d / 32];
     } else if (row) {  // FP4 entry: dim / 2 bytes of codes, then one E4M3 scale per 16
-      raw[u] = *reinterpret_cast<const uint16_t*>(row + d / 2);
+      raw[u] = load_aligned<uint16_t>(row + d / 2);
       scale[u] = row[a.dim / 2 + d / 16];
     }
   }
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float
       const uint16_t* k = keys + lane * stride;
       float acc = 0.0f;
       for (int64_t d = 0; d < a.dim; d += 2) {
-        const uint32_t pair = *reinterpret_cast<const uint32_t*>(k + d);
+        const uint32_t pair = load_aligned<uint32_t>(k + d);
         acc += q[d] * bf16_bits_to_f32(pair & 0xFFFFu);
         acc += q[d + 1] * bf16_bits_to_f32(pair >> 16);
       }

@@ -22,12 +22,12 @@ __global__ void dequantize_by_eight_kernel(const uint8_t* w, const uint8_t* scal
   const int64_t r = i / per_row, c = (i % per_row) * 8;
   float v[8];
   if constexpr (Fp4) {
-    const uint32_t codes = *reinterpret_cast<const uint32_t*>(w + r * (k / 2) + c / 2);
+    const uint32_t codes = load_aligned<uint32_t>(w + r * (k / 2) + c / 2);
     const float s = e8m0_to_f32(scale[r * scale_cols + c / 32]);
     FD_UNROLL
     for (int j = 0; j < 8; ++j) v[j] = e2m1_to_f32((codes >> (4 * j)) & 0xFu) * s;
   } else {
-    const uint2 codes = *reinterpret_cast<const uint2*>(w + r * k + c);
+    const uint2 codes = load_aligned<uint2>(w + r * k + c);
     const float s = e8m0_to_f32(scale[(r / 32) * scale_cols + c / 32]);
     FD_UNROLL
     for (int j = 0; j < 4; ++j) {

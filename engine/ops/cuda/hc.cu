@@ -27,29 +27,57 @@ __device__ float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
-// Sinkhorn of MODEL-REFERENCE §4.1 on one hc x hc matrix, in the CPU reference's order.
-__device__ void sinkhorn(float* c, int64_t hc, int64_t iters, float eps) {
-  for (int64_t j = 0; j < hc; ++j) {
-    float* row = c + j * hc;
+// Sinkhorn of MODEL-REFERENCE §4.1 on one HC x HC matrix, in the CPU reference's order. HC is a
+// compile-time size so every index is one after unrolling and c stays in registers: with a
+// run-time size c sat in local memory and this one thread's 20 rounds were most of a decode
+// step's mix (61 µs).
+template <int HC>
+__device__ void sinkhorn(float* c, int64_t iters, float eps) {
+  FD_UNROLL
+  for (int j = 0; j < HC; ++j) {
+    float* row = c + j * HC;
     float mx = row[0];
-    for (int64_t k = 1; k < hc; ++k) mx = fmaxf(mx, row[k]);
+    FD_UNROLL
+    for (int k = 1; k < HC; ++k) mx = fmaxf(mx, row[k]);
     float sum = 0.0f;
-    for (int64_t k = 0; k < hc; ++k) sum += (row[k] = expf(row[k] - mx));
-    for (int64_t k = 0; k < hc; ++k) row[k] = row[k] / sum + eps;
+    FD_UNROLL
+    for (int k = 0; k < HC; ++k) sum += (row[k] = expf(row[k] - mx));
+    FD_UNROLL
+    for (int k = 0; k < HC; ++k) row[k] = row[k] / sum + eps;
   }
   for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
-    if (it > 0)
-      for (int64_t j = 0; j < hc; ++j) {
+    if (it > 0) {
+      FD_UNROLL
+      for (int j = 0; j < HC; ++j) {
         float sum = 0.0f;
-        for (int64_t k = 0; k < hc; ++k) sum += c[j * hc + k];
-        for (int64_t k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
+        FD_UNROLL
+        for (int k = 0; k < HC; ++k) sum += c[j * HC + k];
+        FD_UNROLL
+        for (int k = 0; k < HC; ++k) c[j * HC + k] /= sum + eps;
       }
-    for (int64_t k = 0; k < hc; ++k) {
+    }
+    FD_UNROLL
+    for (int k = 0; k < HC; ++k) {
       float sum = 0.0f;
-      for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k];
-      for (int64_t j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
+      FD_UNROLL
+      for (int j = 0; j < HC; ++j) sum += c[j * HC + k];
+      FD_UNROLL
+      for (int j = 0; j < HC; ++j) c[j * HC + k] /= sum + eps;
     }
   }
+}
+
+// comb of one row: the HC x HC logits from the mixes m (scaled by r), Sinkhorn, stored.
+template <int HC>
+__device__ void comb_of_row(const float* m, float r, const float* scale, const float* base,
+                            int64_t iters, float eps, float* out) {
+  float c[HC * HC];
+  FD_UNROLL
+  for (int j = 0; j < HC * HC; ++j)
+    c[j] = __fadd_rn(__fmul_rn(m[2 * HC + j] * r, scale[2]), base[2 * HC + j]);
+  sinkhorn<HC>(c, iters, eps);
+  FD_UNROLL
+  for (int j = 0; j < HC * HC; ++j) out[j] = c[j];
 }
 
 // The 25 sums of one row tile over one split of the flat dimension, written to
@@ -120,11 +148,17 @@ __global__ void __launch_bounds__(kMixThreads)
     post[row * hc + j] =
         2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + j] * r, scale[1]), base[hc + j]));
   }
-  float c[kMaxHc * kMaxHc];
-  for (int64_t j = 0; j < hc * hc; ++j)
-    c[j] = __fadd_rn(__fmul_rn(m[2 * hc + j] * r, scale[2]), base[2 * hc + j]);
-  sinkhorn(c, hc, s.iters, s.hc_eps);
-  for (int64_t j = 0; j < hc * hc; ++j) comb[row * hc * hc + j] = c[j];
+  float* out = comb + row * hc * hc;
+  switch (hc) {  // hc <= kMaxHc, checked by the caller
+    case 1:
+      return comb_of_row<1>(m, r, scale, base, s.iters, s.hc_eps, out);
+    case 2:
+      return comb_of_row<2>(m, r, scale, base, s.iters, s.hc_eps, out);
+    case 3:
+      return comb_of_row<3>(m, r, scale, base, s.iters, s.hc_eps, out);
+    default:
+      return comb_of_row<4>(m, r, scale, base, s.iters, s.hc_eps, out);
+  }
 }
 
 // u [n, d] = bf16(sum_j pre[j] * X_j), FP32 sum over j in order.

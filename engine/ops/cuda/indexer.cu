@@ -56,8 +56,9 @@ __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_
 }
 
 // MaxHeads (32 or 64) bounds the unrolled head loops: V4.1's 32 index heads need not pay for 64.
-// Per thread: the entry's 16 code bytes of a 32-value block as four 4-byte loads (rows are
-// 4-byte aligned: dim / 2 + dim / 32 bytes, dim a multiple of 32), q read four floats at a time.
+// Per thread: the entry's 16 code bytes of a 32-value block as four 4-byte loads where rows are
+// 4-byte aligned (dim / 2 + dim / 32 bytes: dim a multiple of 128), else bytes; q read four
+// floats at a time.
 template <int MaxHeads>
 __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a, float* scores) {
   FD_DYNAMIC_SMEM(float, qs);
@@ -72,27 +73,31 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a
     return;
   }
   const int64_t row_bytes = a.dim / 2 + a.dim / 32;
+  const bool words_aligned = row_bytes % 4 == 0;  // dim a multiple of 128 (the model's 128)
   const uint8_t* row = a.keys + s * row_bytes;
   float dh[MaxHeads];
   FD_UNROLL
   for (int h = 0; h < MaxHeads; ++h) dh[h] = 0.0f;
   for (int64_t j = 0; j < a.dim / 32; ++j) {
     const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
-    const uint32_t* codes = reinterpret_cast<const uint32_t*>(row + j * 16);
+    const uint8_t* codes = row + j * 16;
     uint32_t word[4];
     FD_UNROLL
-    for (int w = 0; w < 4; ++w) word[w] = codes[w];
+    for (int w = 0; w < 4; ++w)
+      word[w] = words_aligned ? load_aligned<uint32_t>(codes + 4 * w)
+                              : codes[4 * w] | (codes[4 * w + 1] << 8) | (codes[4 * w + 2] << 16) |
+                                    (uint32_t{codes[4 * w + 3]} << 24);
     float kv[32];
     FD_UNROLL
     for (int i = 0; i < 32; ++i) kv[i] = e2m1_to_f32((word[i / 8] >> (4 * (i % 8))) & 0xFu) * scale;
     FD_UNROLL
     for (int h = 0; h < MaxHeads; ++h) {
       if (h < a.heads) {
-        const float4* qh = reinterpret_cast<const float4*>(qs + h * a.dim + j * 32);
+        const float* qh = qs + h * a.dim + j * 32;
         float acc = dh[h];
         FD_UNROLL
         for (int i = 0; i < 8; ++i) {
-          const float4 q4 = qh[i];
+          const float4 q4 = load_aligned<float4>(qh + 4 * i);
           acc += q4.x * kv[4 * i];
           acc += q4.y * kv[4 * i + 1];
           acc += q4.z * kv[4 * i + 2];

@@ -93,6 +93,22 @@ __device__ __forceinline__ uint4 load_streaming(const void* p) {
 #endif
 }
 
+// A T-sized word at p, which must be a multiple of sizeof(T) apart from 0 (a misaligned vector
+// load stops the device with error 716 and poisons its context): the emulation checks it, so
+// the tests on the CPU catch what only the GPU would.
+template <class T>
+__device__ __forceinline__ T load_aligned(const void* p) {
+#ifdef FLASHDESK_CUDA_EMU
+  if ((reinterpret_cast<uintptr_t>(p) % sizeof(T)) != 0)
+    fd_emu::misaligned_access(p, static_cast<int>(sizeof(T)));
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#else
+  return *reinterpret_cast<const T*>(p);
+#endif
+}
+
 __device__ __forceinline__ int64_t lmin(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
