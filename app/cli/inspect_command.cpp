@@ -1,6 +1,8 @@
 // `flashdesk-cli inspect DIR|config.json`: the config in brief, the layer-role table, parameter
 // counts, bytes by dtype and the KV bytes per token; with weights present it also validates the
-// checkpoint and prints its fingerprint and how the weights were digested for it.
+// checkpoint and prints its fingerprint and how the weights were digested for it. With --plan:
+// where each part of the model would live on a machine (engine/placement/placement_plan.h), this
+// one (--devices auto) or one described by the options.
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -9,6 +11,8 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/model_stats.h"
+#include "engine/ops/cuda/cuda_devices.h"
+#include "engine/placement/placement_plan.h"
 #include "engine/util/error.h"
 #include "engine/util/sha256.h"
 
@@ -50,8 +54,8 @@ void print_summary(const ModelConfig& c) {
   const TextConfig& t = c.text;
   std::printf("model: %s (%s)\n", c.name.c_str(), c.model_type.c_str());
   std::printf("layers: %lld main + %lld DSpark stages; hidden %lld; vocab %lld\n",
-              (long long)t.num_hidden_layers, (long long)dspark_stages(t),
-              (long long)t.hidden_size, (long long)t.vocab_size);
+              (long long)t.num_hidden_layers, (long long)dspark_stages(t), (long long)t.hidden_size,
+              (long long)t.vocab_size);
   std::printf(
       "attention: %lld heads x %lld (rope %lld), q_lora %lld, output %lld groups x %lld, "
       "window %lld\n",
@@ -144,14 +148,99 @@ void print_digest_report(const WeightDigestReport& r) {
   if (!r.cache_note.empty()) std::printf("note: %s\n", r.cache_note.c_str());
 }
 
+uint64_t gib_bytes(double gib_value, const char* what) {
+  if (!(gib_value >= 0) || gib_value > 1e6)
+    throw InvalidRequest(std::string(what) + ": expected GiB between 0 and 1e6, got " +
+                         std::to_string(gib_value));
+  return static_cast<uint64_t>(gib_value * static_cast<double>(1ull << 30));
+}
+
+double gb_per_s(double value, const char* what) {
+  if (!(value > 0) || value > 1e6)
+    throw InvalidRequest(std::string(what) + ": expected GB/s above 0, got " +
+                         std::to_string(value));
+  return value * 1e9;
+}
+
+// MemAvailable of /proc/meminfo in bytes (0 where it cannot be read).
+uint64_t available_host_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char key[64];
+  unsigned long long kib = 0, found = 0;
+  while (std::fscanf(f, "%63s %llu kB", key, &kib) == 2)
+    if (std::string(key) == "MemAvailable:") {
+      found = kib;
+      break;
+    }
+  std::fclose(f);
+  return static_cast<uint64_t>(found) * 1024;
+}
+
+// The machine --plan describes: this one's GPUs (free memory) with --devices auto, else N GPUs
+// of --gpu-mem GiB each.
+MachineSpec machine_of(const cxxopts::ParseResult& args) {
+  MachineSpec m;
+  const std::string devices = args["devices"].as<std::string>();
+  if (devices == "auto") {
+    for (const CudaDeviceInfo& d : cuda_devices()) m.gpu_bytes.push_back(d.free_bytes);
+  } else {
+    int n = -1;
+    try {
+      size_t used = 0;
+      n = std::stoi(devices, &used);
+      if (used != devices.size()) n = -1;
+    } catch (const std::exception&) {
+      n = -1;
+    }
+    if (n < 0 || n > 64)
+      throw InvalidRequest("--devices: expected auto or a GPU count 0-64, got '" + devices + "'");
+    m.gpu_bytes.assign(static_cast<size_t>(n),
+                       gib_bytes(args["gpu-mem"].as<double>(), "--gpu-mem"));
+  }
+  const std::string host = args["host-mem"].as<std::string>();
+  if (host == "auto") {
+    m.host_bytes = available_host_bytes();
+  } else {
+    double value = -1;
+    try {
+      size_t used = 0;
+      value = std::stod(host, &used);
+      if (used != host.size()) value = -1;
+    } catch (const std::exception&) {
+      value = -1;
+    }
+    m.host_bytes = gib_bytes(value, "--host-mem");
+  }
+  m.gpu_reserve = gib_bytes(args["gpu-reserve"].as<double>(), "--gpu-reserve");
+  m.gpu_bandwidth = gb_per_s(args["gpu-bw"].as<double>(), "--gpu-bw");
+  m.host_bandwidth = gb_per_s(args["host-bw"].as<double>(), "--host-bw");
+  m.ssd_bandwidth = gb_per_s(args["ssd-bw"].as<double>(), "--ssd-bw");
+  return m;
+}
+
 }  // namespace
 
 int run_inspect(int argc, char** argv) {
   cxxopts::Options opts("flashdesk-cli inspect",
                         "Summarise a model directory (validating its weights) or a config.json");
   opts.add_options()("path", "model directory or config.json", cxxopts::value<std::string>())(
-      "allow-partial", "accept a partial checkpoint (make-random --layers)")("h,help",
-                                                                             "show this help");
+      "allow-partial", "accept a partial checkpoint (make-random --layers)")(
+      "plan", "print where each part of the model would live (GPUs, host RAM, SSD)")(
+      "devices", "with --plan: auto (this machine's GPUs) or a GPU count",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "gpu-mem", "with --plan and a GPU count: GiB per GPU",
+      cxxopts::value<double>()->default_value("141"))(
+      "host-mem", "with --plan: GiB of host memory the model may use, or auto (MemAvailable)",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "gpu-reserve", "with --plan: GiB kept per GPU for KV caches and scratch",
+      cxxopts::value<double>()->default_value("8"))(
+      "gpu-bw", "with --plan: GB/s of one GPU's memory",
+      cxxopts::value<double>()->default_value("4800"))(
+      "host-bw", "with --plan: GB/s of host memory",
+      cxxopts::value<double>()->default_value("100"))("ssd-bw", "with --plan: GB/s of the SSD",
+                                                      cxxopts::value<double>()->default_value("7"))(
+      "h,help", "show this help");
   opts.parse_positional({"path"});
   const auto args = opts.parse(argc, argv);
   if (args.count("help") || !args.count("path")) {
@@ -162,6 +251,12 @@ int run_inspect(int argc, char** argv) {
   std::unique_ptr<Checkpoint> ckpt;
   ModelConfig config;
   const bool is_dir = std::filesystem::is_directory(path);
+  if (args.count("plan")) {  // the config is enough: no need to read (and digest) the weights
+    const ModelConfig planned = load_model_config((is_dir ? path / "config.json" : path).string());
+    const MachineSpec machine = machine_of(args);
+    std::printf("%s", describe_plan(planned, machine, plan_placement(planned, machine)).c_str());
+    return 0;
+  }
   const bool has_weights =
       is_dir && (std::filesystem::exists(path / "model.safetensors") ||
                  std::filesystem::exists(path / "model.safetensors.index.json"));

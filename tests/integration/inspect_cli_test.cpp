@@ -63,6 +63,23 @@ TEST(InspectCli, FullSizeConfigRolesAndKvBytes) {
   EXPECT_NE(r.output.find("checkpoint: no weights"), std::string::npos);
 }
 
+// --plan from the config alone, for a machine the options describe; bad values are messages.
+TEST(InspectCli, PlanForAMachineTheOptionsDescribe) {
+  const auto r = run_cli("inspect " + asset("deepseek-v4.1-flash.json") +
+                         " --plan --devices 1 --gpu-mem 141 --host-mem 512");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("on 1 GPU(s) of 141 GiB + 512 GiB host memory"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("| routed experts, layers 0-"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| host RAM | CPU computes |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tokens/s"), std::string::npos) << r.output;
+  const auto bad =
+      run_cli("inspect " + asset("deepseek-v4.1-flash.json") + " --plan --devices two");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--devices: expected auto or a GPU count"), std::string::npos)
+      << bad.output;
+}
+
 TEST(InspectCli, DirectoryWithOnlyAConfig) {
   testing::TempDir dir;
   testing::write_text(dir / "config.json", testing::read_text(asset("test-every-role.json")));
