@@ -12,6 +12,7 @@
 #include "ui/cache_panel.h"
 #include "ui/effort_control.h"
 #include "ui/main_window.h"
+#include "ui/placement_view.h"
 #include "ui/session_sidebar.h"
 #include "ui/theme.h"
 #include "ui/welcome_text.h"
@@ -77,6 +78,9 @@ void MainWindow::buildViewMenu() {
   cache->setText(tr("&Cache panel"));
   cache->setShortcut(QKeySequence(tr("Ctrl+Shift+K")));
   view->addAction(cache);
+  QAction* placement = view->addAction(tr("Model &placement…"), this,
+                                       [this] { open_placement_dialog(this, model_dir_); });
+  placement->setObjectName(QStringLiteral("showPlacement"));
 }
 
 QAction* MainWindow::themeAction(ThemeChoice choice) const {

@@ -11,7 +11,7 @@
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/model_stats.h"
-#include "engine/ops/cuda/cuda_devices.h"
+#include "engine/placement/machine_detect.h"
 #include "engine/placement/placement_plan.h"
 #include "engine/util/error.h"
 #include "engine/util/sha256.h"
@@ -162,28 +162,13 @@ double gb_per_s(double value, const char* what) {
   return value * 1e9;
 }
 
-// MemAvailable of /proc/meminfo in bytes (0 where it cannot be read).
-uint64_t available_host_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char key[64];
-  unsigned long long kib = 0, found = 0;
-  while (std::fscanf(f, "%63s %llu kB", key, &kib) == 2)
-    if (std::string(key) == "MemAvailable:") {
-      found = kib;
-      break;
-    }
-  std::fclose(f);
-  return static_cast<uint64_t>(found) * 1024;
-}
-
 // The machine --plan describes: this one's GPUs (free memory) with --devices auto, else N GPUs
 // of --gpu-mem GiB each.
 MachineSpec machine_of(const cxxopts::ParseResult& args) {
   MachineSpec m;
   const std::string devices = args["devices"].as<std::string>();
   if (devices == "auto") {
-    for (const CudaDeviceInfo& d : cuda_devices()) m.gpu_bytes.push_back(d.free_bytes);
+    m.gpu_bytes = detect_machine().gpu_bytes;
   } else {
     int n = -1;
     try {

@@ -1,7 +1,9 @@
 // The whole app on the real demo model (assets/models/flash-tiny, CPU): the effort line of the
 // rendered prompt, streaming, GUI latency during generation, sessions surviving a restart, broken
 // model folders, search / rename / delete. Pictures: image_chat_test.cpp.
+#include <QAction>
 #include <QCheckBox>
+#include <QDialog>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QLabel>
@@ -63,6 +65,25 @@ class AppTest : public QObject {
         },
         10'000));
     QCOMPARE(view->messageCount(), 2);
+  }
+
+  // View > Model placement shows the planner's answer for the loaded model on this machine.
+  void placementDialogShowsWhereTheModelLives() {
+    QTemporaryDir data;
+    App app(data.path(), kModel);
+    QVERIFY(app.wait_model());
+    auto* action = app.window->findChild<QAction*>(QStringLiteral("showPlacement"));
+    QVERIFY(action);
+    action->trigger();
+    auto* dialog = app.window->findChild<QDialog*>(QStringLiteral("placementDialog"));
+    QVERIFY(dialog);
+    auto* text = dialog->findChild<QPlainTextEdit*>(QStringLiteral("placementText"));
+    QVERIFY(text);
+    const QString plan = text->toPlainText();
+    QVERIFY2(plan.contains(QStringLiteral("placement of flash-tiny")), qPrintable(plan));
+    QVERIFY2(plan.contains(QStringLiteral("routed experts")), qPrintable(plan));
+    QVERIFY2(plan.contains(QStringLiteral("tokens/s")), qPrintable(plan));
+    dialog->close();
   }
 
   void sliderChangesTheRenderedEffortLine() {
