@@ -20,6 +20,7 @@
 #include "engine/model/model.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/runtime/chat_engine.h"
+#include "engine/runtime/rank_group.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -161,6 +162,10 @@ cxxopts::Options logits_options() {
       "effort", "with --prompt: reasoning effort 1-100, low, high or max",
       cxxopts::value<std::string>()->default_value("high"))(
       "threads", "CPU threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
+      "ranks",
+      "split the model over N ranks of this process (CPU backends; heads, output "
+      "groups and experts per rank, as over N GPUs)",
+      cxxopts::value<int>()->default_value("1"))(
       "backend", "cpu-reference (the plain reference), cpu (optimised, same bits), cuda or cuda:N",
       cxxopts::value<std::string>()->default_value("cpu-reference"))("h,help", "this help");
   return opts;
@@ -179,6 +184,16 @@ void check_logits_args(const cxxopts::ParseResult& args) {
   if (args["decode"].as<int64_t>() < 0) throw InvalidRequest("--decode must be >= 0");
   if (args.count("block-caches") && !args.count("block-inputs"))
     throw InvalidRequest("--block-caches needs --block-inputs (the caches come from that file)");
+  const int ranks = args["ranks"].as<int>();
+  if (ranks < 1 || ranks > 64) throw InvalidRequest("--ranks must be 1-64");
+  if (ranks > 1) {
+    const std::string backend = args["backend"].as<std::string>();
+    if (backend != "cpu" && backend != "cpu-reference")
+      throw InvalidRequest("--ranks runs on the CPU backends (cpu, cpu-reference), not " + backend);
+    for (const char* alone : {"dump", "block-inputs", "image", "all-positions", "decode-ids"})
+      if (args.count(alone))
+        throw InvalidRequest(std::string("--ranks does not combine with --") + alone);
+  }
 }
 
 // What runs: the prompt (from --ids, --prompt with its images, or a --block-inputs file) and the
@@ -334,6 +349,54 @@ void run_decode(LogitsRun& run, const LogitsInput& in, int64_t steps, std::span<
   }
 }
 
+// --ranks N: the prompt and greedy decode steps on a RankGroup; the logits and ids only.
+int run_ranked(const cxxopts::ParseResult& args, std::shared_ptr<const Checkpoint> ckpt,
+               const LogitsInput& in, int64_t steps, PrefillMode mode,
+               const ModelOptions& model_options, const std::string& model_dir) {
+  const int ranks = args["ranks"].as<int>();
+  const std::string backend = args["backend"].as<std::string>();
+  const int threads = args["threads"].as<int>();
+  const int per_rank = threads > 0 ? std::max(1, threads / ranks) : 1;
+  RankGroup group(
+      ckpt, ranks, [&](int) { return make_backend(backend, per_rank); }, model_options);
+  const auto P = static_cast<int64_t>(in.prompt.size());
+  const int64_t V = group.config().text.vocab_size;
+  std::vector<TensorData> out;
+  out.push_back(data("prompt_ids", DType::I64, {P},
+                     std::vector<int64_t>(in.prompt.begin(), in.prompt.end())));
+  std::vector<float> last = group.prefill(in.prompt, PrefillOptions{mode, 0, false});
+  out.push_back(data("prefill_logits", DType::F32, {1, V}, last));
+  std::vector<float> logits;
+  std::vector<int64_t> ids, positions, argmaxes;
+  for (int64_t t = 0; t < steps; ++t) {
+    const auto id = static_cast<int32_t>(argmax(last));
+    last = group.decode(id);
+    ids.push_back(id);
+    positions.push_back(P + t);
+    argmaxes.push_back(argmax(last));
+    logits.insert(logits.end(), last.begin(), last.end());
+  }
+  if (steps > 0) {
+    out.push_back(data("decode_logits", DType::F32, {steps, V}, logits));
+    out.push_back(data("decode_input_ids", DType::I64, {steps}, ids));
+    out.push_back(data("decode_positions", DType::I64, {steps}, positions));
+    out.push_back(data("decode_argmax", DType::I64, {steps}, argmaxes));
+  }
+  const std::string name = !group.config().name.empty()
+                               ? group.config().name
+                               : std::filesystem::path(model_dir).filename().string();
+  write_safetensors(args["out"].as<std::string>(), out,
+                    {{"engine", std::string("flashdesk ") + FLASHDESK_VERSION},
+                     {"prefill_mode", mode == PrefillMode::Exact ? "exact" : "bounded"},
+                     {"config_name", name},
+                     {"all_positions", "false"},
+                     {"ranks", std::to_string(ranks)}});
+  std::printf("wrote %s: %lld prompt tokens, %lld decode steps, %d ranks\n",
+              args["out"].as<std::string>().c_str(), static_cast<long long>(P),
+              static_cast<long long>(steps), ranks);
+  return 0;
+}
+
 }  // namespace
 
 int run_logits(int argc, char** argv) {
@@ -357,9 +420,11 @@ int run_logits(int argc, char** argv) {
   const PrefillMode mode = parse_prefill_mode(args["prefill"].as<std::string>());
   const bool all_positions = args.count("all-positions") > 0;
 
-  const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
   ModelOptions model_options;  // a published directory: the token map built from tokenizer.json
   model_options.engram_cache_dir = engram_cache_dir({});
+  if (args["ranks"].as<int>() > 1)
+    return run_ranked(args, ckpt, in, steps, mode, model_options, model_dir);
+  const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
   Model model(ckpt, *backend, model_options);
   SequenceState state = model.new_sequence();
   std::vector<TensorData> out;

@@ -1,73 +1,65 @@
-// The multi-device split described by the sharding table, run in one process: two ranks (threads),
-// each with its own CPU backend and its slice of the weights (heads, output groups, experts),
-// joined by an in-process all-reduce. The model code is the single-device code; the logits match
-// the single-device model up to the FP32 order of the reductions.
-#include <barrier>
-#include <thread>
+// The multi-device split described by the sharding table, run in one process (RankGroup): ranks
+// in threads, each with its own CPU backend and its slice of the weights (heads, output groups,
+// experts), joined by the in-process all-reduce (ThreadCollective). The model code is the
+// single-device code; the logits match one device up to the FP32 order of the reductions.
+#include <memory>
 
-#include "engine/ops/collective.h"
+#include "engine/runtime/rank_group.h"
 #include "tests/engine/model_test_util.h"
 
 namespace flashdesk::test {
 namespace {
 
-// All-reduce among threads: each rank posts its tensor, every rank sums them in rank order.
-class ThreadCollective final : public Collective {
- public:
-  struct Shared {
-    explicit Shared(int world) : world(world), posted(static_cast<size_t>(world)), sync(world) {}
-    int world;
-    std::vector<const float*> posted;
-    std::barrier<> sync;
-  };
-  ThreadCollective(Shared& shared, int rank) : shared_(shared), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int world() const override { return shared_.world; }
-  void all_reduce_sum(Tensor& t) override {
-    const int64_t n = t.numel();
-    shared_.posted[static_cast<size_t>(rank_)] = t.data<float>();
-    shared_.sync.arrive_and_wait();
-    std::vector<float> sum(static_cast<size_t>(n), 0.0f);
-    for (int r = 0; r < shared_.world; ++r)
-      for (int64_t i = 0; i < n; ++i)
-        sum[static_cast<size_t>(i)] += shared_.posted[static_cast<size_t>(r)][i];
-    shared_.sync.arrive_and_wait();  // everyone has read every rank's tensor
-    std::copy(sum.begin(), sum.end(), t.data<float>());
-    shared_.sync.arrive_and_wait();
-  }
+std::unique_ptr<Backend> cpu_rank(int) {
+  return std::make_unique<CpuReferenceBackend>(1);
+}
 
- private:
-  Shared& shared_;
-  int rank_;
-};
-
-TEST(ShardedModel, TwoRanksMatchOneDevice) {
-  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(every_role_model_dir());
-  const auto ids = test_prompt(24, ckpt->config().text.vocab_size, 11);
+// One device against `ranks` ranks: prefill logits and three greedy decode steps' logits.
+void expect_ranks_match_one_device(const std::filesystem::path& dir, int ranks, uint32_t seed) {
+  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(dir);
+  const auto ids = test_prompt(24, ckpt->config().text.vocab_size, seed);
   CpuReferenceBackend one_be(1);
   Model one(ckpt, one_be);
   SequenceState s = one.new_sequence();
-  const auto want = one.prefill(s, ids, PrefillOptions{});
-  const auto want_next = one.decode(s, ids[3]);
+  std::vector<std::vector<float>> want = {one.prefill(s, ids, PrefillOptions{})};
+  RankGroup group(ckpt, ranks, cpu_rank);
+  ASSERT_EQ(group.ranks(), ranks);
+  std::vector<std::vector<float>> got = {group.prefill(ids, PrefillOptions{})};
+  for (int step = 0; step < 3; ++step) {  // the single device's greedy choice feeds both
+    const auto next = static_cast<int32_t>(
+        std::max_element(want.back().begin(), want.back().end()) - want.back().begin());
+    want.push_back(one.decode(s, next));
+    got.push_back(group.decode(next));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    // Partial sums add in another order before the BF16 rounding: about one BF16 ulp of drift
+    // per affected value, far below the logits' spread.
+    EXPECT_LE(max_abs_diff(got[i], want[i]), 0.02 * max_abs(want[i]))
+        << dir.filename() << " ranks " << ranks << " step " << i;
+    EXPECT_GT(max_abs(got[i]), 0.0f);
+  }
+}
 
-  ThreadCollective::Shared shared(2);
-  std::vector<std::vector<float>> got(2), got_next(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.emplace_back([&, r] {
-      CpuReferenceBackend be(1);
-      ThreadCollective comm(shared, r);
-      Model part(ckpt, be, ModelOptions{}, &comm);
-      SequenceState st = part.new_sequence();
-      got[static_cast<size_t>(r)] = part.prefill(st, ids, PrefillOptions{});
-      got_next[static_cast<size_t>(r)] = part.decode(st, ids[3]);
-    });
-  for (auto& t : ranks) t.join();
-  EXPECT_EQ(got[0], got[1]);  // every rank ends with the same logits
-  // Partial sums add in another order before the BF16 rounding: about one BF16 ulp of drift
-  // per affected value, far below the logits' spread.
-  EXPECT_LE(max_abs_diff(got[0], want), 0.02 * max_abs(want));
-  EXPECT_LE(max_abs_diff(got_next[0], want_next), 0.02 * max_abs(want_next));
+TEST(ShardedModel, TwoRanksMatchOneDeviceOnTheEveryRoleCheckpoint) {
+  expect_ranks_match_one_device(every_role_model_dir(), 2, 11);
+}
+
+TEST(ShardedModel, TwoRanksMatchOneDeviceOnFlashTiny) {
+  expect_ranks_match_one_device(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny",
+                                2, 12);
+}
+
+// Four ranks need o_groups divisible by four (V4.1-Flash has 8); the small checkpoints have 2.
+TEST(ShardedModel, MoreRanksThanOutputGroupsIsRefusedClearly) {
+  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(every_role_model_dir());
+  try {
+    RankGroup group(ckpt, 4, cpu_rank);
+    FAIL() << "expected a refusal";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("o_groups must divide over the devices"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -159,6 +160,41 @@ TEST_F(LogitsCli, AllPositionsEndsWithTheLastPositionsLogits) {
   const auto last = values<float>(d, "prefill_logits"), all = values<float>(e, "prefill_logits");
   EXPECT_TRUE(std::equal(last.begin(), last.end(), all.end() - 512));
   EXPECT_EQ(e.metadata().at("all_positions"), "true");
+}
+
+// --ranks 2 splits the model over two ranks of the process (heads, output groups, experts): the
+// same greedy ids as one rank, logits within the reductions' FP32 order, recorded in the file.
+TEST_F(LogitsCli, TwoRanksDecodeAsOne) {
+  for (const char* ranks : {"1", "2"}) {
+    const auto r = run_cli("logits --model " + model() + " --ids " + ids_file() +
+                           " --decode 4 --backend cpu --ranks " + ranks + " --out " +
+                           out(std::string("ranks") + ranks + ".safetensors"));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  SafetensorsFile one(out("ranks1.safetensors")), two(out("ranks2.safetensors"));
+  EXPECT_EQ(two.metadata().at("ranks"), "2");
+  EXPECT_EQ(values<int64_t>(one, "decode_argmax"), values<int64_t>(two, "decode_argmax"));
+  for (const char* name : {"prefill_logits", "decode_logits"}) {
+    const auto a = values<float>(one, name), b = values<float>(two, name);
+    ASSERT_EQ(a.size(), b.size()) << name;
+    float spread = 0, diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      spread = std::max(spread, std::fabs(a[i]));
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    EXPECT_LE(diff, 0.02f * spread) << name;
+  }
+  const std::string base = "logits --model " + model() + " --ids " + ids_file() + " --out " +
+                           out("x.safetensors") + " --ranks ";
+  auto r = run_cli(base + "4");  // the every-role config has 2 output groups
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("o_groups must divide over the devices"), std::string::npos) << r.output;
+  r = run_cli(base + "2 --dump");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--ranks does not combine with --dump"), std::string::npos) << r.output;
+  r = run_cli(base + "0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("--ranks must be 1-64"), std::string::npos) << r.output;
 }
 
 TEST_F(LogitsCli, BadRequestsAreClearErrors) {

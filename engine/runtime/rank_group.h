@@ -1,0 +1,53 @@
+// One model split over several ranks of this process (`--ranks N`): a thread, a CPU backend and
+// a slice of the weights per rank (engine/model/sharding.h: heads, output groups, experts), joined
+// by ThreadCollective. It runs the multi-device code path of the model on a machine without GPUs,
+// so CI checks that a split model computes what one device computes.
+//
+// Every call runs on all ranks at once with the same arguments (each rank's thread joins before
+// the call returns) and answers with rank 0's result; all ranks hold the same logits. A rank that
+// throws makes the call throw; the ranks throw alike on bad requests, before any all-reduce.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint.h"
+#include "engine/model/model.h"
+#include "engine/ops/thread_collective.h"
+
+namespace flashdesk {
+
+class RankGroup {
+ public:
+  using BackendMaker = std::function<std::unique_ptr<Backend>(int rank)>;
+  RankGroup(std::shared_ptr<const Checkpoint> ckpt, int ranks, const BackendMaker& make_backend,
+            const ModelOptions& options = {});
+  ~RankGroup();
+  RankGroup(const RankGroup&) = delete;
+  RankGroup& operator=(const RankGroup&) = delete;
+
+  int ranks() const { return static_cast<int>(ranks_.size()); }
+  const ModelConfig& config() const { return ranks_.front().model->config(); }
+
+  // A new sequence on every rank with `prompt` prefilled; the logits as Model::prefill gives them.
+  std::vector<float> prefill(const std::vector<int32_t>& prompt, const PrefillOptions& options);
+  // One token of that sequence.
+  std::vector<float> decode(int32_t id);
+
+ private:
+  struct Rank {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<ThreadCollective> comm;
+    std::unique_ptr<Model> model;
+    std::unique_ptr<SequenceState> state;
+    std::vector<float> logits;
+  };
+  // fn(rank) on one thread per rank, all joined; the first exception is rethrown.
+  void on_every_rank(const std::function<void(Rank&)>& fn);
+
+  ThreadCollective::Shared shared_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace flashdesk
