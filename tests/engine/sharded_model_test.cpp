@@ -2,9 +2,12 @@
 // in threads, each with its own CPU backend and its slice of the weights (heads, output groups,
 // experts), joined by the in-process all-reduce (ThreadCollective). The model code is the
 // single-device code; the logits match one device up to the FP32 order of the reductions.
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "engine/runtime/rank_group.h"
+#include "tests/engine/checkpoint_test_util.h"
 #include "tests/engine/model_test_util.h"
 
 namespace flashdesk::test {
@@ -49,7 +52,24 @@ TEST(ShardedModel, TwoRanksMatchOneDeviceOnFlashTiny) {
                                 2, 12);
 }
 
-// Four ranks need o_groups divisible by four (V4.1-Flash has 8); the small checkpoints have 2.
+// Four ranks need o_groups divisible by four (V4.1-Flash has 8): the every-role config with one
+// head per output group, as a random checkpoint of its own.
+TEST(ShardedModel, FourRanksMatchOneDeviceOnTheEveryRoleRolesWithFourOutputGroups) {
+  testing::TempDir dir;
+  nlohmann::json config = nlohmann::json::parse(testing::read_text(
+      std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json"));
+  nlohmann::json& text = config.contains("text_config") ? config["text_config"] : config;
+  ASSERT_EQ(text["num_attention_heads"].get<int>(), 4);
+  text["o_groups"] = 4;
+  const auto config_path = dir / "every-role-4-groups.json";
+  std::ofstream(config_path) << config.dump(2);
+  const auto model_dir = dir / "model";
+  write_random_checkpoint(config_path, model_dir, testing::random_options(5));
+  expect_ranks_match_one_device(model_dir, 4, 13);
+  expect_ranks_match_one_device(model_dir, 2, 14);
+}
+
+// The small checkpoints have 2 output groups: four ranks are refused with the reason.
 TEST(ShardedModel, MoreRanksThanOutputGroupsIsRefusedClearly) {
   std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(every_role_model_dir());
   try {
