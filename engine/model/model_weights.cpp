@@ -36,6 +36,12 @@ class WeightLoader {
     Counted counted{this, v};
     return be_.upload(v);
   }
+  // A table read a few rows a step: where the backend keeps such tables (upload_table).
+  Tensor table(const std::string& name) {
+    TensorView v = ckpt_.tensor(name);
+    Counted counted{this, v};
+    return be_.upload_table(v);
+  }
 
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
   LinearWeight linear(const std::string& module) {
@@ -188,7 +194,7 @@ ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerR
     L.ffn = load_moe(ld, p, t);
     if (role.engram) {
       EngramWeights e;
-      e.table = QuantTable{ld.raw(p + "engram.embed.weight"), ld.raw(p + "engram.embed.scale")};
+      e.table = QuantTable{ld.table(p + "engram.embed.weight"), ld.table(p + "engram.embed.scale")};
       e.wkv = ld.linear(p + "engram.wkv");
       e.q_weight = ld.vec(p + "engram.q_weight");
       e.k_weight = ld.vec(p + "engram.k_weight");

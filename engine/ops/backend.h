@@ -97,6 +97,10 @@ struct RouteSettings {
 
 // ---- the interface ----------------------------------------------------------------------------
 
+// A host tensor viewing the bytes of a mapped checkpoint tensor (no copy; the checkpoint must
+// outlive it): what the CPU backends' upload returns, and a device backend's upload_table.
+Tensor mapped_host_tensor(const TensorView& t);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -119,6 +123,9 @@ class Backend {
   //    which must then outlive the weights) --
   virtual Tensor upload(const TensorView& t) = 0;      // as stored
   virtual Tensor upload_f32(const TensorView& t) = 0;  // BF16 / F32 widened to F32 (exact)
+  // A large table of which a step reads a few rows (Engram: 189 GiB in V4.1-Flash): a device
+  // backend may leave it in host memory (the mapped checkpoint) and gather the rows there.
+  virtual Tensor upload_table(const TensorView& t) { return upload(t); }
   // A linear in its stored format: F8_E4M3 + scale, I8 (packed FP4) + scale, BF16 or F32.
   LinearWeight upload_linear(const TensorView& w, const TensorView* scale);
 

@@ -74,6 +74,19 @@ TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
   gpu().engram_gather(QuantTable{c.gpu, s.gpu}, id.gpu, e.gpu);
   cpu().engram_gather(QuantTable{c.cpu, s.cpu}, id.cpu, e.cpu);
   expect_identical(from_gpu<float>(e.gpu), from_cpu<float>(e.cpu), "engram gather");
+  // The same table left in host memory (upload_table): gathered on the host, the same bits, and
+  // no device bytes for it.
+  const std::vector<int64_t> shape_c = {rows, width}, shape_s = {rows, width / 32};
+  const size_t before = gpu().weight_bytes();
+  const Tensor host_codes =
+      gpu().upload_table(TensorView{"codes", DType::F8_E4M3, shape_c, codes.data(), codes.size()});
+  const Tensor host_scales = gpu().upload_table(
+      TensorView{"scales", DType::F8_E8M0, shape_s, scales.data(), scales.size()});
+  EXPECT_TRUE(host_codes.host_accessible());
+  EXPECT_EQ(gpu().weight_bytes(), before);
+  Tensor e_host = gpu_poisoned(DType::F32, Shape{n, cols * width});
+  gpu().engram_gather(QuantTable{host_codes, host_scales}, id.gpu, e_host);
+  expect_identical(from_gpu<float>(e_host), from_cpu<float>(e.cpu), "engram gather, host table");
 
   Pair X = both_f32(Shape{n, hc, d}, random_bf16(static_cast<size_t>(n * hc * d), 3));
   Pair kv = both_f32(Shape{n, (hc + 1) * d}, random_bf16(static_cast<size_t>(n * (hc + 1) * d), 4));

@@ -126,10 +126,14 @@ void CpuReferenceBackend::scatter_rows(const Tensor& src, std::span<const int64_
   }
 }
 
-Tensor CpuReferenceBackend::upload(const TensorView& t) {
+Tensor mapped_host_tensor(const TensorView& t) {
   FD_CHECK(t.nbytes == static_cast<size_t>(t.numel()) * dtype_size(t.dtype),
            std::string(t.name) + ": byte size does not match its shape");
   return Tensor(std::make_shared<ExternalMemory>(t.data, t.nbytes), 0, t.dtype, shape_of(t));
+}
+
+Tensor CpuReferenceBackend::upload(const TensorView& t) {
+  return mapped_host_tensor(t);
 }
 
 Tensor CpuReferenceBackend::upload_f32(const TensorView& t) {

@@ -47,6 +47,9 @@ class CudaBackend final : public Backend {
   void scatter_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
                     std::span<const int64_t> dst_rows) override;
   Tensor upload(const TensorView& t) override;
+  // Engram tables stay in host memory (the mapped checkpoint): engram_gather reads their rows
+  // there and uploads the few it needs (issue 18: 189 GiB of V4.1-Flash fit no GPU).
+  Tensor upload_table(const TensorView& t) override { return mapped_host_tensor(t); }
   Tensor upload_f32(const TensorView& t) override;
 
   void linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) override;
