@@ -162,6 +162,10 @@ cxxopts::Options logits_options() {
       "effort", "with --prompt: reasoning effort 1-100, low, high or max",
       cxxopts::value<std::string>()->default_value("high"))(
       "threads", "CPU threads (0 = all cores)", cxxopts::value<int>()->default_value("0"))(
+      "host-experts-from",
+      "keep the routed experts of layers >= L in host memory; a GPU backend computes them on the "
+      "CPU (hybrid placement)",
+      cxxopts::value<int64_t>()->default_value("-1"))(
       "ranks",
       "split the model over N ranks of this process (CPU backends; heads, output "
       "groups and experts per rank, as over N GPUs)",
@@ -422,6 +426,7 @@ int run_logits(int argc, char** argv) {
 
   ModelOptions model_options;  // a published directory: the token map built from tokenizer.json
   model_options.engram_cache_dir = engram_cache_dir({});
+  model_options.host_experts_from_layer = args["host-experts-from"].as<int64_t>();
   if (args["ranks"].as<int>() > 1)
     return run_ranked(args, ckpt, in, steps, mode, model_options, model_dir);
   const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());

@@ -77,8 +77,9 @@ Model::Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
   decoder_first_ = decoder_first_layer(t);
   max_context_ = options.max_context > 0 ? options.max_context : t.max_position_embeddings;
   LoadProgressTracker progress(*checkpoint_, roles_, options.on_load_progress);
-  weights_ = std::make_unique<ModelWeights>(load_model_weights(
-      *checkpoint_, roles_, backend_, ShardPlan{comm_->rank(), comm_->world()}, &progress));
+  weights_ = std::make_unique<ModelWeights>(
+      load_model_weights(*checkpoint_, roles_, backend_, ShardPlan{comm_->rank(), comm_->world()},
+                         &progress, options.host_experts_from_layer));
   if (!t.engram_layer_ids.empty()) {
     EngramTables engram = load_engram_tables(
         *checkpoint_, {.tokenizer = options.tokenizer, .cache_dir = options.engram_cache_dir});

@@ -88,6 +88,9 @@ struct ModelOptions {
   // (engram_map_cache.h; empty: built at every load).
   const Tokenizer* tokenizer = nullptr;
   std::filesystem::path engram_cache_dir{};
+  // The routed experts of layers >= this stay in host memory and a device backend computes them
+  // on the CPU (hybrid placement, docs/placement.md); -1: every expert on the backend.
+  int64_t host_experts_from_layer = -1;
 };
 
 class Model {

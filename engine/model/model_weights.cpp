@@ -44,7 +44,7 @@ class WeightLoader {
   }
 
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
-  LinearWeight linear(const std::string& module) {
+  LinearWeight linear(const std::string& module, bool in_host = false) {
     TensorView w = ckpt_.tensor(module + ".weight");
     const bool has_scale = ckpt_.has(module + ".scale");
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
@@ -52,13 +52,14 @@ class WeightLoader {
     const ShardSplit split = shard_split(module + ".weight");
     if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
         split == ShardSplit::FirstRankOnly)
-      return be_.upload_linear(w, has_scale ? &s : nullptr);
+      return be_.upload_linear(w, has_scale ? &s : nullptr, in_host);
     if (split == ShardSplit::ColumnsByGroup) return column_slice(w, has_scale ? &s : nullptr);
     return row_slice(w, has_scale ? &s : nullptr);
   }
 
-  ExpertWeights expert(const std::string& prefix) {
-    return {linear(prefix + "w1"), linear(prefix + "w3"), linear(prefix + "w2")};
+  ExpertWeights expert(const std::string& prefix, bool in_host = false) {
+    return {linear(prefix + "w1", in_host), linear(prefix + "w3", in_host),
+            linear(prefix + "w2", in_host)};
   }
 
   const ShardPlan& plan() const { return plan_; }
@@ -155,7 +156,10 @@ AttentionWeights load_attention(WeightLoader& ld, const std::string& p, const La
   return a;
 }
 
-MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t) {
+// host_experts: the routed experts stay in host memory (a device backend computes them on the
+// CPU); the gate and the shared expert go where the rest of the layer goes.
+MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t,
+                    bool host_experts) {
   MoeWeights m;
   m.gate = ld.linear(p + "ffn.gate");
   m.bias = ld.vec(p + "ffn.gate.bias");
@@ -165,7 +169,8 @@ MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t)
   m.local_experts.reserve(static_cast<size_t>(last - first));  // pointers below stay valid
   m.experts.assign(static_cast<size_t>(E), nullptr);
   for (int64_t e = first; e < last; ++e) {
-    m.local_experts.push_back(ld.expert(p + "ffn.experts." + std::to_string(e) + "."));
+    m.local_experts.push_back(
+        ld.expert(p + "ffn.experts." + std::to_string(e) + ".", host_experts));
     m.experts[static_cast<size_t>(e)] = &m.local_experts.back();
   }
   if (t.n_shared_experts > 0 && rank == 0) m.shared = ld.expert(p + "ffn.shared_experts.");
@@ -176,7 +181,7 @@ MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t)
 
 ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerRole>& roles,
                                 Backend& backend, const ShardPlan& plan,
-                                LoadProgressTracker* progress) {
+                                LoadProgressTracker* progress, int64_t host_experts_from) {
   const TextConfig& t = ckpt.config().text;
   WeightLoader ld(ckpt, backend, plan, progress);
   ModelWeights w;
@@ -191,7 +196,7 @@ ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerR
     L.hc_attn = {ld.vec(p + "hc_attn_fn"), ld.vec(p + "hc_attn_base"), ld.vec(p + "hc_attn_scale")};
     L.hc_ffn = {ld.vec(p + "hc_ffn_fn"), ld.vec(p + "hc_ffn_base"), ld.vec(p + "hc_ffn_scale")};
     L.attn = load_attention(ld, p, role);
-    L.ffn = load_moe(ld, p, t);
+    L.ffn = load_moe(ld, p, t, host_experts_from >= 0 && role.layer >= host_experts_from);
     if (role.engram) {
       EngramWeights e;
       e.table = QuantTable{ld.table(p + "engram.embed.weight"), ld.table(p + "engram.embed.scale")};

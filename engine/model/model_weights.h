@@ -71,9 +71,12 @@ struct ModelWeights {
 
 class LoadProgressTracker;
 
-// `progress` (may be null) is told of each tensor after its upload.
+// `progress` (may be null) is told of each tensor after its upload. The routed experts of layers
+// >= host_experts_from (when >= 0) stay in host memory (the hybrid placement: a device backend
+// computes them on the CPU).
 ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerRole>& roles,
                                 Backend& backend, const ShardPlan& plan,
-                                LoadProgressTracker* progress = nullptr);
+                                LoadProgressTracker* progress = nullptr,
+                                int64_t host_experts_from = -1);
 
 }  // namespace flashdesk

@@ -37,8 +37,7 @@ std::vector<float> rope_inv_freq(const TextConfig& text, int64_t compress_ratio)
   const float factor = static_cast<float>(rs.factor);
   for (int64_t i = 0; i < half; ++i) {
     const float ramp = std::clamp(
-        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(span), 0.0f,
-        1.0f);
+        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(span), 0.0f, 1.0f);
     const float smooth = 1.0f - ramp;
     freq[i] = freq[i] / factor * (1.0f - smooth) + freq[i] * smooth;
   }

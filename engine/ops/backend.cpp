@@ -74,7 +74,7 @@ void check_attention_args(const AttentionArgs& a, const Tensor& out) {
   }
 }
 
-LinearWeight Backend::upload_linear(const TensorView& w, const TensorView* scale) {
+LinearWeight Backend::upload_linear(const TensorView& w, const TensorView* scale, bool in_host) {
   LinearWeight lw;
   lw.name = std::string(w.name);
   FD_CHECK(w.shape.size() == 2, lw.name + ": a linear weight is 2-D");
@@ -105,9 +105,9 @@ LinearWeight Backend::upload_linear(const TensorView& w, const TensorView* scale
       FD_CHECK(false,
                lw.name + ": unsupported linear weight dtype " + std::string(dtype_name(w.dtype)));
   }
-  lw.data = upload(w);
+  lw.data = in_host ? mapped_host_tensor(w) : upload(w);
   if (scale != nullptr && lw.format != WeightFormat::Bf16 && lw.format != WeightFormat::F32)
-    lw.scale = upload(*scale);
+    lw.scale = in_host ? mapped_host_tensor(*scale) : upload(*scale);
   return lw;
 }
 

@@ -127,7 +127,9 @@ class Backend {
   // backend may leave it in host memory (the mapped checkpoint) and gather the rows there.
   virtual Tensor upload_table(const TensorView& t) { return upload(t); }
   // A linear in its stored format: F8_E4M3 + scale, I8 (packed FP4) + scale, BF16 or F32.
-  LinearWeight upload_linear(const TensorView& w, const TensorView* scale);
+  // in_host: left in host memory (the mapped checkpoint) on any backend: routed experts that a
+  // device backend computes on the CPU (hybrid placement, docs/placement.md).
+  LinearWeight upload_linear(const TensorView& w, const TensorView* scale, bool in_host = false);
 
   // -- dense ops over rows (tokens) --
   // y [n, out] = x [n, in] . W^T with the numerics of `mode` (docs/numerics.md).

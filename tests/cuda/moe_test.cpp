@@ -17,17 +17,19 @@ class CudaMoeTest : public CudaOpTest {
   std::deque<std::vector<uint8_t>> host_bytes_;
 
   LinearWeight weight_on(Backend& be, DType dt, int64_t out, int64_t in,
-                         const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale) {
+                         const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale,
+                         bool in_host = false) {
     const int64_t cols = dt == DType::I8 ? in / 2 : in;
     const std::array<int64_t, 2> ws = {out, cols};
     TensorView w{"expert.weight", dt, ws, data.data(), data.size()};
     const std::array<int64_t, 2> ss = {dt == DType::I8 ? out : (out + 31) / 32, (in + 31) / 32};
     TensorView s{"expert.scale", DType::F8_E8M0, ss, scale.data(), scale.size()};
-    return be.upload_linear(w, &s);
+    return be.upload_linear(w, &s, in_host);
   }
   // An expert with FP4 (routed) or FP8 (shared) weights, the same bytes on both backends.
-  std::pair<ExpertWeights, ExpertWeights> expert(bool fp4, int64_t d, int64_t inter,
-                                                 uint32_t seed) {
+  // gpu_in_host: the CUDA side's copy stays in host memory (the hybrid placement).
+  std::pair<ExpertWeights, ExpertWeights> expert(bool fp4, int64_t d, int64_t inter, uint32_t seed,
+                                                 bool gpu_in_host = false) {
     const DType dt = fp4 ? DType::I8 : DType::F8_E4M3;
     std::pair<ExpertWeights, ExpertWeights> both_sides;
     LinearWeight* g[3] = {&both_sides.first.w1, &both_sides.first.w3, &both_sides.first.w2};
@@ -41,16 +43,19 @@ class CudaMoeTest : public CudaOpTest {
           static_cast<size_t>(fp4 ? out * in / 32 : (out + 31) / 32 * ((in + 31) / 32));
       const std::vector<uint8_t>& scale =
           host_bytes_.emplace_back(random_e8m0(scales, seed + 10 + m, fp4 ? -4 : -10));
-      *g[m] = weight_on(gpu(), dt, out, in, data, scale);
+      *g[m] = weight_on(gpu(), dt, out, in, data, scale, gpu_in_host);
       *c[m] = weight_on(cpu(), dt, out, in, data, scale);
     }
     return both_sides;
   }
 
+  // routed_in_host: the routed experts in host memory on the CUDA side (computed on the CPU).
   void check_experts(int64_t n, int64_t d, int64_t inter, int64_t E, int64_t k, int distinct,
-                     bool with_shared, bool with_absent, uint32_t seed) {
+                     bool with_shared, bool with_absent, uint32_t seed,
+                     bool routed_in_host = false) {
     std::vector<std::pair<ExpertWeights, ExpertWeights>> pool;
-    for (int i = 0; i < distinct; ++i) pool.push_back(expert(true, d, inter, seed + 100 * i));
+    for (int i = 0; i < distinct; ++i)
+      pool.push_back(expert(true, d, inter, seed + 100 * i, routed_in_host));
     auto shared = expert(false, d, inter, seed + 7777);
     std::vector<const ExpertWeights*> eg(static_cast<size_t>(E)), ec(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
@@ -76,11 +81,17 @@ class CudaMoeTest : public CudaOpTest {
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, d});
     Tensor yc = cpu().alloc(DType::F32, Shape{n, d});
     const float limit = 7.0f;
+    const uint64_t host_calls = gpu().host_moe_calls();
     gpu().moe_experts(x.gpu, id.gpu, w.gpu, eg, with_shared ? &shared.first : nullptr, limit, yg);
+    EXPECT_EQ(gpu().host_moe_calls(), host_calls + (routed_in_host ? 1 : 0));
     cpu().moe_experts(x.cpu, id.cpu, w.cpu, ec, with_shared ? &shared.second : nullptr, limit, yc);
     const std::vector<float> want = from_cpu<float>(yc);
-    expect_bf16_close(from_gpu<float>(yg), want, 4.0, rms(want),
-                      "moe n=" + std::to_string(n) + " E=" + std::to_string(E));
+    const std::string what = "moe n=" + std::to_string(n) + " E=" + std::to_string(E) +
+                             (routed_in_host ? " routed in host memory" : "");
+    if (routed_in_host && !with_shared)  // the CPU computed it all: the reference's bits
+      expect_identical(from_gpu<float>(yg), want, what);
+    else
+      expect_bf16_close(from_gpu<float>(yg), want, 4.0, rms(want), what);
   }
 };
 
@@ -130,6 +141,16 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
   // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
   check_experts(3, 160, 96, 9, 2, 3, true, true, 21);
+}
+
+// Hybrid placement: routed experts left in host memory are computed on the CPU, the shared one on
+// the device, and their sum keeps the definition's order (routed in ascending id, then shared).
+TEST_F(CudaMoeTest, RoutedExpertsInHostMemoryRunOnTheCpu) {
+  for (int64_t n : {1, 3, 12})
+    check_experts(n, 64, 32, 8, 2, 3, true, false, 40 + uint32_t(n), true);
+  check_experts(2, 96, 64, 10, 3, 4, false, true, 50, true);  // no shared expert: bit-identical
+  check_experts(12, 256, 64, 8, 2, 8, true, false, 60, true);  // the every-role shapes
+  check_experts(1, 256, 64, 8, 2, 8, true, false, 61, true);
 }
 
 TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {

@@ -35,6 +35,8 @@ class CudaBackend final : public Backend {
   cuda::DeviceContext& context() { return *ctx_; }
   // Waits for every op issued so far (ops are asynchronous; read() waits by itself).
   void synchronize();
+  // moe_experts calls whose routed experts were in host memory and ran on the CPU.
+  uint64_t host_moe_calls() const { return host_moe_calls_; }
   // Device bytes held by weights (upload*) so far.
   size_t weight_bytes() const;
 
@@ -88,9 +90,18 @@ class CudaBackend final : public Backend {
                      std::span<const uint8_t> masked_rows, float eps) override;
 
  private:
+  // Routed experts left in host memory (upload_linear in_host): computed by the CPU backend
+  // below, the shared expert on the device, y = their sum in the definition's order.
+  void moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                           std::span<const ExpertWeights* const> experts,
+                           const ExpertWeights* shared, float swiglu_limit, Tensor& y);
+  Backend& host_backend();  // created on first use, all cores
+  uint64_t host_moe_calls_ = 0;
+
   CudaDeviceInfo info_;
   std::string name_;
   std::unique_ptr<cuda::DeviceContext> ctx_;
+  std::unique_ptr<Backend> host_;
 };
 
 }  // namespace flashdesk

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/ops/cpu_opt/cpu_opt_backend.h"
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/linear.cuh"
@@ -223,6 +224,12 @@ __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float
   y[i] = acc;
 }
 
+// y[i] = routed[i] + y[i] (FP32): the host's routed sum, then the device's shared expert.
+__global__ void add_routed_kernel(const float* routed, int64_t n, float* y) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = routed[i] + y[i];
+}
+
 // ---- routing ----
 
 struct Best {
@@ -409,6 +416,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   check_shape(weights, ids.shape(), "moe weights");
   check_dtype(ids, DType::I32, "moe ids");
   if (n == 0) return;
+  for (const ExpertWeights* ex : experts)
+    if (ex && ex->w1.data.host_accessible())
+      return moe_experts_on_host(x, ids, weights, experts, shared, swiglu_limit, y);
   cuda::DeviceGuard g(ctx_->device());
   // The pointer table (uploaded again only when the experts change).
   std::vector<cuda::ExpertEntry> table(static_cast<size_t>(E + 1));
@@ -512,6 +522,42 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   }
   FD_LAUNCH(cuda::expert_sum_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(), a,
             ptr<const float>(o), d, ptr<float>(y));
+}
+
+Backend& CudaBackend::host_backend() {
+  if (!host_) host_ = std::make_unique<CpuOptimizedBackend>(0);
+  return *host_;
+}
+
+void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                      std::span<const ExpertWeights* const> experts,
+                                      const ExpertWeights* shared, float swiglu_limit, Tensor& y) {
+  for (const ExpertWeights* ex : experts)
+    FD_CHECK(!ex || ex->w1.data.host_accessible(),
+             "moe: a layer's routed experts must all be in host memory or all on the device");
+  Backend& host = host_backend();
+  ++host_moe_calls_;
+  auto to_host = [&](const Tensor& t) {
+    Tensor h = host.alloc(t.dtype(), t.shape());
+    read(t, h.bytes(), h.nbytes());
+    return h;
+  };
+  const Tensor xh = to_host(x), idh = to_host(ids), wh = to_host(weights);
+  Tensor yh = host.alloc(DType::F32, y.shape());
+  host.moe_experts(xh, idh, wh, experts, nullptr, swiglu_limit, yh);  // the routed sum
+  if (!shared) {
+    write(y, yh.bytes(), yh.nbytes());
+    return;
+  }
+  // The shared expert alone on the device (every routed entry skipped: y = 0 + shared), then the
+  // routed sum added before it, as the definition orders them.
+  const std::vector<const ExpertWeights*> none(experts.size(), nullptr);
+  moe_experts(x, ids, weights, none, shared, swiglu_limit, y);
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor routed = ctx_->scratch(DType::F32, y.shape());
+  write(routed, yh.bytes(), yh.nbytes());
+  FD_LAUNCH(cuda::add_routed_kernel, dim3(blocks_for(y.numel(), 256)), dim3(256), 0, ctx_->stream(),
+            ptr<const float>(routed), y.numel(), ptr<float>(y));
 }
 
 }  // namespace flashdesk
