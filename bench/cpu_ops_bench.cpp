@@ -133,20 +133,6 @@ size_t weight_bytes(const LinearWeight& w) {
   return w.data.nbytes() + (w.scale.defined() ? w.scale.nbytes() : 0);
 }
 
-const char* format_name(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::Fp8Block:
-      return "FP8";
-    case WeightFormat::Fp4Row:
-      return "FP4";
-    case WeightFormat::Bf16:
-      return "BF16";
-    case WeightFormat::F32:
-      return "F32";
-  }
-  return "?";
-}
-
 // One table row: times per backend (reference first), optional weight bytes per call.
 struct Row {
   Row(std::string op_name, std::string shape_text, double weight_bytes = 0)
@@ -213,7 +199,7 @@ class Bench {
     for (int c = 0; c < copies; ++c) ws.push_back(random_weight(*be_.ref, f, out, in, rng_));
     Tensor x = random_f32(*be_.ref, Shape{n, in}, rng_, 2.0f),
            y = be_.ref->alloc(DType::F32, Shape{n, out});
-    Row row(std::string("linear ") + format_name(f) + " " + size,
+    Row row(std::string("linear ") + weight_format_name(f) + " " + size,
             "n=" + std::to_string(n) + " [" + std::to_string(out) + "," + std::to_string(in) + "]",
             n == 1 ? static_cast<double>(weight_bytes(ws[0])) : 0.0);
     time(row, [&](Backend& be, int rep) {

@@ -85,20 +85,6 @@ double bytes_of(const LinearWeight& w) {
   return static_cast<double>(w.data.nbytes() + (w.scale.defined() ? w.scale.nbytes() : 0));
 }
 
-const char* format_name(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::Fp8Block:
-      return "FP8";
-    case WeightFormat::Fp4Row:
-      return "FP4";
-    case WeightFormat::Bf16:
-      return "BF16";
-    case WeightFormat::F32:
-      return "F32";
-  }
-  return "?";
-}
-
 // Median device µs of `op` over the repetitions, each behind the L2-evicting cover copy.
 class Timer {
  public:
@@ -179,7 +165,7 @@ void run_linears(CudaBackend& be, const Options& o, Timer& timer, Table& table) 
                                                    std::to_string(c.out / c.groups) + " x " +
                                                    std::to_string(c.in)
                                              : std::to_string(c.out) + " x " + std::to_string(c.in);
-      table.row(c.op, shape, format_name(c.format), n, us, bytes_of(w));
+      table.row(c.op, shape, weight_format_name(c.format), n, us, bytes_of(w));
     }
   }
 }

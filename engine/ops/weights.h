@@ -17,6 +17,21 @@ enum class WeightFormat : uint8_t {
   F32,       // F32 [out, in]
 };
 
+// "FP8", "FP4", "BF16", "F32": how tables and messages name a stored format.
+inline const char* weight_format_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Fp8Block:
+      return "FP8";
+    case WeightFormat::Fp4Row:
+      return "FP4";
+    case WeightFormat::Bf16:
+      return "BF16";
+    case WeightFormat::F32:
+      return "F32";
+  }
+  return "?";
+}
+
 struct LinearWeight {
   WeightFormat format = WeightFormat::F32;
   int64_t out = 0;     // output features (rows)

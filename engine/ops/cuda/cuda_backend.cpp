@@ -3,6 +3,8 @@
 // their stored formats.
 #include "engine/ops/cuda/cuda_backend.h"
 
+#include "engine/ops/cpu_opt/cpu_opt_backend.h"
+
 #include <cstring>
 #include <vector>
 
@@ -81,6 +83,11 @@ void CudaBackend::synchronize() {
 
 size_t CudaBackend::weight_bytes() const {
   return ctx_->weights().bytes_used();
+}
+
+Backend& CudaBackend::host_backend() {
+  if (!host_) host_ = std::make_unique<CpuOptimizedBackend>(0);
+  return *host_;
 }
 
 Tensor CudaBackend::alloc(DType dtype, Shape shape) {

@@ -95,7 +95,9 @@ class CudaBackend final : public Backend {
   void moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            std::span<const ExpertWeights* const> experts,
                            const ExpertWeights* shared, float swiglu_limit, Tensor& y);
-  Backend& host_backend();  // created on first use, all cores
+  // The CPU backend (all cores, made on first use) that runs what stays in host memory: routed
+  // experts of hybrid layers, Engram table rows.
+  Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
 
   CudaDeviceInfo info_;

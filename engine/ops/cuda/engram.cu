@@ -3,12 +3,9 @@
 // streams, one block per (row, stream).
 #include <cmath>
 
-#include <limits>
-#include <vector>
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
-#include "engine/util/numeric.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -71,20 +68,12 @@ void CudaBackend::engram_gather(const QuantTable& table, const Tensor& ids, Tens
   if (n * cols * width == 0) return;
   cuda::DeviceGuard g(ctx_->device());
   if (table.codes.host_accessible()) {  // upload_table: the table stayed in host memory
-    std::vector<int64_t> row_ids(static_cast<size_t>(n * cols));
-    read(ids, row_ids.data(), row_ids.size() * sizeof(int64_t));
-    const uint8_t* codes = table.codes.data<uint8_t>();
-    const uint8_t* scales = table.scales.data<uint8_t>();
-    std::vector<float> rows_out(static_cast<size_t>(n * cols * width));
-    for (size_t rc = 0; rc < row_ids.size(); ++rc) {
-      const int64_t r = row_ids[rc];
-      float* out = rows_out.data() + static_cast<int64_t>(rc) * width;
-      for (int64_t j = 0; j < width; ++j)  // as the kernel: NaN rows for ids outside the table
-        out[j] = r < 0 || r >= rows ? std::numeric_limits<float>::quiet_NaN()
-                                    : e4m3_to_f32(codes[r * width + j]) *
-                                          e8m0_to_f32(scales[r * (width / 32) + j / 32]);
-    }
-    write(e, rows_out.data(), rows_out.size() * sizeof(float));
+    Backend& host = host_backend();     // the CPU's gather, on the ids brought back
+    Tensor host_ids = host.alloc(DType::I64, ids.shape());
+    read(ids, host_ids.bytes(), host_ids.nbytes());
+    Tensor rows_out = host.alloc(DType::F32, e.shape());
+    host.engram_gather(table, host_ids, rows_out);
+    write(e, rows_out.bytes(), rows_out.nbytes());
     return;
   }
   FD_LAUNCH(cuda::engram_gather_kernel, dim3(blocks_for(n * cols * width, 256)), dim3(256), 0,

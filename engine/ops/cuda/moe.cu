@@ -16,7 +16,6 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/ops/cpu_opt/cpu_opt_backend.h"
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/linear.cuh"
@@ -416,9 +415,12 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   check_shape(weights, ids.shape(), "moe weights");
   check_dtype(ids, DType::I32, "moe ids");
   if (n == 0) return;
-  for (const ExpertWeights* ex : experts)
-    if (ex && ex->w1.data.host_accessible())
-      return moe_experts_on_host(x, ids, weights, experts, shared, swiglu_limit, y);
+  // A layer's routed experts are all in host memory or all on the device (moe_experts_on_host
+  // checks): the first present one says which.
+  const auto first = std::find_if(experts.begin(), experts.end(),
+                                  [](const ExpertWeights* ex) { return ex != nullptr; });
+  if (first != experts.end() && (*first)->w1.data.host_accessible())
+    return moe_experts_on_host(x, ids, weights, experts, shared, swiglu_limit, y);
   cuda::DeviceGuard g(ctx_->device());
   // The pointer table (uploaded again only when the experts change).
   std::vector<cuda::ExpertEntry> table(static_cast<size_t>(E + 1));
@@ -522,11 +524,6 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   }
   FD_LAUNCH(cuda::expert_sum_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(), a,
             ptr<const float>(o), d, ptr<float>(y));
-}
-
-Backend& CudaBackend::host_backend() {
-  if (!host_) host_ = std::make_unique<CpuOptimizedBackend>(0);
-  return *host_;
 }
 
 void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
