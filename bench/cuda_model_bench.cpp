@@ -1,9 +1,12 @@
 // A whole model (default: the bundled flash-tiny) on the CUDA backend against the `cpu` backend
 // of the same machine: prefill and greedy decode tokens/s, and whether the greedy ids agree
-// (printed as the number of decode steps until the first difference). Prints a markdown table.
+// (printed as the number of decode steps until the first difference) and, teacher-forced on the
+// cpu backend's ids, at how many steps the argmax agrees and the cpu logits' top-two margin where
+// it does not (a near tie, or a real difference). Prints a markdown table.
 //
 //   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N]
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -26,10 +29,13 @@ using flashdesk::bench::seconds_since;
 
 struct Run {
   double prefill_s = 0, decode_s = 0;
-  std::vector<int32_t> ids;  // greedy decode
+  std::vector<int32_t> ids;    // the argmax of each step's logits (greedy decode)
+  std::vector<float> margins;  // each step's top-two logit margin
 };
 
-Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_t decode) {
+// Greedy decode, or teacher-forced on `forced` (the ids fed are those, the argmax is recorded).
+Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_t decode,
+             const std::vector<int32_t>* forced = nullptr) {
   flashdesk::SequenceState s = model.new_sequence();
   Run r;
   auto t0 = Clock::now();
@@ -37,10 +43,14 @@ Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_
   r.prefill_s = seconds_since(t0);
   t0 = Clock::now();
   for (int64_t i = 0; i < decode; ++i) {
-    const auto next =
-        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const auto top = std::max_element(logits.begin(), logits.end());
+    const auto next = static_cast<int32_t>(top - logits.begin());
+    float second = -INFINITY;
+    for (size_t v = 0; v < logits.size(); ++v)
+      if (static_cast<int32_t>(v) != next) second = std::max(second, logits[v]);
     r.ids.push_back(next);
-    logits = model.decode(s, next);
+    r.margins.push_back(*top - second);
+    logits = model.decode(s, forced ? (*forced)[static_cast<size_t>(i)] : next);
   }
   r.decode_s = seconds_since(t0);
   return r;
@@ -96,9 +106,12 @@ static int run_bench(int argc, char** argv) {
       "runs\n\n",
       ckpt->config().name.c_str(), static_cast<long long>(prompt_len),
       static_cast<long long>(decode), static_cast<long long>(runs));
-  std::printf("| backend | prefill tok/s | decode tok/s | vs cpu (decode) | same greedy ids |\n");
-  std::printf("| --- | ---: | ---: | ---: | --- |\n");
+  std::printf(
+      "| backend | prefill tok/s | decode tok/s | vs cpu (decode) | same greedy ids | "
+      "argmax equal, forced on cpu's ids | cpu margin where not |\n");
+  std::printf("| --- | ---: | ---: | ---: | --- | --- | --- |\n");
   std::vector<int32_t> cpu_ids;
+  std::vector<float> cpu_margins;
   double cpu_decode = 0;
   for (const std::string& name : {std::string("cpu"), gpu}) {
     const auto backend = flashdesk::make_backend(name, hw);
@@ -112,19 +125,36 @@ static int run_bench(int argc, char** argv) {
       dec.push_back(last.decode_s);
     }
     const double decode_tok_s = static_cast<double>(decode) / median(dec);
-    std::string same = "-";
+    std::string same = "-", forced_equal = "-", margins = "-";
     if (cpu_ids.empty()) {
       cpu_ids = last.ids;
+      cpu_margins = last.margins;
       cpu_decode = decode_tok_s;
     } else {
       const auto diff = std::mismatch(cpu_ids.begin(), cpu_ids.end(), last.ids.begin());
       same = diff.first == cpu_ids.end() ? "all " + std::to_string(decode)
                                          : "first " + std::to_string(diff.first - cpu_ids.begin()) +
                                                " of " + std::to_string(decode);
+      const Run forced = run_once(model, prompt, decode, &cpu_ids);
+      int64_t equal = 0;
+      float worst_margin = 0;
+      for (size_t i = 0; i < cpu_ids.size(); ++i) {
+        if (forced.ids[i] == cpu_ids[i])
+          ++equal;
+        else
+          worst_margin = std::max(worst_margin, cpu_margins[i]);
+      }
+      forced_equal = std::to_string(equal) + " of " + std::to_string(decode);
+      if (equal < decode) {
+        char b[32];
+        std::snprintf(b, sizeof b, "at most %.3g", static_cast<double>(worst_margin));
+        margins = b;
+      }
     }
-    std::printf("| %s | %.0f | %.1f | %.2fx | %s |\n", std::string(backend->name()).c_str(),
+    std::printf("| %s | %.0f | %.1f | %.2fx | %s | %s | %s |\n",
+                std::string(backend->name()).c_str(),
                 static_cast<double>(prompt_len) / median(prefill), decode_tok_s,
-                decode_tok_s / cpu_decode, same.c_str());
+                decode_tok_s / cpu_decode, same.c_str(), forced_equal.c_str(), margins.c_str());
   }
   return 0;
 }

@@ -25,6 +25,8 @@ class CudaElementwiseTest : public CudaOpTest {
 TEST_F(CudaElementwiseTest, RmsNormMatchesTheReference) {
   check_rms_norm(3, 96, true, 1);
   check_rms_norm(2, 1000, false, 2);
+  // Many rows of more than 8 values a thread: the looping kernel, not the held one.
+  check_rms_norm(140, 2100, true, 6);
 }
 
 TEST_F(CudaElementwiseTest, RmsNormAtFullShapes) {
@@ -62,10 +64,14 @@ TEST_F(CudaElementwiseTest, ScaleRoundAndFakeQuantAreBitIdentical) {
   std::vector<float> q = random_bf16(2 * 4 * 128, 10, 2.0f);
   for (int i = 0; i < 32; ++i) q[32 + i] = 1e-30f * static_cast<float>(i);
   for (int i = 0; i < 32; ++i) q[64 + i] = 0.0f;
-  Pair qi = both_f32(Shape{2, 4, 128}, q);
-  gpu().fake_quant_fp4_e8m0(qi.gpu, 32);
-  cpu().fake_quant_fp4_e8m0(qi.cpu, 32);
-  expect_identical(from_gpu<float>(qi.gpu), from_cpu<float>(qi.cpu), "fake_quant_fp4_e8m0");
+  // Blocks of 16 and 32 take the lane-per-value kernel, 64 the thread-per-block one.
+  for (const int64_t block : {16, 32, 64}) {
+    Pair qi = both_f32(Shape{2, 4, 128}, q);
+    gpu().fake_quant_fp4_e8m0(qi.gpu, block);
+    cpu().fake_quant_fp4_e8m0(qi.cpu, block);
+    expect_identical(from_gpu<float>(qi.gpu), from_cpu<float>(qi.cpu),
+                     "fake_quant_fp4_e8m0 block " + std::to_string(block));
+  }
 }
 
 TEST_F(CudaElementwiseTest, EmbedCopiesTheRowIntoEveryStream) {

@@ -146,6 +146,8 @@ TEST_F(CudaIndexerTest, FullShapes) {
   check(1, 32, 128, 16384, 512, 8, 2048, true, false, 5);
   check(4, 32, 128, 16384, 512, 8, 2048, false, true, 6);
   check(2, 32, 128, 16384, 512, 8, 2048, true, false, 11, 50);  // ties at full width
+  // A decode step's row at a 16K context (4096 entries), ties at the k-th best.
+  check(2, 32, 128, 4096, 512, 8, 512, true, false, 12, 50);
 }
 
 }  // namespace

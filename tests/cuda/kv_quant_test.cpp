@@ -1,6 +1,10 @@
 // Cache rows on the CUDA backend: the three quantised row formats bit-identical to cpu-reference
 // (codes and scales; edge magnitudes included), their dequantisation exact, and the compressor
 // pooling within 1 BF16 ulp (exp may round differently) with the pending rows moved exactly.
+#include <bit>
+
+#include "engine/ops/cuda/code_decode_probe.h"
+#include "engine/util/numeric.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace flashdesk::test {
@@ -77,6 +81,19 @@ TEST_F(CudaKvTest, CompressorPoolsGroupsAndKeepsTheTail) {
                        std::vector<float>(scc.begin(), scc.begin() + live), "pending score");
     }
   }
+}
+
+// The branchless decoders the attention kernels stage keys with give every code's value bit for
+// bit as the host's decoders (NaN codes included, their sign too).
+TEST_F(CudaKvTest, FastCodeDecodersGiveEveryCodesValue) {
+  const std::vector<float> got = decode_every_code(gpu());
+  int differ = 0;
+  for (uint32_t c = 0; c < 256; ++c)
+    differ += std::bit_cast<uint32_t>(got[c]) != std::bit_cast<uint32_t>(e4m3_to_f32(uint8_t(c)));
+  for (uint32_t c = 0; c < 16; ++c)
+    differ +=
+        std::bit_cast<uint32_t>(got[256 + c]) != std::bit_cast<uint32_t>(e2m1_to_f32(uint8_t(c)));
+  EXPECT_EQ(differ, 0);
 }
 
 }  // namespace

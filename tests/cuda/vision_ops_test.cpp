@@ -77,7 +77,10 @@ TEST_F(CudaVisionOpsTest, ElementwiseOpsRoundAsTheCpu) {
     Pair x = both_f32(Shape{n, d}, random_bf16(static_cast<size_t>(n * d), 6, 3.0f));
     gpu_ops_->gelu_bf16(x.gpu);
     cpu_ops_->gelu_bf16(x.cpu);
-    expect_bf16_close(from_gpu<float>(x.gpu), from_cpu<float>(x.cpu), 1.0, 1e-6, "gelu_bf16");
+    // x (1 + erf(x/√2)) / 2 cancels for x below about -3: CUDA's erff and glibc's differ by an
+    // FP32 ulp of 1 there (seen on the H200: 1.6e-7 apart at -3e-7), so outputs are judged at the
+    // scale 1e-4 at least, where that is a third of a BF16 ulp.
+    expect_bf16_close(from_gpu<float>(x.gpu), from_cpu<float>(x.cpu), 1.0, 1e-4, "gelu_bf16");
   }
 }
 

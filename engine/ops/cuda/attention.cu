@@ -1,12 +1,15 @@
 // Sparse attention with sink on the CUDA backend (docs/numerics.md "Sparse attention"), split over
 // the key list and then combined. The list of a query is its W window slots then its top-k
 // entries; the definition runs an online softmax over consecutive blocks of 64 slots. Here each
-// 64-slot block is one unit of work:
-//   1. scores: s = q.k * scale per (query, head, slot), -inf for empty slots;
-//   2. block partials: with M_b the running maximum after block b (the maximum over blocks <= b,
-//      from the scores), p = exp(s - M_b), S_b = sum p, A_b = sum bf16(p) * v;
-//   3. combine: the definition's recurrence unrolled, acc = sum_b A_b * exp(M_b - M), denominator
-//      sum_b S_b * exp(M_b - M) + exp(sink - M), out = bf16(acc / denominator).
+// 32-slot half of a block and each quarter of the head dim is one unit of work (a decode step has
+// few blocks: halves and quarters give it 8 times the CTAs, each with an eighth of the chain):
+//   1. scores: the dots q.k over each dim quarter per (query, head, slot), -inf for empty slots;
+//      a score is the quarters' sum (in order) times the scale;
+//   2. half partials: with M_b the running maximum after block b (the maximum over blocks <= b,
+//      from the scores), p = exp(s - M_b), S = sum p, A = sum bf16(p) * v over the half (each
+//      CTA its dim quarter of A);
+//   3. combine: the definition's recurrence unrolled, acc = sum A * exp(M_b - M), denominator
+//      sum S * exp(M_b - M) + exp(sink - M), out = bf16(acc / denominator).
 // Each p is the one the sequential definition computes, so only FP32 summation order differs.
 // Keys are dequantised into shared memory as BF16 (exact for FP8 window rows and FP4 entries).
 #include <algorithm>
@@ -24,6 +27,7 @@ namespace {
 constexpr int kBlockSlots = 64;  // the definition's softmax block
 constexpr int kHalf = 32;        // slots staged at a time
 constexpr int kHeads = 8;        // heads per CUDA block (one warp each)
+constexpr int kQuarters = 4;     // the head dim split over CTAs
 constexpr int kThreads = 32 * kHeads;
 constexpr int64_t kMaxDim = 512;
 constexpr float kMinit = -1e30f;
@@ -62,16 +66,18 @@ __device__ const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t s, bool
   return a.entries + static_cast<int64_t>(id) * (a.dim / 2 + a.dim / 16);
 }
 
-// Slots [first, first + 32) of query t as BF16 rows keys[32][dim + 2] (the pad keeps lanes that
-// read different rows on different banks); valid[i] says whether slot first + i has a key. Each
-// thread decodes groups of 4 consecutive values (a 4-byte FP8 word or a 2-byte FP4 pair) and
-// issues all its loads before it decodes any: the rows are scattered over the caches, so the
-// loads' latency, not their bytes, is what this costs.
-constexpr int kGroupsPerThread = kHalf * (kMaxDim / 4) / kThreads;  // 16 at dim 512
+// Slots [first, first + 32) of query t, dims [d_lo, d_lo + qd) of each, as BF16 rows
+// keys[32][qd + 2] (the pad keeps lanes that read different rows on different banks); valid[i]
+// says whether slot first + i has a key. Each thread decodes groups of 4 consecutive values (a
+// 4-byte FP8 word or a 2-byte FP4 pair) and issues all its loads before it decodes any: the rows
+// are scattered over the caches, so the loads' latency, not their bytes, is what this costs.
+constexpr int kGroupsPerThread = kHalf * (kMaxDim / kQuarters / 4) / kThreads;  // 4 at dim 512
 
-__device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, uint16_t* keys, int* valid,
-                           const uint8_t** rows, int* fp4s) {
-  const int64_t stride = a.dim + 2, groups_per_row = a.dim / 4;
+__device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, int d_lo, int qd,
+                           uint16_t* keys, int* valid, const uint8_t** rows, int* fp4s) {
+  // 32-bit index arithmetic: a 64-bit division is a ~70-instruction routine, and these loops'
+  // divisions were a third of what a decode step's attention warps issued.
+  const int stride = qd + 2, groups_per_row = qd / 4;
   if (threadIdx.x < kHalf) {
     bool fp4 = false;
     rows[threadIdx.x] = slot_row(a, t, first + threadIdx.x, &fp4);
@@ -82,15 +88,33 @@ __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, uint16_t
   // Window rows are dim + dim / 32 bytes: 4-byte aligned when dim is a multiple of 128 (the
   // model's 512); FP4 rows (9 dim / 16 bytes) are always 2-byte aligned.
   const bool words_aligned = (a.dim + a.dim / 32) % 4 == 0;
+  // Group u of this thread is slot s0 + u * s_step, dims d0..d0+3, when a row's groups divide the
+  // block (dim 512: 32 groups a quarter row): no division per group.
+  const bool even = kThreads % groups_per_row == 0;
+  const int s0 = static_cast<int>(threadIdx.x) / groups_per_row,
+            d0 = static_cast<int>(threadIdx.x) % groups_per_row * 4,
+            s_step = even ? kThreads / groups_per_row : 0;
+  auto group_at = [&](int u, int* s, int* d) {
+    const int g = static_cast<int>(threadIdx.x) + u * kThreads;
+    if (g >= kHalf * groups_per_row) return false;
+    if (even) {
+      *s = s0 + u * s_step;
+      *d = d0;
+    } else {
+      *s = g / groups_per_row;
+      *d = g % groups_per_row * 4;
+    }
+    return true;
+  };
   uint32_t raw[kGroupsPerThread];
   uint8_t scale[kGroupsPerThread];
   FD_UNROLL
   for (int u = 0; u < kGroupsPerThread; ++u) {
-    const int64_t g = threadIdx.x + static_cast<int64_t>(u) * kThreads;
     raw[u] = 0;
     scale[u] = 0;
-    if (g >= kHalf * groups_per_row) continue;
-    const int64_t s = g / groups_per_row, d = (g % groups_per_row) * 4;
+    int s, dq;
+    if (!group_at(u, &s, &dq)) continue;
+    const int d = d_lo + dq;  // the dim in the row
     const uint8_t* row = rows[s];
     if (row && !fp4s[s]) {  // FP8 window row: dim codes, then one UE8M0 scale per 32
       if (words_aligned)
@@ -103,127 +127,158 @@ __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, uint16_t
       scale[u] = row[a.dim / 2 + d / 16];
     }
   }
+  // Decoded by placing the code bits in an FP32 word (e4m3_exact / e2m1_exact): a few
+  // instructions a value where the general decoders' branches were most of the staging.
   FD_UNROLL
   for (int u = 0; u < kGroupsPerThread; ++u) {
-    const int64_t g = threadIdx.x + static_cast<int64_t>(u) * kThreads;
-    if (g >= kHalf * groups_per_row) continue;
-    const int64_t s = g / groups_per_row, d = (g % groups_per_row) * 4;
-    uint16_t* out = keys + s * stride + d;
+    int s, dq;
+    if (!group_at(u, &s, &dq)) continue;
+    uint16_t* out = keys + s * stride + dq;
     if (!rows[s]) {
       for (int v = 0; v < 4; ++v) out[v] = 0;
     } else if (!fp4s[s]) {
       const float sc = e8m0_to_f32(scale[u]);
       for (int v = 0; v < 4; ++v)
-        out[v] = f32_to_bf16_bits(e4m3_to_f32((raw[u] >> (8 * v)) & 0xFFu) * sc);
+        out[v] = f32_to_bf16_bits(e4m3_exact((raw[u] >> (8 * v)) & 0xFFu) * sc);
     } else {
-      const float sc = e4m3_to_f32(scale[u]);
+      const float sc = e4m3_exact(scale[u]);
       for (int v = 0; v < 4; ++v)
-        out[v] = f32_to_bf16_bits(e2m1_to_f32((raw[u] >> (4 * v)) & 0xFu) * sc);
+        out[v] = f32_to_bf16_bits(e2m1_exact((raw[u] >> (4 * v)) & 0xFu) * sc);
     }
   }
   __syncthreads();
 }
 
-// grid (n, blocks, head groups): scores[t][h][s] for the 64 slots of block blockIdx.y.
-__global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float* scores) {
+// The CTA's place: query blockIdx.x, 32-slot half blockIdx.y, head group and dim quarter from
+// blockIdx.z.
+struct CtaPlace {
+  int64_t t, hb, h0;
+  int quarter, d_lo, qd;
+};
+__device__ CtaPlace cta_place(const AttnArgs& a) {
+  CtaPlace c;
+  c.t = blockIdx.x;
+  c.hb = blockIdx.y;
+  c.h0 = static_cast<int64_t>(blockIdx.z / kQuarters) * kHeads;
+  c.quarter = static_cast<int>(blockIdx.z % kQuarters);
+  c.qd = static_cast<int>(a.dim) / kQuarters;
+  c.d_lo = c.quarter * c.qd;
+  return c;
+}
+
+// grid (n, 2 * blocks, head groups * 4): the partial dot products q.k over one dim quarter for
+// the 32 slots of half blockIdx.y, parts[quarter][t][h][slot] (-inf for empty slots). Halves and
+// quarters rather than whole 64-slot blocks and rows: a decode step has few blocks, and one CTA
+// per block staging and dotting whole rows left a 61 µs chain on 16 CTAs (H200).
+__global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float* parts) {
   FD_DYNAMIC_SMEM(uint16_t, keys);
   __shared__ int valid[kHalf];
   __shared__ const uint8_t* rows[kHalf];
   __shared__ int fp4s[kHalf];
-  const int64_t t = blockIdx.x, b = blockIdx.y;
-  const int64_t h = static_cast<int64_t>(blockIdx.z) * kHeads + (threadIdx.x >> 5);
+  const CtaPlace c = cta_place(a);
+  const int64_t h = c.h0 + (threadIdx.x >> 5);
   const unsigned lane = threadIdx.x & 31u;
-  const int64_t stride = a.dim + 2;
-  for (int half = 0; half < 2; ++half) {
-    const int64_t first = b * kBlockSlots + half * kHalf;
-    stage_keys(a, t, first, keys, valid, rows, fp4s);
-    if (h < a.heads) {
-      const float* q = a.q + (t * a.heads + h) * a.dim;
-      const uint16_t* k = keys + lane * stride;
-      float acc = 0.0f;
-      for (int64_t d = 0; d < a.dim; d += 2) {
-        const uint32_t pair = load_aligned<uint32_t>(k + d);
-        acc += q[d] * bf16_bits_to_f32(pair & 0xFFFFu);
-        acc += q[d + 1] * bf16_bits_to_f32(pair >> 16);
-      }
-      scores[(t * a.heads + h) * (a.blocks * kBlockSlots) + first + lane] =
-          valid[lane] ? acc * a.softmax_scale : -INFINITY;
-    }
-    __syncthreads();  // the next half overwrites the keys
+  const int64_t first = c.hb * kHalf;
+  stage_keys(a, c.t, first, c.d_lo, c.qd, keys, valid, rows, fp4s);
+  if (h >= a.heads) return;
+  const float* q = a.q + (c.t * a.heads + h) * a.dim + c.d_lo;
+  const uint16_t* k = keys + lane * (c.qd + 2);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // four chains: one left each warp on its latency
+  for (int d = 0; d < c.qd; d += 4) {       // qd is a multiple of 8
+    const float4 qv = load_aligned<float4>(q + d);
+    const uint32_t lo = load_aligned<uint32_t>(k + d), hi = load_aligned<uint32_t>(k + d + 2);
+    acc[0] += qv.x * bf16_bits_to_f32(lo & 0xFFFFu);
+    acc[1] += qv.y * bf16_bits_to_f32(lo >> 16);
+    acc[2] += qv.z * bf16_bits_to_f32(hi & 0xFFFFu);
+    acc[3] += qv.w * bf16_bits_to_f32(hi >> 16);
   }
+  const float dot = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  const int64_t list = a.blocks * kBlockSlots;
+  parts[((c.quarter * a.n + c.t) * a.heads + h) * list + first + lane] =
+      valid[lane] ? dot : -INFINITY;
 }
 
-// grid (n, blocks, head groups): M_b, S_b and A_b of block blockIdx.y for 8 heads.
+// Slot s's score of query t, head h: the quarters' dots summed in order, times the scale.
+__device__ __forceinline__ float score_of(const AttnArgs& a, const float* parts, int64_t t,
+                                          int64_t h, int64_t s) {
+  const int64_t list = a.blocks * kBlockSlots, quarter_stride = a.n * a.heads * list;
+  const float* p = parts + (t * a.heads + h) * list + s;
+  float dot = p[0];
+  FD_UNROLL
+  for (int q = 1; q < kQuarters; ++q) dot += p[q * quarter_stride];
+  return dot * a.softmax_scale;
+}
+
+constexpr int kMaxOutputs = kMaxDim / kQuarters * kHeads / kThreads;  // (dim, head) per thread
+
+// grid (n, 2 * blocks, head groups * 4): for half blockIdx.y (32 slots) of 64-slot block b, with
+// M_b the running maximum after block b: M_b and the half's sum of p (the first quarter writes
+// them), and the half's sum of bf16(p) * v over this CTA's dim quarter, for 8 heads.
 __global__ void __launch_bounds__(kThreads)
-    attn_block_kernel(AttnArgs a, const float* scores, float* part_m, float* part_s,
+    attn_block_kernel(AttnArgs a, const float* parts, float* part_m, float* part_s,
                       float* part_acc) {
   FD_DYNAMIC_SMEM(uint16_t, keys);
   __shared__ int valid[kHalf];
   __shared__ const uint8_t* rows[kHalf];
   __shared__ int fp4s[kHalf];
-  __shared__ float p_bf16[kHeads][kBlockSlots];
-  const int64_t t = blockIdx.x, b = blockIdx.y, h0 = static_cast<int64_t>(blockIdx.z) * kHeads;
+  __shared__ float p_bf16[kHeads][kHalf];
+  const CtaPlace c = cta_place(a);
+  const int64_t b = c.hb / 2, halves = 2 * a.blocks;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const int64_t list = a.blocks * kBlockSlots;
-  // Warp w: head h0 + w's running maximum, p and S_b.
-  const int64_t h = h0 + warp;
+  // Warp w: head h0 + w's running maximum, p and the half's sum.
+  const int64_t h = c.h0 + warp;
   if (h < a.heads) {
-    const float* sc = scores + (t * a.heads + h) * list;
     float m = kMinit;
-    for (int64_t s = lane; s < (b + 1) * kBlockSlots; s += 32) m = fmaxf(m, sc[s]);
+    for (int64_t s = lane; s < (b + 1) * kBlockSlots; s += 32)
+      m = fmaxf(m, score_of(a, parts, c.t, h, s));
     m = warp_max(m);
-    const float s0 = sc[b * kBlockSlots + lane], s1 = sc[b * kBlockSlots + 32 + lane];
-    const float p0 = expf(s0 - m), p1 = expf(s1 - m);
-    p_bf16[warp][lane] = round_bf16(p0);
-    p_bf16[warp][32 + lane] = round_bf16(p1);
-    const float sum = warp_sum(p0 + p1);
-    if (lane == 0) {
-      part_m[(t * a.blocks + b) * a.heads + h] = m;
-      part_s[(t * a.blocks + b) * a.heads + h] = sum;
+    const float p = expf(score_of(a, parts, c.t, h, c.hb * kHalf + lane) - m);
+    p_bf16[warp][lane] = round_bf16(p);
+    const float sum = warp_sum(p);
+    if (lane == 0 && c.quarter == 0) {
+      part_m[(c.t * halves + c.hb) * a.heads + h] = m;
+      part_s[(c.t * halves + c.hb) * a.heads + h] = sum;
     }
   }
-  // A_b: thread j owns dims j and j + 256 of every head.
-  float acc[kHeads][2];
-  for (int i = 0; i < kHeads; ++i) acc[i][0] = acc[i][1] = 0.0f;
-  const int64_t stride = a.dim + 2;
-  for (int half = 0; half < 2; ++half) {
-    stage_keys(a, t, b * kBlockSlots + half * kHalf, keys, valid, rows, fp4s);
-    for (int s = 0; s < kHalf; ++s) {
-      if (!valid[s]) continue;  // p is 0 there; skipping also skips 0 * NaN
-      const uint16_t* v = keys + s * stride;
-      for (int e = 0; e < 2; ++e) {
-        const int64_t d = threadIdx.x + e * kThreads;
-        if (d >= a.dim) continue;
-        const float vd = bf16_bits_to_f32(v[d]);
-        for (int i = 0; i < kHeads; ++i) acc[i][e] += p_bf16[i][half * kHalf + s] * vd;
-      }
+  stage_keys(a, c.t, c.hb * kHalf, c.d_lo, c.qd, keys, valid, rows, fp4s);  // also publishes p
+  // Output o = (head o / qd, dim o % qd) of the quarter: thread j takes j, j + 256, ...
+  float acc[kMaxOutputs];
+  FD_UNROLL
+  for (int i = 0; i < kMaxOutputs; ++i) acc[i] = 0.0f;
+  const int stride = c.qd + 2, outputs = c.qd * kHeads;
+  for (int s = 0; s < kHalf; ++s) {
+    if (!valid[s]) continue;  // p is 0 there; skipping also skips 0 * NaN
+    const uint16_t* v = keys + s * stride;
+    FD_UNROLL
+    for (int i = 0; i < kMaxOutputs; ++i) {
+      const int o = static_cast<int>(threadIdx.x) + i * kThreads;
+      if (o < outputs) acc[i] += p_bf16[o / c.qd][s] * bf16_bits_to_f32(v[o % c.qd]);
     }
-    __syncthreads();
   }
-  for (int i = 0; i < kHeads; ++i) {
-    if (h0 + i >= a.heads) break;
-    for (int e = 0; e < 2; ++e) {
-      const int64_t d = threadIdx.x + e * kThreads;
-      if (d < a.dim) part_acc[((t * a.blocks + b) * a.heads + h0 + i) * a.dim + d] = acc[i][e];
-    }
+  FD_UNROLL
+  for (int i = 0; i < kMaxOutputs; ++i) {
+    const int o = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int64_t hh = c.h0 + o / c.qd;
+    if (o < outputs && hh < a.heads)
+      part_acc[((c.t * halves + c.hb) * a.heads + hh) * a.dim + c.d_lo + o % c.qd] = acc[i];
   }
 }
 
-// grid (n, heads): the blocks combined, the sink added, out = bf16(acc / denominator).
+// grid (n, heads): the halves combined, the sink added, out = bf16(acc / denominator).
 __global__ void attn_combine_kernel(AttnArgs a, const float* part_m, const float* part_s,
                                     const float* part_acc, const float* sink, float* out) {
-  const int64_t t = blockIdx.x, h = blockIdx.y;
-  const float m = part_m[(t * a.blocks + a.blocks - 1) * a.heads + h];
+  const int64_t t = blockIdx.x, h = blockIdx.y, halves = 2 * a.blocks;
+  const float m = part_m[(t * halves + halves - 1) * a.heads + h];
   float denom = 0.0f;
-  for (int64_t b = 0; b < a.blocks; ++b) {
-    const int64_t i = (t * a.blocks + b) * a.heads + h;
+  for (int64_t b = 0; b < halves; ++b) {
+    const int64_t i = (t * halves + b) * a.heads + h;
     denom += part_s[i] * expf(part_m[i] - m);
   }
   denom += expf(sink[h] - m);
   for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t b = 0; b < a.blocks; ++b) {
-      const int64_t i = (t * a.blocks + b) * a.heads + h;
+    for (int64_t b = 0; b < halves; ++b) {
+      const int64_t i = (t * halves + b) * a.heads + h;
       acc += part_acc[i * a.dim + d] * expf(part_m[i] - m);
     }
     out[(t * a.heads + h) * a.dim + d] = m <= kMinit ? 0.0f : round_bf16(acc / denom);
@@ -240,6 +295,7 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   const Tensor& q = *args.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);
   FD_CHECK(d % 32 == 0 && d <= cuda::kMaxDim, "sparse_attention: head dim must be 32..512");
+  static_assert(32 % (4 * cuda::kQuarters) == 0, "a dim quarter must hold whole 4-value groups");
   const WindowKv& w = args.window;
   const int64_t n_step = w.step ? w.step->rows() : 0;
   for (int64_t p : args.positions)
@@ -262,10 +318,12 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   a.n_entries = args.topk ? args.compressed.n_entries : 0;
   Tensor ring_pos = ctx_->upload_span(w.ring_positions, DType::I64);
   a.ring_positions = ptr<const int64_t>(ring_pos);
-  const size_t key_bytes = static_cast<size_t>(cuda::kHalf * (d + 2)) * sizeof(uint16_t);
+  const size_t key_bytes =
+      static_cast<size_t>(cuda::kHalf * (d / cuda::kQuarters + 2)) * sizeof(uint16_t);
   const unsigned groups = static_cast<unsigned>((heads + cuda::kHeads - 1) / cuda::kHeads);
   // Queries in chunks whose block partials stay under ~64 MiB.
-  const int64_t per_query = a.blocks * heads * (d + 2) * 4;
+  const int64_t per_query =
+      (cuda::kQuarters * a.blocks * cuda::kBlockSlots + 2 * a.blocks * (d + 2)) * heads * 4;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / per_query);
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t m = std::min(chunk, n - t0);
@@ -275,15 +333,17 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
         args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
     a.positions = ptr<const int64_t>(pos);
     a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
-    Tensor scores = ctx_->scratch(DType::F32, Shape{m, heads, a.blocks * cuda::kBlockSlots});
-    Tensor pm = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
-    Tensor ps = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
-    Tensor pa = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads, d});
-    const dim3 grid(static_cast<unsigned>(m), static_cast<unsigned>(a.blocks), groups);
-    FD_LAUNCH(cuda::attn_scores_kernel, grid, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
-              ptr<float>(scores));
-    FD_LAUNCH(cuda::attn_block_kernel, grid, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
-              ptr<const float>(scores), ptr<float>(pm), ptr<float>(ps), ptr<float>(pa));
+    Tensor parts =
+        ctx_->scratch(DType::F32, Shape{cuda::kQuarters, m, heads, a.blocks * cuda::kBlockSlots});
+    Tensor pm = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
+    Tensor ps = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
+    Tensor pa = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads, d});
+    const dim3 halves(static_cast<unsigned>(m), static_cast<unsigned>(2 * a.blocks),
+                      groups * cuda::kQuarters);
+    FD_LAUNCH(cuda::attn_scores_kernel, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
+              ptr<float>(parts));
+    FD_LAUNCH(cuda::attn_block_kernel, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
+              ptr<const float>(parts), ptr<float>(pm), ptr<float>(ps), ptr<float>(pa));
     FD_LAUNCH(cuda::attn_combine_kernel,
               dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
               dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,

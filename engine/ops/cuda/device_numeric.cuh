@@ -52,6 +52,14 @@ FD_DEV float e4m3_to_f32(uint32_t code) {
       __uint_as_float(sign | __float_as_uint(static_cast<float>(mant) * 0.001953125f));
   return exp != 0 ? normal : sub;
 }
+// e4m3_to_f32 without branches: the code's magnitude bits placed at the bottom of an FP32
+// exponent give code * 2^-120 exactly (normal or denormal), which 2^120 scales back; 0x7F and
+// 0xFF are NaN. The same values, bit for bit (kv_quant_test checks every code).
+FD_DEV float e4m3_exact(uint32_t code) {
+  const uint32_t sign = (code & 0x80u) << 24;
+  const float v = __uint_as_float(sign | ((code & 0x7Fu) << 20)) * 0x1p120f;
+  return (code & 0x7Fu) == 0x7Fu ? __uint_as_float(0x7FC00000u | sign) : v;
+}
 // Round to nearest even; beyond ±448 saturates to ±448 (callers clamp first, like the reference).
 FD_DEV uint8_t f32_to_e4m3(float f) {
   if (f != f) return 0x7F;
@@ -82,6 +90,11 @@ FD_DEV float e2m1_to_f32(uint32_t code) {
   const float mag = c < 2 ? 0.5f * static_cast<float>(c)
                           : __uint_as_float(((c >> 1) + 126u) << 23) * (1.0f + 0.5f * (c & 1u));
   return (code & 0x8u) ? -mag : mag;
+}
+// e2m1_to_f32 without branches: magnitude bits at the bottom of the exponent give
+// code * 2^-126 exactly, which 2^126 scales back (kv_quant_test checks every code).
+FD_DEV float e2m1_exact(uint32_t code) {
+  return __uint_as_float(((code & 0x8u) << 28) | ((code & 0x7u) << 22)) * 0x1p126f;
 }
 FD_DEV uint8_t f32_to_e2m1(float f) {
   const uint8_t sign = (__float_as_uint(f) >> 31) ? 0x8 : 0x0;

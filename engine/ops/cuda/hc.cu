@@ -14,7 +14,8 @@ constexpr int kMaxHc = 4;
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // 24 mixes
 constexpr int kSums = kMaxMix + 1;              // + the sum of squares
 constexpr int kMixThreads = 256;
-constexpr int kMixRows = 4;  // rows per tile
+constexpr int kMixRows = 4;  // rows per tile (a warp each for the Sinkhorn)
+static_assert(kMixRows <= kMixThreads / 32);
 constexpr int64_t kSplitElems = 2 * kMixThreads;
 
 struct MixShape {
@@ -27,57 +28,47 @@ __device__ float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
 
-// Sinkhorn of MODEL-REFERENCE §4.1 on one HC x HC matrix, in the CPU reference's order. HC is a
-// compile-time size so every index is one after unrolling and c stays in registers: with a
-// run-time size c sat in local memory and this one thread's 20 rounds were most of a decode
-// step's mix (61 µs).
+// Sinkhorn of MODEL-REFERENCE §4.1 on one HC x HC matrix, spread over the lanes of a warp: lane
+// j * HC + k holds element (j, k) and gathers its row or column with shuffles, summing it in the
+// CPU reference's order (k, or j, ascending), so every value is the reference's to the bit. One
+// thread running the 20 rounds alone (its 640 divisions in a chain) took most of a decode step's
+// 45 µs mix on the H200. Every lane of the warp calls this; lanes past HC * HC compute garbage.
 template <int HC>
-__device__ void sinkhorn(float* c, int64_t iters, float eps) {
-  FD_UNROLL
-  for (int j = 0; j < HC; ++j) {
-    float* row = c + j * HC;
-    float mx = row[0];
-    FD_UNROLL
-    for (int k = 1; k < HC; ++k) mx = fmaxf(mx, row[k]);
+__device__ float sinkhorn_lane(float v, int64_t iters, float eps, unsigned lane) {
+  const int j = static_cast<int>(lane) / HC, k = static_cast<int>(lane) % HC;
+  auto row_sum = [&](float x) {
     float sum = 0.0f;
     FD_UNROLL
-    for (int k = 0; k < HC; ++k) sum += (row[k] = expf(row[k] - mx));
+    for (int kk = 0; kk < HC; ++kk) sum += __shfl_sync(kFullMask, x, j * HC + kk);
+    return sum;
+  };
+  auto col_sum = [&](float x) {
+    float sum = 0.0f;
     FD_UNROLL
-    for (int k = 0; k < HC; ++k) row[k] = row[k] / sum + eps;
+    for (int jj = 0; jj < HC; ++jj) sum += __shfl_sync(kFullMask, x, jj * HC + k);
+    return sum;
+  };
+  float mx = v;
+  FD_UNROLL
+  for (int kk = 0; kk < HC; ++kk) mx = fmaxf(mx, __shfl_sync(kFullMask, v, j * HC + kk));
+  v = expf(v - mx);
+  v = v / row_sum(v) + eps;
+  v /= col_sum(v) + eps;
+  for (int64_t it = 1; it < iters; ++it) {
+    v /= row_sum(v) + eps;
+    v /= col_sum(v) + eps;
   }
-  for (int64_t it = 0; it < (iters > 1 ? iters : 1); ++it) {
-    if (it > 0) {
-      FD_UNROLL
-      for (int j = 0; j < HC; ++j) {
-        float sum = 0.0f;
-        FD_UNROLL
-        for (int k = 0; k < HC; ++k) sum += c[j * HC + k];
-        FD_UNROLL
-        for (int k = 0; k < HC; ++k) c[j * HC + k] /= sum + eps;
-      }
-    }
-    FD_UNROLL
-    for (int k = 0; k < HC; ++k) {
-      float sum = 0.0f;
-      FD_UNROLL
-      for (int j = 0; j < HC; ++j) sum += c[j * HC + k];
-      FD_UNROLL
-      for (int j = 0; j < HC; ++j) c[j * HC + k] /= sum + eps;
-    }
-  }
+  return v;
 }
 
-// comb of one row: the HC x HC logits from the mixes m (scaled by r), Sinkhorn, stored.
+// comb of one row by one warp: the HC x HC logits from the mixes m (scaled by r), Sinkhorn, stored.
 template <int HC>
 __device__ void comb_of_row(const float* m, float r, const float* scale, const float* base,
-                            int64_t iters, float eps, float* out) {
-  float c[HC * HC];
-  FD_UNROLL
-  for (int j = 0; j < HC * HC; ++j)
-    c[j] = __fadd_rn(__fmul_rn(m[2 * HC + j] * r, scale[2]), base[2 * HC + j]);
-  sinkhorn<HC>(c, iters, eps);
-  FD_UNROLL
-  for (int j = 0; j < HC * HC; ++j) out[j] = c[j];
+                            int64_t iters, float eps, unsigned lane, float* out) {
+  const int e = static_cast<int>(lane) < HC * HC ? static_cast<int>(lane) : 0;
+  float c = __fadd_rn(__fmul_rn(m[2 * HC + e] * r, scale[2]), base[2 * HC + e]);
+  c = sinkhorn_lane<HC>(c, iters, eps, lane);
+  if (static_cast<int>(lane) < HC * HC) out[lane] = c;
 }
 
 // The 25 sums of one row tile over one split of the flat dimension, written to
@@ -126,38 +117,50 @@ __global__ void __launch_bounds__(kMixThreads)
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // Combine the splits in order, one thread per (row, sum).
+  // Combine the splits in order, one thread per (row, sum); the loads of eight splits are issued
+  // together (one at a time, 40 L2 round trips were several µs of a decode step).
   if (threadIdx.x < kMixRows * kSums) {
     const int r = threadIdx.x / kSums, j = threadIdx.x % kSums;
     const int64_t row = tile * kMixRows + r;
     float v = 0.0f;
-    if (row < s.n)
-      for (int64_t sp = 0; sp < s.splits; ++sp)
-        v += __ldcg(&partial[(row * s.splits + sp) * kSums + j]);
+    if (row < s.n) {
+      const float* src = partial + row * s.splits * kSums + j;
+      for (int64_t sp0 = 0; sp0 < s.splits; sp0 += 8) {
+        float t[8];
+        FD_UNROLL
+        for (int u = 0; u < 8; ++u)
+          t[u] = sp0 + u < s.splits ? __ldcg(src + (sp0 + u) * kSums) : 0.0f;
+        FD_UNROLL
+        for (int u = 0; u < 8; ++u)
+          if (sp0 + u < s.splits) v += t[u];
+      }
+    }
     row_sums[r][j] = v;
   }
   __syncthreads();
-  if (threadIdx.x >= kMixRows) return;
-  const int64_t row = tile * kMixRows + threadIdx.x;
-  if (row >= s.n) return;
-  const float* m = row_sums[threadIdx.x];
+  // One warp per row of the tile (the Sinkhorn's lanes).
+  if (warp >= kMixRows) return;
+  const int64_t row = tile * kMixRows + warp;
+  if (row >= s.n) return;  // uniform over the warp
+  const float* m = row_sums[warp];
   const float r = 1.0f / sqrtf(m[kMaxMix] / static_cast<float>(s.flat) + s.norm_eps);
   const int64_t hc = s.hc;
-  for (int64_t j = 0; j < hc; ++j) {
-    pre[row * hc + j] = sigmoid(__fadd_rn(__fmul_rn(m[j] * r, scale[0]), base[j])) + s.hc_eps;
-    post[row * hc + j] =
-        2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + j] * r, scale[1]), base[hc + j]));
+  if (lane < hc) {
+    pre[row * hc + lane] =
+        sigmoid(__fadd_rn(__fmul_rn(m[lane] * r, scale[0]), base[lane])) + s.hc_eps;
+    post[row * hc + lane] =
+        2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + lane] * r, scale[1]), base[hc + lane]));
   }
   float* out = comb + row * hc * hc;
   switch (hc) {  // hc <= kMaxHc, checked by the caller
     case 1:
-      return comb_of_row<1>(m, r, scale, base, s.iters, s.hc_eps, out);
+      return comb_of_row<1>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
     case 2:
-      return comb_of_row<2>(m, r, scale, base, s.iters, s.hc_eps, out);
+      return comb_of_row<2>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
     case 3:
-      return comb_of_row<3>(m, r, scale, base, s.iters, s.hc_eps, out);
+      return comb_of_row<3>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
     default:
-      return comb_of_row<4>(m, r, scale, base, s.iters, s.hc_eps, out);
+      return comb_of_row<4>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
   }
 }
 

@@ -55,67 +55,95 @@ __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_
   if (b >= 0 && b < n_blocks) allowed[(i / c) * n_blocks + b] = 1;
 }
 
-// MaxHeads (32 or 64) bounds the unrolled head loops: V4.1's 32 index heads need not pay for 64.
-// Per thread: the entry's 16 code bytes of a 32-value block as four 4-byte loads where rows are
-// 4-byte aligned (dim / 2 + dim / 32 bytes: dim a multiple of 128), else bytes; q read four
-// floats at a time.
+// Four lanes score one entry, lane p taking heads p, p + 4, p + 8, ... (a quarter of the FMAs
+// each: one lane per entry ran 4096 dependent-ish FMAs per thread on a quarter of the
+// multiprocessors, 37 µs of a decode step's Full layer); the heads' terms are then gathered to
+// the first lane in head order, so the sum is the one-lane sum to the bit. MaxHeads (32 or 64)
+// bounds the unrolled head loops. Per lane: the entry's 16 code bytes of a 32-value block as four
+// 4-byte loads where rows are 4-byte aligned (dim / 2 + dim / 32 bytes: dim a multiple of 128),
+// else bytes; q from shared memory four floats at a time, its rows dim + 4 floats apart so the
+// four lanes' heads sit on different banks.
+constexpr int kLanesPerEntry = 4;
+
 template <int MaxHeads>
 __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a, float* scores) {
+  constexpr int kPerLane = MaxHeads / kLanesPerEntry;
   FD_DYNAMIC_SMEM(float, qs);
-  const int64_t t = blockIdx.y, s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t i = threadIdx.x; i < a.heads * a.dim; i += blockDim.x)
-    qs[i] = a.q[t * a.heads * a.dim + i];
-  __syncthreads();
-  if (s >= a.width) return;
+  const int64_t t = blockIdx.y, q_stride = a.dim + 4;
   const int64_t visible = lmin(a.visible[t], a.entries);
-  if (s >= visible || (a.allowed && !a.allowed[t * a.n_blocks + s / a.block_size])) {
-    scores[t * a.width + s] = -INFINITY;
+  // A block past the visible entries (a decode row is as wide as the prompt's: most of it) only
+  // writes -inf, without staging q.
+  const int64_t block_first = static_cast<int64_t>(blockIdx.x) * blockDim.x / kLanesPerEntry;
+  if (block_first >= visible) {
+    const int64_t s = block_first + threadIdx.x;
+    if (threadIdx.x < blockDim.x / kLanesPerEntry && s < a.width)
+      scores[t * a.width + s] = -INFINITY;
     return;
   }
-  const int64_t row_bytes = a.dim / 2 + a.dim / 32;
-  const bool words_aligned = row_bytes % 4 == 0;  // dim a multiple of 128 (the model's 128)
-  const uint8_t* row = a.keys + s * row_bytes;
-  float dh[MaxHeads];
+  for (int64_t i = threadIdx.x; i < a.heads * a.dim; i += blockDim.x)
+    qs[(i / a.dim) * q_stride + i % a.dim] = a.q[t * a.heads * a.dim + i];
+  __syncthreads();
+  const int part = static_cast<int>(threadIdx.x % kLanesPerEntry);
+  const int64_t s = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanesPerEntry;
+  // Every lane stays to the end for the gather's shuffles.
+  const bool live =
+      s < a.width && s < visible && !(a.allowed && !a.allowed[t * a.n_blocks + s / a.block_size]);
+  float dh[kPerLane];
   FD_UNROLL
-  for (int h = 0; h < MaxHeads; ++h) dh[h] = 0.0f;
-  for (int64_t j = 0; j < a.dim / 32; ++j) {
-    const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
-    const uint8_t* codes = row + j * 16;
-    uint32_t word[4];
-    FD_UNROLL
-    for (int w = 0; w < 4; ++w)
-      word[w] = words_aligned ? load_aligned<uint32_t>(codes + 4 * w)
-                              : codes[4 * w] | (codes[4 * w + 1] << 8) | (codes[4 * w + 2] << 16) |
-                                    (uint32_t{codes[4 * w + 3]} << 24);
-    float kv[32];
-    FD_UNROLL
-    for (int i = 0; i < 32; ++i) kv[i] = e2m1_to_f32((word[i / 8] >> (4 * (i % 8))) & 0xFu) * scale;
-    FD_UNROLL
-    for (int h = 0; h < MaxHeads; ++h) {
-      if (h < a.heads) {
-        const float* qh = qs + h * a.dim + j * 32;
-        float acc = dh[h];
-        FD_UNROLL
-        for (int i = 0; i < 8; ++i) {
-          const float4 q4 = load_aligned<float4>(qh + 4 * i);
-          acc += q4.x * kv[4 * i];
-          acc += q4.y * kv[4 * i + 1];
-          acc += q4.z * kv[4 * i + 2];
-          acc += q4.w * kv[4 * i + 3];
+  for (int hh = 0; hh < kPerLane; ++hh) dh[hh] = 0.0f;
+  if (live) {
+    const int64_t row_bytes = a.dim / 2 + a.dim / 32;
+    const bool words_aligned = row_bytes % 4 == 0;  // dim a multiple of 128 (the model's 128)
+    const uint8_t* row = a.keys + s * row_bytes;
+    for (int64_t j = 0; j < a.dim / 32; ++j) {
+      const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
+      const uint8_t* codes = row + j * 16;
+      uint32_t word[4];
+      FD_UNROLL
+      for (int w = 0; w < 4; ++w)
+        word[w] = words_aligned ? load_aligned<uint32_t>(codes + 4 * w)
+                                : codes[4 * w] | (codes[4 * w + 1] << 8) |
+                                      (codes[4 * w + 2] << 16) | (uint32_t{codes[4 * w + 3]} << 24);
+      float kv[32];
+      FD_UNROLL
+      for (int i = 0; i < 32; ++i)
+        kv[i] = e2m1_to_f32((word[i / 8] >> (4 * (i % 8))) & 0xFu) * scale;
+      FD_UNROLL
+      for (int hh = 0; hh < kPerLane; ++hh) {
+        const int64_t h = hh * kLanesPerEntry + part;
+        if (h < a.heads) {
+          const float* qh = qs + h * q_stride + j * 32;
+          float acc = dh[hh];
+          FD_UNROLL
+          for (int i = 0; i < 8; ++i) {
+            const float4 q4 = load_aligned<float4>(qh + 4 * i);
+            acc += q4.x * kv[4 * i];
+            acc += q4.y * kv[4 * i + 1];
+            acc += q4.z * kv[4 * i + 2];
+            acc += q4.w * kv[4 * i + 3];
+          }
+          dh[hh] = acc;
         }
-        dh[h] = acc;
       }
     }
   }
+  float term[kPerLane];
+  FD_UNROLL
+  for (int hh = 0; hh < kPerLane; ++hh) {
+    const int64_t h = hh * kLanesPerEntry + part;
+    term[hh] = live && h < a.heads
+                   ? round_bf16(fmaxf(round_bf16(dh[hh]), 0.0f) * a.weights[t * a.heads + h])
+                   : 0.0f;
+  }
+  const int first_lane = static_cast<int>(threadIdx.x & 31u) & ~(kLanesPerEntry - 1);
   float total = 0.0f;
   FD_UNROLL
   for (int h = 0; h < MaxHeads; ++h) {
-    if (h < a.heads) {
-      const float d = round_bf16(dh[h]);
-      total += round_bf16(fmaxf(d, 0.0f) * a.weights[t * a.heads + h]);
-    }
+    const float v =
+        __shfl_sync(kFullMask, term[h / kLanesPerEntry], first_lane + h % kLanesPerEntry);
+    if (h < a.heads) total += v;
   }
-  scores[t * a.width + s] = round_bf16(total);
+  if (part == 0 && s < a.width) scores[t * a.width + s] = live ? round_bf16(total) : -INFINITY;
 }
 
 // Larger float -> larger key; -0 and +0 share one key.
@@ -293,8 +321,9 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   Tensor scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(width, 1)});
   if (width > 0)
     FD_LAUNCH(heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
-              dim3(blocks_for(width, cuda::kScoreThreads), static_cast<unsigned>(n)),
-              dim3(cuda::kScoreThreads), static_cast<size_t>(heads * d) * sizeof(float),
+              dim3(blocks_for(width * cuda::kLanesPerEntry, cuda::kScoreThreads),
+                   static_cast<unsigned>(n)),
+              dim3(cuda::kScoreThreads), static_cast<size_t>(heads * (d + 4)) * sizeof(float),
               ctx_->stream(), a, ptr<float>(scores));
   const int64_t c = candidates ? candidates->dim(1) : 0;
   Tensor block_scores;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Where the time of chosen decode kernels goes (Nsight Compute sections: speed of light,
+# occupancy, launch statistics, warp stall reasons, memory workload), one profiled launch per
+# kernel name, from cuda_layer_bench's batch-1 decode of its first two layer roles. Run after
+# tools/gpu/run.sh has configured build/engine-only (or with BUILD set); writes OUT/ncu_detail.txt.
+#   OUT=dir [KERNELS="a b c"] bash tools/gpu/ncu_detail.sh
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/../.."
+OUT=${OUT:?set OUT}
+BUILD=${BUILD:-build/engine-only}
+KERNELS=${KERNELS:-"attn_scores_kernel attn_block_kernel hc_mix_kernel indexer_select_kernel expert_up_kernel expert_down_kernel route_kernel"}
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$NCU" ] || { echo "ncu not found" > "$OUT/ncu_detail.txt"; exit 0; }
+for k in $KERNELS; do
+  echo "=================== $k"
+  timeout 120 "$NCU" --clock-control none -k "regex:^$k" --launch-skip 2 -c 1 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis \
+    "$BUILD/bench/cuda_layer_bench" --iters 1 --copy-mb 64 --gemm-n 512 --batches 1 --prefill 0 \
+    --max-roles 2 2>&1 | sed -n '/==PROF==\|Section\|---\|  [A-Z]/p' | grep -v "^ *----" | head -120
+done > "$OUT/ncu_detail.txt" 2>&1
