@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the time of chosen decode kernels goes (Nsight Compute sections: speed of light,
-# occupancy, launch statistics, warp stall reasons, memory workload), one profiled launch per
+# occupancy, launch statistics, warp stall reasons, memory workload, source hot spots), one profiled launch per
 # kernel name, from cuda_layer_bench's batch-1 decode of its first two layer roles. Run after
 # tools/gpu/run.sh has configured build/engine-only (or with BUILD set); writes OUT/ncu_detail.txt.
 #   OUT=dir [KERNELS="a b c"] bash tools/gpu/ncu_detail.sh
@@ -15,7 +15,7 @@ for k in $KERNELS; do
   echo "=================== $k"
   timeout 120 "$NCU" --clock-control none -k "regex:^$k" --launch-skip 2 -c 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-    --section SchedulerStats --section MemoryWorkloadAnalysis \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
     "$BUILD/bench/cuda_layer_bench" --iters 1 --copy-mb 64 --gemm-n 512 --batches 1 --prefill 0 \
-    --max-roles 2 2>&1 | sed -n '/==PROF==\|Section\|---\|  [A-Z]/p' | grep -v "^ *----" | head -120
+    --max-roles 2 2>&1 | grep -v "^ *----" | grep -v "^ *$" | head -160
 done > "$OUT/ncu_detail.txt" 2>&1

@@ -12,7 +12,8 @@
 # Environment: OUT (required), BUDGET_S (seconds for the whole script, default 440), JOBS,
 # GOLDEN=0 to skip the golden tests (when the checkout's tests/data is not this tree's), QUICK=1
 # for the tests and a batch-1 layer table only (a short device call: no GEMV bench, model bench
-# or CLI round, and no profile unless PROFILE=1).
+# or CLI round, and no profile unless PROFILE=1). PROFILE_PREFILL=0 keeps the profile to decode,
+# CLI=0 skips the CLI round, GEMV=0 the GEMV bench, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -91,7 +92,8 @@ if [ "${PROFILE:-$([ "${QUICK:-0}" = 1 ] && echo 0 || echo 1)}" = 1 ]; then
     rm -f "$OUT/ncu.tmp"
   }
   { profile "decode, batch 1, two roles (5 steps each)" --batches 1 --prefill 0 --max-roles 2
-    profile "prefill of 2048 tokens, one role (2 runs)" --batches "" --prefill 2048 --max-roles 1
+    [ "${PROFILE_PREFILL:-1}" = 1 ] &&
+      profile "prefill of 2048 tokens, one role (2 runs)" --batches "" --prefill 2048 --max-roles 1
   } >> "$OUT/bench_layers.md" 2>&1
 fi
 
@@ -99,14 +101,17 @@ if [ "${QUICK:-0}" != 1 ]; then
 
 # The decode GEMVs of a layer's shapes at 1..8 rows and MoE steps at 1 and 8 rows against the
 # copy bandwidth (a few seconds), appended to the layer table.
+if [ "${GEMV:-1}" = 1 ]; then
 stage bench_gemv
 { echo; echo "## Decode GEMVs and MoE steps (bench/cuda_gemv_bench)"; echo
   run_for 160 "$BUILD/bench/cuda_gemv_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
+fi
 
 stage bench_model
 run_for 70 "$BUILD/bench/cuda_model_bench" --runs 3 > "$OUT/bench_model.md" 2>&1
 echo "exit $?" >> "$OUT/bench_model.md"
 
+if [ "${CLI:-1}" = 1 ]; then
 stage cli
 { "$BUILD/bin/flashdesk-cli" version
   for b in cpu cuda; do
@@ -126,6 +131,7 @@ stage cli
       --backend "$b" --limit 2 --prefill exact
   done
 } > "$OUT/cli.log" 2>&1
+fi  # CLI
 
 fi  # QUICK
 
@@ -134,6 +140,14 @@ stage golden
 if [ -n "$TESTS_BUILD" ] && [ -x "$BUILD/tests/engine_tests" ]; then
   run_for 10 "$BUILD/tests/engine_tests" --gtest_filter='*Golden*cuda*:HybridExperts.*' >> "$OUT/golden.log" 2>&1
   echo "golden exit $?" >> "$OUT/golden.log"
+fi
+
+# Stall reasons and source hot spots of chosen kernels (tools/gpu/ncu_detail.sh), when DETAIL
+# names them (a CLI=0 call leaves room for the file among the eight that come back).
+if [ -n "${DETAIL:-}" ]; then
+  stage detail
+  export KERNELS="$DETAIL" BUILD
+  run_for 15 bash tools/gpu/ncu_detail.sh
 fi
 
 stage summary
