@@ -13,7 +13,8 @@
 # GOLDEN=0 to skip the golden tests (when the checkout's tests/data is not this tree's), QUICK=1
 # for the tests and a batch-1 layer table only (a short device call: no GEMV bench, model bench
 # or CLI round, and no profile unless PROFILE=1). PROFILE_PREFILL=0 keeps the profile to decode,
-# CLI=0 skips the CLI round, GEMV=0 the GEMV bench, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report.
+# CLI=0 skips the CLI round, GEMV=0 the GEMV bench, LAYER_BENCH_ARGS replaces the layer bench's
+# arguments, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -68,6 +69,7 @@ echo "cuda_tests exit $?" >> "$OUT/cuda_tests.log"
 
 stage bench_layers
 if [ "${QUICK:-0}" = 1 ]; then LAYER_ARGS=(--iters 5 --batches 1 --prefill 2048); else LAYER_ARGS=(--iters 10); fi
+[ -n "${LAYER_BENCH_ARGS:-}" ] && read -r -a LAYER_ARGS <<< "$LAYER_BENCH_ARGS"
 run_for 100 "$BUILD/bench/cuda_layer_bench" "${LAYER_ARGS[@]}" > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
 

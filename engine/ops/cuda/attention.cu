@@ -4,7 +4,8 @@
 // 32-slot half of a block and each quarter of the head dim is one unit of work (a decode step has
 // few blocks: halves and quarters give it 8 times the CTAs, each with an eighth of the chain):
 //   1. scores: the dots q.k over each dim quarter per (query, head, slot), -inf for empty slots;
-//      a score is the quarters' sum (in order) times the scale;
+//      a score is the quarters' sum (in order) times the scale, formed once with the blocks'
+//      running maxima;
 //   2. half partials: with M_b the running maximum after block b (the maximum over blocks <= b,
 //      from the scores), p = exp(s - M_b), S = sum p, A = sum bf16(p) * v over the half (each
 //      CTA its dim quarter of A);
@@ -198,25 +199,43 @@ __global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float
       valid[lane] ? dot : -INFINITY;
 }
 
-// Slot s's score of query t, head h: the quarters' dots summed in order, times the scale.
-__device__ __forceinline__ float score_of(const AttnArgs& a, const float* parts, int64_t t,
-                                          int64_t h, int64_t s) {
+// grid (n, head groups), a warp per head: each slot's score, the quarters' dots summed in order
+// times the scale, written over the first quarter's; and each 64-slot block's running maximum
+// M_b (over blocks <= b) into run_max[t][b][h]. Once per (query, head): the block kernel's CTAs
+// (every half and quarter) computing the maxima themselves doubled a Full layer's block kernel.
+__global__ void __launch_bounds__(kThreads)
+    attn_finish_scores_kernel(AttnArgs a, float* parts, float* run_max) {
+  const int64_t t = blockIdx.x, h = static_cast<int64_t>(blockIdx.y) * kHeads + (threadIdx.x >> 5);
+  if (h >= a.heads) return;
+  const unsigned lane = threadIdx.x & 31u;
   const int64_t list = a.blocks * kBlockSlots, quarter_stride = a.n * a.heads * list;
-  const float* p = parts + (t * a.heads + h) * list + s;
-  float dot = p[0];
-  FD_UNROLL
-  for (int q = 1; q < kQuarters; ++q) dot += p[q * quarter_stride];
-  return dot * a.softmax_scale;
+  float* row = parts + (t * a.heads + h) * list;
+  float m = kMinit;
+  for (int64_t b = 0; b < a.blocks; ++b) {
+    FD_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      float* p = row + b * kBlockSlots + half * 32 + lane;
+      float dot = p[0];
+      FD_UNROLL
+      for (int q = 1; q < kQuarters; ++q) dot += p[q * quarter_stride];
+      const float score = dot * a.softmax_scale;
+      p[0] = score;
+      m = fmaxf(m, score);
+    }
+    m = warp_max(m);
+    if (lane == 0) run_max[(t * a.blocks + b) * a.heads + h] = m;
+  }
 }
 
 constexpr int kMaxOutputs = kMaxDim / kQuarters * kHeads / kThreads;  // (dim, head) per thread
 
 // grid (n, 2 * blocks, head groups * 4): for half blockIdx.y (32 slots) of 64-slot block b, with
-// M_b the running maximum after block b: M_b and the half's sum of p (the first quarter writes
-// them), and the half's sum of bf16(p) * v over this CTA's dim quarter, for 8 heads.
+// M_b the running maximum after block b (attn_finish_scores_kernel): M_b and the half's sum of p
+// (the first quarter writes them), and the half's sum of bf16(p) * v over this CTA's dim quarter,
+// for 8 heads.
 __global__ void __launch_bounds__(kThreads)
-    attn_block_kernel(AttnArgs a, const float* parts, float* part_m, float* part_s,
-                      float* part_acc) {
+    attn_block_kernel(AttnArgs a, const float* scores, const float* run_max, float* part_m,
+                      float* part_s, float* part_acc) {
   FD_DYNAMIC_SMEM(uint16_t, keys);
   __shared__ int valid[kHalf];
   __shared__ const uint8_t* rows[kHalf];
@@ -228,11 +247,9 @@ __global__ void __launch_bounds__(kThreads)
   // Warp w: head h0 + w's running maximum, p and the half's sum.
   const int64_t h = c.h0 + warp;
   if (h < a.heads) {
-    float m = kMinit;
-    for (int64_t s = lane; s < (b + 1) * kBlockSlots; s += 32)
-      m = fmaxf(m, score_of(a, parts, c.t, h, s));
-    m = warp_max(m);
-    const float p = expf(score_of(a, parts, c.t, h, c.hb * kHalf + lane) - m);
+    const float m = run_max[(c.t * a.blocks + b) * a.heads + h];
+    const float p =
+        expf(scores[(c.t * a.heads + h) * a.blocks * kBlockSlots + c.hb * kHalf + lane] - m);
     p_bf16[warp][lane] = round_bf16(p);
     const float sum = warp_sum(p);
     if (lane == 0 && c.quarter == 0) {
@@ -342,8 +359,12 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
                       groups * cuda::kQuarters);
     FD_LAUNCH(cuda::attn_scores_kernel, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
               ptr<float>(parts));
+    Tensor run_max = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
+    FD_LAUNCH(cuda::attn_finish_scores_kernel, dim3(static_cast<unsigned>(m), groups),
+              dim3(cuda::kThreads), 0, ctx_->stream(), a, ptr<float>(parts), ptr<float>(run_max));
     FD_LAUNCH(cuda::attn_block_kernel, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
-              ptr<const float>(parts), ptr<float>(pm), ptr<float>(ps), ptr<float>(pa));
+              ptr<const float>(parts), ptr<const float>(run_max), ptr<float>(pm), ptr<float>(ps),
+              ptr<float>(pa));
     FD_LAUNCH(cuda::attn_combine_kernel,
               dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
               dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,

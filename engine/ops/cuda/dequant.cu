@@ -19,28 +19,44 @@ constexpr int kGroupsPerThread = 4;  // groups of 8 values a thread converts
 // and the H200 moved 1.5 TB/s here.
 template <bool Fp4>
 __global__ void __launch_bounds__(kThreads)
-    dequantize_by_eight_kernel(const uint8_t* w, const uint8_t* scale, uint32_t scale_cols,
-                               uint32_t rows, uint32_t k, uint4* out) {
+    dequantize_by_eight_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
+                               uint32_t scale_cols, uint32_t rows, uint32_t k,
+                               uint4* __restrict__ out) {
   const uint32_t per_row = k / 8, total = rows * per_row;
   const uint32_t base = blockIdx.x * (kThreads * kGroupsPerThread) + threadIdx.x;
+  // Every group's loads first, then the conversions and stores: loads behind stores the compiler
+  // cannot reorder would wait on memory one group at a time.
+  uint2 codes[kGroupsPerThread];
+  uint32_t sc[kGroupsPerThread];
   FD_UNROLL
   for (int step = 0; step < kGroupsPerThread; ++step) {
     const uint32_t i = base + static_cast<uint32_t>(step) * kThreads;
-    if (i >= total) return;
+    codes[step] = uint2{0, 0};
+    sc[step] = 0;
+    if (i >= total) continue;
     const uint32_t r = i / per_row, c = (i - r * per_row) * 8;
+    if constexpr (Fp4) {
+      codes[step].x = load_aligned<uint32_t>(w + static_cast<size_t>(r) * (k / 2) + c / 2);
+      sc[step] = scale[static_cast<size_t>(r) * scale_cols + c / 32];
+    } else {
+      codes[step] = load_aligned<uint2>(w + static_cast<size_t>(r) * k + c);
+      sc[step] = scale[static_cast<size_t>(r / 32) * scale_cols + c / 32];
+    }
+  }
+  FD_UNROLL
+  for (int step = 0; step < kGroupsPerThread; ++step) {
+    const uint32_t i = base + static_cast<uint32_t>(step) * kThreads;
+    if (i >= total) continue;
+    const float s = e8m0_to_f32(sc[step]);
     float v[8];
     if constexpr (Fp4) {
-      const uint32_t codes = load_aligned<uint32_t>(w + static_cast<size_t>(r) * (k / 2) + c / 2);
-      const float s = e8m0_to_f32(scale[static_cast<size_t>(r) * scale_cols + c / 32]);
       FD_UNROLL
-      for (int j = 0; j < 8; ++j) v[j] = e2m1_to_f32((codes >> (4 * j)) & 0xFu) * s;
+      for (int j = 0; j < 8; ++j) v[j] = e2m1_to_f32((codes[step].x >> (4 * j)) & 0xFu) * s;
     } else {
-      const uint2 codes = load_aligned<uint2>(w + static_cast<size_t>(r) * k + c);
-      const float s = e8m0_to_f32(scale[static_cast<size_t>(r / 32) * scale_cols + c / 32]);
       FD_UNROLL
       for (int j = 0; j < 4; ++j) {
-        v[j] = e4m3_to_f32((codes.x >> (8 * j)) & 0xFFu) * s;
-        v[4 + j] = e4m3_to_f32((codes.y >> (8 * j)) & 0xFFu) * s;
+        v[j] = e4m3_to_f32((codes[step].x >> (8 * j)) & 0xFFu) * s;
+        v[4 + j] = e4m3_to_f32((codes[step].y >> (8 * j)) & 0xFFu) * s;
       }
     }
     uint4 packed;
