@@ -140,11 +140,17 @@ class CudaAttentionTest : public CudaOpTest {
     }
     a.sink = &sink_t.gpu;
     a.softmax_scale = scale;
-    gpu().sparse_attention(a, out);
     const std::vector<float> want = reference(c, q, ring, step, entries, topk, sink, scale);
-    expect_bf16_close(from_gpu<float>(out), want, 2.0, rms(want) / 8,
-                      "attention H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                          " W=" + std::to_string(W) + " k=" + std::to_string(c.kc));
+    // The head dim undivided (prefill's kernels) and in 4 parts (decode's), then as picked.
+    for (const int quarters : {1, 4, 0}) {
+      gpu().set_attention_quarters(quarters);
+      gpu().sparse_attention(a, out);
+      expect_bf16_close(from_gpu<float>(out), want, 2.0, rms(want) / 8,
+                        "attention H=" + std::to_string(H) + " D=" + std::to_string(D) +
+                            " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) +
+                            " parts=" + std::to_string(quarters));
+    }
+    gpu().set_attention_quarters(0);
   }
 
   static std::vector<int64_t> ring_holding(int64_t W, int64_t first, int64_t last) {

@@ -28,7 +28,10 @@ namespace {
 constexpr int kBlockSlots = 64;  // the definition's softmax block
 constexpr int kHalf = 32;        // slots staged at a time
 constexpr int kHeads = 8;        // heads per CUDA block (one warp each)
-constexpr int kQuarters = 4;     // the head dim split over CTAs
+// The head dim is split over Q CTAs (template argument): 4 where the undivided kernels would not
+// fill the GPU (decode), 1 where they do (prefill: there a split only multiplies each CTA's fixed
+// latency, the slot lookups and barriers, by the number of parts).
+constexpr int kMaxQuarters = 4;
 constexpr int kThreads = 32 * kHeads;
 constexpr int64_t kMaxDim = 512;
 constexpr float kMinit = -1e30f;
@@ -72,8 +75,10 @@ __device__ const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t s, bool
 // says whether slot first + i has a key. Each thread decodes groups of 4 consecutive values (a
 // 4-byte FP8 word or a 2-byte FP4 pair) and issues all its loads before it decodes any: the rows
 // are scattered over the caches, so the loads' latency, not their bytes, is what this costs.
-constexpr int kGroupsPerThread = kHalf * (kMaxDim / kQuarters / 4) / kThreads;  // 4 at dim 512
+template <int Q>
+constexpr int kGroupsPerThread = kHalf*(kMaxDim / Q / 4) / kThreads;  // 16 / Q at dim 512
 
+template <int Q>
 __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, int d_lo, int qd,
                            uint16_t* keys, int* valid, const uint8_t** rows, int* fp4s) {
   // 32-bit index arithmetic: a 64-bit division is a ~70-instruction routine, and these loops'
@@ -107,10 +112,10 @@ __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, int d_lo
     }
     return true;
   };
-  uint32_t raw[kGroupsPerThread];
-  uint8_t scale[kGroupsPerThread];
+  uint32_t raw[kGroupsPerThread<Q>];
+  uint8_t scale[kGroupsPerThread<Q>];
   FD_UNROLL
-  for (int u = 0; u < kGroupsPerThread; ++u) {
+  for (int u = 0; u < kGroupsPerThread<Q>; ++u) {
     raw[u] = 0;
     scale[u] = 0;
     int s, dq;
@@ -131,7 +136,7 @@ __device__ void stage_keys(const AttnArgs& a, int64_t t, int64_t first, int d_lo
   // Decoded by placing the code bits in an FP32 word (e4m3_exact / e2m1_exact): a few
   // instructions a value where the general decoders' branches were most of the staging.
   FD_UNROLL
-  for (int u = 0; u < kGroupsPerThread; ++u) {
+  for (int u = 0; u < kGroupsPerThread<Q>; ++u) {
     int s, dq;
     if (!group_at(u, &s, &dq)) continue;
     uint16_t* out = keys + s * stride + dq;
@@ -156,13 +161,14 @@ struct CtaPlace {
   int64_t t, hb, h0;
   int quarter, d_lo, qd;
 };
+template <int Q>
 __device__ CtaPlace cta_place(const AttnArgs& a) {
   CtaPlace c;
   c.t = blockIdx.x;
   c.hb = blockIdx.y;
-  c.h0 = static_cast<int64_t>(blockIdx.z / kQuarters) * kHeads;
-  c.quarter = static_cast<int>(blockIdx.z % kQuarters);
-  c.qd = static_cast<int>(a.dim) / kQuarters;
+  c.h0 = static_cast<int64_t>(blockIdx.z / Q) * kHeads;
+  c.quarter = static_cast<int>(blockIdx.z % Q);
+  c.qd = static_cast<int>(a.dim) / Q;
   c.d_lo = c.quarter * c.qd;
   return c;
 }
@@ -171,16 +177,17 @@ __device__ CtaPlace cta_place(const AttnArgs& a) {
 // the 32 slots of half blockIdx.y, parts[quarter][t][h][slot] (-inf for empty slots). Halves and
 // quarters rather than whole 64-slot blocks and rows: a decode step has few blocks, and one CTA
 // per block staging and dotting whole rows left a 61 µs chain on 16 CTAs (H200).
+template <int Q>
 __global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float* parts) {
   FD_DYNAMIC_SMEM(uint16_t, keys);
   __shared__ int valid[kHalf];
   __shared__ const uint8_t* rows[kHalf];
   __shared__ int fp4s[kHalf];
-  const CtaPlace c = cta_place(a);
+  const CtaPlace c = cta_place<Q>(a);
   const int64_t h = c.h0 + (threadIdx.x >> 5);
   const unsigned lane = threadIdx.x & 31u;
   const int64_t first = c.hb * kHalf;
-  stage_keys(a, c.t, first, c.d_lo, c.qd, keys, valid, rows, fp4s);
+  stage_keys<Q>(a, c.t, first, c.d_lo, c.qd, keys, valid, rows, fp4s);
   if (h >= a.heads) return;
   const float* q = a.q + (c.t * a.heads + h) * a.dim + c.d_lo;
   const uint16_t* k = keys + lane * (c.qd + 2);
@@ -203,6 +210,7 @@ __global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float
 // times the scale, written over the first quarter's; and each 64-slot block's running maximum
 // M_b (over blocks <= b) into run_max[t][b][h]. Once per (query, head): the block kernel's CTAs
 // (every half and quarter) computing the maxima themselves doubled a Full layer's block kernel.
+template <int Q>
 __global__ void __launch_bounds__(kThreads)
     attn_finish_scores_kernel(AttnArgs a, float* parts, float* run_max) {
   const int64_t t = blockIdx.x, h = static_cast<int64_t>(blockIdx.y) * kHeads + (threadIdx.x >> 5);
@@ -217,7 +225,7 @@ __global__ void __launch_bounds__(kThreads)
       float* p = row + b * kBlockSlots + half * 32 + lane;
       float dot = p[0];
       FD_UNROLL
-      for (int q = 1; q < kQuarters; ++q) dot += p[q * quarter_stride];
+      for (int q = 1; q < Q; ++q) dot += p[q * quarter_stride];
       const float score = dot * a.softmax_scale;
       p[0] = score;
       m = fmaxf(m, score);
@@ -227,12 +235,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-constexpr int kMaxOutputs = kMaxDim / kQuarters * kHeads / kThreads;  // (dim, head) per thread
+template <int Q>
+constexpr int kMaxOutputs = kMaxDim / Q* kHeads / kThreads;  // (dim, head) outputs per thread
 
 // grid (n, 2 * blocks, head groups * 4): for half blockIdx.y (32 slots) of 64-slot block b, with
 // M_b the running maximum after block b (attn_finish_scores_kernel): M_b and the half's sum of p
 // (the first quarter writes them), and the half's sum of bf16(p) * v over this CTA's dim quarter,
 // for 8 heads.
+template <int Q>
 __global__ void __launch_bounds__(kThreads)
     attn_block_kernel(AttnArgs a, const float* scores, const float* run_max, float* part_m,
                       float* part_s, float* part_acc) {
@@ -241,7 +251,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ const uint8_t* rows[kHalf];
   __shared__ int fp4s[kHalf];
   __shared__ float p_bf16[kHeads][kHalf];
-  const CtaPlace c = cta_place(a);
+  const CtaPlace c = cta_place<Q>(a);
   const int64_t b = c.hb / 2, halves = 2 * a.blocks;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   // Warp w: head h0 + w's running maximum, p and the half's sum.
@@ -257,23 +267,23 @@ __global__ void __launch_bounds__(kThreads)
       part_s[(c.t * halves + c.hb) * a.heads + h] = sum;
     }
   }
-  stage_keys(a, c.t, c.hb * kHalf, c.d_lo, c.qd, keys, valid, rows, fp4s);  // also publishes p
+  stage_keys<Q>(a, c.t, c.hb * kHalf, c.d_lo, c.qd, keys, valid, rows, fp4s);  // publishes p too
   // Output o = (head o / qd, dim o % qd) of the quarter: thread j takes j, j + 256, ...
-  float acc[kMaxOutputs];
+  float acc[kMaxOutputs<Q>];
   FD_UNROLL
-  for (int i = 0; i < kMaxOutputs; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kMaxOutputs<Q>; ++i) acc[i] = 0.0f;
   const int stride = c.qd + 2, outputs = c.qd * kHeads;
   for (int s = 0; s < kHalf; ++s) {
     if (!valid[s]) continue;  // p is 0 there; skipping also skips 0 * NaN
     const uint16_t* v = keys + s * stride;
     FD_UNROLL
-    for (int i = 0; i < kMaxOutputs; ++i) {
+    for (int i = 0; i < kMaxOutputs<Q>; ++i) {
       const int o = static_cast<int>(threadIdx.x) + i * kThreads;
       if (o < outputs) acc[i] += p_bf16[o / c.qd][s] * bf16_bits_to_f32(v[o % c.qd]);
     }
   }
   FD_UNROLL
-  for (int i = 0; i < kMaxOutputs; ++i) {
+  for (int i = 0; i < kMaxOutputs<Q>; ++i) {
     const int o = static_cast<int>(threadIdx.x) + i * kThreads;
     const int64_t hh = c.h0 + o / c.qd;
     if (o < outputs && hh < a.heads)
@@ -312,7 +322,7 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   const Tensor& q = *args.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);
   FD_CHECK(d % 32 == 0 && d <= cuda::kMaxDim, "sparse_attention: head dim must be 32..512");
-  static_assert(32 % (4 * cuda::kQuarters) == 0, "a dim quarter must hold whole 4-value groups");
+  static_assert(32 % (4 * cuda::kMaxQuarters) == 0, "a dim part must hold whole 4-value groups");
   const WindowKv& w = args.window;
   const int64_t n_step = w.step ? w.step->rows() : 0;
   for (int64_t p : args.positions)
@@ -335,42 +345,50 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   a.n_entries = args.topk ? args.compressed.n_entries : 0;
   Tensor ring_pos = ctx_->upload_span(w.ring_positions, DType::I64);
   a.ring_positions = ptr<const int64_t>(ring_pos);
-  const size_t key_bytes =
-      static_cast<size_t>(cuda::kHalf * (d / cuda::kQuarters + 2)) * sizeof(uint16_t);
   const unsigned groups = static_cast<unsigned>((heads + cuda::kHeads - 1) / cuda::kHeads);
   // Queries in chunks whose block partials stay under ~64 MiB.
   const int64_t per_query =
-      (cuda::kQuarters * a.blocks * cuda::kBlockSlots + 2 * a.blocks * (d + 2)) * heads * 4;
+      (cuda::kMaxQuarters * a.blocks * cuda::kBlockSlots + 2 * a.blocks * (d + 2)) * heads * 4;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / per_query);
-  for (int64_t t0 = 0; t0 < n; t0 += chunk) {
-    const int64_t m = std::min(chunk, n - t0);
-    a.n = m;
-    a.q = ptr<const float>(q) + t0 * heads * d;
-    Tensor pos = ctx_->upload_span(
-        args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
-    a.positions = ptr<const int64_t>(pos);
-    a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
-    Tensor parts =
-        ctx_->scratch(DType::F32, Shape{cuda::kQuarters, m, heads, a.blocks * cuda::kBlockSlots});
-    Tensor pm = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
-    Tensor ps = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
-    Tensor pa = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads, d});
-    const dim3 halves(static_cast<unsigned>(m), static_cast<unsigned>(2 * a.blocks),
-                      groups * cuda::kQuarters);
-    FD_LAUNCH(cuda::attn_scores_kernel, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
-              ptr<float>(parts));
-    Tensor run_max = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
-    FD_LAUNCH(cuda::attn_finish_scores_kernel, dim3(static_cast<unsigned>(m), groups),
-              dim3(cuda::kThreads), 0, ctx_->stream(), a, ptr<float>(parts), ptr<float>(run_max));
-    FD_LAUNCH(cuda::attn_block_kernel, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(), a,
-              ptr<const float>(parts), ptr<const float>(run_max), ptr<float>(pm), ptr<float>(ps),
-              ptr<float>(pa));
-    FD_LAUNCH(cuda::attn_combine_kernel,
-              dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
-              dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,
-              ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
-              ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d);
-  }
+  // The head dim in 4 parts where the undivided kernels' CTAs would not fill the GPU twice.
+  const int64_t undivided_ctas = std::min(chunk, n) * 2 * a.blocks * groups;
+  const int quarters = attention_quarters_                            ? attention_quarters_
+                       : undivided_ctas < 2 * ctx_->multiprocessors() ? 4
+                                                                      : 1;
+  auto run = [&]<int Q>() {
+    const size_t key_bytes = static_cast<size_t>(cuda::kHalf * (d / Q + 2)) * sizeof(uint16_t);
+    for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+      const int64_t m = std::min(chunk, n - t0);
+      a.n = m;
+      a.q = ptr<const float>(q) + t0 * heads * d;
+      Tensor pos = ctx_->upload_span(
+          args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
+      a.positions = ptr<const int64_t>(pos);
+      a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
+      Tensor parts = ctx_->scratch(DType::F32, Shape{Q, m, heads, a.blocks * cuda::kBlockSlots});
+      Tensor pm = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
+      Tensor ps = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
+      Tensor pa = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads, d});
+      const dim3 halves(static_cast<unsigned>(m), static_cast<unsigned>(2 * a.blocks), groups * Q);
+      FD_LAUNCH(cuda::attn_scores_kernel<Q>, halves, dim3(cuda::kThreads), key_bytes,
+                ctx_->stream(), a, ptr<float>(parts));
+      Tensor run_max = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
+      FD_LAUNCH(cuda::attn_finish_scores_kernel<Q>, dim3(static_cast<unsigned>(m), groups),
+                dim3(cuda::kThreads), 0, ctx_->stream(), a, ptr<float>(parts), ptr<float>(run_max));
+      FD_LAUNCH(cuda::attn_block_kernel<Q>, halves, dim3(cuda::kThreads), key_bytes, ctx_->stream(),
+                a, ptr<const float>(parts), ptr<const float>(run_max), ptr<float>(pm),
+                ptr<float>(ps), ptr<float>(pa));
+      FD_LAUNCH(cuda::attn_combine_kernel,
+                dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
+                dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,
+                ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
+                ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d);
+    }
+  };
+  if (quarters == 4)
+    run.template operator()<4>();
+  else
+    run.template operator()<1>();
 }
 
 }  // namespace flashdesk

@@ -37,6 +37,9 @@ class CudaBackend final : public Backend {
   void synchronize();
   // moe_experts calls whose routed experts were in host memory and ran on the CPU.
   uint64_t host_moe_calls() const { return host_moe_calls_; }
+  // The attention kernels' split of the head dim: 0 picks it per call (4 parts for decode-sized
+  // calls, 1 for prefill), 1 or 4 forces it (tests run both).
+  void set_attention_quarters(int q) { attention_quarters_ = q; }
   // Device bytes held by weights (upload*) so far.
   size_t weight_bytes() const;
 
@@ -99,6 +102,7 @@ class CudaBackend final : public Backend {
   // experts of hybrid layers, Engram table rows.
   Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
+  int attention_quarters_ = 0;
 
   CudaDeviceInfo info_;
   std::string name_;

@@ -25,7 +25,10 @@ namespace cuda {
 namespace {
 
 constexpr int kMaxIndexHeads = 64;
-constexpr int kScoreThreads = 128;
+// 128 entries a block, four lanes each: the block's staging of q (16 KiB at V4.1's shapes) is
+// paid once per 128 entries, as it was with one lane an entry (32 entries a block made a
+// prefill's q staging four times the traffic).
+constexpr int kScoreThreads = 512;
 constexpr int kSelectThreads = 1024;
 
 struct IdxArgs {
