@@ -26,6 +26,8 @@ int run_generate(int argc, char** argv) {
   if (!args.count("prompt")) throw InvalidRequest("--prompt TEXT is required");
   const TurnOptions turn_opts = turn_options(args);
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
+  if (!engine->placement_summary().empty())
+    std::fprintf(stderr, "placement: %s\n", engine->placement_summary().c_str());
   ChatSession session(*engine);
   if (args.count("system")) session.set_system_prompt(args["system"].as<std::string>());
 

@@ -2,6 +2,7 @@
 #include "app/cli/turn_options.h"
 
 #include <cstdio>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,11 @@ void add_model_options(cxxopts::Options& options) {
       cxxopts::value<std::string>()->default_value("cpu"))(
       "threads", "CPU threads (0 = every core)", cxxopts::value<int>()->default_value("0"))(
       "max-context", "longest sequence in tokens (0 = the model's)",
-      cxxopts::value<int64_t>()->default_value("0"));
+      cxxopts::value<int64_t>()->default_value("0"))(
+      "host-experts-from",
+      "routed experts of layers >= L stay in host memory and the CPU computes them: auto (on a "
+      "GPU, as the placement planner decides from its free memory), none, or a layer L",
+      cxxopts::value<std::string>()->default_value("auto"));
 }
 
 void add_turn_options(cxxopts::Options& options) {
@@ -72,6 +77,22 @@ EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string
   e.threads = args["threads"].as<int>();
   e.max_context = args["max-context"].as<int64_t>();
   if (e.threads < 0) throw InvalidRequest("--threads must be 0 or more");
+  const std::string experts = args["host-experts-from"].as<std::string>();
+  if (experts == "none") {
+    e.host_experts_from = -1;
+  } else if (experts != "auto") {
+    size_t used = 0;
+    int64_t layer = -1;
+    try {
+      layer = std::stoll(experts, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != experts.size() || layer < 0)
+      throw InvalidRequest("--host-experts-from must be auto, none or a layer number, not '" +
+                           experts + "'");
+    e.host_experts_from = layer;
+  }
   return e;
 }
 

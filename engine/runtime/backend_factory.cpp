@@ -10,9 +10,7 @@
 #include "engine/util/error.h"
 
 namespace flashdesk {
-namespace {
 
-// The GPU number of "cuda" (0) or "cuda:N"; nullopt for other names.
 std::optional<int> cuda_index(std::string_view name) {
   if (name == "cuda") return 0;
   if (!name.starts_with("cuda:")) return std::nullopt;
@@ -24,6 +22,8 @@ std::optional<int> cuda_index(std::string_view name) {
                          "': the part after 'cuda:' must be a GPU number (0, 1, ...)");
   return n;
 }
+
+namespace {
 
 std::unique_ptr<Backend> make_gpu_backend(std::string_view name, int index) {
   const std::vector<CudaDeviceInfo> gpus = cuda_devices();

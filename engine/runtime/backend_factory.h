@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,9 @@ namespace flashdesk {
 // names, and a GPU name with no such GPU (no driver, no GPU, a number too high), are an
 // InvalidRequest that says why and offers the CPU.
 std::unique_ptr<Backend> make_backend(std::string_view name, int threads = 0);
+// The GPU number of "cuda" (0) or "cuda:N"; nullopt for other names. Throws InvalidRequest for a
+// "cuda:" name without a number.
+std::optional<int> cuda_index(std::string_view name);
 // The names make_backend accepts on this machine: the CPU backends, then "cuda" and "cuda:N" for
 // each GPU the CUDA runtime reports (none when CUDA is not built or there is no GPU).
 std::vector<std::string> backend_names();

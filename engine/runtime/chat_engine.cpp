@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "engine/ops/cuda/cuda_devices.h"
+#include "engine/placement/auto_placement.h"
+#include "engine/placement/machine_detect.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/runtime/live_reuse.h"
 #include "engine/util/error.h"
@@ -45,11 +48,14 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
   check_special_tokens_embedded(e->template_->special(), e->checkpoint_->config(),
                                 tokenizer_file.string());
   e->backend_ = make_backend(options.backend, options.threads);
+  const int64_t host_experts_from =
+      e->choose_expert_placement(options.backend, options.host_experts_from);
   e->model_ = std::make_unique<Model>(e->checkpoint_, *e->backend_,
                                       ModelOptions{.max_context = options.max_context,
                                                    .on_load_progress = progress,
                                                    .tokenizer = e->tokenizer_.get(),
-                                                   .engram_cache_dir = options.engram_cache_dir});
+                                                   .engram_cache_dir = options.engram_cache_dir,
+                                                   .host_experts_from_layer = host_experts_from});
   e->generator_ = std::make_unique<Generator>(*e->model_, *e->tokenizer_);
   e->image_limits_ = options.image_limits;
   if (e->checkpoint_->config().vision) {
@@ -65,6 +71,30 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
 }
 
 ChatEngine::~ChatEngine() = default;
+
+int64_t ChatEngine::choose_expert_placement(const std::string& backend,
+                                            std::optional<int64_t> asked) {
+  const int64_t layers = checkpoint_->config().text.num_hidden_layers;
+  int64_t from = asked.value_or(-1);
+  if (!asked) {
+    // A GPU backend: the planner decides from the GPU's free memory, before any upload.
+    const std::optional<int> gpu = cuda_index(backend);
+    if (gpu) {
+      for (const CudaDeviceInfo& d : cuda_devices())
+        if (d.index == *gpu) {
+          const ExpertPlacement p = place_experts_for_one_gpu(checkpoint_->config(), d.free_bytes,
+                                                              available_host_bytes());
+          from = p.host_experts_from;
+          placement_summary_ = p.summary;
+        }
+    }
+  } else if (from >= 0 && from < layers) {
+    placement_summary_ = "routed experts of layers " + std::to_string(from) + "-" +
+                         std::to_string(layers - 1) +
+                         " stay in host memory and the CPU computes them (as asked)";
+  }
+  return from;
+}
 
 void ChatEngine::require_vision() const {
   if (!vision_)

@@ -37,6 +37,10 @@ struct EngineOptions {
   // Where Engram token maps built from a tokenizer are kept (a published directory has no
   // engram_map.safetensors); the app and the CLI use the data folder's cache. Empty: not kept.
   std::filesystem::path engram_cache_dir{};
+  // The routed experts of layers >= this stay in host memory and the CPU computes them (hybrid
+  // placement; -1: every expert on the backend). Unset: on a GPU backend the placement planner
+  // decides from the GPU's free memory before loading (auto_placement.h), elsewhere -1.
+  std::optional<int64_t> host_experts_from{};
 };
 
 class ChatEngine {
@@ -53,6 +57,9 @@ class ChatEngine {
 
   const ModelConfig& config() const { return model_->config(); }
   const std::string& name() const { return name_; }
+  // Where the weights went when not all on the backend ("routed experts of layers 30-39 stay in
+  // host memory ..."); empty otherwise.
+  const std::string& placement_summary() const { return placement_summary_; }
   std::string fingerprint() const { return checkpoint_->fingerprint(); }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ChatTemplate& chat_template() const { return *template_; }
@@ -77,6 +84,9 @@ class ChatEngine {
 
  private:
   ChatEngine() = default;
+  // The layer from which routed experts stay in host memory (ModelOptions::host_experts_from_layer)
+  // for `asked` (unset: the planner's choice on a GPU backend), and placement_summary_.
+  int64_t choose_expert_placement(const std::string& backend, std::optional<int64_t> asked);
   void require_vision() const;  // InvalidRequest naming why images cannot be read
   std::shared_ptr<const Checkpoint> checkpoint_;
   std::unique_ptr<Backend> backend_;
@@ -87,6 +97,7 @@ class ChatEngine {
   std::unique_ptr<VisionEncoder> vision_;
   DecodeLimits image_limits_;
   std::string name_;
+  std::string placement_summary_;
 };
 
 struct TurnOptions {

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "engine/checkpoint/config.h"
+#include "engine/placement/auto_placement.h"
 #include "engine/placement/placement_plan.h"
+#include "engine/util/error.h"
 
 namespace flashdesk {
 namespace {
@@ -125,6 +127,40 @@ TEST(PlacementPlan, WithoutGpusTheCpuComputesEverything) {
   const std::string text = describe_plan(c, m, p);
   EXPECT_NE(text.find("no GPU: the CPU computes everything"), std::string::npos) << text;
   EXPECT_NE(text.find("tokens/s"), std::string::npos) << text;
+}
+
+// One GPU's automatic placement (auto_placement.h): an H200 keeps the dense parts and the
+// experts of the first layers, the rest in host memory, as the plan says; a GPU that holds
+// everything moves nothing; one that cannot hold the dense parts is refused before any upload.
+TEST(AutoPlacement, OneH200KeepsTheFirstLayersExpertsAndSaysWhereTheRestWent) {
+  const ModelConfig c = full_config();
+  const ExpertPlacement p = place_experts_for_one_gpu(c, 141 * kGiB, 512 * kGiB);
+  const PlacementPlan plan = plan_placement(c, machine(1, 141, 512));
+  EXPECT_EQ(p.host_experts_from, plan.expert_layers_on_gpu);
+  EXPECT_GT(p.host_experts_from, 0);
+  EXPECT_LT(p.host_experts_from, c.text.num_hidden_layers);
+  EXPECT_NE(p.summary.find("routed experts of layers " + std::to_string(p.host_experts_from) + "-" +
+                           std::to_string(c.text.num_hidden_layers - 1)),
+            std::string::npos)
+      << p.summary;
+}
+
+TEST(AutoPlacement, AGpuThatHoldsTheModelMovesNothing) {
+  const ExpertPlacement p = place_experts_for_one_gpu(full_config(), 2048 * kGiB, 64 * kGiB);
+  EXPECT_EQ(p.host_experts_from, -1);
+  EXPECT_TRUE(p.summary.empty()) << p.summary;
+}
+
+TEST(AutoPlacement, AGpuTooSmallForTheDenseLayersIsRefusedWithTheSizes) {
+  try {
+    place_experts_for_one_gpu(full_config(), 12 * kGiB, 512 * kGiB);
+    FAIL() << "a 12 GiB GPU cannot hold V4.1-Flash's dense parts";
+  } catch (const InvalidRequest& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not fit this GPU"), std::string::npos) << what;
+    EXPECT_NE(what.find("12.0 GiB free"), std::string::npos) << what;
+    EXPECT_NE(what.find("inspect --plan"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

@@ -44,6 +44,30 @@ TEST(CudaCli, BackendCudaAnswersOrSaysWhyNot) {
   EXPECT_EQ(answer_ids(r.output), answer_ids(cpu.output));
 }
 
+// Routed experts of layers >= 1 in host memory, computed on the CPU: the same answer, and the
+// CLI says where the experts went.
+TEST(CudaCli, HostExpertsAnswerAsTheDevice) {
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  const auto hybrid = run_cli(generate_args("cuda") + " --host-experts-from 1");
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.output;
+  EXPECT_NE(hybrid.output.find("placement: routed experts of layers 1-"), std::string::npos)
+      << hybrid.output;
+  const auto device = run_cli(generate_args("cuda") + " --host-experts-from none");
+  ASSERT_EQ(device.exit_code, 0) << device.output;
+  EXPECT_EQ(device.output.find("placement:"), std::string::npos) << device.output;
+  EXPECT_EQ(answer_ids(hybrid.output), answer_ids(device.output));
+}
+
+TEST(CudaCli, MalformedHostExpertLayersAreClearErrors) {
+  for (const char* bad : {"x", "-3", "2x"}) {
+    const auto r = run_cli(generate_args("cpu") + " --host-experts-from " + bad);
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.output.find("--host-experts-from must be auto, none or a layer number"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
 TEST(CudaCli, MalformedGpuNamesAreClearErrors) {
   const auto bad = run_cli(generate_args("cuda:x"));
   EXPECT_NE(bad.exit_code, 0);
