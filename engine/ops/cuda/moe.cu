@@ -540,16 +540,19 @@ void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const 
     return h;
   };
   const Tensor xh = to_host(x), idh = to_host(ids), wh = to_host(weights);
+  // The shared expert alone on the device (every routed entry skipped: y = 0 + shared), queued
+  // before the CPU starts on the routed experts so the two run at once; the routed sum is then
+  // added before it, as the definition orders them.
+  if (shared) {
+    const std::vector<const ExpertWeights*> none(experts.size(), nullptr);
+    moe_experts(x, ids, weights, none, shared, swiglu_limit, y);
+  }
   Tensor yh = host.alloc(DType::F32, y.shape());
   host.moe_experts(xh, idh, wh, experts, nullptr, swiglu_limit, yh);  // the routed sum
   if (!shared) {
     write(y, yh.bytes(), yh.nbytes());
     return;
   }
-  // The shared expert alone on the device (every routed entry skipped: y = 0 + shared), then the
-  // routed sum added before it, as the definition orders them.
-  const std::vector<const ExpertWeights*> none(experts.size(), nullptr);
-  moe_experts(x, ids, weights, none, shared, swiglu_limit, y);
   cuda::DeviceGuard g(ctx_->device());
   Tensor routed = ctx_->scratch(DType::F32, y.shape());
   write(routed, yh.bytes(), yh.nbytes());
