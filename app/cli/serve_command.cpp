@@ -1,7 +1,10 @@
 // `flashdesk-cli serve`: the OpenAI-compatible API on localhost (app/server/, docs/server.md).
 #ifdef FLASHDESK_HAVE_SERVER
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -52,25 +55,61 @@ server::ServeOptions serve_options(const cxxopts::ParseResult& args) {
   return o;
 }
 
-// SIGINT and SIGTERM are blocked in every thread (call before any starts, the engine's
-// included) and taken by one waiting thread that stops the server, so the engine is torn down
-// in order rather than from a signal handler.
-sigset_t block_stop_signals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  return signals;
-}
+// SIGINT and SIGTERM, blocked in every thread (the engine's included: blocked before any starts)
+// and taken by a waiter thread of their own, so nothing is torn down from a signal handler. While
+// the model loads the first ends the process; while serving it stops the server and the
+// generation in flight, and a second ends the process at once.
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    waiter_ = std::thread([this] { wait(); });
+  }
+  ~StopSignals() {
+    finish();
+    pthread_kill(waiter_.native_handle(), SIGTERM);  // wakes the waiter, which sees finished_
+    waiter_.join();
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
 
-std::thread stop_on_signal(const sigset_t& signals, server::HttpServer& http) {
-  return std::thread([signals, &http] {
+  void serving(server::CompletionService& service, server::HttpServer& http) {
+    std::lock_guard lock(mutex_);
+    service_ = &service;
+    http_ = &http;
+  }
+  // Serving is over: a signal no longer touches the server (about to be destroyed).
+  void finish() {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+  }
+
+ private:
+  void wait() {
     int signal = 0;
-    sigwait(&signals, &signal);
-    http.stop();
-  });
-}
+    sigwait(&signals_, &signal);
+    {
+      std::lock_guard lock(mutex_);
+      if (finished_) return;
+      if (http_ == nullptr) std::_Exit(128 + signal);  // still loading: nothing to tear down
+      std::fprintf(stderr, "[serve] stopping (a second Ctrl-C ends at once)\n");
+      service_->cancel_all();
+      http_->stop();
+    }
+    sigwait(&signals_, &signal);
+    if (!finished_) std::_Exit(128 + signal);
+  }
+
+  sigset_t signals_;
+  std::atomic<bool> finished_{false};
+  std::mutex mutex_;  // guards the pointers below against the server's teardown
+  server::CompletionService* service_ = nullptr;
+  server::HttpServer* http_ = nullptr;
+  std::thread waiter_;
+};
 
 }  // namespace
 
@@ -87,20 +126,17 @@ int run_serve(int argc, char** argv) {
   server::ServeOptions serve = serve_options(args);
   // A client that closes its socket mid-stream must fail the write, not end the process.
   std::signal(SIGPIPE, SIG_IGN);
-  const sigset_t stop_signals = block_stop_signals();
+  StopSignals stop_signals;
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
   server::CompletionService service(*engine, args["keep"].as<int>());
   server::HttpServer http(service, serve);
   const int port = http.bind();
-  std::thread stopper = stop_on_signal(stop_signals, http);
+  stop_signals.serving(service, http);
   std::printf("serving %s on http://%s:%d/v1 (Ctrl-C stops)\n", service.model_id().c_str(),
               serve.host.c_str(), port);
   std::fflush(stdout);
   http.serve();
-  if (stopper.joinable()) {
-    pthread_kill(stopper.native_handle(), SIGTERM);  // a stop() from elsewhere: end the waiter
-    stopper.join();
-  }
+  stop_signals.finish();
   return 0;
 }
 

@@ -144,6 +144,9 @@ Completion CompletionService::complete(const PreparedRequest& request, const Tex
     pass(channel, matcher.feed(text));
     if (matcher.stopped()) stop = true;
   };
+  callbacks.on_token = [&](TokenId) {
+    if (cancelled_) stop = true;
+  };
   TurnResult turn;
   try {
     turn = session.send(request.user, request.turn, callbacks, &stop);

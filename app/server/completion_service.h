@@ -71,6 +71,9 @@ class CompletionService {
   Completion complete(const PreparedRequest& request, const TextSink& sink);
 
   int64_t waiting() const { return queue_.waiting(); }
+  // Ends the generation in flight after its current token, and every later one at its first
+  // (the server is stopping). Any thread.
+  void cancel_all() { cancelled_ = true; }
 
  private:
   struct Slot;
@@ -81,6 +84,7 @@ class CompletionService {
   TurnQueue queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t clock_ = 0;  // counts turns, for least-recently-used
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace flashdesk::server

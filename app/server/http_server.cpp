@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <httplib.h>
 
@@ -64,11 +65,13 @@ struct HttpServer::Impl {
   ServeOptions options;
   httplib::Server server;
   std::atomic<uint64_t> next_id{0};
+  std::atomic<bool> stopping{false};  // stop() was called
+  std::atomic<bool> served{false};    // serve() has returned
   int64_t started = unix_seconds();
 
   void routes();
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
-  void chat(const httplib::Request& req, httplib::Response& res);
+  void chat(const std::string& body, httplib::Response& res);
   void stream(const ResponseHeader& header, const PreparedRequest& request, bool include_usage,
               httplib::DataSink& sink);
   ResponseHeader header() {
@@ -113,9 +116,9 @@ void HttpServer::Impl::stream(const ResponseHeader& h, const PreparedRequest& re
   send_event(sink, "[DONE]");
 }
 
-void HttpServer::Impl::chat(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::chat(const std::string& body, httplib::Response& res) {
   try {
-    const ChatRequest parsed = parse_chat_request(req.body);
+    const ChatRequest parsed = parse_chat_request(body);
     if (parsed.model != service.model_id())
       throw ApiError(404, "invalid_request_error",
                      "the model '" + parsed.model + "' does not exist; this server has '" +
@@ -160,8 +163,19 @@ void HttpServer::Impl::routes() {
   server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(models_json(service.model_id(), started), "application/json");
   });
-  server.Post("/v1/chat/completions",
-              [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+  // The body is read here rather than by httplib, which would parse a body sent as a form
+  // (curl -d without a Content-Type) and refuse it past 8 KiB; any Content-Type is read as JSON.
+  server.Post("/v1/chat/completions", [this](const httplib::Request&, httplib::Response& res,
+                                             const httplib::ContentReader& content) {
+    std::string body;
+    const bool whole = content([&](const char* data, size_t size) {
+      if (body.size() + size > options.max_request_bytes) return false;
+      body.append(data, size);
+      return true;
+    });
+    if (!whole) return send_error(res, status_error(413));
+    chat(body, res);
+  });
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) send_error(res, status_error(res.status));
   });
@@ -202,10 +216,17 @@ int HttpServer::bind() {
 }
 
 void HttpServer::serve() {
-  impl_->server.listen_after_bind();
+  if (!impl_->stopping) impl_->server.listen_after_bind();
+  impl_->served = true;
 }
 
+// httplib's stop() does nothing before its listen loop has started, so a stop that comes between
+// bind() and serve() waits for the loop (or for serve() to have seen `stopping`) rather than be
+// lost.
 void HttpServer::stop() {
+  impl_->stopping = true;
+  while (!impl_->server.is_running() && !impl_->served)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   impl_->server.stop();
 }
 

@@ -167,6 +167,22 @@ TEST(ServeCli, ReadsAnImageDataUrl) {
   EXPECT_EQ(a["usage"]["prompt_tokens"], expected["stats"]["prompt_tokens"]);
 }
 
+// curl -d sends a form's Content-Type; the body is read as JSON whatever the type says, past
+// the 8 KiB httplib allows a form.
+TEST(ServeCli, ReadsJsonWhateverTheContentType) {
+  ServerProcess server(kModelDir);
+  std::string long_text;
+  for (int i = 0; i < 2000; ++i) long_text += "word ";
+  const json body =
+      chat_body({user(long_text)}, {{"max_tokens", 1}, {"thinking", {{"type", "disabled"}}}});
+  ASSERT_GT(body.dump().size(), 8192u);
+  for (const char* type : {"application/x-www-form-urlencoded", "text/plain"}) {
+    const HttpReply r = server.request("/v1/chat/completions", body.dump(),
+                                       std::string("-H 'Content-Type: ") + type + "'");
+    EXPECT_EQ(r.status, 200) << type << ": " << r.body;
+  }
+}
+
 TEST(ServeCli, StopSequenceCutsTheAnswer) {
   ServerProcess server(kModelDir);
   const json plain = ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
@@ -227,6 +243,9 @@ TEST(ServeCli, RefusesBadRequestsWithErrorObjects) {
   expect_error(chat, wrong_model.dump(), 404, "model");
   expect_error("/v1/completions", chat_body({user("hi")}).dump(), 404, "");
   expect_error(chat, chat_body({user(std::string(2 << 20, 'a'))}).dump(), 413, "");
+  const HttpReply chunked = server.request(
+      chat, chat_body({user(std::string(2 << 20, 'a'))}).dump(), "-H 'Transfer-Encoding: chunked'");
+  EXPECT_EQ(chunked.status, 413) << chunked.body;
   // The server still answers after all of them.
   EXPECT_EQ(server.request("/v1/models").status, 200);
 }
@@ -243,6 +262,14 @@ TEST(ServeCli, NeedsTheApiKeyWhenGivenOne) {
   const HttpReply ok = server.request("/v1/models", {}, "-H 'Authorization: Bearer sesame-42'");
   EXPECT_EQ(ok.status, 200) << ok.body;
   EXPECT_EQ(json::parse(server.request("/v1/models").body)["error"]["code"], "invalid_api_key");
+}
+
+// SIGTERM stops the server cleanly, even the moment it has started listening.
+TEST(ServeCli, StopsOnSigtermEvenRightAfterStart) {
+  for (int i = 0; i < 3; ++i) {
+    ServerProcess server(kModelDir);
+    EXPECT_EQ(server.stop(), 0) << server.log();
+  }
 }
 
 // A client that closes the stream stops its generation: the server logs it, long before the

@@ -79,11 +79,7 @@ class ServerProcess {
     port_ = std::stoi(line.substr(colon + 1));
   }
   ~ServerProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
+    if (pid_ > 0) stop();
     std::error_code ec;
     std::filesystem::remove(log_, ec);
   }
@@ -101,11 +97,18 @@ class ServerProcess {
     s << in.rdbuf();
     return s.str();
   }
-  // Exit status after SIGTERM (-1: not a clean exit).
+  // Exit status after SIGTERM (-1: not a clean exit; -2: still running after 30 s, killed).
   int stop() {
     ::kill(pid_, SIGTERM);
     int status = 0;
-    ::waitpid(pid_, &status, 0);
+    for (int i = 0; i < 3000 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (::waitpid(pid_, &status, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return -2;
+    }
     pid_ = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -119,7 +122,9 @@ class ServerProcess {
       file = log_.string() + ".body-" +
              std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
       std::ofstream(file, std::ios::binary) << body;
-      cmd += "-H 'Content-Type: application/json' --data-binary @" + quoted(file.string()) + " ";
+      if (extra.find("Content-Type") == std::string::npos)
+        cmd += "-H 'Content-Type: application/json' ";
+      cmd += "--data-binary @" + quoted(file.string()) + " ";
     }
     const std::string out = shell(cmd + quoted(url(path)) + " 2>&1");
     if (!file.empty()) std::filesystem::remove(file);
