@@ -127,6 +127,78 @@ std::string RemoteChat::request_body(const TurnOptions& o) const {
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// Reads the chunks of one streamed answer into a GenerationResult, passing its text on.
+class AnswerReader {
+ public:
+  explicit AnswerReader(const StreamCallbacks& callbacks) : callbacks_(callbacks) {}
+
+  void event(const std::string& data) {
+    if (data == "[DONE]") return;
+    const json chunk = json::parse(data, nullptr, false);
+    if (!chunk.is_object()) return;
+    if (chunk.contains("error")) failure_ = error_message(200, data);
+    if (chunk.contains("usage") && chunk["usage"].is_object()) usage(chunk["usage"]);
+    if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
+      return;
+    const json& choice = chunk["choices"][0];
+    if (choice.contains("delta") && choice["delta"].is_object()) delta(choice["delta"]);
+    if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+      result_.finish =
+          choice["finish_reason"] == "length" ? FinishReason::kLength : FinishReason::kEos;
+  }
+
+  // The error event a stream ended with (empty: none).
+  const std::string& failure() const { return failure_; }
+  // The answer, its stats completed (`stopped`: ended by the caller).
+  GenerationResult finish(bool stopped) {
+    GenerationStats& s = result_.stats;
+    if (stopped) result_.finish = FinishReason::kStopped;
+    s.computed_tokens = s.prompt_tokens - s.reused_tokens;
+    s.reused_ram_tokens = s.reused_tokens;
+    if (first_token_ != Clock::time_point{}) s.decode_ms = ms_since(first_token_);
+    return std::move(result_);
+  }
+
+ private:
+  static int64_t count(const json& object, const char* group, const char* key) {
+    const json& g = group ? object.value(group, json::object()) : object;
+    return g.is_object() ? g.value(key, int64_t{0}) : 0;
+  }
+
+  void usage(const json& u) {
+    GenerationStats& s = result_.stats;
+    s.prompt_tokens = count(u, nullptr, "prompt_tokens");
+    s.generated_tokens = count(u, nullptr, "completion_tokens");
+    s.reused_tokens = count(u, "prompt_tokens_details", "cached_tokens");
+    s.thinking_tokens = count(u, "completion_tokens_details", "reasoning_tokens");
+  }
+
+  void delta(const json& d) {
+    for (const auto& [key, channel] : {std::pair{"reasoning_content", StreamChannel::kThinking},
+                                       std::pair{"content", StreamChannel::kAnswer}}) {
+      if (!d.contains(key) || !d[key].is_string() || d[key].get_ref<const std::string&>().empty())
+        continue;
+      const std::string& piece = d[key].get_ref<const std::string&>();
+      if (first_token_ == Clock::time_point{}) {
+        first_token_ = Clock::now();
+        result_.stats.ttft_ms = ms_since(start_);
+      }
+      (channel == StreamChannel::kThinking ? result_.reasoning : result_.content) += piece;
+      if (callbacks_.on_text) callbacks_.on_text(channel, piece);
+    }
+  }
+
+  const StreamCallbacks& callbacks_;
+  GenerationResult result_;
+  std::string failure_;
+  Clock::time_point start_ = Clock::now();
+  Clock::time_point first_token_{};
+};
+
+}  // namespace
+
 GenerationResult RemoteChat::send(const std::string& text,
                                   const std::vector<std::filesystem::path>& images,
                                   const TurnOptions& options, const StreamCallbacks& callbacks,
@@ -135,47 +207,11 @@ GenerationResult RemoteChat::send(const std::string& text,
   for (const auto& file : images) content.push_back(image_part(file));
   content.push_back({{"type", "text"}, {"text", text}});
   messages_.push_back(json{{"role", "user"}, {"content", content}}.dump());
-  const auto start = Clock::now();
-  GenerationResult result;
-  GenerationStats& stats = result.stats;
-  int status = 0;
-  std::string raw;  // the body of a refusal
-  std::string failure;
-  Clock::time_point first_token{};
+  AnswerReader answer(callbacks);
   SseReader sse;
-  const auto on_event = [&](const std::string& data) {
-    if (data == "[DONE]") return;
-    const json chunk = json::parse(data, nullptr, false);
-    if (!chunk.is_object()) return;
-    if (chunk.contains("error")) failure = error_message(200, data);
-    if (chunk.contains("usage") && chunk["usage"].is_object()) {
-      const json& u = chunk["usage"];
-      stats.prompt_tokens = u.value("prompt_tokens", int64_t{0});
-      stats.generated_tokens = u.value("completion_tokens", int64_t{0});
-      if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
-        stats.reused_tokens = u["prompt_tokens_details"].value("cached_tokens", int64_t{0});
-      if (u.contains("completion_tokens_details") && u["completion_tokens_details"].is_object())
-        stats.thinking_tokens =
-            u["completion_tokens_details"].value("reasoning_tokens", int64_t{0});
-    }
-    if (!chunk.contains("choices") || !chunk["choices"].is_array() || chunk["choices"].empty())
-      return;
-    const json& choice = chunk["choices"][0];
-    const json delta = choice.value("delta", json::object());
-    for (const auto& [key, channel] : {std::pair{"reasoning_content", StreamChannel::kThinking},
-                                       std::pair{"content", StreamChannel::kAnswer}}) {
-      if (!delta.contains(key) || !delta[key].is_string()) continue;
-      const std::string piece = delta[key].get<std::string>();
-      if (piece.empty()) continue;
-      if (first_token == Clock::time_point{})
-        first_token = Clock::now(), stats.ttft_ms = ms_since(start);
-      (channel == StreamChannel::kThinking ? result.reasoning : result.content) += piece;
-      if (callbacks.on_text) callbacks.on_text(channel, piece);
-    }
-    if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
-      result.finish =
-          choice["finish_reason"] == "length" ? FinishReason::kLength : FinishReason::kEos;
-  };
+  int status = 0;
+  std::string refusal;  // the body of a response other than 200
+  const auto stopped = [stop] { return stop != nullptr && stop->load(); };
 
   httplib::Request req;
   req.method = "POST";
@@ -188,31 +224,24 @@ GenerationResult RemoteChat::send(const std::string& text,
     return true;
   };
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    if (status != 200) {
-      raw.append(data, size);
-      return true;
-    }
-    for (const std::string& event : sse.feed(std::string_view(data, size))) on_event(event);
-    return !(stop != nullptr && stop->load());
+    if (status != 200) return refusal.append(data, size), true;
+    for (const std::string& event : sse.feed(std::string_view(data, size))) answer.event(event);
+    return !stopped();  // false closes the connection, which stops a FlashDesk server
   };
   httplib::Response res;
   httplib::Error error = httplib::Error::Success;
   const bool sent = connection_->client.send(req, res, error);
-  const bool stopped = stop != nullptr && stop->load();
-  if (!sent && !(stopped && error == httplib::Error::Canceled)) {
+  if (!sent && !(stopped() && error == httplib::Error::Canceled)) {
     messages_.pop_back();
     throw IoError("cannot reach " + options_.url + ": " + httplib::to_string(error));
   }
-  if (status != 200 || !failure.empty()) {
+  if (status != 200 || !answer.failure().empty()) {
     messages_.pop_back();
-    throw InvalidRequest("remote server: " +
-                         (failure.empty() ? error_message(status, raw) : failure));
+    throw InvalidRequest("remote server: " + (answer.failure().empty()
+                                                  ? error_message(status, refusal)
+                                                  : answer.failure()));
   }
-  if (stopped) result.finish = FinishReason::kStopped;
-  stats.computed_tokens = stats.prompt_tokens - stats.reused_tokens;
-  stats.reused_ram_tokens = stats.reused_tokens;
-  if (first_token != Clock::time_point{})
-    stats.decode_ms = std::chrono::duration<double, std::milli>(Clock::now() - first_token).count();
+  GenerationResult result = answer.finish(stopped());
   messages_.push_back(json{{"role", "assistant"}, {"content", result.content}}.dump());
   return result;
 }
