@@ -2,7 +2,8 @@
 # FlashDesk in one command on Debian 12: installs the missing packages, builds, then either starts
 # the app with the bundled demo model (`./setup.sh run`) or runs the whole test suite
 # (`./setup.sh test`, exits non-zero on any failure): every ctest test (C++ unit, golden,
-# integration, storage and UI tests) and the three Python suites (tests/tools, the oracle's
+# integration, storage, UI and API server tests, the last with curl and the openai npm client, which
+# `npm ci` fetches into the build tree) and the three Python suites (tests/tools, the oracle's
 # tools/flashdesk_ref/tests and the trainer's tools/train/tests, the last two on Debian's torch).
 # Idempotent: a second run skips what is done.
 set -euo pipefail
@@ -17,7 +18,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   nlohmann-json3-dev libcxxopts-dev libgtest-dev libgmock-dev
   qt6-base-dev libsqlite3-dev libsqlitecpp-dev libxxhash-dev liburing-dev
-  libturbojpeg0-dev libstb-dev libicu-dev
+  libturbojpeg0-dev libstb-dev libicu-dev libcpp-httplib-dev curl
   xvfb xauth fonts-wqy-microhei
   python3 python3-numpy python3-torch
 )
@@ -27,7 +28,12 @@ install_missing_packages() {
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  [ ${#missing[@]} -eq 0 ] && { echo "setup: all ${#PACKAGES[@]} Debian packages present"; return; }
+  # The server's client test runs the openai npm package on node. Asked for by command, not by
+  # package: a machine with NodeSource's nodejs (npm inside, conflicting with Debian's npm) is
+  # already served.
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  [ ${#missing[@]} -eq 0 ] && { echo "setup: all Debian packages present"; return; }
   echo "setup: installing ${missing[*]}"
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"

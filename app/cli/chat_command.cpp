@@ -10,11 +10,13 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <unistd.h>
 
 #include <cxxopts.hpp>
 
+#include "app/cli/remote_turn.h"
 #include "app/cli/stream_printer.h"
 #include "app/cli/turn_options.h"
 #include "engine/util/error.h"
@@ -60,6 +62,20 @@ struct Conversation {
   };
 };
 
+// Applies /effort and /thinking to `opts`; false for any other line.
+bool apply_setting(const std::string& line, TurnOptions& opts) {
+  if (line.rfind("/effort ", 0) == 0) {
+    opts.effort = ReasoningEffort::parse(line.substr(8));
+    std::printf("(reasoning effort %d)\n", opts.effort.value());
+  } else if (line == "/thinking on" || line == "/thinking off") {
+    opts.mode = line == "/thinking on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
+    std::printf("(thinking %s)\n", line.substr(10).c_str());
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Applies a /command; returns false to leave the chat. /image adds to `pending`.
 bool run_command(const std::string& line, Conversation& session, TurnOptions& opts,
                  ChatEngine& engine, std::vector<ImageRef>& pending) {
@@ -72,13 +88,7 @@ bool run_command(const std::string& line, Conversation& session, TurnOptions& op
   }
   if (line == "/reset") {
     session.reset();
-  } else if (line.rfind("/effort ", 0) == 0) {
-    opts.effort = ReasoningEffort::parse(line.substr(8));
-    std::printf("(reasoning effort %d)\n", opts.effort.value());
-  } else if (line == "/thinking on" || line == "/thinking off") {
-    opts.mode = line == "/thinking on" ? ThinkingMode::kThinking : ThinkingMode::kChat;
-    std::printf("(thinking %s)\n", line.substr(10).c_str());
-  } else {
+  } else if (!apply_setting(line, opts)) {
     std::printf("%s", kHelp);
   }
   return true;
@@ -163,12 +173,70 @@ Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentC
 }
 #endif
 
+#ifdef FLASHDESK_HAVE_REMOTE
+// --remote: the same loop against a model served elsewhere; the history is kept in memory and
+// resent each turn (the server's prefix cache, if any, serves it). Images are sent as files.
+int run_remote_chat(const cxxopts::ParseResult& args, TurnOptions opts) {
+  if (args.count("session")) throw InvalidRequest("--session is not available with --remote yet");
+  remote::RemoteChat chat(remote_options(args));
+  if (args.count("system")) chat.set_system_prompt(args["system"].as<std::string>());
+  install_sigint_handler();
+  const bool interactive = isatty(STDIN_FILENO) != 0;
+  const bool json = args.count("json") > 0;
+  if (interactive) std::printf("FlashDesk chat with %s (remote). %s", chat.model().c_str(), kHelp);
+  StreamPrinter printer(stdout, isatty(STDOUT_FILENO) != 0);
+  std::vector<std::filesystem::path> pending;
+  if (args.count("image"))
+    for (const std::string& file : args["image"].as<std::vector<std::string>>())
+      pending.emplace_back(file);
+  std::string line;
+  while (true) {
+    if (interactive) std::printf("> "), std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    if (line == "/quit" || line == "/exit") break;
+    try {
+      if (line.rfind("/image ", 0) == 0) {
+        pending.emplace_back(line.substr(7));
+        std::printf("(image attached)\n");
+      } else if (line == "/reset") {
+        chat.reset();
+        std::printf("(new conversation)\n");
+      } else if (line[0] == '/') {
+        if (!apply_setting(line, opts)) std::printf("%s", kHelp);
+      } else {
+        g_stop = false;
+        g_generating = true;
+        TurnResult turn;
+        turn.generation = chat.send(line, std::exchange(pending, {}), opts,
+                                    json ? StreamCallbacks{} : printer.callbacks(), &g_stop);
+        g_generating = false;
+        if (json) {
+          std::printf("%s\n", turn_json(turn).c_str());
+        } else {
+          printer.finish();
+          if (turn.generation.finish == FinishReason::kStopped) std::printf("(stopped)\n");
+          if (interactive) std::printf("%s\n", stats_line(turn.generation.stats).c_str());
+        }
+      }
+    } catch (const Error& e) {
+      g_generating = false;
+      printer.finish();
+      std::printf("error: %s\n", e.what());
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int run_chat(int argc, char** argv) {
   cxxopts::Options options("flashdesk-cli chat", "Chat with a model in the terminal.");
   add_model_options(options);
   add_turn_options(options);
+  add_remote_options(options);
   options.add_options()("system", "system prompt", cxxopts::value<std::string>())("h,help",
                                                                                   "show this help");
 #ifdef FLASHDESK_HAVE_STORAGE
@@ -185,6 +253,9 @@ int run_chat(int argc, char** argv) {
     return 0;
   }
   TurnOptions turn_opts = turn_options(args);
+#ifdef FLASHDESK_HAVE_REMOTE
+  if (wants_remote(args)) return run_remote_chat(args, turn_opts);
+#endif
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const bool json = args.count("json") > 0;
   std::string data_dir;  // also where built Engram token maps are kept

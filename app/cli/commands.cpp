@@ -16,6 +16,9 @@ int run_logits(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_chat(int argc, char** argv);
 int run_eval(int argc, char** argv);
+#ifdef FLASHDESK_HAVE_SERVER
+int run_serve(int argc, char** argv);
+#endif
 
 namespace {
 const std::array kCommands = {
@@ -28,6 +31,9 @@ const std::array kCommands = {
             run_inspect},
     Command{"generate", "answer one prompt (streamed, or --json)", run_generate},
     Command{"chat", "chat in the terminal (one turn per line when piped)", run_chat},
+#ifdef FLASHDESK_HAVE_SERVER
+    Command{"serve", "serve the model over an OpenAI-compatible HTTP API on localhost", run_serve},
+#endif
     Command{"eval", "evaluate a model on the demo suite (accuracy table)", run_eval},
     Command{"make-random", "write a random checkpoint for a config (tests, benchmarks)",
             run_make_random},
