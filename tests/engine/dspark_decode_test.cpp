@@ -14,19 +14,19 @@ namespace {
 
 class DsparkDecodeTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
+  void SetUp() override { load(dspark_every_role_dir()); }
+  void load(const std::filesystem::path& dir) {
     backend_ = make_backend(GetParam(), 2);
-    model_ = std::make_unique<Model>(Checkpoint::open(dspark_every_role_dir()), *backend_);
+    model_ = std::make_unique<Model>(Checkpoint::open(dir), *backend_);
   }
 
   // forced: the first c drafts of the v-th verify are the true greedy tokens, c = v mod (k + 1),
   // so every acceptance length from none to all is verified and rolled back.
   void expect_exact(int64_t prompt_len, PrefillOptions prefill, int64_t draft_tokens,
-                    bool forced = false) {
+                    bool forced = false, int64_t n = 40) {
     SCOPED_TRACE("prompt " + std::to_string(prompt_len) + ", drafts " +
                  std::to_string(draft_tokens));
     const auto prompt = test_prompt(prompt_len, model_->config().text.vocab_size, 21);
-    const int64_t n = 40;
     SequenceState plain_state = model_->new_sequence();
     const auto plain = greedy_plain(*model_, plain_state, prompt, n, prefill);
     DsparkDrafter drafter(*model_);
@@ -76,6 +76,17 @@ TEST_P(DsparkDecodeTest, ForcedAcceptanceStaysExact) {
   PrefillOptions bounded;
   bounded.mode = PrefillMode::Bounded;
   expect_exact(37, bounded, 4, true);
+}
+
+// The trained demo model with a random head: real text dynamics (repetitive greedy output) for the
+// target, window 128, Engram and vision in the checkpoint.
+TEST_P(DsparkDecodeTest, FlashTinyGreedyEqualsPlainGreedy) {
+  load(flash_tiny_with_random_head_dir());
+  expect_exact(40, {}, 0, false, 24);
+  expect_exact(40, {}, 0, true, 24);
+  PrefillOptions bounded;
+  bounded.mode = PrefillMode::Bounded;
+  expect_exact(150, bounded, 0, true, 24);  // longer than the window: the replay is cut
 }
 
 INSTANTIATE_TEST_SUITE_P(BothCpuBackends, DsparkDecodeTest,

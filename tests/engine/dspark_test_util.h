@@ -9,4 +9,9 @@ namespace flashdesk::test {
 // The random checkpoint directory (seed 3).
 const std::filesystem::path& dspark_every_role_dir();
 
+// The trained demo model assets/models/flash-tiny with a random DSpark head added in the
+// published layout (its config gains the stages; the mtp.* tensors sit in a shard of their own):
+// flash-tiny ships none yet. Stages as above, target layers 9-11, Markov rank 64.
+const std::filesystem::path& flash_tiny_with_random_head_dir();
+
 }  // namespace flashdesk::test
