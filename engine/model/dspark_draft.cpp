@@ -84,8 +84,6 @@ DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last) {
   const int64_t B = block_size(), hc = text_.hc_mult, dim = text_.hidden_size;
   const int64_t V = text_.vocab_size, P = state.seeded;
   FD_CHECK(P > 0, "a DSpark draft needs at least one seeded target position");
-  FD_CHECK(state.valid_from <= std::max<int64_t>(0, P - text_.sliding_window),
-           "the DSpark rings miss positions inside the window");
   std::vector<int32_t> ids(static_cast<size_t>(B),
                            static_cast<int32_t>(text_.dspark_noise_token_id));
   ids[0] = last;
@@ -177,7 +175,9 @@ void DsparkDrafter::run_stage(int64_t stage, const DraftState& state,
 }
 
 // Window-only attention over the key list of the official DSpark kernel call: the first
-// min(W, P) ring slots in slot order, then every row of the block (bidirectional). The list is
+// min(W, P) ring slots in slot order, then every row of the block (bidirectional). When seeding
+// started late (a reused prefix whose features were never computed), only the seeded slots are
+// listed: the drafts are worse, the verified output the same. The list is
 // handed to sparse_attention as a ring of W + B slots whose slot i holds list entry i at position
 // i, every query at position W + B - 1: each query then sees the whole list, in list order.
 Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
@@ -197,16 +197,20 @@ Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
   be_.rope(kv, D, positions, rope_, false);
 
   const int64_t row_bytes = kv_row_bytes(KvFormat::Fp8Window, D);
-  const int64_t listed = std::min(W, state.seeded), slots = W + n;
+  // The ring slots in slot order: with the whole window seeded, the first min(W, P) slots.
+  const WindowRing& ring = state.rings[static_cast<size_t>(stage)];
+  std::vector<int64_t> ring_src;
+  for (int64_t slot = 0; slot < W; ++slot)
+    if (ring.positions[static_cast<size_t>(slot)] >= state.valid_from) ring_src.push_back(slot);
+  const int64_t listed = static_cast<int64_t>(ring_src.size()), slots = W + n;
   Tensor list = be_.zeros(DType::U8, Shape{slots, row_bytes});
-  std::vector<int64_t> ring_src, block_src, block_dst;
-  for (int64_t i = 0; i < listed; ++i) ring_src.push_back(i);
+  std::vector<int64_t> list_rows, block_src, block_dst;
+  for (int64_t i = 0; i < listed; ++i) list_rows.push_back(i);
   for (int64_t j = 0; j < n; ++j) {
     block_src.push_back(j);
     block_dst.push_back(listed + j);
   }
-  if (listed > 0)
-    be_.scatter_rows(state.rings[static_cast<size_t>(stage)].rows, ring_src, list, ring_src);
+  if (listed > 0) be_.scatter_rows(ring.rows, ring_src, list, list_rows);
   Tensor block_kv = be_.alloc(DType::U8, Shape{n, row_bytes});
   be_.quantize_rows(KvFormat::Fp8Window, kv, block_kv, 0);
   be_.scatter_rows(block_kv, block_src, list, block_dst);

@@ -23,8 +23,8 @@ struct DsparkWeights;
 struct DraftState {
   std::vector<WindowRing> rings;  // one per stage, sliding_window slots, slot = pos mod W
   int64_t seeded = 0;             // target positions written so far end here
-  // Seeding may start late (a bounded prefill has features of its last W positions only): the
-  // rings hold [valid_from, seeded), which must cover the window when drafting.
+  // Seeding may start late (a bounded prefill has features of its last W positions only, a
+  // reused prefix none): the rings hold [valid_from, seeded), and a draft lists only those.
   int64_t valid_from = 0;
 };
 
