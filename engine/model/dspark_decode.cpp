@@ -13,26 +13,56 @@ int32_t argmax_row(const std::vector<float>& logits, int64_t row, int64_t V) {
   return static_cast<int32_t>(std::max_element(r, r + V) - r);  // first maximum, as torch
 }
 
-// One target step over `ids` with every row's logits and the target features.
-SequenceStep run_rows(Model& model, SequenceState& state, std::span<const int32_t> ids) {
-  SequenceStep s;
-  s.state = &state;
-  s.tokens = ids;
-  s.logits = LogitsWanted::All;
-  s.want_features = true;
-  s.rows_as_decode = true;
-  model.step(std::span<SequenceStep>(&s, 1));
-  return s;
+}  // namespace
+
+VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState& draft,
+                         SequenceState& state, int32_t next, int64_t k,
+                         const DraftOverride& override_drafts) {
+  const int64_t V = model.config().text.vocab_size;
+  VerifyRound r;
+  r.position = state.position();
+  r.drafted = k;
+  std::vector<int32_t> rows{next};
+  if (k > 0) {
+    const DraftBlock block = drafter.draft(draft, next);
+    std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + k);
+    if (override_drafts) override_drafts(r.position, drafts);
+    if (static_cast<int64_t>(drafts.size()) != k)
+      throw InvalidRequest("override_drafts changed the number of drafts");
+    rows.insert(rows.end(), drafts.begin(), drafts.end());
+  }
+  begin_rollback(model.backend(), state);
+  r.step.state = &state;
+  r.step.tokens = rows;
+  r.step.logits = LogitsWanted::All;
+  r.step.want_features = true;
+  r.step.rows_as_decode = true;
+  model.step(std::span<SequenceStep>(&r.step, 1));
+  r.step.tokens = {};  // `rows` ends here
+  while (r.accepted < k &&
+         rows[static_cast<size_t>(r.accepted + 1)] == argmax_row(r.step.out_logits, r.accepted, V))
+    ++r.accepted;
+  r.tokens.assign(rows.begin() + 1, rows.begin() + 1 + r.accepted);
+  r.tokens.push_back(argmax_row(r.step.out_logits, r.accepted, V));
+  return r;
 }
 
-}  // namespace
+void keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
+               const VerifyRound& round, int64_t m) {
+  FD_CHECK(m >= 1 && m <= static_cast<int64_t>(round.tokens.size()), "keep_rows: bad row count");
+  roll_back(model.backend(), state, round.position + m);
+  drafter.seed(draft, round.step.out_features.rows(0, m), round.position);
+}
+
+int64_t most_drafts(const Model& model, const DsparkDrafter& drafter, int64_t wanted) {
+  const int64_t most = std::min(drafter.block_size(), model.config().text.sliding_window - 1);
+  return wanted > 0 ? std::min(wanted, most) : most;
+}
 
 std::vector<int32_t> greedy_speculative(Model& model, DsparkDrafter& drafter, SequenceState& state,
                                         std::span<const int32_t> prompt, int64_t n,
                                         const SpeculativeOptions& options,
                                         SpeculativeStats* stats) {
-  const TextConfig& t = model.config().text;
-  const int64_t V = t.vocab_size;
   DraftState draft = drafter.new_state();
   PrefillOptions po = options.prefill;
   po.target_features = true;
@@ -42,42 +72,23 @@ std::vector<int32_t> greedy_speculative(Model& model, DsparkDrafter& drafter, Se
   std::vector<int32_t> out;
   if (n <= 0) return out;
   const std::vector<float> last = model.prefill(state, prompt, po);
-  int32_t next = argmax_row(last, 0, V);
-  out.push_back(next);
-  // A verify step is rolled back within the window: at most W rows.
-  const int64_t most =
-      std::min<int64_t>(options.draft_tokens > 0 ? options.draft_tokens : drafter.block_size(),
-                        std::min(drafter.block_size(), t.sliding_window - 1));
+  out.push_back(argmax_row(last, 0, model.config().text.vocab_size));
+  const int64_t most = most_drafts(model, drafter, options.draft_tokens);
   SpeculativeStats local;
   while (static_cast<int64_t>(out.size()) < n) {
-    const int64_t P = state.position();
-    const int64_t room = model.max_context() - P - 1;
-    const int64_t k = std::clamp<int64_t>(std::min(most, n - static_cast<int64_t>(out.size()) - 1),
-                                          0, std::max<int64_t>(room, 0));
-    std::vector<int32_t> rows{next};
-    if (k > 0) {
-      const DraftBlock block = drafter.draft(draft, next);
-      std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + k);
-      if (options.override_drafts) options.override_drafts(P, drafts);
-      FD_CHECK(static_cast<int64_t>(drafts.size()) == k, "override_drafts changed the count");
-      rows.insert(rows.end(), drafts.begin(), drafts.end());
-    }
-    begin_rollback(model.backend(), state);
-    const SequenceStep s = run_rows(model, state, rows);
-    int64_t a = 0;
-    while (a < k && rows[static_cast<size_t>(a + 1)] == argmax_row(s.out_logits, a, V)) ++a;
-    next = argmax_row(s.out_logits, a, V);
-    roll_back(model.backend(), state, P + a + 1);
-    drafter.seed(draft, s.out_features.rows(0, a + 1), P);
-    out.insert(out.end(), rows.begin() + 1, rows.begin() + 1 + a);
-    out.push_back(next);
+    const int64_t room = std::max<int64_t>(0, model.max_context() - state.position() - 1);
+    const int64_t k =
+        std::clamp<int64_t>(std::min(most, n - static_cast<int64_t>(out.size()) - 1), 0, room);
+    const VerifyRound r =
+        verify_round(model, drafter, draft, state, out.back(), k, options.override_drafts);
+    keep_rows(model, drafter, draft, state, r, static_cast<int64_t>(r.tokens.size()));
+    out.insert(out.end(), r.tokens.begin(), r.tokens.end());
     if (k > 0) {
       ++local.verifies;
       local.drafted += k;
-      local.accepted += a;
+      local.accepted += r.accepted;
     }
   }
-  out.resize(static_cast<size_t>(n));
   if (stats) *stats = local;
   return out;
 }

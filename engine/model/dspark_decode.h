@@ -35,6 +35,30 @@ struct SpeculativeOptions {
   std::function<void(int64_t position, std::vector<int32_t>& drafts)> override_drafts = {};
 };
 
+// Replaces the drafts for positions position + 1 ... (see SpeculativeOptions::override_drafts).
+using DraftOverride = std::function<void(int64_t position, std::vector<int32_t>& drafts)>;
+
+// One greedy verify round, the building block of every speculative loop: the head drafts up to
+// `k` tokens after `next` (the token at the state's position), the target runs [next, drafts] as
+// one step, and `tokens` are the drafts it agreed with followed by its own next token. The state
+// holds every row of the step until keep_rows.
+struct VerifyRound {
+  int64_t position = 0;         // of `next`
+  int64_t drafted = 0;          // k
+  int64_t accepted = 0;         // drafts agreed with
+  std::vector<int32_t> tokens;  // [accepted + 1]
+  SequenceStep step;            // its features seed the head in keep_rows
+};
+VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState& draft,
+                         SequenceState& state, int32_t next, int64_t k,
+                         const DraftOverride& override_drafts = {});
+// Keeps the round's first `m` rows (next and the first m - 1 tokens taken; 1 <= m <=
+// tokens.size()), rolls back the rest and seeds the head's rings with the kept rows.
+void keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
+               const VerifyRound& round, int64_t m);
+// Most drafts a round may verify: the block size, `wanted` (> 0) and W - 1 (rollback limit).
+int64_t most_drafts(const Model& model, const DsparkDrafter& drafter, int64_t wanted = 0);
+
 // Prefills `prompt` into the fresh `state` and returns the next `n` greedy tokens.
 std::vector<int32_t> greedy_speculative(Model& model, DsparkDrafter& drafter, SequenceState& state,
                                         std::span<const int32_t> prompt, int64_t n,

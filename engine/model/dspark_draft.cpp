@@ -81,15 +81,24 @@ void DsparkDrafter::seed(DraftState& state, const Tensor& features, int64_t firs
 }
 
 DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last) {
+  FD_CHECK(state.seeded > 0, "a DSpark draft needs at least one seeded target position");
+  const Tensor x = run_stages(state, last);
+  DraftBlock out;
+  std::vector<float> markov_embeds;
+  head(x, last, out, markov_embeds);
+  out.confidence = confidence(x, markov_embeds);
+  return out;
+}
+
+// The block [last, noise x (B-1)] at positions P ... P+B-1 through every stage, collapsed with
+// the last pre-mix: x [B, dim] (bf16 values).
+Tensor DsparkDrafter::run_stages(const DraftState& state, int32_t last) {
   const int64_t B = block_size(), hc = text_.hc_mult, dim = text_.hidden_size;
-  const int64_t V = text_.vocab_size, P = state.seeded;
-  FD_CHECK(P > 0, "a DSpark draft needs at least one seeded target position");
   std::vector<int32_t> ids(static_cast<size_t>(B),
                            static_cast<int32_t>(text_.dspark_noise_token_id));
   ids[0] = last;
   std::vector<int64_t> positions(static_cast<size_t>(B));
-  for (int64_t j = 0; j < B; ++j) positions[static_cast<size_t>(j)] = P + j;
-
+  for (int64_t j = 0; j < B; ++j) positions[static_cast<size_t>(j)] = state.seeded + j;
   Tensor rows = f32(Shape{B, dim}), X = f32(Shape{B, hc, dim});
   be_.embed(model_.weights_->embed, ids, rows, X);
   std::vector<float> identity(static_cast<size_t>(B * hc), 0.0f);
@@ -98,23 +107,21 @@ DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last) {
   be_.write(pre, identity.data(), identity.size() * sizeof(float));
   for (int64_t m = 0; m < static_cast<int64_t>(w_.stages.size()); ++m)
     run_stage(m, state, positions, X, pre);
-
-  // Collapse with the last pre-mix; the head reads norm(x), the confidence head x itself.
   Tensor x = f32(Shape{B, dim});
   be_.hc_collapse(X, pre, x);
-  Tensor h = f32(Shape{B, dim});
-  be_.rms_norm(x, &w_.norm, static_cast<float>(text_.rms_norm_eps), h);
-  Tensor logits = f32(Shape{B, V});
-  be_.linear(h, model_.weights_->head, kF32Linear, logits);
+  return x;
+}
 
-  DraftBlock out;
+// Logits = head(norm(x)) in FP32, then the sequential Markov correction: row i gets the bigram
+// bias of the token before it (row 0: of `last`) and its argmax is the next draft.
+void DsparkDrafter::head(const Tensor& x, int32_t last, DraftBlock& out,
+                         std::vector<float>& markov_embeds) {
+  const int64_t B = x.rows(), dim = text_.hidden_size, V = text_.vocab_size;
+  Tensor h = f32(Shape{B, dim}), logits = f32(Shape{B, V});
+  be_.rms_norm(x, &w_.norm, static_cast<float>(text_.rms_norm_eps), h);
+  be_.linear(h, model_.weights_->head, kF32Linear, logits);
   out.logits.resize(static_cast<size_t>(B * V));
   be_.read(logits, out.logits.data(), out.logits.size() * sizeof(float));
-  // Sequential Markov correction: row i gets the bigram bias of the token before it.
-  const int64_t r = text_.dspark_markov_rank;
-  std::vector<float> conf_in(static_cast<size_t>(B * (dim + r)));
-  std::vector<float> x_host(static_cast<size_t>(B * dim));
-  be_.read(x, x_host.data(), x_host.size() * sizeof(float));
   std::vector<float> embed, bias;
   int32_t token = last;
   for (int64_t i = 0; i < B; ++i) {
@@ -123,14 +130,26 @@ DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last) {
     for (int64_t v = 0; v < V; ++v) row[v] += bias[static_cast<size_t>(v)];
     token = argmax(row, V);
     out.tokens.push_back(token);
-    std::copy_n(x_host.begin() + i * dim, dim, conf_in.begin() + i * (dim + r));
-    std::copy(embed.begin(), embed.end(), conf_in.begin() + i * (dim + r) + dim);
+    markov_embeds.insert(markov_embeds.end(), embed.begin(), embed.end());
   }
-  Tensor cin = f32(Shape{B, dim + r}), conf = f32(Shape{B, 1});
-  be_.write(cin, conf_in.data(), conf_in.size() * sizeof(float));
-  be_.linear(cin, w_.confidence, kF32Linear, conf);
-  out.confidence.resize(static_cast<size_t>(B));
-  be_.read(conf, out.confidence.data(), out.confidence.size() * sizeof(float));
+}
+
+// proj([x_i, markov_embed_i]) in FP32 per row: the confidence head's acceptance logits [B].
+std::vector<float> DsparkDrafter::confidence(const Tensor& x,
+                                             const std::vector<float>& markov_embeds) {
+  const int64_t B = x.rows(), dim = text_.hidden_size, r = text_.dspark_markov_rank;
+  std::vector<float> x_host(static_cast<size_t>(B * dim));
+  be_.read(x, x_host.data(), x_host.size() * sizeof(float));
+  std::vector<float> joined(static_cast<size_t>(B * (dim + r)));
+  for (int64_t i = 0; i < B; ++i) {
+    std::copy_n(x_host.begin() + i * dim, dim, joined.begin() + i * (dim + r));
+    std::copy_n(markov_embeds.begin() + i * r, r, joined.begin() + i * (dim + r) + dim);
+  }
+  Tensor in = f32(Shape{B, dim + r}), conf = f32(Shape{B, 1});
+  be_.write(in, joined.data(), joined.size() * sizeof(float));
+  be_.linear(in, w_.confidence, kF32Linear, conf);
+  std::vector<float> out(static_cast<size_t>(B));
+  be_.read(conf, out.data(), out.size() * sizeof(float));
   return out;
 }
 

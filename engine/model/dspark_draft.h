@@ -52,6 +52,9 @@ class DsparkDrafter {
 
  private:
   Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
+  Tensor run_stages(const DraftState& state, int32_t last);
+  void head(const Tensor& x, int32_t last, DraftBlock& out, std::vector<float>& markov_embeds);
+  std::vector<float> confidence(const Tensor& x, const std::vector<float>& markov_embeds);
   Tensor norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
   void run_stage(int64_t stage, const DraftState& state, std::span<const int64_t> positions,
                  Tensor& X, Tensor& pre);

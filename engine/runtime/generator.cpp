@@ -5,8 +5,7 @@
 #include <chrono>
 #include <optional>
 
-#include "engine/model/dspark_draft.h"
-#include "engine/model/sequence_rollback.h"
+#include "engine/model/dspark_decode.h"
 #include "engine/tokenizer/streaming_decoder.h"
 #include "engine/util/error.h"
 
@@ -176,60 +175,35 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   return result;
 }
 
-// After `next` was taken: each round drafts after it, runs it and the drafts as one step, takes the
-// agreeing drafts and the target's own next token, and keeps exactly the rows of the tokens taken
-// but the last (which enters with the next round), rolling back the rest.
+// After `next` was taken: each round verifies drafts after it and takes the agreeing drafts and
+// the target's own next token one by one; the state keeps exactly the rows of the tokens taken
+// but the last (which enters with the next round).
 void Generator::decode_speculative(SequenceState& state, DsparkDrafter& drafter, DraftState& draft,
                                    TokenId next, const GenerationOptions& options,
                                    GenerationStats& stats,
                                    const std::function<bool(TokenId, int64_t)>& take) {
-  const int64_t V = model_.config().text.vocab_size;
-  const int64_t most = std::min(drafter.block_size(), model_.config().text.sliding_window - 1);
-  auto argmax = [&](const std::vector<float>& logits, int64_t row) {
-    const float* r = logits.data() + row * V;
-    return static_cast<TokenId>(std::max_element(r, r + V) - r);  // lowest id on ties
-  };
+  const int64_t most = most_drafts(model_, drafter);
   for (int64_t taken = 1;;) {
-    const int64_t P = state.position();
-    const int64_t k = std::clamp<int64_t>(std::min(most, options.max_new_tokens - taken - 1), 0,
-                                          std::max<int64_t>(0, model_.max_context() - P - 1));
-    std::vector<int32_t> rows{next};
-    if (k > 0) {
-      const DraftBlock block = drafter.draft(draft, next);
-      std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + k);
-      if (options.override_drafts) options.override_drafts(P, drafts);
-      if (static_cast<int64_t>(drafts.size()) != k)
-        throw InvalidRequest("override_drafts changed the number of drafts");
-      rows.insert(rows.end(), drafts.begin(), drafts.end());
-    }
-    begin_rollback(model_.backend(), state);
-    SequenceStep s;
-    s.state = &state;
-    s.tokens = rows;
-    s.logits = LogitsWanted::All;
-    s.want_features = true;
-    s.rows_as_decode = true;
-    model_.step(std::span<SequenceStep>(&s, 1));
-    int64_t a = 0;
-    while (a < k && rows[static_cast<size_t>(a + 1)] == argmax(s.out_logits, a)) ++a;
-    std::vector<TokenId> out(rows.begin() + 1, rows.begin() + 1 + a);
-    out.push_back(argmax(s.out_logits, a));
+    const int64_t room = std::max<int64_t>(0, model_.max_context() - state.position() - 1);
+    const int64_t k =
+        std::clamp<int64_t>(std::min(most, options.max_new_tokens - taken - 1), 0, room);
+    const VerifyRound r =
+        verify_round(model_, drafter, draft, state, next, k, options.override_drafts);
     if (k > 0) {
       ++stats.verifies;
       stats.drafted += k;
-      stats.accepted += a;
+      stats.accepted += r.accepted;
     }
     int64_t m = 0;
     bool more = true;
-    while (more && m < static_cast<int64_t>(out.size())) {
-      more = take(out[static_cast<size_t>(m)], P + 1 + m);
+    while (more && m < static_cast<int64_t>(r.tokens.size())) {
+      more = take(r.tokens[static_cast<size_t>(m)], r.position + 1 + m);
       ++m;
     }
-    roll_back(model_.backend(), state, P + m);
-    drafter.seed(draft, s.out_features.rows(0, m), P);
+    keep_rows(model_, drafter, draft, state, r, m);
     taken += m;
     if (!more) return;
-    next = out.back();
+    next = r.tokens.back();
   }
 }
 
