@@ -28,19 +28,14 @@ void add_dspark_stages(nlohmann::json& t, std::vector<int64_t> targets, int64_t 
 const std::filesystem::path& dspark_every_role_dir() {
   static ::flashdesk::testing::TempDir dir;
   static const bool made = [] {
-    const auto base = std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json";
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(base));
-    add_dspark_stages(j["text_config"], {11, 12, 13}, 32, 510);
-    const auto config = dir.path() / "source-config.json";
-    std::ofstream(config) << j.dump(2);
     RandomCheckpointOptions o;
     o.seed = 3;
-    write_random_checkpoint(config, dir.path() / "model", o);
+    write_random_checkpoint(
+        std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-dspark.json", dir.path(), o);
     return true;
   }();
   (void)made;
-  static const std::filesystem::path model = dir.path() / "model";
-  return model;
+  return dir.path();
 }
 
 const std::filesystem::path& flash_tiny_with_random_head_dir() {

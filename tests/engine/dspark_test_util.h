@@ -1,12 +1,12 @@
-// The every-role test config with a random DSpark draft head: three stages (mtp.0..2), block size
-// 5, target layers 11-13, Markov rank 32, top-3 routing; written once per test binary.
+// Random checkpoints with a DSpark draft head, written once per test binary.
 #pragma once
 
 #include <filesystem>
 
 namespace flashdesk::test {
 
-// The random checkpoint directory (seed 3).
+// assets/configs/test-dspark.json (seed 3): the every-role config with three stages (mtp.0..2),
+// block size 5, target layers 11-13, Markov rank 32, top-3 routing.
 const std::filesystem::path& dspark_every_role_dir();
 
 // The trained demo model assets/models/flash-tiny with a random DSpark head added in the
