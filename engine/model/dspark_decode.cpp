@@ -37,7 +37,12 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
   r.step.logits = LogitsWanted::All;
   r.step.want_features = true;
   r.step.rows_as_decode = true;
-  model.step(std::span<SequenceStep>(&r.step, 1));
+  try {
+    model.step(std::span<SequenceStep>(&r.step, 1));
+  } catch (...) {
+    commit_rollback(state);  // a refused step changed nothing; later steps keep no log
+    throw;
+  }
   r.step.tokens = {};  // `rows` ends here
   while (r.accepted < k &&
          rows[static_cast<size_t>(r.accepted + 1)] == argmax_row(r.step.out_logits, r.accepted, V))
