@@ -42,6 +42,9 @@ void add_turn_options(cxxopts::Options& options) {
       "chunk", "prefill chunk in tokens (0 = whole prompt)",
       cxxopts::value<int64_t>()->default_value("0"))("json",
                                                      "print each answer as one JSON object")(
+      "speculative",
+      "speculative decoding: dspark (greedy, verifies the model's DSpark drafts) or off",
+      cxxopts::value<std::string>()->default_value("off"))(
       "image", "an image file for the (first) user message, before its text; repeat for several",
       cxxopts::value<std::vector<std::string>>());
 }
@@ -113,6 +116,10 @@ TurnOptions turn_options(const cxxopts::ParseResult& args) {
   g.prefill.mode = parse_prefill_mode(args["prefill"].as<std::string>());
   g.prefill.chunk_tokens = args["chunk"].as<int64_t>();
   if (g.prefill.chunk_tokens < 0) throw InvalidRequest("--chunk must be 0 or more");
+  const std::string speculative = args["speculative"].as<std::string>();
+  if (speculative != "dspark" && speculative != "off")
+    throw InvalidRequest("--speculative must be dspark or off, not '" + speculative + "'");
+  g.speculative = speculative == "dspark";
   return t;
 }
 
@@ -144,7 +151,11 @@ std::string turn_json(const TurnResult& turn,
         {"load_ms", s.load_ms},
         {"prefill_ms", s.prefill_ms},
         {"ttft_ms", s.ttft_ms},
-        {"decode_tokens_per_s", s.decode_tokens_per_s()}}},
+        {"decode_tokens_per_s", s.decode_tokens_per_s()},
+        {"verifies", s.verifies},
+        {"drafted_tokens", s.drafted},
+        {"accepted_tokens", s.accepted},
+        {"mean_accepted_per_verify", s.mean_accepted()}}},
   };
   for (const auto& [key, value] : extra) j[key] = value;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -160,7 +171,15 @@ std::string stats_line(const GenerationStats& s) {
                 (long long)s.reused_pool_tokens, (long long)s.replayed_tokens,
                 (long long)s.computed_tokens, s.ttft_ms, (long long)s.generated_tokens,
                 (long long)s.thinking_tokens, s.decode_tokens_per_s());
-  return buf;
+  std::string line = buf;
+  if (s.verifies > 0) {
+    std::snprintf(buf, sizeof buf,
+                  " [speculative: %lld verifies, %lld/%lld drafts accepted, %.2f per verify]",
+                  (long long)s.verifies, (long long)s.accepted, (long long)s.drafted,
+                  s.mean_accepted());
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace flashdesk::cli

@@ -99,6 +99,8 @@ void StepRunner::compress(int64_t layer, const Tensor& x) {
     FD_CHECK(s.first_position + skip == covered,
              "compressor of layer " + std::to_string(layer) + " would skip positions");
     const int64_t first = s.first_row + skip, rows = s.n_rows - skip;
+    if (s.state->rollback && m > 1)
+      keep_for_rollback(*s.state, layer, kv.rows(first, rows), score.rows(first, rows), skip);
     Tensor latent;
     if (m == 1) {
       latent = kv.rows(first, rows);
@@ -125,6 +127,21 @@ void StepRunner::compress(int64_t layer, const Tensor& x) {
   }
 }
 
+// A rollback of the step's last rows rebuilds a pending group from these projections.
+void StepRunner::keep_for_rollback(SequenceState& st, int64_t layer, const Tensor& kv,
+                                   const Tensor& score, int64_t skip) {
+  RollbackLog& log = *st.rollback;
+  FD_CHECK(skip == 0 && log.before.position == st.position() - kv.rows(),
+           "a rollback log covers exactly one step without replay");
+  log.kv.resize(st.global.size());
+  log.score.resize(st.global.size());
+  const auto l = static_cast<size_t>(layer);
+  log.kv[l] = be_.alloc(DType::F32, kv.shape());
+  log.score[l] = be_.alloc(DType::F32, score.shape());
+  be_.copy(kv, log.kv[l]);
+  be_.copy(score, log.score[l]);
+}
+
 void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
   const LayerRole& role = model_.roles_[static_cast<size_t>(layer)];
   const IndexerWeights& I = *w_.layers[static_cast<size_t>(layer)].attn.indexer;
@@ -145,6 +162,10 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
 
   const bool restricted = role.candidate_source >= 0 && !role.builds_candidates;
   for (const SeqRows& s : seqs_) {
+    if (batch_[static_cast<size_t>(s.seq)].rows_as_decode && s.n_rows > 1) {
+      index_each_row(layer, s, qi, w);
+      continue;
+    }
     const GlobalKv& g = s.state->global[static_cast<size_t>(role.kv_source)];
     std::vector<int64_t> visible(static_cast<size_t>(s.n_rows));
     for (int64_t j = 0; j < s.n_rows; ++j)

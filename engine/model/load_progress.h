@@ -29,9 +29,10 @@ using LoadProgressCallback = std::function<void(const LoadProgress&)>;
 class LoadProgressTracker {
  public:
   // The total is the bytes of the tensors under embed., head., norm. and layers.<L>. for every
-  // loaded layer L: what load_model_weights reads on a single device. `callback` may be empty.
+  // loaded layer L, and mtp. with `dspark` (the draft head is loaded): what load_model_weights
+  // reads on a single device. `callback` may be empty.
   LoadProgressTracker(const Checkpoint& checkpoint, const std::vector<LayerRole>& roles,
-                      LoadProgressCallback callback);
+                      LoadProgressCallback callback, bool dspark = false);
 
   // `view` was uploaded (in whole or this rank's slice). A tensor read twice (tied embeddings)
   // counts once.

@@ -76,7 +76,8 @@ Model::Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
   check_supported(t, cfg_file, comm_->world());
   decoder_first_ = decoder_first_layer(t);
   max_context_ = options.max_context > 0 ? options.max_context : t.max_position_embeddings;
-  LoadProgressTracker progress(*checkpoint_, roles_, options.on_load_progress);
+  LoadProgressTracker progress(*checkpoint_, roles_, options.on_load_progress,
+                               dspark_stages(t) > 0 && comm_->world() == 1);
   weights_ = std::make_unique<ModelWeights>(
       load_model_weights(*checkpoint_, roles_, backend_, ShardPlan{comm_->rank(), comm_->world()},
                          &progress, options.host_experts_from_layer));
@@ -182,7 +183,9 @@ std::vector<float> Model::prefill(SequenceState& state, std::span<const int32_t>
       if (img.first < at + n && img.first + img.rows.rows() > at)
         images.push_back(ImageEmbedding{img.first - at, img.rows});
     s.images = images;
+    s.want_features = options.target_features;
     step(std::span<SequenceStep>(&s, 1), observer);
+    if (options.on_step) options.on_step(s);
     logits.insert(logits.end(), s.out_logits.begin(), s.out_logits.end());
     if (at + n == mark_index) mark_window(backend_, state);
   }

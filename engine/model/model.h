@@ -6,11 +6,12 @@
 // verification over a batch of sequences, each with its own SequenceState; numerics exactly as
 // docs/numerics.md; image spans (docs/model-spec.md §8) take their embeddings from the vision
 // encoder (engine/vision), route with bias_vl and are dead for Engram. Non-goals here: sampling
-// and the generation loop (engine/runtime), DSpark drafting (a later issue).
+// and the generation loop (engine/runtime); the DSpark draft head is dspark_draft.h.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -62,11 +63,23 @@ struct SequenceStep {
   // (docs/numerics.md "Top-k").
   int64_t prompt_end = 0;
   LogitsWanted logits = LogitsWanted::Last;
+  // A verify step (speculative decoding): each row picks its top-k entries and candidate blocks
+  // as a one-token decode at its position would, over a score row as wide as its visible entries
+  // (ties fall by the row's width, docs/numerics.md "Top-k"), so its logits are the decode's.
+  bool rows_as_decode = false;
   std::span<const ImageEmbedding> images = {};  // image spans overlapping this step's tokens
+
+  // DSpark target features (docs/dspark.md): with want_features, the mean over the hc streams of
+  // the input of each dspark_target_layer_ids layer, for the rows that reach those layers.
+  bool want_features = false;
 
   // Outputs: logits [logit_positions.size(), vocab] F32, row-major.
   std::vector<float> out_logits;
   std::vector<int64_t> logit_positions;
+  // want_features: [rows, targets, hidden] F32 (bf16 values) on the backend, for positions
+  // features_first_position onwards (undefined when no row reached the target layers).
+  Tensor out_features = {};
+  int64_t features_first_position = 0;
 };
 
 struct PrefillOptions {
@@ -78,6 +91,10 @@ struct PrefillOptions {
   // A position the prefill passes (from the end of the replay to its last token) at which the
   // state's window is marked (sequence_cut.h): the steps stop there once. -1: no mark.
   int64_t mark_at = -1;
+  // Called after each step of the prefill with that step (its target features when
+  // target_features is set): how a DSpark draft head seeds its rings from a prompt.
+  bool target_features = false;
+  std::function<void(const SequenceStep&)> on_step = {};
 };
 
 struct ModelOptions {
@@ -132,6 +149,7 @@ class Model {
 
  private:
   friend class StepRunner;
+  friend class DsparkDrafter;
   std::shared_ptr<const Checkpoint> checkpoint_;
   Backend& backend_;
   Collective* comm_;

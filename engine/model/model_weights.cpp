@@ -158,13 +158,13 @@ AttentionWeights load_attention(WeightLoader& ld, const std::string& p, const La
 
 // host_experts: the routed experts stay in host memory (a device backend computes them on the
 // CPU); the gate and the shared expert go where the rest of the layer goes.
-MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t,
-                    bool host_experts) {
+MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t, bool host_experts,
+                    int64_t n_experts) {
   MoeWeights m;
   m.gate = ld.linear(p + "ffn.gate");
   m.bias = ld.vec(p + "ffn.gate.bias");
   m.bias_vl = ld.vec(p + "ffn.gate.bias_vl");
-  const int64_t E = t.n_routed_experts, world = ld.plan().world, rank = ld.plan().rank;
+  const int64_t E = n_experts, world = ld.plan().world, rank = ld.plan().rank;
   const int64_t first = rank * E / world, last = (rank + 1) * E / world;
   m.local_experts.reserve(static_cast<size_t>(last - first));  // pointers below stay valid
   m.experts.assign(static_cast<size_t>(E), nullptr);
@@ -175,6 +175,37 @@ MoeWeights load_moe(WeightLoader& ld, const std::string& p, const TextConfig& t,
   }
   if (t.n_shared_experts > 0 && rank == 0) m.shared = ld.expert(p + "ffn.shared_experts.");
   return m;
+}
+
+LayerWeights load_block(WeightLoader& ld, const std::string& p, const LayerRole& role,
+                        const TextConfig& t, bool host_experts, int64_t n_experts) {
+  LayerWeights L;
+  L.attn_norm = ld.vec(p + "attn_norm.weight");
+  L.ffn_norm = ld.vec(p + "ffn_norm.weight");
+  L.hc_attn = {ld.vec(p + "hc_attn_fn"), ld.vec(p + "hc_attn_base"), ld.vec(p + "hc_attn_scale")};
+  L.hc_ffn = {ld.vec(p + "hc_ffn_fn"), ld.vec(p + "hc_ffn_base"), ld.vec(p + "hc_ffn_scale")};
+  L.attn = load_attention(ld, p, role);
+  L.ffn = load_moe(ld, p, t, host_experts, n_experts);
+  return L;
+}
+
+DsparkWeights load_dspark(WeightLoader& ld, const TextConfig& t) {
+  DsparkWeights d;
+  d.main_proj = ld.linear("mtp.0.main_proj");
+  d.main_norm = ld.vec("mtp.0.main_norm.weight");
+  const int64_t stages = dspark_stages(t);
+  for (int64_t m = 0; m < stages; ++m) {
+    LayerRole window_only;  // compress ratio 0: no compressor, no indexer
+    window_only.layer = t.num_hidden_layers + m;
+    d.stages.push_back(load_block(ld, "mtp." + std::to_string(m) + ".", window_only, t, false,
+                                  t.dspark_n_routed_experts));
+  }
+  const std::string last = "mtp." + std::to_string(stages - 1) + ".";
+  d.norm = ld.vec(last + "norm.weight");
+  d.markov_embed = ld.raw(last + "markov_head.embed.weight");
+  d.markov_head = ld.linear(last + "markov_head.head");
+  d.confidence = ld.linear(last + "confidence_head.proj");
+  return d;
 }
 
 }  // namespace
@@ -190,13 +221,9 @@ ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerR
   w.norm = ld.vec("norm.weight");
   for (const LayerRole& role : roles) {
     const std::string p = "layers." + std::to_string(role.layer) + ".";
-    LayerWeights L;
-    L.attn_norm = ld.vec(p + "attn_norm.weight");
-    L.ffn_norm = ld.vec(p + "ffn_norm.weight");
-    L.hc_attn = {ld.vec(p + "hc_attn_fn"), ld.vec(p + "hc_attn_base"), ld.vec(p + "hc_attn_scale")};
-    L.hc_ffn = {ld.vec(p + "hc_ffn_fn"), ld.vec(p + "hc_ffn_base"), ld.vec(p + "hc_ffn_scale")};
-    L.attn = load_attention(ld, p, role);
-    L.ffn = load_moe(ld, p, t, host_experts_from >= 0 && role.layer >= host_experts_from);
+    LayerWeights L =
+        load_block(ld, p, role, t, host_experts_from >= 0 && role.layer >= host_experts_from,
+                   t.n_routed_experts);
     if (role.engram) {
       EngramWeights e;
       e.table = QuantTable{ld.table(p + "engram.embed.weight"), ld.table(p + "engram.embed.scale")};
@@ -207,6 +234,9 @@ ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerR
     }
     w.layers.push_back(std::move(L));
   }
+  // The draft runs on one device for now: its tensors are not in the sharding table.
+  if (dspark_stages(t) > 0 && plan.world == 1 && ckpt.has("mtp.0.main_proj.weight"))
+    w.dspark = load_dspark(ld, t);
   return w;
 }
 

@@ -62,11 +62,25 @@ struct LayerWeights {
   std::optional<EngramWeights> engram;
 };
 
+// The DSpark draft head (docs/dspark.md): stages mtp.0..S-1 are blocks like the main ones
+// (window-only attention, their own MoE); stage 0 conditions on the target features, the last
+// stage holds the final norm, the Markov head and the confidence head.
+struct DsparkWeights {
+  LinearWeight main_proj;            // [dim, targets * dim] FP8
+  Tensor main_norm;                  // [dim]
+  std::vector<LayerWeights> stages;  // attention without compressor or indexer
+  Tensor norm;                       // [dim] (last stage)
+  Tensor markov_embed;               // [V, rank] BF16
+  LinearWeight markov_head;          // [V, rank] BF16, used in FP32
+  LinearWeight confidence;           // [1, dim + rank] BF16, used in FP32
+};
+
 struct ModelWeights {
   Tensor embed;       // [V, dim] BF16
   LinearWeight head;  // [V, dim] BF16, used in FP32
   Tensor norm;        // [dim]
   std::vector<LayerWeights> layers;
+  std::optional<DsparkWeights> dspark;  // a checkpoint with DSpark stages, on a single device
 };
 
 class LoadProgressTracker;

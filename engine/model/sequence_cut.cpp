@@ -47,7 +47,7 @@ void drop_window(SequenceState& state, int64_t position) {
 
 }  // namespace
 
-void mark_window(Backend& backend, SequenceState& state) {
+WindowMark window_mark(Backend& backend, const SequenceState& state) {
   WindowMark mark;
   mark.position = state.position();
   for (const WindowRing& ring : state.rings)
@@ -63,7 +63,11 @@ void mark_window(Backend& backend, SequenceState& state) {
     }
     mark.global.push_back(std::move(m));
   }
-  state.mark = std::move(mark);
+  return mark;
+}
+
+void mark_window(Backend& backend, SequenceState& state) {
+  state.mark = window_mark(backend, state);
 }
 
 int64_t cut_sequence(Backend& backend, SequenceState& state, int64_t position) {

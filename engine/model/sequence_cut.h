@@ -26,6 +26,9 @@
 
 namespace flashdesk {
 
+// A copy of the state's window rings and pending compressor groups at its current position.
+WindowMark window_mark(Backend& backend, const SequenceState& state);
+
 // Keeps the state's window rings and pending compressor groups at its current position (replacing
 // an older mark).
 void mark_window(Backend& backend, SequenceState& state);

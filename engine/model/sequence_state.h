@@ -39,12 +39,20 @@ struct WindowMark {
                                   // entries and index_keys are left undefined
 };
 
+// What one step writes that rolling its last rows back needs (sequence_rollback.h): the window
+// and pending groups before the step, and the compressor projections of the step's rows.
+struct RollbackLog {
+  WindowMark before;              // at the step's first position
+  std::vector<Tensor> kv, score;  // per main layer: F32 [rows, head_dim] of ratio > 1 sources
+};
+
 struct SequenceState {
-  std::vector<int32_t> tokens;     // every token processed, position 0 first
-  std::vector<uint8_t> dead;       // per token: 1 = image-span token (cuts Engram look-back)
-  std::vector<WindowRing> rings;   // one per main layer
-  std::vector<GlobalKv> global;    // one per main layer; ratio 0 for layers that own none
-  std::optional<WindowMark> mark;  // the window at one earlier position (sequence_cut.h)
+  std::vector<int32_t> tokens;          // every token processed, position 0 first
+  std::vector<uint8_t> dead;            // per token: 1 = image-span token (cuts Engram look-back)
+  std::vector<WindowRing> rings;        // one per main layer
+  std::vector<GlobalKv> global;         // one per main layer; ratio 0 for layers that own none
+  std::optional<WindowMark> mark;       // the window at one earlier position (sequence_cut.h)
+  std::optional<RollbackLog> rollback;  // held across one step that may be rolled back
 
   int64_t position() const { return static_cast<int64_t>(tokens.size()); }
   // Bytes of global KV held per token (what a prefix cache persists), for reports.

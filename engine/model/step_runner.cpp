@@ -158,6 +158,7 @@ void StepRunner::run_block(int64_t layer) {
     if (cut) shrink_to_decoder_rows();
     if (n_rows_ == 0) return;
   }
+  record_target_features(layer);
   const int64_t n = n_rows_;
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
   be_.hc_mixes(X_, L.hc_attn, hs, pre_a, post_a, comb_a);

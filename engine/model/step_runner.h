@@ -44,6 +44,13 @@ class StepRunner {
   Tensor attention(int64_t layer, const Tensor& x, bool compressed_done);
   void compress(int64_t layer, const Tensor& x);
   void index(int64_t layer, const Tensor& qr, const Tensor& x);
+  // indexer_rows.cpp
+  void index_each_row(int64_t layer, const SeqRows& s, const Tensor& qi, const Tensor& w);
+  void keep_for_rollback(SequenceState& st, int64_t layer, const Tensor& kv, const Tensor& score,
+                         int64_t skip);
+
+  // dspark_features.cpp
+  void record_target_features(int64_t layer);
 
   // ffn_layer.cpp
   Tensor moe(int64_t layer, const Tensor& x);

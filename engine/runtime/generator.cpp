@@ -1,8 +1,11 @@
 // The prefill-then-decode loop with streaming, thinking/answer split and timing.
 #include "engine/runtime/generator.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
+#include "engine/model/dspark_decode.h"
 #include "engine/tokenizer/streaming_decoder.h"
 #include "engine/util/error.h"
 
@@ -72,6 +75,10 @@ std::string_view finish_reason_name(FinishReason reason) {
   return "?";
 }
 
+double GenerationStats::mean_accepted() const {
+  return verifies > 0 ? static_cast<double>(accepted) / static_cast<double>(verifies) : 0.0;
+}
+
 double GenerationStats::decode_tokens_per_s() const {
   return decode_ms > 0.0 ? static_cast<double>(generated_tokens - 1) * 1000.0 / decode_ms : 0.0;
 }
@@ -95,15 +102,32 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   result.stats.computed_tokens = static_cast<int64_t>(new_prompt.size()) - replay;
   result.stats.prompt_tokens = state.position() + result.stats.computed_tokens;
 
+  if (options.speculative && options.sampling.temperature > 0.0f)
+    throw InvalidRequest("speculative decoding is greedy only (temperature 0)");
+  std::optional<DsparkDrafter> drafter;
+  std::optional<DraftState> draft;
+  PrefillOptions prefill = options.prefill;
+  if (options.speculative) {
+    drafter.emplace(model_);
+    draft = drafter->new_state();
+    prefill.target_features = true;
+    prefill.on_step = [&](const SequenceStep& s) {
+      if (s.out_features.defined())
+        drafter->seed(*draft, s.out_features, s.features_first_position);
+    };
+  }
+
   const auto t0 = Clock::now();
-  std::vector<float> logits = model_.prefill(state, new_prompt, options.prefill);
+  std::vector<float> logits = model_.prefill(state, new_prompt, prefill);
   result.stats.prefill_ms = ms_since(t0);
 
   ChannelSplitter splitter(tokenizer_, special_, options.starts_in_thinking, result, callbacks);
   Clock::time_point first_token_time;
   result.finish = FinishReason::kLength;
-  for (int64_t n = 0; n < options.max_new_tokens; ++n) {
-    const TokenId id = static_cast<TokenId>(sampler.sample(logits));
+  int64_t n = 0;
+  // One generated token that would enter the state at `position`; false when generation ends
+  // with it (it then never enters the state: a finished sequence ends at the token before).
+  auto take = [&](TokenId id, int64_t position) {
     if (n == 0) {
       first_token_time = Clock::now();
       result.stats.ttft_ms = ms_since(t0);
@@ -112,7 +136,7 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
     if (callbacks.on_token) callbacks.on_token(id);
     if (id == special_.eos) {
       result.finish = FinishReason::kEos;
-      break;
+      return false;
     }
     const bool was_thinking = options.starts_in_thinking && !splitter.saw_think_end();
     splitter.push(id);
@@ -120,16 +144,27 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
       result.stats.thinking_ms = ms_since(first_token_time);
     if (stop && stop->load(std::memory_order_relaxed)) {
       result.finish = FinishReason::kStopped;
-      break;
+      return false;
     }
-    if (n + 1 == options.max_new_tokens) break;
-    if (state.position() + 1 > model_.max_context()) {
+    if (++n == options.max_new_tokens) return false;
+    if (position + 1 > model_.max_context()) {
       result.finish = FinishReason::kContextFull;
-      break;
+      return false;
     }
-    // The sampled token enters the KV state; EOS never does here (the next turn's prompt
-    // brings it in), so a finished sequence's state ends at the last visible token.
-    logits = model_.decode(state, id);
+    return true;
+  };
+  TokenId id = static_cast<TokenId>(sampler.sample(logits));
+  if (take(id, state.position())) {
+    if (drafter) {
+      decode_speculative(state, *drafter, *draft, id, options, result.stats, take);
+    } else {
+      // The sampled token enters the KV state; EOS never does here (the next turn's prompt
+      // brings it in).
+      do {
+        logits = model_.decode(state, id);
+        id = static_cast<TokenId>(sampler.sample(logits));
+      } while (take(id, state.position()));
+    }
   }
   splitter.finish();
   result.stats.thinking_tokens =
@@ -138,6 +173,38 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   if (options.starts_in_thinking && !splitter.saw_think_end() && result.stats.generated_tokens > 0)
     result.stats.thinking_ms = result.stats.decode_ms;
   return result;
+}
+
+// After `next` was taken: each round verifies drafts after it and takes the agreeing drafts and
+// the target's own next token one by one; the state keeps exactly the rows of the tokens taken
+// but the last (which enters with the next round).
+void Generator::decode_speculative(SequenceState& state, DsparkDrafter& drafter, DraftState& draft,
+                                   TokenId next, const GenerationOptions& options,
+                                   GenerationStats& stats,
+                                   const std::function<bool(TokenId, int64_t)>& take) {
+  const int64_t most = most_drafts(model_, drafter);
+  for (int64_t taken = 1;;) {
+    const int64_t room = std::max<int64_t>(0, model_.max_context() - state.position() - 1);
+    const int64_t k =
+        std::clamp<int64_t>(std::min(most, options.max_new_tokens - taken - 1), 0, room);
+    const VerifyRound r =
+        verify_round(model_, drafter, draft, state, next, k, options.override_drafts);
+    if (k > 0) {
+      ++stats.verifies;
+      stats.drafted += k;
+      stats.accepted += r.accepted;
+    }
+    int64_t m = 0;
+    bool more = true;
+    while (more && m < static_cast<int64_t>(r.tokens.size())) {
+      more = take(r.tokens[static_cast<size_t>(m)], r.position + 1 + m);
+      ++m;
+    }
+    keep_rows(model_, drafter, draft, state, r, m);
+    taken += m;
+    if (!more) return;
+    next = r.tokens.back();
+  }
 }
 
 }  // namespace flashdesk

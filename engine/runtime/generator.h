@@ -2,8 +2,9 @@
 // until EOS, the token budget, the context limit or a stop request, streaming text as it forms.
 //
 // Goals: one loop for the CLI, the desktop app and the eval, with thinking and answer streamed
-// on separate channels and per-request stats. Non-goals: batching several requests (the model
-// step already takes a batch; a scheduler comes later), speculative decoding.
+// on separate channels and per-request stats; greedy speculative decoding with the model's DSpark
+// head (the same tokens, several per target step; docs/dspark.md). Non-goals: batching several
+// requests (the model step already takes a batch; a scheduler comes later), speculative sampling.
 #pragma once
 
 #include <atomic>
@@ -21,6 +22,9 @@
 
 namespace flashdesk {
 
+class DsparkDrafter;
+struct DraftState;
+
 enum class StreamChannel { kThinking, kAnswer };
 
 struct StreamCallbacks {
@@ -36,6 +40,12 @@ struct GenerationOptions {
   // The prompt ends with <think>: the first tokens are reasoning until </think>.
   bool starts_in_thinking = false;
   PrefillOptions prefill;  // mode (bounded by default for generation) and chunking
+  // Greedy decoding verifies the DSpark head's drafts (InvalidRequest when the model has none,
+  // or with temperature > 0). The head's rings are seeded from this request's prefill only.
+  bool speculative = false;
+  // Speculative: replaces the drafts for positions position + 1 ... before they are verified
+  // (tests and benchmarks force an acceptance rate a random head never reaches). Empty: none.
+  std::function<void(int64_t position, std::vector<int32_t>& drafts)> override_drafts = {};
 };
 
 enum class FinishReason { kEos, kLength, kContextFull, kStopped };
@@ -64,7 +74,12 @@ struct GenerationStats {
   // Thinking mode: the first sampled token to </think> (or to the end, when the answer ended while
   // reasoning): how long the reasoning took. 0 in chat mode.
   double thinking_ms = 0.0;
+  // Speculative decoding: target steps that verified drafts, drafts verified, drafts accepted.
+  int64_t verifies = 0;
+  int64_t drafted = 0;
+  int64_t accepted = 0;
   double decode_tokens_per_s() const;
+  double mean_accepted() const;  // accepted drafts per verify
 };
 
 struct GenerationResult {
@@ -88,6 +103,10 @@ class Generator {
                             const std::atomic<bool>* stop = nullptr);
 
  private:
+  void decode_speculative(SequenceState& state, DsparkDrafter& drafter, DraftState& draft,
+                          TokenId next, const GenerationOptions& options, GenerationStats& stats,
+                          const std::function<bool(TokenId, int64_t)>& take);
+
   Model& model_;
   const Tokenizer& tokenizer_;
   SpecialTokenIds special_;

@@ -35,6 +35,7 @@ class Block:
         self.w = {k[len(p):]: v for k, v in weights.items() if k.startswith(p)}
         self.attn = Attention(cfg, role, weights, R)
         self.moe = MoE(cfg, role.layer, weights, R)
+        self.record = None  # DSpark target layers: takes this block's input (dspark.Features)
 
     def mixes(self, X, kind):
         c = self.cfg
@@ -53,6 +54,8 @@ class Block:
         if self.engram is not None:
             X = self.engram.forward(X, hash_ids, dead_rows)
             trace.put("engram_out", l, X, row0)
+        if self.record is not None:
+            self.record.put(l, X)
         pre_a, post_a, comb_a = self.mixes(X, "attn")
         a = self.attn.forward(self.attn_input(X, pre), positions, state, step, trace, compress_done)
         X1 = ops.hc_expand(R, X, a, post_a, comb_a)

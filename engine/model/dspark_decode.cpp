@@ -1,0 +1,116 @@
+// Greedy speculative decoding (see dspark_decode.h).
+#include "engine/model/dspark_decode.h"
+
+#include <algorithm>
+
+#include "engine/model/sequence_rollback.h"
+
+namespace flashdesk {
+namespace {
+
+int32_t argmax_row(const std::vector<float>& logits, int64_t row, int64_t V) {
+  const float* r = logits.data() + row * V;
+  return static_cast<int32_t>(std::max_element(r, r + V) - r);  // first maximum, as torch
+}
+
+}  // namespace
+
+VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState& draft,
+                         SequenceState& state, int32_t next, int64_t k,
+                         const DraftOverride& override_drafts) {
+  const int64_t V = model.config().text.vocab_size;
+  VerifyRound r;
+  r.position = state.position();
+  r.drafted = k;
+  std::vector<int32_t> rows{next};
+  if (k > 0) {
+    const DraftBlock block = drafter.draft(draft, next);
+    std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + k);
+    if (override_drafts) override_drafts(r.position, drafts);
+    if (static_cast<int64_t>(drafts.size()) != k)
+      throw InvalidRequest("override_drafts changed the number of drafts");
+    rows.insert(rows.end(), drafts.begin(), drafts.end());
+  }
+  begin_rollback(model.backend(), state);
+  r.step.state = &state;
+  r.step.tokens = rows;
+  r.step.logits = LogitsWanted::All;
+  r.step.want_features = true;
+  r.step.rows_as_decode = true;
+  try {
+    model.step(std::span<SequenceStep>(&r.step, 1));
+  } catch (...) {
+    commit_rollback(state);  // a refused step changed nothing; later steps keep no log
+    throw;
+  }
+  r.step.tokens = {};  // `rows` ends here
+  while (r.accepted < k &&
+         rows[static_cast<size_t>(r.accepted + 1)] == argmax_row(r.step.out_logits, r.accepted, V))
+    ++r.accepted;
+  r.tokens.assign(rows.begin() + 1, rows.begin() + 1 + r.accepted);
+  r.tokens.push_back(argmax_row(r.step.out_logits, r.accepted, V));
+  return r;
+}
+
+void keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
+               const VerifyRound& round, int64_t m) {
+  FD_CHECK(m >= 1 && m <= static_cast<int64_t>(round.tokens.size()), "keep_rows: bad row count");
+  roll_back(model.backend(), state, round.position + m);
+  drafter.seed(draft, round.step.out_features.rows(0, m), round.position);
+}
+
+int64_t most_drafts(const Model& model, const DsparkDrafter& drafter, int64_t wanted) {
+  const int64_t most = std::min(drafter.block_size(), model.config().text.sliding_window - 1);
+  return wanted > 0 ? std::min(wanted, most) : most;
+}
+
+std::vector<int32_t> greedy_speculative(Model& model, DsparkDrafter& drafter, SequenceState& state,
+                                        std::span<const int32_t> prompt, int64_t n,
+                                        const SpeculativeOptions& options,
+                                        SpeculativeStats* stats) {
+  DraftState draft = drafter.new_state();
+  PrefillOptions po = options.prefill;
+  po.target_features = true;
+  po.on_step = [&](const SequenceStep& s) {
+    if (s.out_features.defined()) drafter.seed(draft, s.out_features, s.features_first_position);
+  };
+  std::vector<int32_t> out;
+  if (n <= 0) return out;
+  const std::vector<float> last = model.prefill(state, prompt, po);
+  out.push_back(argmax_row(last, 0, model.config().text.vocab_size));
+  const int64_t most = most_drafts(model, drafter, options.draft_tokens);
+  SpeculativeStats local;
+  while (static_cast<int64_t>(out.size()) < n) {
+    const int64_t room = std::max<int64_t>(0, model.max_context() - state.position() - 1);
+    const int64_t k =
+        std::clamp<int64_t>(std::min(most, n - static_cast<int64_t>(out.size()) - 1), 0, room);
+    const VerifyRound r =
+        verify_round(model, drafter, draft, state, out.back(), k, options.override_drafts);
+    keep_rows(model, drafter, draft, state, r, static_cast<int64_t>(r.tokens.size()));
+    out.insert(out.end(), r.tokens.begin(), r.tokens.end());
+    if (k > 0) {
+      ++local.verifies;
+      local.drafted += k;
+      local.accepted += r.accepted;
+    }
+  }
+  if (stats) *stats = local;
+  return out;
+}
+
+std::vector<int32_t> greedy_plain(Model& model, SequenceState& state,
+                                  std::span<const int32_t> prompt, int64_t n,
+                                  const PrefillOptions& prefill) {
+  const int64_t V = model.config().text.vocab_size;
+  std::vector<int32_t> out;
+  if (n <= 0) return out;
+  std::vector<float> logits = model.prefill(state, prompt, prefill);
+  out.push_back(argmax_row(logits, 0, V));
+  while (static_cast<int64_t>(out.size()) < n) {
+    logits = model.decode(state, out.back());
+    out.push_back(argmax_row(logits, 0, V));
+  }
+  return out;
+}
+
+}  // namespace flashdesk

@@ -1,0 +1,275 @@
+// The DSpark draft forward (docs/dspark.md). Numerics follow the main blocks (docs/numerics.md):
+// the same linears, norms, RoPE, FP8 window KV, sparse attention and MoE ops; the few host steps
+// (the Markov bias added to the FP32 logits, the argmax, the confidence input's concatenation) are
+// exact.
+#include "engine/model/dspark_draft.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/model/model_weights.h"
+#include "engine/model/rope_freqs.h"
+
+namespace flashdesk {
+namespace {
+
+const DsparkWeights& dspark_weights(const ModelWeights& w) {
+  if (!w.dspark) throw InvalidRequest("the model has no DSpark draft head (or runs on >1 device)");
+  return *w.dspark;
+}
+
+int32_t argmax(const float* row, int64_t n) {
+  return static_cast<int32_t>(std::max_element(row, row + n) - row);  // first maximum, as torch
+}
+
+}  // namespace
+
+DsparkDrafter::DsparkDrafter(Model& model)
+    : model_(model),
+      be_(model.backend_),
+      text_(model.config().text),
+      w_(dspark_weights(*model.weights_)),
+      rope_(rope_inv_freq(model.config().text, 0)) {}
+
+int64_t DsparkDrafter::block_size() const {
+  return text_.dspark_block_size;
+}
+
+DraftState DsparkDrafter::new_state() const {
+  const int64_t W = text_.sliding_window;
+  DraftState s;
+  for (size_t m = 0; m < w_.stages.size(); ++m)
+    s.rings.push_back(WindowRing{
+        be_.zeros(DType::U8, Shape{W, kv_row_bytes(KvFormat::Fp8Window, text_.head_dim)}),
+        std::vector<int64_t>(static_cast<size_t>(W), -1)});
+  return s;
+}
+
+void DsparkDrafter::seed(DraftState& state, const Tensor& features, int64_t first) {
+  const int64_t T = static_cast<int64_t>(text_.dspark_target_layer_ids.size());
+  const int64_t n = features.rows(), dim = text_.hidden_size, D = text_.head_dim;
+  const int64_t W = text_.sliding_window;
+  const float eps = static_cast<float>(text_.rms_norm_eps);
+  FD_CHECK(first >= state.seeded, "DSpark rings must be seeded in position order");
+  if (n == 0) return;
+  if (first != state.seeded) state.valid_from = first;
+  Tensor main_x = f32(Shape{n, dim});
+  be_.linear(features.reshaped(Shape{n, T * dim}), w_.main_proj, kQuantLinear, main_x);
+  be_.rms_norm(main_x, &w_.main_norm, eps, main_x);
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) positions[static_cast<size_t>(j)] = first + j;
+  // Only the last W positions can stay in a ring.
+  std::vector<int64_t> src, slots;
+  for (int64_t j = std::max<int64_t>(0, n - W); j < n; ++j) {
+    src.push_back(j);
+    slots.push_back((first + j) % W);
+  }
+  for (size_t m = 0; m < w_.stages.size(); ++m) {
+    const AttentionWeights& A = w_.stages[m].attn;
+    Tensor kv = f32(Shape{n, D});
+    be_.linear(main_x, A.wkv, kQuantLinear, kv);
+    be_.rms_norm(kv, &A.kv_norm, eps, kv);
+    be_.rope(kv, D, positions, rope_, false);
+    Tensor q8 = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
+    be_.quantize_rows(KvFormat::Fp8Window, kv, q8, 0);
+    WindowRing& ring = state.rings[m];
+    be_.scatter_rows(q8, src, ring.rows, slots);
+    for (size_t i = 0; i < src.size(); ++i)
+      ring.positions[static_cast<size_t>(slots[i])] = first + src[i];
+  }
+  state.seeded = first + n;
+}
+
+DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last) {
+  FD_CHECK(state.seeded > 0, "a DSpark draft needs at least one seeded target position");
+  const Tensor x = run_stages(state, last);
+  DraftBlock out;
+  std::vector<float> markov_embeds;
+  head(x, last, out, markov_embeds);
+  out.confidence = confidence(x, markov_embeds);
+  return out;
+}
+
+// The block [last, noise x (B-1)] at positions P ... P+B-1 through every stage, collapsed with
+// the last pre-mix: x [B, dim] (bf16 values).
+Tensor DsparkDrafter::run_stages(const DraftState& state, int32_t last) {
+  const int64_t B = block_size(), hc = text_.hc_mult, dim = text_.hidden_size;
+  std::vector<int32_t> ids(static_cast<size_t>(B),
+                           static_cast<int32_t>(text_.dspark_noise_token_id));
+  ids[0] = last;
+  std::vector<int64_t> positions(static_cast<size_t>(B));
+  for (int64_t j = 0; j < B; ++j) positions[static_cast<size_t>(j)] = state.seeded + j;
+  Tensor rows = f32(Shape{B, dim}), X = f32(Shape{B, hc, dim});
+  be_.embed(model_.weights_->embed, ids, rows, X);
+  std::vector<float> identity(static_cast<size_t>(B * hc), 0.0f);
+  for (int64_t i = 0; i < B; ++i) identity[static_cast<size_t>(i * hc)] = 1.0f;
+  Tensor pre = f32(Shape{B, hc});
+  be_.write(pre, identity.data(), identity.size() * sizeof(float));
+  for (int64_t m = 0; m < static_cast<int64_t>(w_.stages.size()); ++m)
+    run_stage(m, state, positions, X, pre);
+  Tensor x = f32(Shape{B, dim});
+  be_.hc_collapse(X, pre, x);
+  return x;
+}
+
+// Logits = head(norm(x)) in FP32, then the sequential Markov correction: row i gets the bigram
+// bias of the token before it (row 0: of `last`) and its argmax is the next draft.
+void DsparkDrafter::head(const Tensor& x, int32_t last, DraftBlock& out,
+                         std::vector<float>& markov_embeds) {
+  const int64_t B = x.rows(), dim = text_.hidden_size, V = text_.vocab_size;
+  Tensor h = f32(Shape{B, dim}), logits = f32(Shape{B, V});
+  be_.rms_norm(x, &w_.norm, static_cast<float>(text_.rms_norm_eps), h);
+  be_.linear(h, model_.weights_->head, kF32Linear, logits);
+  out.logits.resize(static_cast<size_t>(B * V));
+  be_.read(logits, out.logits.data(), out.logits.size() * sizeof(float));
+  std::vector<float> embed, bias;
+  int32_t token = last;
+  for (int64_t i = 0; i < B; ++i) {
+    markov(token, embed, bias);
+    float* row = out.logits.data() + i * V;
+    for (int64_t v = 0; v < V; ++v) row[v] += bias[static_cast<size_t>(v)];
+    token = argmax(row, V);
+    out.tokens.push_back(token);
+    markov_embeds.insert(markov_embeds.end(), embed.begin(), embed.end());
+  }
+}
+
+// proj([x_i, markov_embed_i]) in FP32 per row: the confidence head's acceptance logits [B].
+std::vector<float> DsparkDrafter::confidence(const Tensor& x,
+                                             const std::vector<float>& markov_embeds) {
+  const int64_t B = x.rows(), dim = text_.hidden_size, r = text_.dspark_markov_rank;
+  std::vector<float> x_host(static_cast<size_t>(B * dim));
+  be_.read(x, x_host.data(), x_host.size() * sizeof(float));
+  std::vector<float> joined(static_cast<size_t>(B * (dim + r)));
+  for (int64_t i = 0; i < B; ++i) {
+    std::copy_n(x_host.begin() + i * dim, dim, joined.begin() + i * (dim + r));
+    std::copy_n(markov_embeds.begin() + i * r, r, joined.begin() + i * (dim + r) + dim);
+  }
+  Tensor in = f32(Shape{B, dim + r}), conf = f32(Shape{B, 1});
+  be_.write(in, joined.data(), joined.size() * sizeof(float));
+  be_.linear(in, w_.confidence, kF32Linear, conf);
+  std::vector<float> out(static_cast<size_t>(B));
+  be_.read(conf, out.data(), out.size() * sizeof(float));
+  return out;
+}
+
+void DsparkDrafter::markov(int32_t token, std::vector<float>& embed, std::vector<float>& bias) {
+  const int64_t r = text_.dspark_markov_rank, V = text_.vocab_size;
+  Tensor e = f32(Shape{1, r}), streams = f32(Shape{1, 1, r}), b = f32(Shape{1, V});
+  be_.embed(w_.markov_embed, std::span<const int32_t>(&token, 1), e, streams);
+  be_.linear(e, w_.markov_head, kF32Linear, b);
+  embed.resize(static_cast<size_t>(r));
+  bias.resize(static_cast<size_t>(V));
+  be_.read(e, embed.data(), embed.size() * sizeof(float));
+  be_.read(b, bias.data(), bias.size() * sizeof(float));
+}
+
+Tensor DsparkDrafter::norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm) {
+  Tensor u = f32(Shape{X.rows(), text_.hidden_size});
+  be_.hc_collapse(X, pre, u);
+  be_.rms_norm(u, &norm, static_cast<float>(text_.rms_norm_eps), u);
+  return u;
+}
+
+// One single-pass mHC block, as StepRunner::run_block: attention reads the incoming pre-mix, the
+// MoE the attention sublayer's, and the FFN sublayer's pre-mix goes to the next stage.
+void DsparkDrafter::run_stage(int64_t stage, const DraftState& state,
+                              std::span<const int64_t> positions, Tensor& X, Tensor& pre) {
+  const LayerWeights& L = w_.stages[static_cast<size_t>(stage)];
+  const int64_t n = X.rows(), hc = text_.hc_mult, dim = text_.hidden_size;
+  const HcSettings hs{hc, static_cast<float>(text_.rms_norm_eps), static_cast<float>(text_.hc_eps),
+                      text_.hc_sinkhorn_iters};
+  Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
+  be_.hc_mixes(X, L.hc_attn, hs, pre_a, post_a, comb_a);
+  Tensor a = attention(stage, state, positions, norm_input(X, pre, L.attn_norm));
+  Tensor X1 = f32(Shape{n, hc, dim});
+  be_.hc_expand(X, a, post_a, comb_a, X1);
+  Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
+  be_.hc_mixes(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
+  Tensor y = moe(stage, norm_input(X1, pre_a, L.ffn_norm));
+  Tensor X2 = f32(Shape{n, hc, dim});
+  be_.hc_expand(X1, y, post_f, comb_f, X2);
+  X = X2;
+  pre = pre_f;
+}
+
+// Window-only attention over the key list of the official DSpark kernel call: the first
+// min(W, P) ring slots in slot order, then every row of the block (bidirectional). When seeding
+// started late (a reused prefix whose features were never computed), only the seeded slots are
+// listed: the drafts are worse, the verified output the same. The list is
+// handed to sparse_attention as a ring of W + B slots whose slot i holds list entry i at position
+// i, every query at position W + B - 1: each query then sees the whole list, in list order.
+Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
+                                std::span<const int64_t> positions, const Tensor& x) {
+  const AttentionWeights& A = w_.stages[static_cast<size_t>(stage)].attn;
+  const int64_t n = x.rows(), D = text_.head_dim, H = A.sink.dim(0), W = text_.sliding_window;
+  const float eps = static_cast<float>(text_.rms_norm_eps);
+  Tensor qr = f32(Shape{n, text_.q_lora_rank});
+  be_.linear(x, A.wq_a, kQuantLinear, qr);
+  be_.rms_norm(qr, &A.q_norm, eps, qr);
+  Tensor q = f32(Shape{n, H, D});
+  be_.linear(qr, A.wq_b, kQuantLinear, q);
+  be_.rope(q, D, positions, rope_, false);
+  Tensor kv = f32(Shape{n, D});
+  be_.linear(x, A.wkv, kQuantLinear, kv);
+  be_.rms_norm(kv, &A.kv_norm, eps, kv);
+  be_.rope(kv, D, positions, rope_, false);
+
+  const int64_t row_bytes = kv_row_bytes(KvFormat::Fp8Window, D);
+  // The ring slots in slot order: with the whole window seeded, the first min(W, P) slots.
+  const WindowRing& ring = state.rings[static_cast<size_t>(stage)];
+  std::vector<int64_t> ring_src;
+  for (int64_t slot = 0; slot < W; ++slot)
+    if (ring.positions[static_cast<size_t>(slot)] >= state.valid_from) ring_src.push_back(slot);
+  const int64_t listed = static_cast<int64_t>(ring_src.size()), slots = W + n;
+  Tensor list = be_.zeros(DType::U8, Shape{slots, row_bytes});
+  std::vector<int64_t> list_rows, block_src, block_dst;
+  for (int64_t i = 0; i < listed; ++i) list_rows.push_back(i);
+  for (int64_t j = 0; j < n; ++j) {
+    block_src.push_back(j);
+    block_dst.push_back(listed + j);
+  }
+  if (listed > 0) be_.scatter_rows(ring.rows, ring_src, list, list_rows);
+  Tensor block_kv = be_.alloc(DType::U8, Shape{n, row_bytes});
+  be_.quantize_rows(KvFormat::Fp8Window, kv, block_kv, 0);
+  be_.scatter_rows(block_kv, block_src, list, block_dst);
+  std::vector<int64_t> list_positions(static_cast<size_t>(slots), -1);
+  for (int64_t i = 0; i < listed + n; ++i) list_positions[static_cast<size_t>(i)] = i;
+  const std::vector<int64_t> query_positions(static_cast<size_t>(n), slots - 1);
+
+  Tensor o = f32(Shape{n, H, D});
+  AttentionArgs args;
+  args.q = &q;
+  args.positions = query_positions;
+  args.window = WindowKv{&list, list_positions, nullptr, slots, slots};
+  args.sink = &A.sink;
+  args.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  be_.sparse_attention(args, o);
+  be_.rope(o, D, positions, rope_, true);
+  const int64_t groups = A.wo_a.out / text_.o_lora_rank;
+  Tensor z = f32(Shape{n, A.wo_a.out});
+  be_.grouped_linear(o, A.wo_a, groups, z);
+  Tensor a = f32(Shape{n, text_.hidden_size});
+  be_.linear(z, A.wo_b, LinearMode{LinearInput::ActQuantFp8, LinearOutput::F32}, a);
+  be_.round_bf16(a);  // one device: the all-reduce is the identity
+  return a;
+}
+
+Tensor DsparkDrafter::moe(int64_t stage, const Tensor& x) {
+  const MoeWeights& M = w_.stages[static_cast<size_t>(stage)].ffn;
+  const int64_t n = x.rows(), E = text_.dspark_n_routed_experts;
+  const int64_t k = text_.dspark_num_experts_per_tok;
+  Tensor logits = f32(Shape{n, E});
+  be_.linear(x, M.gate, kF32Linear, logits);
+  Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = f32(Shape{n, k});
+  const RouteSettings rs{k, static_cast<float>(text_.gate_temp),
+                         static_cast<float>(text_.routed_scaling_factor), text_.norm_topk_prob};
+  be_.moe_route(logits, M.bias, nullptr, {}, rs, ids, weights);  // drafts are text: no VL bias
+  Tensor y = f32(Shape{n, text_.hidden_size});
+  be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr,
+                  static_cast<float>(text_.swiglu_limit), y);
+  be_.round_bf16(y);
+  return y;
+}
+
+}  // namespace flashdesk

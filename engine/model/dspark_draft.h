@@ -1,0 +1,74 @@
+// The DSpark draft head of DeepSeek-V4.1 (docs/dspark.md, MODEL-REFERENCE §10.1), written against
+// the backend interface like the main blocks: stage 0 turns the target features into main_x
+// (main_proj, main_norm); every stage keeps its own window ring of main-x KV at the target
+// positions; a draft is a block [last token, noise x (B-1)] through the stages (single-pass mHC,
+// window-only attention that is bidirectional inside the block, MoE), the shared norm and head,
+// the sequential Markov bigram correction and the confidence head.
+//
+// Non-goals here: sampling other than greedy, the verify loop (dspark_decode.h), several devices.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/model/sequence_state.h"
+
+namespace flashdesk {
+
+struct DsparkWeights;
+
+// Per sequence: each stage's ring of main-x KV. Only accepted target positions are written
+// (the verify loop seeds after it knows what it keeps), so it never needs rolling back.
+struct DraftState {
+  std::vector<WindowRing> rings;  // one per stage, sliding_window slots, slot = pos mod W
+  int64_t seeded = 0;             // target positions written so far end here
+  // Seeding may start late (a bounded prefill has features of its last W positions only, a
+  // reused prefix none): the rings hold [valid_from, seeded), and a draft lists only those.
+  int64_t valid_from = 0;
+};
+
+struct DraftBlock {
+  std::vector<int32_t> tokens;    // [B] greedy drafts for positions P+1 .. P+B
+  std::vector<float> logits;      // [B, vocab] after the Markov correction
+  std::vector<float> confidence;  // [B] the confidence head's acceptance logits
+};
+
+class DsparkDrafter {
+ public:
+  // Throws InvalidRequest when the model has no DSpark stages loaded.
+  explicit DsparkDrafter(Model& model);
+
+  int64_t block_size() const;
+  DraftState new_state() const;
+
+  // Writes the main-x KV of target positions [first, first + n) into every stage's ring from
+  // their features [n, targets, hidden] (SequenceStep::out_features); first >= state.seeded.
+  void seed(DraftState& state, const Tensor& features, int64_t first);
+
+  // A greedy draft after the seeded positions: row 0 is `last`, the token at position
+  // P = state.seeded that the target chose and has not run yet.
+  DraftBlock draft(const DraftState& state, int32_t last);
+
+ private:
+  Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
+  Tensor run_stages(const DraftState& state, int32_t last);
+  void head(const Tensor& x, int32_t last, DraftBlock& out, std::vector<float>& markov_embeds);
+  std::vector<float> confidence(const Tensor& x, const std::vector<float>& markov_embeds);
+  Tensor norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
+  void run_stage(int64_t stage, const DraftState& state, std::span<const int64_t> positions,
+                 Tensor& X, Tensor& pre);
+  Tensor attention(int64_t stage, const DraftState& state, std::span<const int64_t> positions,
+                   const Tensor& x);
+  Tensor moe(int64_t stage, const Tensor& x);
+  // markov.embed(token) [1, rank] and its bigram bias markov.head(.) [V], on the host.
+  void markov(int32_t token, std::vector<float>& embed, std::vector<float>& bias);
+
+  Model& model_;
+  Backend& be_;
+  const TextConfig& text_;
+  const DsparkWeights& w_;
+  std::vector<float> rope_;  // window-only layers' inv_freq (rope_theta, no YaRN)
+};
+
+}  // namespace flashdesk
