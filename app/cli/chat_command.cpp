@@ -39,6 +39,19 @@ extern "C" void on_sigint(int) {
   }
 }
 
+// A finished turn: one JSON object (with `extra` fields), or the end of the streamed text, a
+// "(stopped)" line and, interactively, the statistics line.
+void print_turn_end(const TurnResult& turn, bool json, bool interactive, StreamPrinter& printer,
+                    const std::vector<std::pair<std::string, int64_t>>& extra = {}) {
+  if (json) {
+    std::printf("%s\n", turn_json(turn, extra).c_str());
+  } else {
+    printer.finish();
+    if (turn.generation.finish == FinishReason::kStopped) std::printf("(stopped)\n");
+    if (interactive) std::printf("%s\n", stats_line(turn.generation.stats).c_str());
+  }
+}
+
 void install_sigint_handler() {
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
@@ -211,13 +224,7 @@ int run_remote_chat(const cxxopts::ParseResult& args, TurnOptions opts) {
         turn.generation = chat.send(line, std::exchange(pending, {}), opts,
                                     json ? StreamCallbacks{} : printer.callbacks(), &g_stop);
         g_generating = false;
-        if (json) {
-          std::printf("%s\n", turn_json(turn).c_str());
-        } else {
-          printer.finish();
-          if (turn.generation.finish == FinishReason::kStopped) std::printf("(stopped)\n");
-          if (interactive) std::printf("%s\n", stats_line(turn.generation.stats).c_str());
-        }
+        print_turn_end(turn, json, interactive, printer);
       }
     } catch (const Error& e) {
       g_generating = false;
@@ -300,13 +307,7 @@ int run_chat(int argc, char** argv) {
       const TurnResult turn = session.send(line, std::move(images), turn_opts,
                                            json ? StreamCallbacks{} : printer.callbacks());
       g_generating = false;
-      if (json) {
-        std::printf("%s\n", turn_json(turn, session.json_extra()).c_str());
-      } else {
-        printer.finish();
-        if (turn.generation.finish == FinishReason::kStopped) std::printf("(stopped)\n");
-        if (interactive) std::printf("%s\n", stats_line(turn.generation.stats).c_str());
-      }
+      print_turn_end(turn, json, interactive, printer, session.json_extra());
     } catch (const Error& e) {
       g_generating = false;
       printer.finish();

@@ -17,6 +17,17 @@ namespace flashdesk::cli {
 
 namespace {
 
+// A finished answer: one JSON object, or the end of the streamed text and the statistics line on
+// stderr.
+void print_answer_end(const TurnResult& turn, bool json, StreamPrinter& printer) {
+  if (json) {
+    std::printf("%s\n", turn_json(turn).c_str());
+  } else {
+    printer.finish();
+    std::fprintf(stderr, "%s\n", stats_line(turn.generation.stats).c_str());
+  }
+}
+
 // The answer of a model served elsewhere (--remote), printed as a local one is.
 int run_remote_generate(const cxxopts::ParseResult& args, const TurnOptions& turn_opts) {
 #ifdef FLASHDESK_HAVE_REMOTE
@@ -31,12 +42,7 @@ int run_remote_generate(const cxxopts::ParseResult& args, const TurnOptions& tur
   TurnResult turn;
   turn.generation = chat.send(args["prompt"].as<std::string>(), images, turn_opts,
                               json ? StreamCallbacks{} : printer.callbacks());
-  if (json) {
-    std::printf("%s\n", turn_json(turn).c_str());
-  } else {
-    printer.finish();
-    std::fprintf(stderr, "%s\n", stats_line(turn.generation.stats).c_str());
-  }
+  print_answer_end(turn, json, printer);
   return 0;
 #else
   (void)args, (void)turn_opts;
@@ -72,12 +78,7 @@ int run_generate(int argc, char** argv) {
   const TurnResult turn =
       session.send(user_turn(args["prompt"].as<std::string>(), image_options(*engine, args)),
                    turn_opts, json ? StreamCallbacks{} : printer.callbacks());
-  if (json) {
-    std::printf("%s\n", turn_json(turn).c_str());
-  } else {
-    printer.finish();
-    std::fprintf(stderr, "%s\n", stats_line(turn.generation.stats).c_str());
-  }
+  print_answer_end(turn, json, printer);
   return 0;
 }
 
