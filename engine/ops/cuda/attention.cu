@@ -1,14 +1,15 @@
 // Sparse attention with sink on the CUDA backend (docs/numerics.md "Sparse attention"), split over
 // the key list and then combined. The list of a query is its W window slots then its top-k
 // entries; the definition runs an online softmax over consecutive blocks of 64 slots. Here each
-// 32-slot half of a block and each quarter of the head dim is one unit of work (a decode step has
-// few blocks: halves and quarters give it 8 times the CTAs, each with an eighth of the chain):
-//   1. scores: the dots q.k over each dim quarter per (query, head, slot), -inf for empty slots;
-//      a score is the quarters' sum (in order) times the scale, formed once with the blocks'
+// 32-slot half of a block is one unit of work, and for decode-sized calls also each quarter of
+// the head dim (a decode step has few blocks: halves and quarters give it 8 times the CTAs, each
+// with an eighth of the chain; prefill keeps the head dim whole, see kMaxQuarters):
+//   1. scores: the dots q.k over each dim part per (query, head, slot), -inf for empty slots;
+//      a score is the parts' sum (in order) times the scale, formed once with the blocks'
 //      running maxima;
 //   2. half partials: with M_b the running maximum after block b (the maximum over blocks <= b,
 //      from the scores), p = exp(s - M_b), S = sum p, A = sum bf16(p) * v over the half (each
-//      CTA its dim quarter of A);
+//      CTA its dim part of A);
 //   3. combine: the definition's recurrence unrolled, acc = sum A * exp(M_b - M), denominator
 //      sum S * exp(M_b - M) + exp(sink - M), out = bf16(acc / denominator).
 // Each p is the one the sequential definition computes, so only FP32 summation order differs.
