@@ -4,7 +4,8 @@
 # (`./setup.sh test`, exits non-zero on any failure): every ctest test (C++ unit, golden,
 # integration, storage, UI and API server tests, the last with curl and the openai npm client, which
 # `npm ci` fetches into the build tree) and the three Python suites (tests/tools, the oracle's
-# tools/flashdesk_ref/tests and the trainer's tools/train/tests, the last two on Debian's torch).
+# tools/flashdesk_ref/tests and the trainer's tools/train/tests, the last two on Debian's torch),
+# then the .deb package test (tests/packaging/package_test.sh: installs it with apt, hence root).
 # Idempotent: a second run skips what is done.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
@@ -20,6 +21,7 @@ PACKAGES=(
   qt6-base-dev libsqlite3-dev libsqlitecpp-dev libxxhash-dev liburing-dev
   libturbojpeg0-dev libstb-dev libicu-dev libcpp-httplib-dev curl
   xvfb xauth fonts-wqy-microhei
+  lintian desktop-file-utils
   python3 python3-numpy python3-torch
 )
 
@@ -58,6 +60,10 @@ run_tests() {
   /usr/bin/python3 -m unittest discover -s tests/tools -p '*_test.py' -v
   /usr/bin/python3 -m unittest discover -s tools/flashdesk_ref/tests -p '*_test.py' -t tools
   /usr/bin/python3 -m unittest discover -s tools/train/tests -p 'test_*.py'
+  # The .deb: built, installed with apt, run from /usr/bin, checked by lintian (docs/packaging.md).
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo tests/packaging/package_test.sh build/release
 }
 
 start_app() {

@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
     print_usage();
     return argc < 2 ? 2 : 0;
   }
-  const std::string_view name = argv[1];
+  // `--version` is the usual spelling (packagers and scripts try it first); the same as `version`.
+  const std::string_view name =
+      std::string_view(argv[1]) == "--version" ? std::string_view("version") : argv[1];
   for (const auto& c : flashdesk::cli::commands()) {
     if (c.name != name) continue;
     try {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli/default_model.h"
 #include "engine/util/error.h"
 #ifdef FLASHDESK_HAVE_STORAGE
 #include "storage/storage_layout.h"
@@ -14,7 +15,9 @@
 namespace flashdesk::cli {
 
 void add_model_options(cxxopts::Options& options) {
-  options.add_options("model")("model", "model directory", cxxopts::value<std::string>())(
+  // Without --model the bundled demo model, when one is installed or beside the source tree.
+  options.add_options("model")("model", "model directory",
+                               cxxopts::value<std::string>()->default_value(default_model_dir()))(
       "backend", "compute backend: cpu, cpu-reference, cuda (GPU 0) or cuda:N (GPU N)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "threads", "CPU threads (0 = every core)", cxxopts::value<int>()->default_value("0"))(
@@ -73,7 +76,8 @@ std::filesystem::path engram_cache_dir(const std::string& data_dir) {
 }
 
 EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string& data_dir) {
-  if (!args.count("model")) throw InvalidRequest("--model DIR is required");
+  if (args["model"].as<std::string>().empty())
+    throw InvalidRequest("--model DIR is required (no bundled demo model was found)");
   EngineOptions e;
   e.engram_cache_dir = engram_cache_dir(data_dir);
   e.backend = args["backend"].as<std::string>();

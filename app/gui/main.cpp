@@ -5,6 +5,8 @@
 #include <QCommandLineParser>
 #include <QMessageBox>
 #include <QSettings>
+#include <QTimer>
+#include <cstdio>
 #include <optional>
 
 #include "ui/app_settings.h"
@@ -20,6 +22,7 @@ struct AppOptions {
   QString data_dir;                // empty: the settings' data folder
   std::optional<QString> backend;  // unset: the settings' backend
   std::optional<int> threads;      // unset: the settings' threads
+  bool smoke_test = false;         // quit once the model loaded (or failed)
 };
 
 // The command line, declared once for both the display-less check and the real parse.
@@ -37,15 +40,19 @@ struct CommandLine {
       "name"};
   QCommandLineOption threads{
       "threads", "CPU threads for this run, 0: every core (default: File > Settings).", "n"};
+  QCommandLineOption smoke{"smoke-test",
+                           "Quit once the model has loaded: exit code 0, or 1 when it failed "
+                           "(checks an installed app, e.g. on the offscreen platform)."};
 
   CommandLine() {
     parser.setApplicationDescription(QStringLiteral("FlashDesk: chat with a local model."));
-    parser.addOptions({model, data, backend, threads});
+    parser.addOptions({model, data, backend, threads, smoke});
   }
   AppOptions options() const {
     AppOptions o{parser.value(model), parser.value(data), std::nullopt, std::nullopt};
     if (parser.isSet(backend)) o.backend = parser.value(backend);
     if (parser.isSet(threads)) o.threads = parser.value(threads).toInt();
+    o.smoke_test = parser.isSet(smoke);
     return o;
   }
 };
@@ -72,6 +79,32 @@ int answer_without_gui(int argc, char** argv) {
   CommandLine line;
   line.parser.process(app);  // prints help, the version or the error, and exits
   return 0;
+}
+
+// --smoke-test: the exit code says whether the model loaded, within two minutes. Connected before
+// the window asks for the load; the worker's signals arrive queued once the event loop runs.
+void quit_when_model_settles(flashdesk::ui::ChatWorker* worker) {
+  using flashdesk::ui::ChatWorker;
+  QObject::connect(worker, &ChatWorker::modelLoaded, qApp,
+                   [](const QString& name, const QString& directory, const QString& backend) {
+                     std::printf("smoke test: loaded %s from %s on %s\n", qPrintable(name),
+                                 qPrintable(directory), qPrintable(backend));
+                     QCoreApplication::exit(0);
+                   });
+  QObject::connect(worker, &ChatWorker::modelFailed, qApp,
+                   [](const QString& directory, const QString& message) {
+                     std::fprintf(stderr, "smoke test: %s did not load: %s\n",
+                                  qPrintable(directory), qPrintable(message));
+                     QCoreApplication::exit(1);
+                   });
+  QObject::connect(worker, &ChatWorker::storageFailed, qApp, [](const QString& message) {
+    std::fprintf(stderr, "smoke test: storage failed: %s\n", qPrintable(message));
+    QCoreApplication::exit(1);
+  });
+  QTimer::singleShot(120'000, qApp, [] {
+    std::fprintf(stderr, "smoke test: no model loaded after two minutes\n");
+    QCoreApplication::exit(1);
+  });
 }
 
 }  // namespace
@@ -107,6 +140,13 @@ int main(int argc, char** argv) {
       std::make_unique<flashdesk::ui::PersistentChatService>(
           flashdesk::ui::persistent_chat_options(app_settings, layout), engine),
       layout);
+  if (options.smoke_test) {
+    if (options.model.isEmpty()) {
+      std::fprintf(stderr, "smoke test: no model given and no bundled demo model found\n");
+      return 1;
+    }
+    quit_when_model_settles(controller.worker());
+  }
   flashdesk::ui::MainWindow window(controller, options.model, &settings);
   window.show();
   return app.exec();
