@@ -52,6 +52,13 @@ void print_turn_end(const TurnResult& turn, bool json, bool interactive, StreamP
   }
 }
 
+// A turn that failed: generation over, the streamed text ended, the error said.
+void end_failed_turn(StreamPrinter& printer, const Error& e) {
+  g_generating = false;
+  printer.finish();
+  std::printf("error: %s\n", e.what());
+}
+
 void install_sigint_handler() {
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
@@ -227,9 +234,7 @@ int run_remote_chat(const cxxopts::ParseResult& args, TurnOptions opts) {
         print_turn_end(turn, json, interactive, printer);
       }
     } catch (const Error& e) {
-      g_generating = false;
-      printer.finish();
-      std::printf("error: %s\n", e.what());
+      end_failed_turn(printer, e);
     }
     std::fflush(stdout);
   }
@@ -309,9 +314,7 @@ int run_chat(int argc, char** argv) {
       g_generating = false;
       print_turn_end(turn, json, interactive, printer, session.json_extra());
     } catch (const Error& e) {
-      g_generating = false;
-      printer.finish();
-      std::printf("error: %s\n", e.what());
+      end_failed_turn(printer, e);
     }
     std::fflush(stdout);
   }

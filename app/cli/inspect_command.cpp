@@ -5,10 +5,12 @@
 // one (--devices auto) or one described by the options.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <cxxopts.hpp>
 
+#include "app/cli/cli_numbers.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/model_stats.h"
 #include "engine/placement/machine_detect.h"
@@ -170,17 +172,10 @@ MachineSpec machine_of(const cxxopts::ParseResult& args) {
   if (devices == "auto") {
     m.gpu_bytes = detect_machine().gpu_bytes;
   } else {
-    int n = -1;
-    try {
-      size_t used = 0;
-      n = std::stoi(devices, &used);
-      if (used != devices.size()) n = -1;
-    } catch (const std::exception&) {
-      n = -1;
-    }
-    if (n < 0 || n > 64)
+    const std::optional<int64_t> n = parse_nonnegative_integer(devices);
+    if (!n || *n > 64)
       throw InvalidRequest("--devices: expected auto or a GPU count 0-64, got '" + devices + "'");
-    m.gpu_bytes.assign(static_cast<size_t>(n),
+    m.gpu_bytes.assign(static_cast<size_t>(*n),
                        gib_bytes(args["gpu-mem"].as<double>(), "--gpu-mem"));
   }
   const std::string host = args["host-mem"].as<std::string>();

@@ -1,10 +1,12 @@
 // `flashdesk-cli make-random`: writes a random checkpoint for a config (tests, benchmarks).
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include <cxxopts.hpp>
 
+#include "app/cli/cli_numbers.h"
 #include "engine/checkpoint/random_checkpoint.h"
 #include "engine/util/error.h"
 
@@ -16,16 +18,9 @@ std::vector<int64_t> parse_layers(const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    int64_t v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 0)
-      throw InvalidRequest("--layers: '" + item + "' is not a layer number");
-    layers.push_back(v);
+    const std::optional<int64_t> v = parse_nonnegative_integer(item);
+    if (!v) throw InvalidRequest("--layers: '" + item + "' is not a layer number");
+    layers.push_back(*v);
   }
   if (layers.empty()) throw InvalidRequest("--layers: empty list");
   return layers;

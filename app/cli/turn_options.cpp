@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/cli/cli_numbers.h"
 #include "app/cli/default_model.h"
 #include "engine/util/error.h"
 #ifdef FLASHDESK_HAVE_STORAGE
@@ -88,17 +89,10 @@ EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string
   if (experts == "none") {
     e.host_experts_from = -1;
   } else if (experts != "auto") {
-    size_t used = 0;
-    int64_t layer = -1;
-    try {
-      layer = std::stoll(experts, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != experts.size() || layer < 0)
+    e.host_experts_from = parse_nonnegative_integer(experts);
+    if (!e.host_experts_from)
       throw InvalidRequest("--host-experts-from must be auto, none or a layer number, not '" +
                            experts + "'");
-    e.host_experts_from = layer;
   }
   return e;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/model/attention_inputs.h"
 #include "engine/model/step_runner.h"
 
 namespace flashdesk {
@@ -14,20 +15,10 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
   const AttentionWeights& A = w_.layers[static_cast<size_t>(layer)].attn;
   const std::vector<float>& freq = model_.rope_[static_cast<size_t>(layer)];
   const int64_t n = n_rows_, D = text_.head_dim, H = A.sink.dim(0);
-  const float eps = static_cast<float>(text_.rms_norm_eps);
 
-  Tensor qr = f32(Shape{n, text_.q_lora_rank});
-  be_.linear(x, A.wq_a, kQuantLinear, qr);
-  be_.rms_norm(qr, &A.q_norm, eps, qr);
-  Tensor q = f32(Shape{n, H, D});
-  be_.linear(qr, A.wq_b, kQuantLinear, q);
-  be_.rope(q, D, positions_, freq, false);
+  const AttentionInputs in = project_attention_inputs(be_, A, text_, x, positions_, freq);
+  const Tensor &qr = in.qr, &q = in.q, &kv = in.kv;
   observe(layer, "attn_q", q);
-
-  Tensor kv = f32(Shape{n, D});
-  be_.linear(x, A.wkv, kQuantLinear, kv);
-  be_.rms_norm(kv, &A.kv_norm, eps, kv);
-  be_.rope(kv, D, positions_, freq, false);
   Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
   be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
 

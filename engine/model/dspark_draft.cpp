@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/model/attention_inputs.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/rope_freqs.h"
 
@@ -203,17 +204,8 @@ Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
                                 std::span<const int64_t> positions, const Tensor& x) {
   const AttentionWeights& A = w_.stages[static_cast<size_t>(stage)].attn;
   const int64_t n = x.rows(), D = text_.head_dim, H = A.sink.dim(0), W = text_.sliding_window;
-  const float eps = static_cast<float>(text_.rms_norm_eps);
-  Tensor qr = f32(Shape{n, text_.q_lora_rank});
-  be_.linear(x, A.wq_a, kQuantLinear, qr);
-  be_.rms_norm(qr, &A.q_norm, eps, qr);
-  Tensor q = f32(Shape{n, H, D});
-  be_.linear(qr, A.wq_b, kQuantLinear, q);
-  be_.rope(q, D, positions, rope_, false);
-  Tensor kv = f32(Shape{n, D});
-  be_.linear(x, A.wkv, kQuantLinear, kv);
-  be_.rms_norm(kv, &A.kv_norm, eps, kv);
-  be_.rope(kv, D, positions, rope_, false);
+  const AttentionInputs in = project_attention_inputs(be_, A, text_, x, positions, rope_);
+  const Tensor &q = in.q, &kv = in.kv;
 
   const int64_t row_bytes = kv_row_bytes(KvFormat::Fp8Window, D);
   // The ring slots in slot order: with the whole window seeded, the first min(W, P) slots.

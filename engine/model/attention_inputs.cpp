@@ -1,0 +1,26 @@
+// The attention blocks' input projections (attention_inputs.h).
+#include "engine/model/attention_inputs.h"
+
+namespace flashdesk {
+
+AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
+                                         const TextConfig& text, const Tensor& x,
+                                         std::span<const int64_t> positions,
+                                         std::span<const float> inv_freq) {
+  const int64_t n = x.rows(), D = text.head_dim, H = A.sink.dim(0);
+  const float eps = static_cast<float>(text.rms_norm_eps);
+  AttentionInputs in;
+  in.qr = be.alloc(DType::F32, Shape{n, text.q_lora_rank});
+  be.linear(x, A.wq_a, kQuantLinear, in.qr);
+  be.rms_norm(in.qr, &A.q_norm, eps, in.qr);
+  in.q = be.alloc(DType::F32, Shape{n, H, D});
+  be.linear(in.qr, A.wq_b, kQuantLinear, in.q);
+  be.rope(in.q, D, positions, inv_freq, false);
+  in.kv = be.alloc(DType::F32, Shape{n, D});
+  be.linear(x, A.wkv, kQuantLinear, in.kv);
+  be.rms_norm(in.kv, &A.kv_norm, eps, in.kv);
+  be.rope(in.kv, D, positions, inv_freq, false);
+  return in;
+}
+
+}  // namespace flashdesk
