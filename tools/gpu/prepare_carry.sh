@@ -13,7 +13,7 @@ mkdir -p "$DIR"
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 tools/gpu/pack_deps.sh "$STAGE" > /dev/null
-paths=(engine app bench cmake storage tests tools/gpu CMakeLists.txt CMakePresets.json)
+paths=(engine app bench cmake storage tests tools/gpu packaging CMakeLists.txt CMakePresets.json)
 { git ls-files -- "${paths[@]}"; git ls-files --others --exclude-standard -- "${paths[@]}"; } |
   grep -v '^tests/data/' | sort -u > "$STAGE/files.txt"
 tar cf - -T "$STAGE/files.txt" -C "$STAGE" deps | xz -9 -T2 > "$DIR/carry.tar.xz"
