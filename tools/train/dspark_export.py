@@ -1,0 +1,116 @@
+"""Export of a trained DSpark head (dspark_head.DsparkHead) in the published layout beside a
+target checkpoint: the `mtp.*` tensors in a shard of their own (model-dspark.safetensors), the
+target's model.safetensors.index.json with their entries added, and its config.json with the
+stages' keys (num_nextn_predict_layers, dspark_*, three window-only compress_ratios). The dtypes
+are the engine's (engine/checkpoint/tensor_spec.cpp add_dspark): FP8 32x32 for the attention,
+shared-expert and main_proj linears, packed FP4 for routed experts, F32 for the mHC parameters,
+attn_sink and gate biases, BF16 for the rest. The codes are those of the QAT forward.
+
+    write_head(head, target_dir, out_dir)   # the three files (what the GPU run brings back)
+    install(head_dir, target_dir, model_dir)  # a loadable model: target files + the head's
+    load_head(head, model_dir)              # dequantised values back into a DsparkHead
+"""
+import json
+import os
+import re
+import shutil
+
+import torch
+
+from .export import _bf16, _fp4, _fp8
+from flashdesk_ref.safetensors import write_safetensors
+
+SHARD = "model-dspark.safetensors"
+HEAD_FILES = ("config.json", "model.safetensors.index.json", SHARD)
+FP8 = re.compile(r"(attn\.(wq_a|wq_b|wkv|wo_a|wo_b)|ffn\.shared_experts\.w[123]|main_proj)\.weight$")
+F32 = re.compile(r"(hc_(attn|ffn)_(fn|base|scale)|attn\.attn_sink|ffn\.gate\.bias(_vl)?)$")
+EXPERTS = re.compile(r"^(mtp\.\d+\.ffn)\.experts_(w[123])$")
+
+
+def head_tensors(head, block=32):
+    """{checkpoint name: (dtype, numpy array)} of the head's mtp.* tensors."""
+    out = {}
+    for name, t in head.state_dict().items():
+        if not name.startswith("stages."):
+            continue
+        name = "mtp." + name[len("stages."):]
+        m = EXPERTS.match(name)
+        if m:
+            for e in range(t.shape[0]):
+                out.update(_fp4(f"{m.group(1)}.experts.{e}.{m.group(2)}", t[e]))
+        elif FP8.search(name):
+            out.update(_fp8(name, t, block))
+        elif F32.search(name):
+            out[name] = ("F32", t.detach().float().cpu().numpy())
+        else:
+            out[name] = _bf16(t)
+    return out
+
+
+def head_config(target_raw, dcfg, cfg):
+    raw = json.loads(json.dumps(target_raw))
+    t = raw["text_config"]
+    t.update(dcfg.keys(cfg))
+    t["compress_ratios"] = list(t["compress_ratios"])[:cfg.num_hidden_layers] + [0] * dcfg.stages
+    return raw
+
+
+def write_head(head, target_dir, out_dir):
+    """Writes HEAD_FILES for `head` trained against the checkpoint in target_dir."""
+    os.makedirs(out_dir, exist_ok=True)
+    tensors = head_tensors(head, head.cfg.weight_block)
+    write_safetensors(os.path.join(out_dir, SHARD), tensors, {"format": "pt"})
+    with open(os.path.join(target_dir, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    wm = {n: s for n, s in index["weight_map"].items() if not n.startswith("mtp.")}
+    total = sum(os.path.getsize(os.path.join(target_dir, s)) for s in set(wm.values()))
+    for n, (_, arr) in tensors.items():
+        wm[n] = SHARD
+        total += arr.nbytes
+    index = {"metadata": dict(index.get("metadata", {}), total_size=int(total)), "weight_map": wm}
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=1)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(head_config(head.cfg.raw, head.dcfg, head.cfg), f, indent=2)
+        f.write("\n")
+
+
+def install(head_dir, target_dir, model_dir, link=False):
+    """model_dir = target_dir's files with the head's three files in place of its own."""
+    os.makedirs(model_dir, exist_ok=True)
+    for name in os.listdir(target_dir):
+        if name in HEAD_FILES:
+            continue
+        src, dst = os.path.join(target_dir, name), os.path.join(model_dir, name)
+        if os.path.lexists(dst):
+            os.remove(dst)
+        if link:
+            os.symlink(os.path.abspath(src), dst)
+        else:
+            shutil.copyfile(src, dst)
+    for name in HEAD_FILES:
+        src = os.path.join(head_dir, name)
+        if not os.path.exists(src):
+            raise FileNotFoundError(f"{head_dir}: no {name} (not a DSpark head export)")
+        dst = os.path.join(model_dir, name)
+        if os.path.lexists(dst):
+            os.remove(dst)
+        shutil.copyfile(src, dst)
+
+
+def load_head(head, model_dir):
+    """Dequantised mtp.* values of model_dir into `head` (QAT re-quantises them to the same
+    codes)."""
+    from flashdesk_ref.checkpoint import Checkpoint
+    ck = Checkpoint(model_dir)
+    new = {}
+    for name, t in head.state_dict().items():
+        ck_name = "mtp." + name[len("stages."):]
+        m = EXPERTS.match(ck_name)
+        if m:
+            new[name] = torch.stack([ck[f"{m.group(1)}.experts.{e}.{m.group(2)}.weight"]
+                                     for e in range(t.shape[0])]).float()
+        else:
+            new[name] = ck[ck_name].float().reshape(t.shape)
+    head.load_state_dict(new)
+    return ck
