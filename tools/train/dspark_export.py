@@ -9,16 +9,24 @@ attn_sink and gate biases, BF16 for the rest. The codes are those of the QAT for
     write_head(head, target_dir, out_dir)   # the three files (what the GPU run brings back)
     install(head_dir, target_dir, model_dir)  # a loadable model: target files + the head's
     load_head(head, model_dir)              # dequantised values back into a DsparkHead
+
+From the command line (a model directory the engine loads, the target's files linked):
+    python3 tools/train/dspark_export.py install HEAD_DIR MODEL_DIR [--target DIR] [--copy]
 """
+import argparse
 import json
 import os
 import re
 import shutil
+import sys
 
 import torch
 
-from .export import _bf16, _fp4, _fp8
-from flashdesk_ref.safetensors import write_safetensors
+if __package__ in (None, ""):   # run as a script: tools/ on the path, then the package import
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    __package__ = "train"
+from .export import _bf16, _fp4, _fp8  # noqa: E402
+from flashdesk_ref.safetensors import write_safetensors  # noqa: E402
 
 SHARD = "model-dspark.safetensors"
 HEAD_FILES = ("config.json", "model.safetensors.index.json", SHARD)
@@ -114,3 +122,22 @@ def load_head(head, model_dir):
             new[name] = ck[ck_name].float().reshape(t.shape)
     head.load_state_dict(new)
     return ck
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="installs a DSpark head export beside its target")
+    ap.add_argument("command", choices=["install"])
+    ap.add_argument("head_dir")
+    ap.add_argument("model_dir")
+    ap.add_argument("--target", default=os.path.join(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))), "assets", "models", "flash-tiny"))
+    ap.add_argument("--copy", action="store_true", help="copy the target's files (default: links)")
+    a = ap.parse_args(argv)
+    if os.path.abspath(a.model_dir) == os.path.abspath(a.target):
+        raise SystemExit("dspark_export install: MODEL_DIR must differ from the target directory")
+    install(a.head_dir, a.target, a.model_dir, link=not a.copy)
+    print(f"installed {a.head_dir} with {a.target} in {a.model_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@
 dspark_target_layer_ids layer, bf16) and its greedy next token at every position, and greedy
 generation by repeated full forwards (no KV cache: the trainer's model is a training forward)."""
 import os
+import time
 
 import numpy as np
 import torch
@@ -77,12 +78,14 @@ class Target:
         return batch.ids, feats, greedy
 
     @torch.no_grad()
-    def generate(self, prompts, max_new, eos, log=None):
-        """Greedy continuations of prompt id arrays (until EOS or max_new tokens): Samples whose
-        target mask marks the generated tokens (answer_start = the prompt length)."""
+    def generate(self, prompts, max_new, eos, deadline=None):
+        """Greedy continuations of prompt id arrays (until EOS, max_new tokens or the deadline):
+        Samples whose target mask marks the generated tokens (answer_start = the prompt length)."""
         seqs = [list(map(int, p)) for p in prompts]
         done = [False] * len(seqs)
         for _ in range(max_new):
+            if deadline is not None and time.time() > deadline:
+                break
             live = [i for i, d in enumerate(done) if not d]
             if not live:
                 break

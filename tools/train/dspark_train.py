@@ -58,12 +58,16 @@ def parse_args(argv=None):
     ap.add_argument("--max-len", type=int, default=512)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--total-steps", type=int, default=800, help="cosine length")
+    ap.add_argument("--total-steps", type=int, default=100000,
+                    help="cosine length in steps; the schedule ends with the time budget too")
     ap.add_argument("--conf-weight", type=float, default=0.5)
     ap.add_argument("--balance-weight", type=float, default=1e-3)
     ap.add_argument("--bias-rate", type=float, default=1e-3)
     ap.add_argument("--gen-prompts", type=int, default=256, help="prompts to continue greedily")
     ap.add_argument("--gen-tokens", type=int, default=96)
+    ap.add_argument("--gen-chunk", type=int, default=128, help="prompts per generation batch")
+    ap.add_argument("--gen-time", type=float, default=0.25, help="most share of the budget")
+    ap.add_argument("--init-head", help="start from a head export (dequantised values)")
     ap.add_argument("--gen-share", type=float, default=0.5, help="share of generated sequences")
     ap.add_argument("--markov-rank", type=int, default=64)
     ap.add_argument("--target-layers", default="9,10,11")
@@ -74,6 +78,8 @@ def parse_args(argv=None):
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--dev-every", type=int, default=50)
     ap.add_argument("--emulate-fp32", action="store_true")
+    ap.add_argument("--bf16", action="store_true",
+                    help="BF16 activations on the CPU too (checks the GPU's code path)")
     return ap.parse_args(argv)
 
 
@@ -157,10 +163,12 @@ def draft_loss(head, target, num, samples, A, rng, conf_weight, balance_weight):
     return loss, stats
 
 
-def lr_at(step, a):
+def lr_at(step, a, time_done=0.0):
+    """Linear warm-up, then a cosine to 10% over whichever ends first: total_steps or the
+    training time (time_done = the share of it used)."""
     if step < a.warmup:
         return a.lr * (step + 1) / a.warmup
-    t = min(1.0, (step - a.warmup) / max(1, a.total_steps - a.warmup))
+    t = min(1.0, max((step - a.warmup) / max(1, a.total_steps - a.warmup), time_done))
     return a.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t)))
 
 
@@ -173,14 +181,20 @@ def main(argv=None):
     rng = np.random.default_rng(a.seed)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
-    num = Numerics(emulate_fp32=a.emulate_fp32 or device.type == "cpu")
+    num = Numerics(emulate_fp32=a.emulate_fp32 or (device.type == "cpu" and not a.bf16))
     layers = [int(v) for v in a.target_layers.split(",")]
     target = Target(a.target, num, device, layers)
     cfg = target.cfg
     dcfg = DsparkConfig(5, 3, layers, a.markov_rank, None, a.top_k,
                         cfg.raw["text_config"]["dspark_noise_token_id"])
     head = DsparkHead(cfg, dcfg)
-    if a.init_from_layers:
+    if a.init_head:
+        import tempfile
+        from train.dspark_export import install, load_head
+        with tempfile.TemporaryDirectory() as tmp:
+            install(a.init_head, a.target, os.path.join(tmp, "m"), link=True)
+            load_head(head, os.path.join(tmp, "m"))
+    elif a.init_from_layers:
         init_from_target(head, target, [int(v) for v in a.init_from_layers.split(",")])
     head.to(device).train()
     params = [p for p in head.parameters() if p.requires_grad]
@@ -193,14 +207,14 @@ def main(argv=None):
     eos = int(cfg.raw.get("eos_token_id", 1))
     gen = []
     if a.gen_prompts > 0:
-        prompts = [s.ids[:s.answer_start] for s in
-                   demo_samples(source, GEN_STREAM, a.gen_prompts, a.seed, a.max_len - a.gen_tokens, rng)]
+        prompts = sorted((s.ids[:s.answer_start] for s in demo_samples(
+            source, GEN_STREAM, a.gen_prompts, a.seed, a.max_len - a.gen_tokens, rng)), key=len)
         tg = time.time()
-        chunk = 64
-        for i in range(0, len(prompts), chunk):
-            gen += target.generate(prompts[i:i + chunk], a.gen_tokens, eos)
-            if time.time() > t0 + (end - t0) * 0.3:
+        gen_end = t0 + (end - t0) * a.gen_time
+        for i in range(0, len(prompts), a.gen_chunk):
+            if time.time() > gen_end:
                 break
+            gen += target.generate(prompts[i:i + a.gen_chunk], a.gen_tokens, eos, gen_end)
         n_tok = sum(int(s.target.sum()) for s in gen)
         log(f"generated {len(gen)} continuations, {n_tok} tokens, in {time.time() - tg:.0f} s")
     dev_samples = demo_samples(source, DEV_STREAM, min(16, a.seqs), a.seed, a.max_len, rng)
@@ -209,6 +223,8 @@ def main(argv=None):
     csv.write("step,seconds,lr,loss,ce,bce,acc1,accepted,dev_accepted\n")
     step, last_step_s = 0, 0.0
     export_s = 20.0
+    train_t0 = time.time()
+    done = lambda: min(1.0, (time.time() - train_t0) / max(1.0, end - export_s - train_t0))  # noqa: E731
     while True:
         if a.steps is not None and step >= a.steps:
             break
@@ -220,7 +236,7 @@ def main(argv=None):
         samples += demo_samples(source, TRAIN_STREAM * 1000 + step, a.seqs - n_gen, a.seed,
                                 a.max_len, rng)
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, a)
+            g["lr"] = lr = lr_at(step, a, done())
         loss, st = draft_loss(head, target, num, samples, a.anchors, rng, a.conf_weight,
                               a.balance_weight)
         opt.zero_grad(set_to_none=True)
@@ -239,11 +255,11 @@ def main(argv=None):
                                     np.random.default_rng(1), a.conf_weight, a.balance_weight)
             head.train()
             dev = f"{dst['accepted']:.3f}"
-        csv.write(f"{step},{time.time() - t0:.1f},{lr_at(step - 1, a):.3g},{float(loss):.4f},"
+        csv.write(f"{step},{time.time() - t0:.1f},{lr:.3g},{float(loss):.4f},"
                   f"{st['ce']:.4f},{st['bce']:.4f},{st['acc1']:.4f},{st['accepted']:.4f},{dev}\n")
         csv.flush()
         if step % a.log_every == 0 or step == 1 or dev:
-            log(f"step {step} {time.time() - t0:.0f}s lr {lr_at(step - 1, a):.2e} loss {float(loss):.3f} "
+            log(f"step {step} {time.time() - t0:.0f}s lr {lr:.2e} loss {float(loss):.3f} "
                 f"ce {st['ce']:.3f} bce {st['bce']:.3f} acc1 {st['acc1']:.3f} "
                 f"accepted/draft {st['accepted']:.2f}" + (f" dev {dev}" if dev else "")
                 + f" ({last_step_s:.2f} s/step)")
