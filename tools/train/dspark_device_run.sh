@@ -30,5 +30,5 @@ export PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:Tr
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
 DEADLINE=$(awk -v s="$START" -v m="$MIN" 'BEGIN { printf "%d", s + m * 60 }')
 "$PY" tools/train/dspark_train.py --out "$OUT" --deadline "$DEADLINE" \
-  --seqs 64 --anchors 64 --gen-prompts 384 --gen-tokens 96 --gen-chunk 192 --gen-time 0.3 --gen-share 0.3 "$@" \
+  --seqs 64 --anchors 64 --gen-prompts 384 --gen-tokens 96 --gen-chunk 192 --gen-time 0.3 --gen-share 0.3 --cache-batches 96 "$@" \
   2>&1 | tee "$OUT/run.log"

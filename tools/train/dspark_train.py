@@ -12,6 +12,10 @@ at P+1+i only where the sequence follows the target's greedy path from P+1 to P+
 label is the target's own greedy continuation after the anchor: what a draft must match to be
 accepted. On its own generations that holds everywhere; on demo text where the data agrees.
 
+--cache-batches K keeps the first K target passes (features and greedy picks of a batch) and,
+once K exist, trains on them with fresh random anchors: a step then costs only the head, the
+target's forward being most of a step otherwise.
+
 Loss: mean CE of the Markov-corrected logits (Markov input teacher-forced with the labels, which
 are the draft's own tokens on every accepted path) + conf_weight * BCE of the confidence logit
 against "row i's argmax equals its label", over rows whose earlier rows all matched (so
@@ -68,6 +72,9 @@ def parse_args(argv=None):
     ap.add_argument("--gen-chunk", type=int, default=128, help="prompts per generation batch")
     ap.add_argument("--gen-time", type=float, default=0.25, help="most share of the budget")
     ap.add_argument("--init-head", help="start from a head export (dequantised values)")
+    ap.add_argument("--cache-batches", type=int, default=0,
+                    help="keep this many target passes (features, greedy picks) and, once "
+                    "that many exist, train on them with fresh anchors instead of new passes")
     ap.add_argument("--gen-share", type=float, default=0.5, help="share of generated sequences")
     ap.add_argument("--markov-rank", type=int, default=64)
     ap.add_argument("--target-layers", default="9,10,11")
@@ -138,9 +145,10 @@ def batch_labels(ids, greedy, anchors, B):
     return g, markov, on_path.bool()
 
 
-def draft_loss(head, target, num, samples, A, rng, conf_weight, balance_weight):
+def draft_loss(head, target, num, entry, A, rng, conf_weight, balance_weight):
+    """entry: (samples, ids, features, greedy) of one target pass (Target.run)."""
     B = head.dcfg.block_size
-    ids, feats, greedy = target.run(samples)
+    samples, ids, feats, greedy = entry
     anc, keep = anchors_of(samples, ids.shape[1], B, A, rng)
     anc = torch.from_numpy(anc).to(ids.device)
     keep = torch.from_numpy(keep).to(ids.device)
@@ -218,6 +226,8 @@ def main(argv=None):
         n_tok = sum(int(s.target.sum()) for s in gen)
         log(f"generated {len(gen)} continuations, {n_tok} tokens, in {time.time() - tg:.0f} s")
     dev_samples = demo_samples(source, DEV_STREAM, min(16, a.seqs), a.seed, a.max_len, rng)
+    dev_entry = (dev_samples,) + target.run(dev_samples)
+    cache = []
     os.makedirs(a.out, exist_ok=True)
     csv = open(os.path.join(a.out, "dspark_log.csv"), "w")
     csv.write("step,seconds,lr,loss,ce,bce,acc1,accepted,dev_accepted\n")
@@ -231,13 +241,19 @@ def main(argv=None):
         if time.time() + last_step_s + export_s > end:
             break
         ts = time.time()
-        n_gen = int(round(a.seqs * a.gen_share)) if gen else 0
-        samples = [gen[int(i)] for i in rng.integers(len(gen), size=n_gen)] if n_gen else []
-        samples += demo_samples(source, TRAIN_STREAM * 1000 + step, a.seqs - n_gen, a.seed,
-                                a.max_len, rng)
+        if a.cache_batches and len(cache) >= a.cache_batches:
+            entry = cache[int(rng.integers(len(cache)))]
+        else:
+            n_gen = int(round(a.seqs * a.gen_share)) if gen else 0
+            samples = [gen[int(i)] for i in rng.integers(len(gen), size=n_gen)] if n_gen else []
+            samples += demo_samples(source, TRAIN_STREAM * 1000 + step, a.seqs - n_gen, a.seed,
+                                    a.max_len, rng)
+            entry = (samples,) + target.run(samples)
+            if a.cache_batches:
+                cache.append(entry)
         for g in opt.param_groups:
             g["lr"] = lr = lr_at(step, a, done())
-        loss, st = draft_loss(head, target, num, samples, a.anchors, rng, a.conf_weight,
+        loss, st = draft_loss(head, target, num, entry, a.anchors, rng, a.conf_weight,
                               a.balance_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -251,7 +267,7 @@ def main(argv=None):
         if step % a.dev_every == 0 or step == a.steps:
             head.eval()
             with torch.no_grad():
-                _, dst = draft_loss(head, target, num, dev_samples, a.anchors,
+                _, dst = draft_loss(head, target, num, dev_entry, a.anchors,
                                     np.random.default_rng(1), a.conf_weight, a.balance_weight)
             head.train()
             dev = f"{dst['accepted']:.3f}"
