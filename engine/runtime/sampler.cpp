@@ -49,10 +49,7 @@ double Sampler::next_uniform() {
   return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
 }
 
-int64_t Sampler::sample(std::span<const float> logits) {
-  FD_CHECK(!logits.empty(), "sampling needs at least one logit");
-  if (params_.temperature == 0.0f) return argmax(logits);
-
+size_t Sampler::nucleus(std::span<const float> logits, double& kept_mass) {
   // Softmax at the temperature, in double so that tiny probabilities still order correctly.
   const float max_logit = logits[argmax(logits)];
   scratch_.clear();
@@ -79,8 +76,16 @@ int64_t Sampler::sample(std::span<const float> logits) {
       }
     }
   }
-  double kept_mass = 0.0;
+  kept_mass = 0.0;
   for (size_t i = 0; i < keep; ++i) kept_mass += scratch_[i].first;
+  return keep;
+}
+
+int64_t Sampler::sample(std::span<const float> logits) {
+  FD_CHECK(!logits.empty(), "sampling needs at least one logit");
+  if (params_.temperature == 0.0f) return argmax(logits);
+  double kept_mass = 0.0;
+  const size_t keep = nucleus(logits, kept_mass);
   const double target = next_uniform() * kept_mass;
   double acc = 0.0;
   for (size_t i = 0; i < keep; ++i) {
@@ -88,6 +93,37 @@ int64_t Sampler::sample(std::span<const float> logits) {
     if (target < acc) return scratch_[i].second;
   }
   return scratch_[keep - 1].second;
+}
+
+std::vector<double> Sampler::distribution(std::span<const float> logits) {
+  FD_CHECK(!logits.empty(), "a distribution needs at least one logit");
+  std::vector<double> p(logits.size(), 0.0);
+  if (params_.temperature == 0.0f) {
+    p[static_cast<size_t>(argmax(logits))] = 1.0;
+    return p;
+  }
+  double kept_mass = 0.0;
+  const size_t keep = nucleus(logits, kept_mass);
+  for (size_t i = 0; i < keep; ++i)
+    p[static_cast<size_t>(scratch_[i].second)] = scratch_[i].first / kept_mass;
+  return p;
+}
+
+int64_t Sampler::draw(std::span<const double> probabilities) {
+  FD_CHECK(!probabilities.empty(), "drawing needs at least one probability");
+  double total = 0.0;
+  for (double p : probabilities) total += p;
+  FD_CHECK(total > 0.0, "drawing needs some probability mass");
+  const double target = next_uniform() * total;
+  double acc = 0.0;
+  int64_t last = -1;
+  for (size_t i = 0; i < probabilities.size(); ++i) {
+    if (!(probabilities[i] > 0.0)) continue;
+    acc += probabilities[i];
+    last = static_cast<int64_t>(i);
+    if (target < acc) return last;
+  }
+  return last;  // rounding left the target at the very end: the last id with mass
 }
 
 }  // namespace flashdesk
