@@ -49,7 +49,7 @@ double Sampler::next_uniform() {
   return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
 }
 
-size_t Sampler::nucleus(std::span<const float> logits, double& kept_mass) {
+size_t Sampler::nucleus(std::span<const float> logits, double& kept_mass, bool ordered) {
   // Softmax at the temperature, in double so that tiny probabilities still order correctly.
   const float max_logit = logits[argmax(logits)];
   scratch_.clear();
@@ -62,19 +62,30 @@ size_t Sampler::nucleus(std::span<const float> logits, double& kept_mass) {
     }
   }
   // Most likely first; equal probabilities keep id order so the result never depends on sort.
-  std::sort(scratch_.begin(), scratch_.end(), [](const auto& a, const auto& b) {
+  const auto first = [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  };
   size_t keep = scratch_.size();
   if (params_.top_p < 1.0f) {
+    // The nucleus is usually a small part of the vocabulary: order only as far as it reaches,
+    // in growing steps (the order is total, so each step's prefix is the full sort's).
     double mass = 0.0;
+    size_t sorted = 0;
     for (size_t i = 0; i < scratch_.size(); ++i) {
+      if (i == sorted) {
+        sorted = std::min(scratch_.size(), std::max<size_t>(64, 4 * sorted));
+        std::partial_sort(scratch_.begin() + static_cast<std::ptrdiff_t>(i),
+                          scratch_.begin() + static_cast<std::ptrdiff_t>(sorted), scratch_.end(),
+                          first);
+      }
       mass += scratch_[i].first / total;
       if (mass >= params_.top_p) {
         keep = i + 1;
         break;
       }
     }
+  } else if (ordered) {
+    std::sort(scratch_.begin(), scratch_.end(), first);
   }
   kept_mass = 0.0;
   for (size_t i = 0; i < keep; ++i) kept_mass += scratch_[i].first;
@@ -85,7 +96,7 @@ int64_t Sampler::sample(std::span<const float> logits) {
   FD_CHECK(!logits.empty(), "sampling needs at least one logit");
   if (params_.temperature == 0.0f) return argmax(logits);
   double kept_mass = 0.0;
-  const size_t keep = nucleus(logits, kept_mass);
+  const size_t keep = nucleus(logits, kept_mass, true);
   const double target = next_uniform() * kept_mass;
   double acc = 0.0;
   for (size_t i = 0; i < keep; ++i) {
@@ -103,7 +114,7 @@ std::vector<double> Sampler::distribution(std::span<const float> logits) {
     return p;
   }
   double kept_mass = 0.0;
-  const size_t keep = nucleus(logits, kept_mass);
+  const size_t keep = nucleus(logits, kept_mass, false);  // a density needs no order
   for (size_t i = 0; i < keep; ++i)
     p[static_cast<size_t>(scratch_[i].second)] = scratch_[i].first / kept_mass;
   return p;

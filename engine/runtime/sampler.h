@@ -34,9 +34,10 @@ class Sampler {
 
  private:
   double next_uniform();  // in [0, 1)
-  // Fills scratch_ with (unnormalised probability, id), most likely first, and returns how many
-  // of them form the top-p nucleus; `kept_mass` is their sum.
-  size_t nucleus(std::span<const float> logits, double& kept_mass);
+  // Fills scratch_ with (unnormalised probability, id) and returns how many of them form the
+  // top-p nucleus, which comes first, most likely first; `kept_mass` is their sum. Without top-p
+  // the nucleus is everything, ordered only when `ordered` asks for it.
+  size_t nucleus(std::span<const float> logits, double& kept_mass, bool ordered);
 
   SamplingParams params_;
   uint64_t state_;
