@@ -68,15 +68,21 @@ size_t Sampler::nucleus(std::span<const float> logits, double& kept_mass, bool o
   size_t keep = scratch_.size();
   if (params_.top_p < 1.0f) {
     // The nucleus is usually a small part of the vocabulary: order only as far as it reaches,
-    // in growing steps (the order is total, so each step's prefix is the full sort's).
+    // in growing steps (the order is total, so each step's prefix is the full sort's). A broad
+    // nucleus (half the rest or more) sorts the rest at once: a heap select that large is slower.
     double mass = 0.0;
     size_t sorted = 0;
     for (size_t i = 0; i < scratch_.size(); ++i) {
       if (i == sorted) {
-        sorted = std::min(scratch_.size(), std::max<size_t>(64, 4 * sorted));
-        std::partial_sort(scratch_.begin() + static_cast<std::ptrdiff_t>(i),
-                          scratch_.begin() + static_cast<std::ptrdiff_t>(sorted), scratch_.end(),
-                          first);
+        const auto from = scratch_.begin() + static_cast<std::ptrdiff_t>(i);
+        sorted = std::max<size_t>(64, 4 * sorted);
+        if (2 * sorted >= scratch_.size()) {
+          std::sort(from, scratch_.end(), first);
+          sorted = scratch_.size();
+        } else {
+          std::partial_sort(from, scratch_.begin() + static_cast<std::ptrdiff_t>(sorted),
+                            scratch_.end(), first);
+        }
       }
       mass += scratch_[i].first / total;
       if (mass >= params_.top_p) {

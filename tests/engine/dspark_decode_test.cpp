@@ -107,6 +107,19 @@ TEST_P(DsparkDecodeTest, ConfidenceChosenLengthsStayExact) {
   }
 }
 
+// The survival rule on hand-made confidence logits: sigmoids 0.881, 0.5, 0.269, 0.953 give the
+// survivals 0.881, 0.440, 0.118, 0.113.
+TEST(DsparkDraftLength, LongestPrefixWhoseSurvivalStaysAboveTheThreshold) {
+  const std::vector<float> c = {2.0f, 0.0f, -1.0f, 3.0f};
+  EXPECT_EQ(confident_drafts(c, 4, 0.9), 0);
+  EXPECT_EQ(confident_drafts(c, 4, 0.5), 1);
+  EXPECT_EQ(confident_drafts(c, 4, 0.2), 2);
+  EXPECT_EQ(confident_drafts(c, 4, 0.115), 3);
+  EXPECT_EQ(confident_drafts(c, 4, 0.1), 4);
+  EXPECT_EQ(confident_drafts(c, 2, 0.1), 2);  // capped by `most`
+  EXPECT_EQ(confident_drafts(c, 3, 0.0), 3);  // 0: always `most`
+}
+
 INSTANTIATE_TEST_SUITE_P(BothCpuBackends, DsparkDecodeTest,
                          ::testing::Values("cpu-reference", "cpu"));
 

@@ -70,7 +70,7 @@ TEST(Sampler, DistributionIsTheFullSortNucleusOnALargeVocabulary) {
     x = x * 1664525u + 1013904223u;
     l = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) * 8.0f;
   }
-  const float temperature = 0.7f, top_p = 0.9f;
+  const float temperature = 1.5f, top_p = 0.9f;
   std::vector<std::pair<double, int64_t>> order;
   double total = 0.0;
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -88,7 +88,7 @@ TEST(Sampler, DistributionIsTheFullSortNucleusOnALargeVocabulary) {
     kept += order[n].first;
     ++n;
   }
-  ASSERT_GT(n, 256u);  // beyond the first partial sorts
+  ASSERT_GT(n, 1024u);  // beyond the partial sorts, into the sort of the rest
   for (size_t i = 0; i < n; ++i) want[static_cast<size_t>(order[i].second)] = order[i].first / kept;
   Sampler s({.temperature = temperature, .top_p = top_p, .seed = 4});
   const std::vector<double> got = s.distribution(logits);
