@@ -47,8 +47,12 @@ void add_turn_options(cxxopts::Options& options) {
       cxxopts::value<int64_t>()->default_value("0"))("json",
                                                      "print each answer as one JSON object")(
       "speculative",
-      "speculative decoding: dspark (greedy, verifies the model's DSpark drafts) or off",
+      "speculative decoding: dspark (verifies the model's DSpark drafts; greedy or sampled) or off",
       cxxopts::value<std::string>()->default_value("off"))(
+      "draft-min-survival",
+      "speculative: verify the drafts while the confidence head's survival (the chance that all "
+      "are accepted) stays at least this; 0 = always the whole block",
+      cxxopts::value<double>()->default_value(std::to_string(kDefaultDraftMinSurvival)))(
       "image", "an image file for the (first) user message, before its text; repeat for several",
       cxxopts::value<std::vector<std::string>>());
 }
@@ -118,6 +122,9 @@ TurnOptions turn_options(const cxxopts::ParseResult& args) {
   if (speculative != "dspark" && speculative != "off")
     throw InvalidRequest("--speculative must be dspark or off, not '" + speculative + "'");
   g.speculative = speculative == "dspark";
+  g.draft_min_survival = args["draft-min-survival"].as<double>();
+  if (!(g.draft_min_survival >= 0.0 && g.draft_min_survival <= 1.0))
+    throw InvalidRequest("--draft-min-survival must be between 0 and 1");
   return t;
 }
 
@@ -150,6 +157,8 @@ std::string turn_json(const TurnResult& turn,
         {"prefill_ms", s.prefill_ms},
         {"ttft_ms", s.ttft_ms},
         {"decode_tokens_per_s", s.decode_tokens_per_s()},
+        {"draft_rounds", s.draft_rounds},
+        {"mean_draft_tokens", s.mean_drafted()},
         {"verifies", s.verifies},
         {"drafted_tokens", s.drafted},
         {"accepted_tokens", s.accepted},
@@ -170,11 +179,12 @@ std::string stats_line(const GenerationStats& s) {
                 (long long)s.computed_tokens, s.ttft_ms, (long long)s.generated_tokens,
                 (long long)s.thinking_tokens, s.decode_tokens_per_s());
   std::string line = buf;
-  if (s.verifies > 0) {
+  if (s.draft_rounds > 0) {
     std::snprintf(buf, sizeof buf,
-                  " [speculative: %lld verifies, %lld/%lld drafts accepted, %.2f per verify]",
+                  " [speculative: %lld verifies, %lld/%lld drafts accepted, %.2f per verify, "
+                  "%.2f drafts per round]",
                   (long long)s.verifies, (long long)s.accepted, (long long)s.drafted,
-                  s.mean_accepted());
+                  s.mean_accepted(), s.mean_drafted());
     line += buf;
   }
   return line;

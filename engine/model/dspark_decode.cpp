@@ -1,7 +1,8 @@
-// Greedy speculative decoding (see dspark_decode.h).
+// Speculative decoding rounds and the greedy loop (see dspark_decode.h).
 #include "engine/model/dspark_decode.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/model/sequence_rollback.h"
 
@@ -15,19 +16,36 @@ int32_t argmax_row(const std::vector<float>& logits, int64_t row, int64_t V) {
 
 }  // namespace
 
+int64_t confident_drafts(std::span<const float> confidence, int64_t most, double min_survival) {
+  if (min_survival <= 0.0) return most;
+  double survival = 1.0;
+  int64_t k = 0;
+  for (; k < most && k < static_cast<int64_t>(confidence.size()); ++k) {
+    survival /= 1.0 + std::exp(-static_cast<double>(confidence[static_cast<size_t>(k)]));
+    if (survival < min_survival) break;
+  }
+  return k;
+}
+
 VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState& draft,
-                         SequenceState& state, int32_t next, int64_t k,
-                         const DraftOverride& override_drafts) {
+                         SequenceState& state, int32_t next, int64_t most,
+                         const RoundOptions& options) {
   const int64_t V = model.config().text.vocab_size;
   VerifyRound r;
   r.position = state.position();
-  r.drafted = k;
   std::vector<int32_t> rows{next};
-  if (k > 0) {
-    const DraftBlock block = drafter.draft(draft, next);
-    std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + k);
-    if (override_drafts) override_drafts(r.position, drafts);
-    if (static_cast<int64_t>(drafts.size()) != k)
+  if (most > 0) {
+    DraftPicker pick;
+    if (options.sampling)
+      pick = [&](int64_t row, std::span<const float> logits) {
+        return options.sampling->draw_draft(row, logits);
+      };
+    const DraftBlock block = drafter.draft(draft, next, pick);
+    r.drafted_block = true;
+    r.drafted = confident_drafts(block.confidence, most, options.min_survival);
+    std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + r.drafted);
+    if (options.override_drafts && r.drafted > 0) options.override_drafts(r.position, drafts);
+    if (static_cast<int64_t>(drafts.size()) != r.drafted)
       throw InvalidRequest("override_drafts changed the number of drafts");
     rows.insert(rows.end(), drafts.begin(), drafts.end());
   }
@@ -44,12 +62,28 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
     throw;
   }
   r.step.tokens = {};  // `rows` ends here
-  while (r.accepted < k &&
-         rows[static_cast<size_t>(r.accepted + 1)] == argmax_row(r.step.out_logits, r.accepted, V))
+  const std::span<const int32_t> drafts(rows.data() + 1, static_cast<size_t>(r.drafted));
+  if (options.sampling) {
+    r.tokens = options.sampling->accept(drafts, r.step.out_logits, V,
+                                        static_cast<bool>(options.override_drafts));
+    r.accepted = static_cast<int64_t>(r.tokens.size()) - 1;
+    return r;
+  }
+  while (r.accepted < r.drafted &&
+         drafts[static_cast<size_t>(r.accepted)] == argmax_row(r.step.out_logits, r.accepted, V))
     ++r.accepted;
-  r.tokens.assign(rows.begin() + 1, rows.begin() + 1 + r.accepted);
+  r.tokens.assign(drafts.begin(), drafts.begin() + r.accepted);
   r.tokens.push_back(argmax_row(r.step.out_logits, r.accepted, V));
   return r;
+}
+
+void count_round(const VerifyRound& round, SpeculativeStats& stats) {
+  if (!round.drafted_block) return;
+  ++stats.rounds;
+  if (round.drafted == 0) return;
+  ++stats.verifies;
+  stats.drafted += round.drafted;
+  stats.accepted += round.accepted;
 }
 
 void keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
@@ -84,15 +118,11 @@ std::vector<int32_t> greedy_speculative(Model& model, DsparkDrafter& drafter, Se
     const int64_t room = std::max<int64_t>(0, model.max_context() - state.position() - 1);
     const int64_t k =
         std::clamp<int64_t>(std::min(most, n - static_cast<int64_t>(out.size()) - 1), 0, room);
-    const VerifyRound r =
-        verify_round(model, drafter, draft, state, out.back(), k, options.override_drafts);
+    const VerifyRound r = verify_round(model, drafter, draft, state, out.back(), k,
+                                       {options.min_survival, options.override_drafts});
     keep_rows(model, drafter, draft, state, r, static_cast<int64_t>(r.tokens.size()));
     out.insert(out.end(), r.tokens.begin(), r.tokens.end());
-    if (k > 0) {
-      ++local.verifies;
-      local.drafted += k;
-      local.accepted += r.accepted;
-    }
+    count_round(r, local);
   }
   if (stats) *stats = local;
   return out;

@@ -81,12 +81,12 @@ void DsparkDrafter::seed(DraftState& state, const Tensor& features, int64_t firs
   state.seeded = first + n;
 }
 
-DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last) {
+DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last, const DraftPicker& pick) {
   FD_CHECK(state.seeded > 0, "a DSpark draft needs at least one seeded target position");
   const Tensor x = run_stages(state, last);
   DraftBlock out;
   std::vector<float> markov_embeds;
-  head(x, last, out, markov_embeds);
+  head(x, last, pick, out, markov_embeds);
   out.confidence = confidence(x, markov_embeds);
   return out;
 }
@@ -114,8 +114,9 @@ Tensor DsparkDrafter::run_stages(const DraftState& state, int32_t last) {
 }
 
 // Logits = head(norm(x)) in FP32, then the sequential Markov correction: row i gets the bigram
-// bias of the token before it (row 0: of `last`) and its argmax is the next draft.
-void DsparkDrafter::head(const Tensor& x, int32_t last, DraftBlock& out,
+// bias of the token before it (row 0: of `last`) and its argmax (or the picker's choice) is the
+// next draft.
+void DsparkDrafter::head(const Tensor& x, int32_t last, const DraftPicker& pick, DraftBlock& out,
                          std::vector<float>& markov_embeds) {
   const int64_t B = x.rows(), dim = text_.hidden_size, V = text_.vocab_size;
   Tensor h = f32(Shape{B, dim}), logits = f32(Shape{B, V});
@@ -129,7 +130,7 @@ void DsparkDrafter::head(const Tensor& x, int32_t last, DraftBlock& out,
     markov(token, embed, bias);
     float* row = out.logits.data() + i * V;
     for (int64_t v = 0; v < V; ++v) row[v] += bias[static_cast<size_t>(v)];
-    token = argmax(row, V);
+    token = pick ? pick(i, std::span<const float>(row, static_cast<size_t>(V))) : argmax(row, V);
     out.tokens.push_back(token);
     markov_embeds.insert(markov_embeds.end(), embed.begin(), embed.end());
   }

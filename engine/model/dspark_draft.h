@@ -5,10 +5,12 @@
 // window-only attention that is bidirectional inside the block, MoE), the shared norm and head,
 // the sequential Markov bigram correction and the confidence head.
 //
-// Non-goals here: sampling other than greedy, the verify loop (dspark_decode.h), several devices.
+// Non-goals here: the verify loop and its sampling rule (dspark_decode.h), several devices.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "engine/model/model.h"
@@ -28,8 +30,11 @@ struct DraftState {
   int64_t valid_from = 0;
 };
 
+// Chooses the draft of block row `row` from its Markov-corrected logits [vocab]; empty = argmax.
+using DraftPicker = std::function<int32_t(int64_t row, std::span<const float> logits)>;
+
 struct DraftBlock {
-  std::vector<int32_t> tokens;    // [B] greedy drafts for positions P+1 .. P+B
+  std::vector<int32_t> tokens;    // [B] drafts for positions P+1 .. P+B (picked, or greedy)
   std::vector<float> logits;      // [B, vocab] after the Markov correction
   std::vector<float> confidence;  // [B] the confidence head's acceptance logits
 };
@@ -46,14 +51,16 @@ class DsparkDrafter {
   // their features [n, targets, hidden] (SequenceStep::out_features); first >= state.seeded.
   void seed(DraftState& state, const Tensor& features, int64_t first);
 
-  // A greedy draft after the seeded positions: row 0 is `last`, the token at position
-  // P = state.seeded that the target chose and has not run yet.
-  DraftBlock draft(const DraftState& state, int32_t last);
+  // A draft after the seeded positions: row 0 is `last`, the token at position P = state.seeded
+  // that the target chose and has not run yet. Each row's token is pick(row, corrected logits)
+  // (greedy without a picker) and conditions the next row's Markov correction.
+  DraftBlock draft(const DraftState& state, int32_t last, const DraftPicker& pick = {});
 
  private:
   Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
   Tensor run_stages(const DraftState& state, int32_t last);
-  void head(const Tensor& x, int32_t last, DraftBlock& out, std::vector<float>& markov_embeds);
+  void head(const Tensor& x, int32_t last, const DraftPicker& pick, DraftBlock& out,
+            std::vector<float>& markov_embeds);
   std::vector<float> confidence(const Tensor& x, const std::vector<float>& markov_embeds);
   Tensor norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
   void run_stage(int64_t stage, const DraftState& state, std::span<const int64_t> positions,

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/model/dspark_decode.h"
+#include "engine/runtime/speculative_sampling.h"
 #include "engine/tokenizer/streaming_decoder.h"
 #include "engine/util/error.h"
 
@@ -79,6 +80,10 @@ double GenerationStats::mean_accepted() const {
   return verifies > 0 ? static_cast<double>(accepted) / static_cast<double>(verifies) : 0.0;
 }
 
+double GenerationStats::mean_drafted() const {
+  return draft_rounds > 0 ? static_cast<double>(drafted) / static_cast<double>(draft_rounds) : 0.0;
+}
+
 double GenerationStats::decode_tokens_per_s() const {
   return decode_ms > 0.0 ? static_cast<double>(generated_tokens - 1) * 1000.0 / decode_ms : 0.0;
 }
@@ -102,8 +107,9 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   result.stats.computed_tokens = static_cast<int64_t>(new_prompt.size()) - replay;
   result.stats.prompt_tokens = state.position() + result.stats.computed_tokens;
 
-  if (options.speculative && options.sampling.temperature > 0.0f)
-    throw InvalidRequest("speculative decoding is greedy only (temperature 0)");
+  if (options.speculative &&
+      !(options.draft_min_survival >= 0.0 && options.draft_min_survival <= 1.0))
+    throw InvalidRequest("draft_min_survival must be between 0 and 1");
   std::optional<DsparkDrafter> drafter;
   std::optional<DraftState> draft;
   PrefillOptions prefill = options.prefill;
@@ -156,7 +162,7 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
   TokenId id = static_cast<TokenId>(sampler.sample(logits));
   if (take(id, state.position())) {
     if (drafter) {
-      decode_speculative(state, *drafter, *draft, id, options, result.stats, take);
+      decode_speculative(state, *drafter, *draft, sampler, id, options, result.stats, take);
     } else {
       // The sampled token enters the KV state; EOS never does here (the next turn's prompt
       // brings it in).
@@ -179,21 +185,26 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
 // the target's own next token one by one; the state keeps exactly the rows of the tokens taken
 // but the last (which enters with the next round).
 void Generator::decode_speculative(SequenceState& state, DsparkDrafter& drafter, DraftState& draft,
-                                   TokenId next, const GenerationOptions& options,
+                                   Sampler& sampler, TokenId next, const GenerationOptions& options,
                                    GenerationStats& stats,
                                    const std::function<bool(TokenId, int64_t)>& take) {
   const int64_t most = most_drafts(model_, drafter);
+  SpeculativeSampler speculative(sampler);
+  RoundOptions round;
+  round.min_survival = options.draft_min_survival;
+  round.override_drafts = options.override_drafts;
+  if (sampler.params().temperature > 0.0f) round.sampling = &speculative;
+  SpeculativeStats counts;
   for (int64_t taken = 1;;) {
     const int64_t room = std::max<int64_t>(0, model_.max_context() - state.position() - 1);
     const int64_t k =
         std::clamp<int64_t>(std::min(most, options.max_new_tokens - taken - 1), 0, room);
-    const VerifyRound r =
-        verify_round(model_, drafter, draft, state, next, k, options.override_drafts);
-    if (k > 0) {
-      ++stats.verifies;
-      stats.drafted += k;
-      stats.accepted += r.accepted;
-    }
+    const VerifyRound r = verify_round(model_, drafter, draft, state, next, k, round);
+    count_round(r, counts);
+    stats.draft_rounds = counts.rounds;
+    stats.verifies = counts.verifies;
+    stats.drafted = counts.drafted;
+    stats.accepted = counts.accepted;
     int64_t m = 0;
     bool more = true;
     while (more && m < static_cast<int64_t>(r.tokens.size())) {

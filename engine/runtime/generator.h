@@ -2,9 +2,10 @@
 // until EOS, the token budget, the context limit or a stop request, streaming text as it forms.
 //
 // Goals: one loop for the CLI, the desktop app and the eval, with thinking and answer streamed
-// on separate channels and per-request stats; greedy speculative decoding with the model's DSpark
-// head (the same tokens, several per target step; docs/dspark.md). Non-goals: batching several
-// requests (the model step already takes a batch; a scheduler comes later), speculative sampling.
+// on separate channels and per-request stats; speculative decoding with the model's DSpark head
+// (several tokens per target step; greedy: the same tokens, sampling: the same distribution;
+// docs/dspark.md). Non-goals: batching several requests (the model step already takes a batch; a
+// scheduler comes later).
 #pragma once
 
 #include <atomic>
@@ -15,15 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/model/dspark_decode.h"
 #include "engine/model/model.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/special_tokens.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace flashdesk {
-
-class DsparkDrafter;
-struct DraftState;
 
 enum class StreamChannel { kThinking, kAnswer };
 
@@ -40,9 +39,13 @@ struct GenerationOptions {
   // The prompt ends with <think>: the first tokens are reasoning until </think>.
   bool starts_in_thinking = false;
   PrefillOptions prefill;  // mode (bounded by default for generation) and chunking
-  // Greedy decoding verifies the DSpark head's drafts (InvalidRequest when the model has none,
-  // or with temperature > 0). The head's rings are seeded from this request's prefill only.
+  // Decoding verifies the DSpark head's drafts (InvalidRequest when the model has none): greedy
+  // keeps the agreeing prefix, temperature > 0 accepts by speculative sampling with the request's
+  // seeded sampler. The head's rings are seeded from this request's prefill only.
   bool speculative = false;
+  // Speculative: verify the longest prefix of drafts whose confidence survival is at least this
+  // (SpeculativeOptions::min_survival; 0 = always the whole block).
+  double draft_min_survival = kDefaultDraftMinSurvival;
   // Speculative: replaces the drafts for positions position + 1 ... before they are verified
   // (tests and benchmarks force an acceptance rate a random head never reaches). Empty: none.
   std::function<void(int64_t position, std::vector<int32_t>& drafts)> override_drafts = {};
@@ -74,12 +77,15 @@ struct GenerationStats {
   // Thinking mode: the first sampled token to </think> (or to the end, when the answer ended while
   // reasoning): how long the reasoning took. 0 in chat mode.
   double thinking_ms = 0.0;
-  // Speculative decoding: target steps that verified drafts, drafts verified, drafts accepted.
+  // Speculative decoding: target steps after a draft, of them the ones that verified drafts,
+  // drafts verified, drafts accepted.
+  int64_t draft_rounds = 0;
   int64_t verifies = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
   double decode_tokens_per_s() const;
   double mean_accepted() const;  // accepted drafts per verify
+  double mean_drafted() const;   // the confidence's chosen draft lengths, mean over the rounds
 };
 
 struct GenerationResult {
@@ -104,7 +110,8 @@ class Generator {
 
  private:
   void decode_speculative(SequenceState& state, DsparkDrafter& drafter, DraftState& draft,
-                          TokenId next, const GenerationOptions& options, GenerationStats& stats,
+                          Sampler& sampler, TokenId next, const GenerationOptions& options,
+                          GenerationStats& stats,
                           const std::function<bool(TokenId, int64_t)>& take);
 
   Model& model_;

@@ -24,8 +24,20 @@ class Sampler {
   int64_t sample(std::span<const float> logits);
   const SamplingParams& params() const { return params_; }
 
+  // The distribution sample() draws from, dense over the logits' ids: softmax at the temperature,
+  // cut to the top-p nucleus and renormalised (temperature 0: all mass on the argmax).
+  // Speculative sampling compares the target's and the draft's (speculative_sampling.h).
+  std::vector<double> distribution(std::span<const float> logits);
+  // One id drawn from `probabilities` (non-negative, summing to about 1); never an id of mass 0.
+  int64_t draw(std::span<const double> probabilities);
+  double uniform() { return next_uniform(); }  // in [0, 1), from the seeded sequence
+
  private:
   double next_uniform();  // in [0, 1)
+  // Fills scratch_ with (unnormalised probability, id) and returns how many of them form the
+  // top-p nucleus, which comes first, most likely first; `kept_mass` is their sum. Without top-p
+  // the nucleus is everything, ordered only when `ordered` asks for it.
+  size_t nucleus(std::span<const float> logits, double& kept_mass, bool ordered);
 
   SamplingParams params_;
   uint64_t state_;

@@ -1,7 +1,7 @@
 // The generation loop with speculative decoding (engine/runtime/generator.h, `speculative`):
 // on flash-tiny with a random DSpark head, the same ids, finish reason and state as plain greedy
 // for answers that end at EOS and at the token budget, with forced budgets that cut a verify's
-// accepted tokens short; sampling with temperature > 0 is refused.
+// accepted tokens short. The sampled distribution is tested in dspark_sampling_test.cpp.
 #include <gtest/gtest.h>
 
 #include "engine/runtime/generator.h"
@@ -96,14 +96,17 @@ TEST_F(DsparkGenerator, AnswerEndingAtEosInsideTheDrafts) {
   GTEST_SKIP() << "no answer of this prompt ends at EOS";
 }
 
-TEST_F(DsparkGenerator, SamplingIsRefused) {
+TEST_F(DsparkGenerator, BadDraftSurvivalIsRefused) {
   Generator g(*model_, *tokenizer_);
-  SequenceState s = model_->new_sequence();
-  GenerationOptions o;
-  o.speculative = true;
-  o.sampling.temperature = 0.7f;
   const std::vector<TokenId> prompt{5, 6, 7};
-  EXPECT_THROW(g.generate(s, prompt, o, {}), InvalidRequest);
+  for (double bad : {-0.1, 1.5}) {
+    SequenceState s = model_->new_sequence();
+    GenerationOptions o;
+    o.speculative = true;
+    o.draft_min_survival = bad;
+    EXPECT_THROW(g.generate(s, prompt, o, {}), InvalidRequest) << bad;
+    EXPECT_EQ(s.position(), 0);  // refused before the prefill
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Sampler: greedy ties, determinism by seed, nucleus truncation and the empirical distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -58,6 +59,44 @@ TEST(Sampler, RejectsBadParams) {
   EXPECT_THROW(Sampler({.temperature = -1.0f}), InvalidRequest);
   EXPECT_THROW(Sampler({.temperature = 1.0f, .top_p = 0.0f}), InvalidRequest);
   EXPECT_THROW(Sampler({.temperature = 1.0f, .top_p = 1.5f}), InvalidRequest);
+}
+
+// distribution() orders only as far as the nucleus reaches (growing partial sorts): on a vocabulary
+// much larger than one step, it equals the nucleus of a full sort, and sample() draws only from it.
+TEST(Sampler, DistributionIsTheFullSortNucleusOnALargeVocabulary) {
+  std::vector<float> logits(5000);
+  uint32_t x = 12345;
+  for (float& l : logits) {  // a fixed pseudo-random spread of about 8 nats
+    x = x * 1664525u + 1013904223u;
+    l = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) * 8.0f;
+  }
+  const float temperature = 1.5f, top_p = 0.9f;
+  std::vector<std::pair<double, int64_t>> order;
+  double total = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    order.emplace_back(std::exp((logits[i] - 8.0) / temperature), static_cast<int64_t>(i));
+    total += order.back().first;
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::vector<double> want(logits.size(), 0.0);
+  double mass = 0.0, kept = 0.0;
+  size_t n = 0;
+  while (mass < top_p) {
+    mass += order[n].first / total;
+    kept += order[n].first;
+    ++n;
+  }
+  ASSERT_GT(n, 1024u);  // beyond the partial sorts, into the sort of the rest
+  for (size_t i = 0; i < n; ++i) want[static_cast<size_t>(order[i].second)] = order[i].first / kept;
+  Sampler s({.temperature = temperature, .top_p = top_p, .seed = 4});
+  const std::vector<double> got = s.distribution(logits);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    EXPECT_EQ(got[i] > 0.0, want[i] > 0.0) << "id " << i;
+    EXPECT_NEAR(got[i], want[i], 1e-6 * want[i] + 1e-12) << "id " << i;
+  }
+  for (int i = 0; i < 200; ++i) EXPECT_GT(want[static_cast<size_t>(s.sample(logits))], 0.0);
 }
 
 }  // namespace

@@ -1,0 +1,187 @@
+// Speculative sampling keeps the sampling distribution (engine/runtime/generator.h with
+// `speculative` and temperature > 0): on flash-tiny with a random DSpark head, the first tokens of
+// many seeded answers with speculative decoding on have the same distribution as with it off.
+// Two arms on: the head's own sampled drafts (few accepted: the head is random), and drafts forced
+// to the greedy answer (point-mass proposals, most accepted, so the bonus draw after a fully
+// accepted block is exercised too).
+//
+// The test per generated position j >= 1 (position 0 is drawn from the prefill logits by the
+// plain sampler in both modes) is Pearson's chi-square test of homogeneity of two samples of
+// equal size n: X = sum_c (a_c - b_c)^2 / (a_c + b_c) over the tokens c seen at least 10 times in
+// both arms together (the rest pooled), with C - 1 degrees of freedom, against the 1 - 1e-3
+// quantile (Wilson-Hilferty). The arms use disjoint seeds, so a correct implementation fails one
+// comparison with probability about 1e-3 and this test (6 comparisons) below 6e-3; the seeds are
+// fixed, so the runs are reproducible. (At 1e-4, 200 answers missed a residual drawn from p
+// instead of p - q; at 1e-3, 300 answers catch it, docs/dspark.md.)
+//
+// To keep the test short every answer reuses one prefill: the prompt but its last token is
+// prefilled once and marked, each answer prefills the last token and generates, and the state is
+// cut back to the mark (exact: the same state every time, in both arms).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "engine/model/sequence_cut.h"
+#include "engine/runtime/backend_factory.h"
+#include "engine/runtime/generator.h"
+#include "tests/engine/dspark_test_util.h"
+#include "tests/engine/model_test_util.h"
+
+namespace flashdesk::test {
+namespace {
+
+constexpr int64_t kTokens = 4;  // generated per answer: rounds of 2 and 1 drafts after the first
+constexpr int64_t kAnswers = 300;
+
+// The 1 - alpha quantile of chi-square with df degrees of freedom (Wilson-Hilferty), for the
+// normal quantile z of 1 - alpha.
+double chi_square_quantile(int64_t df, double z) {
+  const double d = static_cast<double>(df), a = 2.0 / (9.0 * d);
+  return d * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+struct Arm {
+  std::vector<std::vector<TokenId>> answers;  // [kAnswers][<= kTokens], EOS ends one early
+  GenerationStats totals;
+};
+
+class DsparkSampling : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    backend_ = make_backend("cpu", 2).release();
+    model_ = new Model(Checkpoint::open(flash_tiny_with_random_head_dir()), *backend_);
+    tokenizer_ =
+        new Tokenizer(Tokenizer::from_file(flash_tiny_with_random_head_dir() / "tokenizer.json"));
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete model_;
+    delete backend_;
+  }
+
+  GenerationOptions options(bool speculative, uint64_t seed) {
+    GenerationOptions o;
+    o.max_new_tokens = kTokens;
+    o.speculative = speculative;
+    o.sampling = {.temperature = 0.8f, .top_p = 0.95f, .seed = seed};
+    o.draft_min_survival = 0.0;  // every round verifies what the budget allows: 2, then 1
+    return o;
+  }
+
+  // Prefills all of `prompt` but its last token, marked, into state_.
+  void prepare(const std::vector<TokenId>& prompt) {
+    state_ = std::make_unique<SequenceState>(model_->new_sequence());
+    model_->prefill(*state_, std::span(prompt).first(prompt.size() - 1), PrefillOptions{});
+    mark_window(*backend_, *state_);
+  }
+
+  // Generates after state_ and the prompt's last token, then cuts state_ back.
+  std::vector<TokenId> generate(const std::vector<TokenId>& prompt, const GenerationOptions& o,
+                                GenerationStats* totals = nullptr) {
+    Generator g(*model_, *tokenizer_);
+    std::vector<TokenId> ids;
+    StreamCallbacks cb;
+    cb.on_token = [&](TokenId id) { ids.push_back(id); };
+    const auto prefix = static_cast<int64_t>(prompt.size()) - 1;
+    const GenerationResult r = g.generate(*state_, std::span(prompt).last(1), o, cb);
+    EXPECT_EQ(cut_sequence(*backend_, *state_, prefix), 0);  // exact, back to the mark
+    if (totals) {
+      totals->draft_rounds += r.stats.draft_rounds;
+      totals->verifies += r.stats.verifies;
+      totals->drafted += r.stats.drafted;
+      totals->accepted += r.stats.accepted;
+    }
+    return ids;
+  }
+
+  // forced: drafts are the greedy answer's next tokens.
+  Arm run(const std::vector<TokenId>& prompt, bool speculative, uint64_t first_seed,
+          const std::vector<TokenId>* forced = nullptr) {
+    Arm arm;
+    for (int64_t i = 0; i < kAnswers; ++i) {
+      GenerationOptions o = options(speculative, first_seed + static_cast<uint64_t>(i));
+      if (forced)
+        o.override_drafts = [&](int64_t position, std::vector<int32_t>& drafts) {
+          for (size_t j = 0; j < drafts.size(); ++j) {
+            const auto at = static_cast<size_t>(position + 1) - prompt.size() + j;
+            drafts[j] = at < forced->size() ? (*forced)[at] : (*forced).back();
+          }
+        };
+      arm.answers.push_back(generate(prompt, o, &arm.totals));
+    }
+    return arm;
+  }
+
+  // Chi-square homogeneity of the two arms' tokens at position j (-1: the answer ended before).
+  void expect_same_distribution(const Arm& a, const Arm& b, size_t j, const std::string& what) {
+    std::map<TokenId, std::pair<int64_t, int64_t>> counts;
+    for (const auto& ids : a.answers) ++counts[j < ids.size() ? ids[j] : -1].first;
+    for (const auto& ids : b.answers) ++counts[j < ids.size() ? ids[j] : -1].second;
+    std::vector<std::pair<int64_t, int64_t>> cells;
+    std::pair<int64_t, int64_t> pooled{0, 0};
+    for (const auto& [token, c] : counts) {
+      if (c.first + c.second >= 10) {
+        cells.push_back(c);
+      } else {
+        pooled.first += c.first;
+        pooled.second += c.second;
+      }
+    }
+    if (pooled.first + pooled.second > 0) cells.push_back(pooled);
+    double x = 0.0;
+    for (const auto& [ca, cb] : cells)
+      x += static_cast<double>((ca - cb) * (ca - cb)) / static_cast<double>(ca + cb);
+    const int64_t df = static_cast<int64_t>(cells.size()) - 1;
+    ASSERT_GE(df, 1) << what << ": the position has one token only: nothing to test";
+    const double limit = chi_square_quantile(df, 3.090);  // alpha = 1e-3
+    EXPECT_LT(x, limit) << what << " position " << j << ": chi-square " << x << " with " << df
+                        << " degrees of freedom";
+    std::cout << "[ dspark sampling ] " << what << " position " << j << ": chi-square " << x
+              << ", df " << df << ", limit " << limit << "\n";
+  }
+
+  static Backend* backend_;
+  static Model* model_;
+  static Tokenizer* tokenizer_;
+  std::unique_ptr<SequenceState> state_;
+};
+Backend* DsparkSampling::backend_ = nullptr;
+Model* DsparkSampling::model_ = nullptr;
+Tokenizer* DsparkSampling::tokenizer_ = nullptr;
+
+TEST_F(DsparkSampling, FirstTokensKeepTheirDistribution) {
+  const std::vector<TokenId> prompt = tokenizer_->encode("Once upon a time, a cat");
+  prepare(prompt);
+  GenerationOptions greedy = options(false, 0);
+  greedy.sampling.temperature = 0.0f;
+  greedy.max_new_tokens = kTokens + 8;
+  const std::vector<TokenId> forced = generate(prompt, greedy);
+
+  const Arm plain = run(prompt, false, 1);
+  const Arm own = run(prompt, true, 1 + kAnswers);
+  const Arm pushed = run(prompt, true, 1 + 2 * kAnswers, &forced);
+  EXPECT_GT(own.totals.verifies, 0);
+  // Forced drafts are accepted often: the accept branch and the bonus draw are both exercised.
+  EXPECT_GT(pushed.totals.accepted, kAnswers / 4);
+  std::cout << "[ dspark sampling ] own drafts: " << own.totals.accepted << "/"
+            << own.totals.drafted << " accepted; forced: " << pushed.totals.accepted << "/"
+            << pushed.totals.drafted << "\n";
+  for (size_t j = 1; j < static_cast<size_t>(kTokens); ++j) {
+    expect_same_distribution(plain, own, j, "own drafts");
+    expect_same_distribution(plain, pushed, j, "forced drafts");
+  }
+}
+
+TEST_F(DsparkSampling, SameSeedSameAnswer) {
+  const std::vector<TokenId> prompt = tokenizer_->encode("Once upon a time, a cat");
+  prepare(prompt);
+  GenerationOptions o = options(true, 77);
+  o.max_new_tokens = 24;
+  EXPECT_EQ(generate(prompt, o), generate(prompt, o));
+}
+
+}  // namespace
+}  // namespace flashdesk::test
