@@ -141,16 +141,22 @@ class CudaAttentionTest : public CudaOpTest {
     a.sink = &sink_t.gpu;
     a.softmax_scale = scale;
     const std::vector<float> want = reference(c, q, ring, step, entries, topk, sink, scale);
-    // The head dim undivided (prefill's kernels) and in 4 parts (decode's), then as picked.
-    for (const int quarters : {1, 4, 0}) {
-      gpu().set_attention_quarters(quarters);
+    // The CUDA-core kernels with the head dim undivided and in 4 parts (decode's), the
+    // tensor-core kernel (prefill's; shapes it does not take fall back to the undivided ones),
+    // then as picked.
+    using K = CudaBackend::AttentionKernels;
+    const std::pair<K, const char*> kernels[] = {{K::CudaCoresWhole, "cuda-cores whole"},
+                                                 {K::CudaCoresQuarters, "cuda-cores quarters"},
+                                                 {K::TensorCores, "tensor cores"},
+                                                 {K::Auto, "auto"}};
+    for (const auto& [k, name] : kernels) {
+      gpu().set_attention_kernels(k);
       gpu().sparse_attention(a, out);
       expect_bf16_close(from_gpu<float>(out), want, 2.0, rms(want) / 8,
                         "attention H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                            " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) +
-                            " parts=" + std::to_string(quarters));
+                            " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) + " " + name);
     }
-    gpu().set_attention_quarters(0);
+    gpu().set_attention_kernels(K::Auto);
   }
 
   static std::vector<int64_t> ring_holding(int64_t W, int64_t first, int64_t last) {
@@ -192,6 +198,15 @@ TEST_F(CudaAttentionTest, NoValidKeyGivesZero) {
   check(c);  // the top-k draw may hold entries: then the check is the ordinary one
   AttnCase empty{8, 64, 16, {5}, std::vector<int64_t>(16, -1), 10, 0, 0, 0, 5};
   check(empty);
+}
+
+// 40 heads: the tensor-core kernel's last 16-head group is half padding; 12 queries over a ring,
+// this step's rows and 150 top-k columns (blocks of window, mixed and top-k slots).
+TEST_F(CudaAttentionTest, PrefillChunkWithPaddedHeadGroup) {
+  std::vector<int64_t> pos;
+  for (int64_t p = 500; p < 512; ++p) pos.push_back(p);
+  AttnCase c{40, 128, 64, pos, ring_holding(64, 436, 499), 500, 12, 120, 150, 11};
+  check(c);
 }
 
 TEST_F(CudaAttentionTest, FullShapes) {

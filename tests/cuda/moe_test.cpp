@@ -1,8 +1,8 @@
 // MoE on the CUDA backend against cpu-reference: routing ids exact (random scores have no ties)
-// and weights within 1e-6 relative; the experts (grouped launch up to 8 rows, per-expert GEMMs
-// beyond) within 4 BF16 ulps at the larger of the value and the output's RMS: each expert's
-// output is rounded to BF16, and a gate or up value one ulp apart (FP32 order) can move it by one
-// of its ulps.
+// and weights within 1e-6 relative; the experts (grouped launch up to 8 rows; beyond, the
+// tensor-core kernels where the shapes allow, else per-expert GEMMs) within 4 BF16 ulps at the
+// larger of the value and the output's RMS: each expert's output is rounded to BF16, and a gate or
+// up value one ulp apart (FP32 order) can move it by one of its ulps.
 #include <deque>
 
 #include "tests/cuda/cuda_test_util.h"
@@ -148,7 +148,7 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
 TEST_F(CudaMoeTest, RoutedExpertsInHostMemoryRunOnTheCpu) {
   for (int64_t n : {1, 3, 12})
     check_experts(n, 64, 32, 8, 2, 3, true, false, 40 + uint32_t(n), true);
-  check_experts(2, 96, 64, 10, 3, 4, false, true, 50, true);  // no shared expert: bit-identical
+  check_experts(2, 96, 64, 10, 3, 4, false, true, 50, true);   // no shared expert: bit-identical
   check_experts(12, 256, 64, 8, 2, 8, true, false, 60, true);  // the every-role shapes
   check_experts(1, 256, 64, 8, 2, 8, true, false, 61, true);
 }
@@ -157,8 +157,22 @@ TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
   check_experts(12, 64, 32, 8, 2, 3, true, true, 30);
 }
 
+// Prefill-sized steps with FP4 experts of dim a multiple of 128 and inter of 64: the routed
+// experts in one launch per stage on the tensor cores (moe_grouped.h), tiles of up to 64 rows of
+// an expert (150 rows x top-2 of 4 experts: 75 rows an expert, a full and a partial tile), then
+// the same with the per-expert cuBLAS products the kernels replace.
+TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
+  check_experts(40, 256, 128, 8, 2, 8, true, false, 70);  // flash-tiny's shapes
+  check_experts(150, 128, 64, 4, 2, 4, true, false, 71);
+  check_experts(150, 128, 64, 4, 2, 4, false, false, 72);  // no shared expert
+  gpu().set_grouped_moe(false);
+  check_experts(40, 256, 128, 8, 2, 8, true, false, 70);
+  gpu().set_grouped_moe(true);
+}
+
 TEST_F(CudaMoeTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
+  check_experts(200, 5120, 2304, 384, 6, 8, true, false, 43);  // the tensor-core kernels
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);  // the shared expert as GEMVs
   check_experts(12, 5120, 2304, 384, 6, 4, true, false, 41);

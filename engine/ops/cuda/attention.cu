@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "engine/ops/cuda/attention_args.cuh"
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
@@ -26,50 +27,13 @@ namespace flashdesk {
 namespace cuda {
 namespace {
 
-constexpr int kBlockSlots = 64;  // the definition's softmax block
-constexpr int kHalf = 32;        // slots staged at a time
-constexpr int kHeads = 8;        // heads per CUDA block (one warp each)
+constexpr int kHalf = 32;  // slots staged at a time
+constexpr int kHeads = 8;  // heads per CUDA block (one warp each)
 // The head dim is split over Q CTAs (template argument): 4 where the undivided kernels would not
 // fill the GPU (decode), 1 where they do (prefill: there a split only multiplies each CTA's fixed
 // latency, the slot lookups and barriers, by the number of parts).
 constexpr int kMaxQuarters = 4;
 constexpr int kThreads = 32 * kHeads;
-constexpr int64_t kMaxDim = 512;
-constexpr float kMinit = -1e30f;
-
-struct AttnArgs {
-  const float* q;  // [n, H, D]
-  const int64_t* positions;
-  const int64_t* ring_positions;  // [W]
-  const uint8_t* ring;            // [W, win_bytes]
-  const uint8_t* step;            // [n_step, win_bytes]
-  int64_t step_first, window;
-  const uint8_t* entries;  // [*, entry_bytes]
-  int64_t n_entries;
-  const int32_t* topk;  // [n, kc]
-  int64_t kc;
-  int64_t n, heads, dim, slots, blocks;  // slots = W + kc, blocks = ceil(slots / 64)
-  float softmax_scale;
-};
-
-// The cache row behind slot s of query t (nullptr: empty); *fp4 says which format it has.
-__device__ const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t s, bool* fp4) {
-  *fp4 = false;
-  if (s >= a.slots) return nullptr;
-  if (s < a.window) {
-    const int64_t p = a.positions[t];
-    const int64_t pos = lmax(0, p - a.window + 1) + s;
-    if (pos > p) return nullptr;
-    const int64_t win_bytes = a.dim + a.dim / 32;
-    if (pos >= a.step_first) return a.step + (pos - a.step_first) * win_bytes;
-    const int64_t slot = pos % a.window;
-    return a.ring_positions[slot] == pos ? a.ring + slot * win_bytes : nullptr;
-  }
-  const int32_t id = a.topk[t * a.kc + (s - a.window)];
-  if (id < 0 || id >= a.n_entries) return nullptr;
-  *fp4 = true;
-  return a.entries + static_cast<int64_t>(id) * (a.dim / 2 + a.dim / 16);
-}
 
 // Slots [first, first + 32) of query t, dims [d_lo, d_lo + qd) of each, as BF16 rows
 // keys[32][qd + 2] (the pad keeps lanes that read different rows on different banks); valid[i]
@@ -351,11 +315,26 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   const int64_t per_query =
       (cuda::kMaxQuarters * a.blocks * cuda::kBlockSlots + 2 * a.blocks * (d + 2)) * heads * 4;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / per_query);
-  // The head dim in 4 parts where the undivided kernels' CTAs would not fill the GPU twice.
+  // The head dim in 4 parts where the undivided kernels' CTAs would not fill the GPU twice
+  // (decode); otherwise the tensor-core kernel where it takes the shapes.
+  using K = AttentionKernels;
   const int64_t undivided_ctas = std::min(chunk, n) * 2 * a.blocks * groups;
-  const int quarters = attention_quarters_                            ? attention_quarters_
-                       : undivided_ctas < 2 * ctx_->multiprocessors() ? 4
-                                                                      : 1;
+  const bool small = undivided_ctas < 2 * ctx_->multiprocessors();
+  const K kernels = attention_kernels_ != K::Auto ? attention_kernels_
+                    : small                       ? K::CudaCoresQuarters
+                    : attention_tensor_cores_     ? K::TensorCores
+                                                  : K::CudaCoresWhole;
+  if (kernels == K::TensorCores) {
+    Tensor pos = ctx_->upload_span(args.positions, DType::I64);
+    a.n = n;
+    a.q = ptr<const float>(q);
+    a.positions = ptr<const int64_t>(pos);
+    a.topk = args.topk ? ptr<const int32_t>(*args.topk) : nullptr;
+    if (cuda::attention_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
+                                        ptr<float>(out)))
+      return;
+  }
+  const int quarters = kernels == K::CudaCoresQuarters ? 4 : 1;
   auto run = [&]<int Q>() {
     const size_t key_bytes = static_cast<size_t>(cuda::kHalf * (d / Q + 2)) * sizeof(uint16_t);
     for (int64_t t0 = 0; t0 < n; t0 += chunk) {

@@ -5,6 +5,7 @@
 
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -68,6 +69,15 @@ CudaBackend::CudaBackend(int device) {
   info_ = devices[static_cast<size_t>(device)];
   name_ = "cuda:" + std::to_string(device);
   ctx_ = std::make_unique<cuda::DeviceContext>(device);
+  // FLASHDESK_CUDA_TENSOR_CORES=none|attention|moe|all (default all): which prefill paths run on
+  // the tensor cores, for comparing them with the CUDA-core and cuBLAS paths they replace.
+  if (const char* tc = std::getenv("FLASHDESK_CUDA_TENSOR_CORES")) {
+    const std::string v(tc);
+    FD_CHECK(v == "none" || v == "attention" || v == "moe" || v == "all",
+             "FLASHDESK_CUDA_TENSOR_CORES must be none, attention, moe or all, not '" + v + "'");
+    attention_tensor_cores_ = v == "attention" || v == "all";
+    grouped_moe_ = v == "moe" || v == "all";
+  }
 }
 
 CudaBackend::~CudaBackend() {

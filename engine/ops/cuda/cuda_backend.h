@@ -37,9 +37,14 @@ class CudaBackend final : public Backend {
   void synchronize();
   // moe_experts calls whose routed experts were in host memory and ran on the CPU.
   uint64_t host_moe_calls() const { return host_moe_calls_; }
-  // The attention kernels' split of the head dim: 0 picks it per call (4 parts for decode-sized
-  // calls, 1 for prefill), 1 or 4 forces it (tests run both).
-  void set_attention_quarters(int q) { attention_quarters_ = q; }
+  // Which sparse attention kernels run: picked per call (Auto: the CUDA-core kernels with the head
+  // dim in 4 parts for decode-sized calls, the tensor-core kernel for prefill-sized ones where its
+  // shapes allow, else the CUDA-core kernels undivided), or forced (the tests run each).
+  enum class AttentionKernels { Auto, CudaCoresWhole, CudaCoresQuarters, TensorCores };
+  void set_attention_kernels(AttentionKernels k) { attention_kernels_ = k; }
+  // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
+  // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
+  void set_grouped_moe(bool on) { grouped_moe_ = on; }
   // Device bytes held by weights (upload*) so far.
   size_t weight_bytes() const;
 
@@ -102,7 +107,9 @@ class CudaBackend final : public Backend {
   // experts of hybrid layers, Engram table rows.
   Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
-  int attention_quarters_ = 0;
+  AttentionKernels attention_kernels_ = AttentionKernels::Auto;
+  bool grouped_moe_ = true;
+  bool attention_tensor_cores_ = true;  // Auto's choice for prefill-sized calls
 
   CudaDeviceInfo info_;
   std::string name_;

@@ -293,6 +293,12 @@ void gemm(DeviceContext& ctx, const GemvJob& job) {
               job.y, n, out_total, job.y_stride);
 }
 
+void act_quant_to_bf16(DeviceContext& ctx, const float* x, int64_t n, int64_t cols, uint16_t* out) {
+  if (n == 0) return;
+  FD_LAUNCH(prepare_bf16_kernel, dim3(blocks_for(n * ((cols + 31) / 32) * 32, 256)), dim3(256), 0,
+            ctx.stream(), x, n, cols, 1, out);
+}
+
 void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeight& w,
                 LinearMode mode, float* y) {
   if (n == 0) return;

@@ -38,6 +38,10 @@ void gemv(DeviceContext& ctx, const GemvJob& job);
 // The same contract through dequantisation and cuBLAS (any n).
 void gemm(DeviceContext& ctx, const GemvJob& job);
 
+// out = bf16(act_quant(x)) for rows x [n, cols] F32 (exact in BF16: FP8 values times a power of
+// two), the input of the tensor-core and cuBLAS products.
+void act_quant_to_bf16(DeviceContext& ctx, const float* x, int64_t n, int64_t cols, uint16_t* out);
+
 // The linear of docs/numerics.md on device rows x [n, w.in] -> y [n, w.out] (y may not alias x).
 void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeight& w,
                 LinearMode mode, float* y);

@@ -19,6 +19,8 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/linear.cuh"
+#include "engine/ops/cuda/moe_grouped.h"
+#include "engine/ops/cuda/moe_table.cuh"
 #include "engine/util/torch_select.h"
 
 namespace flashdesk {
@@ -36,15 +38,6 @@ constexpr int kDownRows = 8, kDownDepth = 1;
 // once) instead of one grouped slot per row (read once per row): below, the extra launches cost
 // about what the reads save.
 constexpr int64_t kSharedApartRows = 3;
-
-// One expert's three matrices as the kernels read them (w1, w3: [inter, dim]; w2: [dim, inter]).
-struct ExpertEntry {
-  const uint8_t* data[3];
-  const uint8_t* scale[3];
-  int64_t scale_cols[3];
-  int32_t format[3];  // WeightFormat
-  int64_t inter, dim;
-};
 
 struct SlotArgs {
   const ExpertEntry* table;  // [n_routed + 1]: the shared expert last
@@ -475,6 +468,16 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     std::vector<float> host_w(static_cast<size_t>(n * k));
     read(ids, host_ids.data(), host_ids.size() * 4);
     read(weights, host_w.data(), host_w.size() * 4);
+    for (int32_t id : host_ids) FD_CHECK(id >= 0 && id < E, "moe: expert id out of range");
+    // Every routed expert in one launch per stage on the tensor cores where the formats allow.
+    const bool tensor_cores = grouped_moe_ && cuda::grouped_experts_fit(table, E, d);
+    if (tensor_cores) {
+      const cuda::ExpertRowPlan plan =
+          cuda::plan_expert_rows(host_ids, host_w, k, slots_per_row, E);
+      cuda::run_grouped_experts(*ctx_, ptr<const cuda::ExpertEntry>(dev_table), plan,
+                                ptr<const float>(x), n, d, table[0].inter, swiglu_limit,
+                                ptr<float>(o));
+    }
     auto run = [&](const ExpertWeights& ex, const std::vector<int64_t>& rows,
                    const std::vector<float>* row_weight, const std::vector<int64_t>& slot_rows) {
       const int64_t m = static_cast<int64_t>(rows.size()), inter = ex.w1.out;
@@ -495,10 +498,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
       FD_LAUNCH(cuda::place_rows_kernel, dim3(blocks_for(m * d, 256)), dim3(256), 0, ctx_->stream(),
                 ptr<const float>(out), ptr<const int64_t>(dst), m, d, ptr<float>(o));
     };
-    for (int32_t id : host_ids) FD_CHECK(id >= 0 && id < E, "moe: expert id out of range");
     std::vector<int64_t> rows, slot_rows;
     std::vector<float> row_weight;
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = 0; e < E && !tensor_cores; ++e) {
       rows.clear();
       slot_rows.clear();
       row_weight.clear();

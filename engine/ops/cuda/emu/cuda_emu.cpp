@@ -5,9 +5,11 @@
 
 #include <ucontext.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -34,7 +36,8 @@ struct Scope {  // a barrier over the live threads of a block or of one warp
 struct BlockRun {
   std::vector<Fiber> fibers;
   std::vector<Scope> warps;
-  std::vector<uint64_t> exchange;  // one slot per thread
+  std::vector<uint64_t> exchange;                  // one slot per thread
+  std::vector<std::array<uint32_t, 6>> fragments;  // one A and B fragment per thread (mma)
   Scope block;
   ucontext_t scheduler;
   Fiber* running = nullptr;
@@ -130,6 +133,47 @@ uint64_t warp_exchange(uint64_t value, unsigned src) {
   return got;
 }
 
+namespace {
+float bf16_value(uint32_t bits16) {
+  const uint32_t w = bits16 << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+}  // namespace
+
+void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b) {
+  BlockRun& run = *g_block;
+  const ThreadContext& t = ctx();
+  const unsigned base = t.warp * 32;
+  auto& mine = run.fragments[base + t.lane];
+  for (int i = 0; i < 4; ++i) mine[static_cast<size_t>(i)] = a[i];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  warp_barrier();
+  // A (16 x 16, row major) and B (16 x 8, column major) as the PTX ISA lays them over the lanes:
+  // lane L holds A rows L/4 and L/4 + 8, columns 2(L%4) + {0,1} and + 8; B columns L/4, rows
+  // 2(L%4) + {0,1} and + 8; the low half of a register is the lower index.
+  auto a_at = [&](unsigned row, unsigned col) {
+    const unsigned lane = (row % 8) * 4 + (col % 8) / 2;
+    const unsigned reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
+    return bf16_value((run.fragments[base + lane][reg] >> (16 * (col % 2))) & 0xFFFFu);
+  };
+  auto b_at = [&](unsigned k, unsigned col) {
+    const unsigned lane = col * 4 + (k % 8) / 2;
+    const unsigned reg = k >= 8 ? 5 : 4;
+    return bf16_value((run.fragments[base + lane][reg] >> (16 * (k % 2))) & 0xFFFFu);
+  };
+  const unsigned g = t.lane / 4, c0 = 2 * (t.lane % 4);
+  for (int i = 0; i < 4; ++i) {
+    const unsigned row = g + (i >= 2 ? 8 : 0), col = c0 + static_cast<unsigned>(i % 2);
+    float acc = d[i];
+    for (unsigned k = 0; k < 16; ++k) acc += a_at(row, k) * b_at(k, col);
+    d[i] = acc;
+  }
+  warp_barrier();
+}
+
 unsigned char* dynamic_smem() {
   return g_block->smem;
 }
@@ -155,6 +199,7 @@ void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::functio
         const unsigned n_warps = (threads + 31) / 32;
         run.warps.resize(n_warps);
         run.exchange.assign(n_warps * 32, 0);
+        run.fragments.assign(n_warps * 32, {});
         run.block.live = static_cast<int>(threads);
         for (unsigned i = 0; i < threads; ++i) {
           Fiber& f = run.fibers[i];

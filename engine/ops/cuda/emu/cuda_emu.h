@@ -128,6 +128,11 @@ void block_barrier();
 void warp_barrier();
 // Lane `src` of the calling warp's values after every lane wrote `value` (all lanes take part).
 uint64_t warp_exchange(uint64_t value, unsigned src);
+// The warp-wide m16n8k16 BF16 tensor-core product with FP32 accumulation (engine/ops/cuda/mma.cuh
+// documents the fragments): d += A * B, every lane passing its own fragments, as mma.sync does.
+// The products are exact in FP32; they are added to d in k order (the device's order differs
+// only in FP32 rounding).
+void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b);
 // Dynamic shared memory of the running block (the launch's byte count, 16-byte aligned).
 unsigned char* dynamic_smem();
 // A vector access of `bytes` at an address not a multiple of them: the device stops with a

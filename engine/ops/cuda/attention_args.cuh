@@ -1,0 +1,57 @@
+// The sparse attention kernels' shared view of one call (attention.cu, attention_tc.cu): the
+// queries, the window ring and this step's window rows, the compressed entries and each query's
+// top-k, and the lookup of the cache row behind a slot of a query's key list (docs/numerics.md
+// "Sparse attention": W window slots, then the top-k columns).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/cuda/kernel_util.cuh"
+
+namespace flashdesk::cuda {
+
+constexpr int kBlockSlots = 64;  // the definition's softmax block
+constexpr int64_t kMaxDim = 512;
+constexpr float kMinit = -1e30f;  // the running maximum's start (the sink is not in it)
+
+struct AttnArgs {
+  const float* q;  // [n, H, D]
+  const int64_t* positions;
+  const int64_t* ring_positions;  // [W]
+  const uint8_t* ring;            // [W, win_bytes]
+  const uint8_t* step;            // [n_step, win_bytes]
+  int64_t step_first, window;
+  const uint8_t* entries;  // [*, entry_bytes]
+  int64_t n_entries;
+  const int32_t* topk;  // [n, kc]
+  int64_t kc;
+  int64_t n, heads, dim, slots, blocks;  // slots = W + kc, blocks = ceil(slots / 64)
+  float softmax_scale;
+};
+
+// The cache row behind slot s of query t (nullptr: empty); *fp4 says which format it has.
+__device__ inline const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t s, bool* fp4) {
+  *fp4 = false;
+  if (s >= a.slots) return nullptr;
+  if (s < a.window) {
+    const int64_t p = a.positions[t];
+    const int64_t pos = lmax(0, p - a.window + 1) + s;
+    if (pos > p) return nullptr;
+    const int64_t win_bytes = a.dim + a.dim / 32;
+    if (pos >= a.step_first) return a.step + (pos - a.step_first) * win_bytes;
+    const int64_t slot = pos % a.window;
+    return a.ring_positions[slot] == pos ? a.ring + slot * win_bytes : nullptr;
+  }
+  const int32_t id = a.topk[t * a.kc + (s - a.window)];
+  if (id < 0 || id >= a.n_entries) return nullptr;
+  *fp4 = true;
+  return a.entries + static_cast<int64_t>(id) * (a.dim / 2 + a.dim / 16);
+}
+
+// The output of a query's attention launched on the tensor cores (attention_tc.cu), or false where
+// the shapes are not the ones it takes (heads <= 64, head dim a multiple of 64 up to 512): the
+// caller then runs the CUDA-core kernels. `out` [n, heads, dim] FP32 holding BF16 values.
+bool attention_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
+                               float* out);
+
+}  // namespace flashdesk::cuda

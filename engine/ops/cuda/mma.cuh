@@ -1,0 +1,41 @@
+// The warp-wide tensor-core product the prefill kernels use: mma.sync m16n8k16 with BF16 inputs
+// and FP32 accumulation (sm_80 and newer: every architecture the backend compiles for). On the
+// CPU emulation (`cuda-emu`) the same fragments go through fd_emu::mma_bf16_16816, so the
+// kernels' indexing is tested without a GPU.
+//
+// Fragments (PTX ISA, "mma.m16n8k16" for .bf16), with g = lane / 4 and c = 2 * (lane % 4); each
+// 32-bit register holds two BF16 values, the lower index in the low half:
+//   A (16 x 16, row major): a[0] = A[g][c, c+1], a[1] = A[g+8][c, c+1], a[2] = A[g][c+8, c+9],
+//                           a[3] = A[g+8][c+8, c+9]
+//   B (16 x 8, k by n):     b[0] = B[c, c+1][g],  b[1] = B[c+8, c+9][g]
+//   D (16 x 8, FP32):       d[0], d[1] = D[g][c, c+1],  d[2], d[3] = D[g+8][c, c+1]
+// BF16 products are exact in FP32, so a product's value is the definition's; only the order (and,
+// on the device, the tensor core's internal rounding) of the FP32 sums differs.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/cuda/cuda_compat.cuh"
+
+namespace flashdesk::cuda {
+
+// d += A * B for one 16 x 8 tile (every lane of the warp calls it with its fragments).
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4],
+                                               const uint32_t (&b)[2]) {
+#ifdef FLASHDESK_CUDA_EMU
+  fd_emu::mma_bf16_16816(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Two BF16 values (bit patterns) as one fragment register, `lo` at the lower index.
+__device__ __forceinline__ uint32_t pack_bf16_pair(uint16_t lo, uint16_t hi) {
+  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+}
+
+}  // namespace flashdesk::cuda
