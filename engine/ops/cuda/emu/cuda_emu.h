@@ -6,8 +6,9 @@
 // Goals: catch indexing, synchronisation and numerics mistakes of the kernels in CI-like runs
 // without a GPU, against the same tests as the real device. Non-goals: speed, concurrency between
 // blocks (blocks run one after another), memory-model races, anything the kernels do not use
-// (textures, tensor cores, inline PTX, cooperative groups). Kernels that need those must not be
-// compiled here. Included only through engine/ops/cuda/cuda_compat.cuh.
+// (textures, inline PTX, cooperative groups); kernels that need those must not be compiled here.
+// The one tensor-core product the kernels use (mma.cuh) is emulated with its fragment layout, its
+// sums in k order. Included only through engine/ops/cuda/cuda_compat.cuh.
 #pragma once
 
 #include <cmath>
