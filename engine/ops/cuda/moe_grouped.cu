@@ -247,16 +247,23 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const Exp
   a.dim = dim;
   a.limit = limit;
   a.out = ptr<float>(h);
-  FD_LAUNCH(grouped_expert_kernel<true>,
-            dim3(static_cast<unsigned>(inter / (kTileWeights / 2)), tiles), dim3(kThreads), 0,
-            ctx.stream(), a);
+  // Tiles along grid y, at most 65,535 a launch (a prompt of ~700k tokens at top-6).
+  auto launch = [&](auto kernel, unsigned columns) {
+    const int32_t* all = a.tiles;
+    for (unsigned t0 = 0; t0 < tiles; t0 += 65535u) {
+      a.tiles = all + 3 * static_cast<int64_t>(t0);
+      FD_LAUNCH(kernel, dim3(columns, std::min(65535u, tiles - t0)), dim3(kThreads), 0,
+                ctx.stream(), a);
+    }
+    a.tiles = all;
+  };
+  launch(grouped_expert_kernel<true>, static_cast<unsigned>(inter / (kTileWeights / 2)));
   Tensor hq = ctx.scratch(DType::BF16, Shape{pairs, inter});
   act_quant_to_bf16(ctx, ptr<const float>(h), pairs, inter, ptr<uint16_t>(hq));
   a.a = ptr<const uint16_t>(hq);
   a.k = inter;
   a.out = o;
-  FD_LAUNCH(grouped_expert_kernel<false>, dim3(static_cast<unsigned>(dim / kTileWeights), tiles),
-            dim3(kThreads), 0, ctx.stream(), a);
+  launch(grouped_expert_kernel<false>, static_cast<unsigned>(dim / kTileWeights));
 }
 
 }  // namespace flashdesk::cuda
