@@ -12,6 +12,24 @@
 namespace flashdesk::test {
 namespace {
 
+constexpr const char* kDsparkShard = "model-dspark.safetensors";
+
+// The files a DSpark head export brings (tools/train/dspark_export.py HEAD_FILES).
+bool is_dspark_head_file(const std::string& name) {
+  return name == "config.json" || name == "model.safetensors.index.json" || name == kDsparkShard;
+}
+
+// A text config as the target alone: no stages, one compress ratio per main layer.
+void remove_dspark_stages(nlohmann::json& t) {
+  t["num_nextn_predict_layers"] = 0;
+  std::vector<int64_t> ratios = t["compress_ratios"];
+  ratios.resize(t["num_hidden_layers"].get<size_t>());
+  t["compress_ratios"] = ratios;
+  for (const char* key : {"dspark_block_size", "dspark_target_layer_ids", "dspark_markov_rank",
+                          "dspark_n_routed_experts", "dspark_num_experts_per_tok"})
+    t.erase(key);
+}
+
 void add_dspark_stages(nlohmann::json& t, std::vector<int64_t> targets, int64_t rank,
                        int64_t noise) {
   t["num_nextn_predict_layers"] = 3;
@@ -45,35 +63,43 @@ const std::filesystem::path& flash_tiny_with_random_head_dir() {
   static const bool made = [] {
     const fs::path tiny = fs::path(FD_SOURCE_DIR) / "assets/models/flash-tiny";
     fs::create_directories(model);
+    // Link the target's own files only. The head's three files are written here as regular
+    // files: writing through a link to a shipped head would overwrite it.
     for (const auto& e : fs::directory_iterator(tiny))
-      fs::create_symlink(e.path(), model / e.path().filename());
-    // The config with stages, then a whole random checkpoint of it for its mtp.* tensors.
+      if (!is_dspark_head_file(e.path().filename().string()))
+        fs::create_symlink(e.path(), model / e.path().filename());
+    // The config with these stages (in place of any the shipped one has), then a whole random
+    // checkpoint of it for its mtp.* tensors.
     nlohmann::json j = nlohmann::json::parse(std::ifstream(tiny / "config.json"));
-    const int64_t vocab = j["text_config"]["vocab_size"];
-    add_dspark_stages(j["text_config"], {9, 10, 11}, 64, vocab - 1);
-    fs::remove(model / "config.json");
+    nlohmann::json& t = j["text_config"];
+    remove_dspark_stages(t);
+    const int64_t vocab = t["vocab_size"];
+    add_dspark_stages(t, {9, 10, 11}, 64, vocab - 1);
     std::ofstream(model / "config.json") << j.dump(2);
     RandomCheckpointOptions o;
     o.seed = 4;
     write_random_checkpoint(model / "config.json", dir.path() / "random", o);
     std::shared_ptr<const Checkpoint> random = Checkpoint::open(dir.path() / "random");
     std::vector<TensorData> head;
+    int64_t total = 0;  // every tensor of this config, as an index's total_size counts them
     for (const std::string& name : random->tensor_names()) {
-      if (!name.starts_with("mtp.")) continue;
       const TensorView v = random->tensor(name);
+      total += static_cast<int64_t>(v.nbytes);
+      if (!name.starts_with("mtp.")) continue;
       head.push_back(
           TensorData{name, v.dtype, {v.shape.begin(), v.shape.end()}, {v.data, v.data + v.nbytes}});
     }
-    const std::string shard = "model-dspark.safetensors";
-    write_safetensors(model / shard, head);
+    write_safetensors(model / kDsparkShard, head);
+    // The target's index without the shipped head's entries, plus this head's. The random
+    // checkpoint has every tensor of this config with the same shape and dtype as the model here.
     nlohmann::json index =
         nlohmann::json::parse(std::ifstream(tiny / "model.safetensors.index.json"));
-    for (const TensorData& t : head) {
-      index["weight_map"][t.name] = shard;
-      index["metadata"]["total_size"] =
-          index["metadata"]["total_size"].get<int64_t>() + static_cast<int64_t>(t.bytes.size());
-    }
-    fs::remove(model / "model.safetensors.index.json");
+    nlohmann::json weight_map = nlohmann::json::object();
+    for (const auto& [name, shard] : index["weight_map"].items())
+      if (!name.starts_with("mtp.")) weight_map[name] = shard;
+    for (const TensorData& h : head) weight_map[h.name] = kDsparkShard;
+    index["weight_map"] = weight_map;
+    index["metadata"]["total_size"] = total;
     std::ofstream(model / "model.safetensors.index.json") << index.dump(1);
     return true;
   }();

@@ -9,9 +9,12 @@ namespace flashdesk::test {
 // block size 5, target layers 11-13, Markov rank 32, top-3 routing.
 const std::filesystem::path& dspark_every_role_dir();
 
-// The trained demo model assets/models/flash-tiny with a random DSpark head added in the
-// published layout (its config gains the stages; the mtp.* tensors sit in a shard of their own):
-// flash-tiny ships none yet. Stages as above, target layers 9-11, Markov rank 64.
+// The trained demo model assets/models/flash-tiny with a random DSpark head in place of the one
+// it ships, in the published layout (the config's stages, the mtp.* tensors in a shard of their
+// own, model-dspark.safetensors, and their index entries). Only the target's files are linked;
+// the shipped head's files are neither read for their values nor written. Stages as above,
+// target layers 9-11, Markov rank 64, noise token vocab - 1. Tests of the shipped head itself:
+// dspark_shipped_head_test.cpp.
 const std::filesystem::path& flash_tiny_with_random_head_dir();
 
 }  // namespace flashdesk::test

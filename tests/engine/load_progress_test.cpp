@@ -1,6 +1,7 @@
-// Model-load progress (engine/model/load_progress.h) on the two-shard demo model: the reports
-// never go back, the per-tensor ones alone add up to the total (so the total is what is read),
-// the last one says done == total, and every shard is reported on.
+// Model-load progress (engine/model/load_progress.h) on the demo model (two shards and the DSpark
+// head's model-dspark.safetensors): the reports never go back, the per-tensor ones alone add up
+// to the total (so the total is what is read), the last one says done == total, and every shard
+// is reported on.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -60,7 +61,7 @@ TEST(LoadProgress, MonotonicEndsAtTotalAndCoversEveryShard) {
   EXPECT_EQ(reports[reports.size() - 2].done, total);
 
   const ShardIndex index = find_shards(kDemo);
-  ASSERT_EQ(index.shards.size(), 2u);
+  ASSERT_EQ(index.shards.size(), 3u);  // the main model's two and the DSpark head's
   std::map<std::string, int> calls_per_shard;
   std::set<std::string> tensors;
   for (const Report& r : reports) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The .deb end to end: builds it with CPack, installs it with apt, then runs what a user would from
-# /usr/bin: `flashdesk-cli --version`, a `generate` on the installed demo model (no --model), the
+# /usr/bin: `flashdesk-cli --version`, a `generate` on the installed demo model (no --model), plain
+# and with its DSpark head (`--speculative dspark`: the same answer, drafts accepted), the
 # app on the offscreen platform until the demo model has loaded (`--smoke-test`), and lintian (no
 # errors). Needs root (apt installs system-wide; CI runs as root). Removes the package again at the
 # end unless it was installed before. Usage: tests/packaging/package_test.sh [build dir]
@@ -43,6 +44,16 @@ answer="$(cd / && /usr/bin/flashdesk-cli generate --prompt "Hi! My name is Quinn
   --thinking off --max-tokens 12 --json)" || fail "flashdesk-cli generate without --model"
 grep -q "\"answer\"" <<<"$answer" || fail "generate printed no answer: $answer"
 echo "package test: generate: $answer"
+# The demo model's DSpark head is installed with it: the same greedy answer, with drafts accepted.
+spec="$(cd / && /usr/bin/flashdesk-cli generate --prompt "Hi! My name is Quinn. What is my name?" \
+  --thinking off --max-tokens 12 --json --speculative dspark)" ||
+  fail "flashdesk-cli generate --speculative dspark without --model"
+answer_ids() { grep -o '"answer_ids":\[[^]]*\]' <<<"$1"; }
+[ "$(answer_ids "$spec")" = "$(answer_ids "$answer")" ] ||
+  fail "the speculative answer differs from the plain one: $spec"
+grep -q '"accepted_tokens":[1-9]' <<<"$spec" || fail "the installed DSpark head accepted no drafts: $spec"
+echo "package test: generate --speculative dspark:" \
+  $(grep -o '"\(verifies\|drafted_tokens\|accepted_tokens\)":[0-9]*' <<<"$spec")
 
 loaded="$(cd / && QT_QPA_PLATFORM=offscreen timeout 150 /usr/bin/flashdesk --smoke-test)" ||
   fail "the installed app did not load the demo model offscreen"

@@ -8,8 +8,8 @@
 # load, generation of the target's own continuations, training, export) and writes under $OUT
 # (5 files, each < 15 MiB):
 #   head/config.json, head/model.safetensors.index.json, head/model-dspark.safetensors
-#                  the head in the published layout (install with dspark_eval.py --head or
-#                  tools/train/dspark_install.py)
+#                  the head in the published layout (evaluate with dspark_eval.py --head;
+#                  ship into flash-tiny with dspark_export.py ship)
 #   dspark_log.csv per-step losses, first-row accuracy, accepted drafts per block, dev figure
 #   run.log        the run's output
 # A later call can continue from a head: carry it (e.g. out/dspark-head) and pass

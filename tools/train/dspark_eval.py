@@ -3,7 +3,8 @@
 (`flashdesk-cli generate --speculative dspark --json`).
 
     python3 tools/train/dspark_eval.py --head OUT/head [--set dev|test] [--n 24] \
-        [--cli build/release/bin/flashdesk-cli] [--check 4]
+        [--cli build/release/bin/flashdesk-cli] [--check 4] [--compare-off] \
+        [--backend cpu] [--draft-min-survival X] [--temperature T --top-p P --seed S]
 
 --head is a head export (dspark_train.py's OUT/head, three files) installed beside --target
 (default assets/models/flash-tiny) in a temporary directory; --model takes an installed model
@@ -60,15 +61,27 @@ def prompts(which, n, seed=0):
     return out
 
 
-def run_cli(cli, model, text, mode, effort, max_tokens):
-    cmd = [cli, "generate", "--model", model, "--prompt", text, "--json", "--speculative", "dspark",
-           "--max-tokens", str(max_tokens), "--thinking", "on" if mode == "thinking" else "off"]
+def run_cli(cli, model, text, mode, effort, max_tokens, speculative="dspark", extra=()):
+    cmd = [cli, "generate", "--model", model, "--prompt", text, "--json", "--speculative",
+           speculative, "--max-tokens", str(max_tokens),
+           "--thinking", "on" if mode == "thinking" else "off", *extra]
     if mode == "thinking" and effort is not None:
         cmd += ["--effort", str(effort)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])}...: exit {r.returncode}: {r.stderr.strip()[-500:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def decode_seconds(stats):
+    """The engine's decode time (after the first token), from its tokens/s over tokens - 1."""
+    n = stats["generated_tokens"] - 1
+    tps = stats["decode_tokens_per_s"]
+    return n / tps if n > 0 and tps > 0 else 0.0
+
+
+def answer_ids(out):
+    return list(out["reasoning_ids"]) + list(out["answer_ids"])
 
 
 def simulate(model_dir, text, out, max_tokens):
@@ -123,7 +136,26 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=24)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--check", type=int, default=0)
+    ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--threads", type=int, help="CPU threads (the CLI's default: every core)")
+    ap.add_argument("--draft-min-survival", type=float,
+                    help="the confidence threshold (the CLI's default when not given)")
+    ap.add_argument("--temperature", type=float, default=0.0)
+    ap.add_argument("--top-p", type=float, default=1.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compare-off", action="store_true",
+                    help="also decode without speculation: speed-up, and identical ids (greedy)")
     a = ap.parse_args(argv)
+    greedy = a.temperature == 0.0
+    if a.check and not greedy:
+        raise SystemExit("--check replays the greedy loop: use it with temperature 0")
+    extra = ["--backend", a.backend, "--temperature", str(a.temperature), "--top-p", str(a.top_p),
+             "--seed", str(a.seed)]
+    if a.threads is not None:
+        extra += ["--threads", str(a.threads)]
+    spec_extra = list(extra)
+    if a.draft_min_survival is not None:
+        spec_extra += ["--draft-min-survival", str(a.draft_min_survival)]
     if not os.path.exists(a.cli):
         raise SystemExit(f"{a.cli}: no such CLI (build flashdesk-cli or pass --cli)")
     tmp = tempfile.TemporaryDirectory()
@@ -133,18 +165,34 @@ def main(argv=None):
             raise SystemExit("give --head or --model")
         model = os.path.join(tmp.name, "model")
         install(a.head, a.target, model, link=True)
-    tot = dict(verifies=0, drafted=0, accepted=0, tokens=0)
-    checks, checked = [], 0
+    tot = dict(verifies=0, drafted=0, accepted=0, tokens=0, rounds=0, decoded=0, seconds=0.0,
+               off_decoded=0, off_seconds=0.0)
+    checks, checked, differ = [], 0, []
     for i, (task, text, mode, effort) in enumerate(prompts(a.set, a.n)):
-        out = run_cli(a.cli, model, text, mode, effort, a.max_tokens)
+        out = run_cli(a.cli, model, text, mode, effort, a.max_tokens, "dspark", spec_extra)
         s = out["stats"]
         tot["verifies"] += s["verifies"]
         tot["drafted"] += s["drafted_tokens"]
         tot["accepted"] += s["accepted_tokens"]
         tot["tokens"] += s["generated_tokens"]
+        tot["rounds"] += s["draft_rounds"]
+        tot["decoded"] += max(0, s["generated_tokens"] - 1)
+        tot["seconds"] += decode_seconds(s)
         line = (f"{i:3d} {task:12s} {mode:8s} tokens {s['generated_tokens']:4d} verifies "
                 f"{s['verifies']:3d} accepted {s['accepted_tokens']:4d} "
-                f"({s['mean_accepted_per_verify']:.2f}/verify)")
+                f"({s['mean_accepted_per_verify']:.2f}/verify) "
+                f"{s['decode_tokens_per_s']:.0f} tok/s")
+        if a.compare_off:
+            off = run_cli(a.cli, model, text, mode, effort, a.max_tokens, "off", extra)
+            o = off["stats"]
+            tot["off_decoded"] += max(0, o["generated_tokens"] - 1)
+            tot["off_seconds"] += decode_seconds(o)
+            line += f", off {o['decode_tokens_per_s']:.0f} tok/s"
+            if greedy:
+                same = answer_ids(off) == answer_ids(out) and off["finish"] == out["finish"]
+                line += "" if same else "  IDS DIFFER from plain decoding"
+                if not same:
+                    differ.append(i)
         if checked < a.check and mode == "chat":
             v, acc = simulate(model, text, out, a.max_tokens)
             checks.append((v, acc) == (s["verifies"], s["accepted_tokens"]))
@@ -155,12 +203,24 @@ def main(argv=None):
     print(f"{a.set} set, {a.n} prompts: {tot['tokens']} tokens, {tot['verifies']} verifies, "
           f"{tot['drafted']} drafted, {tot['accepted']} accepted: "
           f"{tot['accepted'] / v:.3f} accepted drafts per verify, "
-          f"{(tot['accepted'] + tot['verifies']) / v:.3f} tokens per verify")
+          f"{(tot['accepted'] + tot['verifies']) / v:.3f} tokens per verify, "
+          f"{tot['drafted'] / max(1, tot['rounds']):.3f} drafts per round "
+          f"({tot['rounds']} rounds)")
+    spec_speed = tot["decoded"] / tot["seconds"] if tot["seconds"] > 0 else 0.0
+    print(f"decode speed, speculative: {spec_speed:.1f} tokens/s "
+          f"({tot['decoded']} tokens in {tot['seconds']:.2f} s)")
+    if a.compare_off:
+        off_speed = tot["off_decoded"] / tot["off_seconds"] if tot["off_seconds"] > 0 else 0.0
+        print(f"decode speed, off: {off_speed:.1f} tokens/s ({tot['off_decoded']} tokens in "
+              f"{tot['off_seconds']:.2f} s); speed-up {spec_speed / max(off_speed, 1e-9):.2f}x")
+        if greedy:
+            print(f"ids identical to plain decoding: {a.n - len(differ)} of {a.n} prompts"
+                  + (f" (differ: {differ})" if differ else ""))
     if checks:
         print(f"trainer replay: {sum(checks)} of {len(checks)} prompts with the engine's exact "
               "verify and acceptance counts")
     tmp.cleanup()
-    return 0 if all(checks) else 1
+    return 0 if all(checks) and not differ else 1
 
 
 if __name__ == "__main__":

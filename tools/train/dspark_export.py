@@ -8,10 +8,13 @@ attn_sink and gate biases, BF16 for the rest. The codes are those of the QAT for
 
     write_head(head, target_dir, out_dir)   # the three files (what the GPU run brings back)
     install(head_dir, target_dir, model_dir)  # a loadable model: target files + the head's
+    ship(head_dir, target_dir)              # the head into target_dir itself
     load_head(head, model_dir)              # dequantised values back into a DsparkHead
 
 From the command line (a model directory the engine loads, the target's files linked):
     python3 tools/train/dspark_export.py install HEAD_DIR MODEL_DIR [--target DIR] [--copy]
+or into the target directory itself (how assets/models/flash-tiny got its head):
+    python3 tools/train/dspark_export.py ship HEAD_DIR [--target DIR]
 """
 import argparse
 import json
@@ -26,7 +29,7 @@ if __package__ in (None, ""):   # run as a script: tools/ on the path, then the 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     __package__ = "train"
 from .export import _bf16, _fp4, _fp8  # noqa: E402
-from flashdesk_ref.safetensors import write_safetensors  # noqa: E402
+from flashdesk_ref.safetensors import _read_header, write_safetensors  # noqa: E402
 
 SHARD = "model-dspark.safetensors"
 HEAD_FILES = ("config.json", "model.safetensors.index.json", SHARD)
@@ -63,6 +66,19 @@ def head_config(target_raw, dcfg, cfg):
     return raw
 
 
+def target_tensor_bytes(target_dir, weight_map):
+    """The data bytes of weight_map's tensors (an index's total_size), from the shard headers:
+    not the files' sizes, which add the headers, and not the target index's total, which counts a
+    head the target may already ship."""
+    total = 0
+    for shard in sorted(set(weight_map.values())):
+        header, _, _ = _read_header(os.path.join(target_dir, shard))
+        for name, entry in header.items():
+            if weight_map.get(name) == shard:
+                total += entry["data_offsets"][1] - entry["data_offsets"][0]
+    return total
+
+
 def write_head(head, target_dir, out_dir):
     """Writes HEAD_FILES for `head` trained against the checkpoint in target_dir."""
     os.makedirs(out_dir, exist_ok=True)
@@ -71,7 +87,7 @@ def write_head(head, target_dir, out_dir):
     with open(os.path.join(target_dir, "model.safetensors.index.json")) as f:
         index = json.load(f)
     wm = {n: s for n, s in index["weight_map"].items() if not n.startswith("mtp.")}
-    total = sum(os.path.getsize(os.path.join(target_dir, s)) for s in set(wm.values()))
+    total = target_tensor_bytes(target_dir, wm)
     for n, (_, arr) in tensors.items():
         wm[n] = SHARD
         total += arr.nbytes
@@ -106,6 +122,62 @@ def install(head_dir, target_dir, model_dir, link=False):
         shutil.copyfile(src, dst)
 
 
+DSPARK_KEYS = ("num_nextn_predict_layers", "dspark_block_size", "dspark_noise_token_id",
+               "dspark_target_layer_ids", "dspark_markov_rank", "dspark_n_routed_experts",
+               "dspark_num_experts_per_tok")
+
+
+def _target_view(raw):
+    """A config as the target alone: no stage keys, one compress ratio per main layer."""
+    raw = json.loads(json.dumps(raw))
+    t = raw["text_config"]
+    for key in DSPARK_KEYS:
+        t.pop(key, None)
+    t["compress_ratios"] = list(t["compress_ratios"])[:t["num_hidden_layers"]]
+    return raw
+
+
+def ship(head_dir, target_dir):
+    """Installs the head into target_dir itself (the model that ships it): its shard copied in,
+    its config and index in place of the target's. Refused when the head was not exported against
+    this target (other main config or other main tensors), so nothing of the target changes but
+    the head's entries. Replaces a head the target already ships."""
+    for name in HEAD_FILES:
+        if not os.path.exists(os.path.join(head_dir, name)):
+            raise FileNotFoundError(f"{head_dir}: no {name} (not a DSpark head export)")
+    with open(os.path.join(head_dir, "config.json")) as f:
+        head_raw = json.load(f)
+    with open(os.path.join(target_dir, "config.json")) as f:
+        target_raw = json.load(f)
+    if _target_view(head_raw) != _target_view(target_raw):
+        raise ValueError(f"{head_dir}/config.json: the main model's keys differ from "
+                         f"{target_dir}/config.json (a head trained against another target)")
+    with open(os.path.join(head_dir, "model.safetensors.index.json")) as f:
+        head_index = json.load(f)
+    with open(os.path.join(target_dir, "model.safetensors.index.json")) as f:
+        target_index = json.load(f)
+    main = {n: s for n, s in target_index["weight_map"].items() if not n.startswith("mtp.")}
+    head_main = {n: s for n, s in head_index["weight_map"].items() if not n.startswith("mtp.")}
+    if head_main != main:
+        raise ValueError(f"{head_dir}/model.safetensors.index.json: the main tensors' shards "
+                         f"differ from {target_dir}'s (a head exported beside another target)")
+    head_header, _, _ = _read_header(os.path.join(head_dir, SHARD))
+    wm = dict(main)
+    for name in head_header:
+        wm[name] = SHARD
+    total = target_tensor_bytes(target_dir, main) + sum(
+        e["data_offsets"][1] - e["data_offsets"][0] for e in head_header.values())
+    index = {"metadata": dict(target_index.get("metadata", {}), total_size=int(total)),
+             "weight_map": dict(sorted(wm.items()))}
+    for name in HEAD_FILES:   # never write through a link into another directory
+        if os.path.islink(os.path.join(target_dir, name)):
+            os.remove(os.path.join(target_dir, name))
+    shutil.copyfile(os.path.join(head_dir, SHARD), os.path.join(target_dir, SHARD))
+    with open(os.path.join(target_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f, indent=1)
+    shutil.copyfile(os.path.join(head_dir, "config.json"), os.path.join(target_dir, "config.json"))
+
+
 def load_head(head, model_dir):
     """Dequantised mtp.* values of model_dir into `head` (QAT re-quantises them to the same
     codes)."""
@@ -126,13 +198,23 @@ def load_head(head, model_dir):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="installs a DSpark head export beside its target")
-    ap.add_argument("command", choices=["install"])
+    ap.add_argument("command", choices=["install", "ship"],
+                    help="install: a new MODEL_DIR with the target's files and the head; ship: "
+                         "the head into the target directory itself (no MODEL_DIR)")
     ap.add_argument("head_dir")
-    ap.add_argument("model_dir")
+    ap.add_argument("model_dir", nargs="?")
     ap.add_argument("--target", default=os.path.join(os.path.dirname(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__)))), "assets", "models", "flash-tiny"))
     ap.add_argument("--copy", action="store_true", help="copy the target's files (default: links)")
     a = ap.parse_args(argv)
+    if a.command == "ship":
+        if a.model_dir is not None:
+            raise SystemExit("dspark_export ship: no MODEL_DIR (the head goes into --target)")
+        ship(a.head_dir, a.target)
+        print(f"shipped {a.head_dir} in {a.target}")
+        return
+    if a.model_dir is None:
+        raise SystemExit("dspark_export install: give MODEL_DIR")
     if os.path.abspath(a.model_dir) == os.path.abspath(a.target):
         raise SystemExit("dspark_export install: MODEL_DIR must differ from the target directory")
     install(a.head_dir, a.target, a.model_dir, link=not a.copy)

@@ -16,7 +16,8 @@ from flashdesk_ref.dspark import Draft
 from flashdesk_ref.model import Model
 from flashdesk_ref.safetensors import SafeTensorsFile
 from train.config import load_model_config
-from train.dspark_export import SHARD, head_tensors, install, load_head, write_head
+from train.dspark_export import (HEAD_FILES, SHARD, head_tensors, install, load_head, ship,
+                                 target_tensor_bytes, write_head)
 from train.dspark_head import DsparkConfig, DsparkHead
 from train.dspark_train import batch_labels
 from train.numerics import Numerics
@@ -110,6 +111,69 @@ class DsparkHeadTest(unittest.TestCase):
         self.assertEqual(t["num_nextn_predict_layers"], 3)
         self.assertEqual(t["dspark_target_layer_ids"], [9, 10, 11])
         self.assertEqual(len(t["compress_ratios"]), t["num_hidden_layers"] + 3)
+
+    def test_ship_into_the_target_itself(self):
+        """ship(): the head's shard and config in the target directory, the index with the main
+        tensors' entries unchanged plus the head's, total_size the data bytes of both; the head
+        loads back to the same codes; shipping it again (over a shipped head) changes nothing."""
+        with tempfile.TemporaryDirectory() as tmp:
+            target = os.path.join(tmp, "target")
+            os.makedirs(target)
+            for name in os.listdir(TINY):   # the target's files; the head's as links (the
+                src = os.path.join(TINY, name)   # repository's own head must not be written)
+                os.symlink(src, os.path.join(target, name))
+            with open(os.path.join(TINY, "model.safetensors.index.json")) as f:
+                tiny_wm = json.load(f)["weight_map"]
+            ship(self.head_dir, target)
+            for name in HEAD_FILES:
+                self.assertFalse(os.path.islink(os.path.join(target, name)), name)
+            with open(os.path.join(TINY, "model.safetensors.index.json")) as f:
+                self.assertEqual(json.load(f)["weight_map"], tiny_wm)   # TINY untouched
+            with open(os.path.join(target, "model.safetensors.index.json")) as f:
+                index = json.load(f)
+            main = {n: s for n, s in tiny_wm.items() if not n.startswith("mtp.")}
+            a = head_tensors(self.head)
+            self.assertEqual(index["weight_map"], {**main, **{n: SHARD for n in a}})
+            self.assertEqual(index["metadata"]["total_size"], target_tensor_bytes(target, main)
+                             + sum(arr.nbytes for _, arr in a.values()))
+            with open(os.path.join(self.head_dir, SHARD), "rb") as f1, \
+                    open(os.path.join(target, SHARD), "rb") as f2:
+                self.assertEqual(f1.read(), f2.read())
+            again = DsparkHead(self.cfg, self.head.dcfg)
+            load_head(again, target)
+            b = head_tensors(again)
+            self.assertTrue(all(np.array_equal(a[n][1], b[n][1]) for n in a))
+            before = {n: open(os.path.join(target, n), "rb").read() for n in HEAD_FILES}
+            ship(self.head_dir, target)
+            self.assertEqual({n: open(os.path.join(target, n), "rb").read()
+                              for n in HEAD_FILES}, before)
+
+    def test_ship_refuses_a_head_of_another_target(self):
+        """A head whose main config differs from the target's is refused, naming the file, and
+        the target keeps its files."""
+        with tempfile.TemporaryDirectory() as tmp:
+            head = os.path.join(tmp, "head")
+            os.makedirs(head)
+            for name in HEAD_FILES:
+                os.symlink(os.path.join(self.head_dir, name), os.path.join(head, name))
+            os.remove(os.path.join(head, "config.json"))
+            with open(os.path.join(self.head_dir, "config.json")) as f:
+                raw = json.load(f)
+            raw["text_config"]["moe_intermediate_size"] += 32
+            with open(os.path.join(head, "config.json"), "w") as f:
+                json.dump(raw, f)
+            target = os.path.join(tmp, "target")
+            os.makedirs(target)
+            for name in ("config.json", "model.safetensors.index.json"):
+                with open(os.path.join(TINY, name), "rb") as f, \
+                        open(os.path.join(target, name), "wb") as g:
+                    g.write(f.read())
+            with self.assertRaisesRegex(ValueError, "config.json: the main model's keys"):
+                ship(head, target)
+            self.assertFalse(os.path.exists(os.path.join(target, SHARD)))
+            with open(os.path.join(TINY, "config.json"), "rb") as f, \
+                    open(os.path.join(target, "config.json"), "rb") as g:
+                self.assertEqual(f.read(), g.read())
 
     def test_labels_follow_the_greedy_path(self):
         """Row i is trained only where ids[P+1..P+i] are the target's greedy picks."""
