@@ -200,6 +200,13 @@ HttpServer::HttpServer(CompletionService& service, ServeOptions options)
   const int connections = impl_->options.connections;
   impl_->server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
   impl_->server.set_payload_max_length(impl_->options.max_request_bytes);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server (another
+  // `serve`, or the app's switch) binds a port already served and the kernel splits the
+  // connections between the two; a taken port must fail to bind instead.
+  impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   impl_->routes();
 }
 
