@@ -61,6 +61,15 @@ void ChatController::queue(void (ChatWorker::*slot)(Args...), std::decay_t<Args>
 void ChatController::loadModel(const QString& directory) {
   queue(&ChatWorker::loadModel, directory);
 }
+
+void ChatController::connectRemote(const QString& url, const QString& api_key,
+                                   const QString& model) {
+  queue(&ChatWorker::connectRemote, url, api_key, model);
+}
+
+void ChatController::setServing(bool on, int port) {
+  queue(&ChatWorker::setServing, on, port);
+}
 void ChatController::setDevice(const QString& backend, int threads) {
   queue(&ChatWorker::setDevice, backend, threads);
 }

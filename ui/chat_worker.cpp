@@ -74,6 +74,7 @@ void ChatWorker::initialize() {
 void ChatWorker::loadModel(const QString& directory) {
   emit modelLoading(directory);
   open_sessions_.clear();  // the service forgets its sessions when the model changes
+  stop_serving();          // the server's engine goes with the old model
   try {
     // One signal per per-mille step: a checkpoint of many thousand tensors must not flood the
     // GUI's event queue.
@@ -90,6 +91,56 @@ void ChatWorker::loadModel(const QString& directory) {
   } catch (const std::exception& e) {
     emit modelFailed(directory, QString::fromUtf8(e.what()));
   }
+  if (serving_port_ && service_->model()) start_serving();
+}
+
+void ChatWorker::connectRemote(const QString& url, const QString& api_key, const QString& model) {
+  emit modelLoading(url);
+  try {
+    const ModelSummary summary = service_->connect_remote(
+        {.url = url.toStdString(), .api_key = api_key.toStdString(), .model = model.toStdString()});
+    open_sessions_.clear();  // the local model is gone with its sessions' live KV
+    if (serving_) {          // ... and its API server
+      serving_ = false;
+      emit servingStopped();
+    }
+    emit modelLoaded(qstr(summary.name), url, qstr(summary.backend));
+  } catch (const std::exception& e) {
+    emit modelFailed(url, QString::fromUtf8(e.what()));
+    if (const auto kept = service_->model())
+      emit modelLoaded(qstr(kept->name), qstr(kept->directory.string()), qstr(kept->backend));
+  }
+  if (serving_port_ && !serving_ && service_->model()) start_serving();
+}
+
+void ChatWorker::setServing(bool on, int port) {
+  if (!on) {
+    serving_port_.reset();
+    return stop_serving();
+  }
+  serving_port_ = port;
+  if (service_->model()) start_serving();
+}
+
+void ChatWorker::start_serving() {
+  server::ServeOptions options;  // 127.0.0.1, no key: loopback only
+  options.port = *serving_port_;
+  try {
+    const ServingInfo info = service_->start_serving(options);
+    serving_ = true;
+    emit servingStarted(qstr(info.url), qstr(info.model));
+  } catch (const std::exception& e) {
+    serving_ = false;
+    serving_port_.reset();
+    emit servingFailed(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::stop_serving() {
+  service_->stop_serving();  // waits for the answer in flight to end after its current token
+  if (!serving_) return;
+  serving_ = false;
+  emit servingStopped();
 }
 
 void ChatWorker::setCacheLimits(const CacheLimits& limits) {
