@@ -36,6 +36,7 @@ class AppChatService final : public ChatService {
     return local_.start_serving(options);
   }
   void stop_serving() override { local_.stop_serving(); }
+  void interrupt_serving() override { local_.interrupt_serving(); }
   void set_device(const std::string& backend, int threads) override {
     local_.set_device(backend, threads);
   }

@@ -67,7 +67,10 @@ void ChatController::connectRemote(const QString& url, const QString& api_key,
   queue(&ChatWorker::connectRemote, url, api_key, model);
 }
 
+// Off: the API's answer in flight is ended at once, from this thread, so the stop queued to the
+// worker is not kept waiting behind it (nor behind a window turn waiting for the engine).
 void ChatController::setServing(bool on, int port) {
+  if (!on) worker_->interrupt_serving();
   queue(&ChatWorker::setServing, on, port);
 }
 void ChatController::setDevice(const QString& backend, int threads) {

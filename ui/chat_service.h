@@ -145,6 +145,9 @@ class ChatService {
   // Stops the API server (no-op when none runs): no new connections, the API's answer in flight
   // ends after its current token. A model load stops it too.
   virtual void stop_serving() {}
+  // Any thread: ends the API server's answer in flight after its current token (and every later
+  // one), so a stop_serving queued behind it, or a window turn waiting for the engine, comes soon.
+  virtual void interrupt_serving() {}
   // The KV cache sizes of the next load_model (a service without caches ignores them).
   virtual void set_cache_limits(const CacheLimits& /*limits*/) {}
   virtual std::optional<ModelSummary> model() const = 0;

@@ -33,7 +33,11 @@ class ChatWorker : public QObject {
   void request_close() {
     closing_.store(true);
     stop_.store(true);
+    service_->interrupt_serving();  // an API answer the worker may be waiting behind
   }
+  // Thread-safe: ends the API server's answer in flight after its current token (serving is
+  // being switched off; setServing(false) follows).
+  void interrupt_serving() { service_->interrupt_serving(); }
 
  public slots:
   void initialize();

@@ -50,17 +50,34 @@ ModelSummary PersistentChatService::load_model(const std::filesystem::path& dire
 }
 
 void PersistentChatService::unload() {
-  server_.reset();  // its requests end before the engine goes
+  stop_serving();  // its requests end before the engine goes
   summary_.reset();
   chat_.reset();  // finishes its queued block writes and token commits first
   engine_.reset();
 }
 
 ServingInfo PersistentChatService::start_serving(const server::ServeOptions& options) {
-  server_.reset();
+  stop_serving();
   if (!engine_) throw InvalidRequest("no local model is loaded: there is nothing to serve");
-  server_ = std::make_unique<server::BackgroundServer>(*engine_, engine_queue_, options);
-  return {.url = server_->url(), .model = server_->model_id()};
+  auto started = std::make_unique<server::BackgroundServer>(*engine_, engine_queue_, options);
+  const ServingInfo info{.url = started->url(), .model = started->model_id()};
+  std::lock_guard lock(server_mutex_);
+  server_ = std::move(started);
+  return info;
+}
+
+void PersistentChatService::stop_serving() {
+  std::unique_ptr<server::BackgroundServer> stopping;
+  {
+    std::lock_guard lock(server_mutex_);
+    stopping = std::move(server_);
+  }
+  stopping.reset();  // joins its thread: not under the mutex, which interrupt_serving takes
+}
+
+void PersistentChatService::interrupt_serving() {
+  std::lock_guard lock(server_mutex_);
+  if (server_) server_->interrupt();
 }
 
 storage::PersistentChat& PersistentChatService::require_chat() const {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "app/server/background_server.h"
 #include "engine/runtime/chat_engine.h"
@@ -36,7 +37,8 @@ class PersistentChatService final : public ChatService {
   // Frees the model (and stops the API server): nothing is loaded afterwards.
   void unload();
   ServingInfo start_serving(const server::ServeOptions& options) override;
-  void stop_serving() override { server_.reset(); }
+  void stop_serving() override;
+  void interrupt_serving() override;
   void set_device(const std::string& backend, int threads) override {
     engine_options_.backend = backend;
     engine_options_.threads = threads;
@@ -72,8 +74,11 @@ class PersistentChatService final : public ChatService {
   // The engine's one queue: the window's turns and the API server's (outlives both).
   mutable server::TurnQueue engine_queue_;
   std::unique_ptr<ChatEngine> engine_;
-  std::unique_ptr<storage::PersistentChat> chat_;     // on engine_: declared after it
-  std::unique_ptr<server::BackgroundServer> server_;  // on engine_ and chat_: stopped first
+  std::unique_ptr<storage::PersistentChat> chat_;  // on engine_: declared after it
+  // On engine_ and chat_: stopped first. The pointer is guarded by server_mutex_ (read by
+  // interrupt_serving on another thread); the server is destroyed outside it.
+  std::mutex server_mutex_;
+  std::unique_ptr<server::BackgroundServer> server_;
   std::optional<ModelSummary> summary_;
 };
 

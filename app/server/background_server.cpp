@@ -17,7 +17,7 @@ BackgroundServer::BackgroundServer(ChatEngine& engine, TurnQueue& queue, ServeOp
 }
 
 BackgroundServer::~BackgroundServer() {
-  service_.cancel_all();
+  interrupt();
   http_.stop();
   thread_.join();
 }

@@ -30,6 +30,9 @@ class BackgroundServer {
   // The API's base URL, http://HOST:PORT/v1.
   std::string url() const;
   const std::string& model_id() const { return service_.model_id(); }
+  // Ends the API answer in flight after its current token, and every later one at its first
+  // (the server is about to stop). Any thread.
+  void interrupt() { service_.cancel_all(); }
 
  private:
   std::string host_;

@@ -121,6 +121,53 @@ class LocalServerTest : public QObject {
     QVERIFY(view->message(3)->note().isEmpty());
   }
 
+  // Off while an API answer is being written and a window turn waits behind it: the answer ends
+  // after its current token (the switch interrupts it from the GUI thread) rather than running to
+  // its end, then the window's turn runs.
+  void switchingOffEndsTheApiAnswerInFlight() {
+    ServingApp app(kModel);
+    MainWindow& window = *app.window;
+    QVERIFY(QTest::qWaitFor([&] { return window.modelName().startsWith("Model:"); }, 60'000));
+    window.serveAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.serverStatus().isEmpty(), 10'000);
+    const QString base =
+        QStringLiteral("http://127.0.0.1:%1/v1").arg(served_port(window.serverStatus()));
+    // Sampled at temperature 2 with a fixed seed: over a hundred tokens before the end.
+    QJsonObject request{
+        {"model", "flash-tiny"},
+        {"temperature", 2},
+        {"seed", 7},
+        {"max_tokens", 3000},
+        {"thinking", QJsonObject{{"type", "disabled"}}},
+        {"messages", QJsonArray{QJsonObject{{"role", "user"},
+                                            {"content", "Tell me a long story about the sea."}}}}};
+    Curl alone(chat_post(base, request));
+    QVERIFY(alone.wait());
+    const int whole = QJsonDocument::fromJson(alone.output())["usage"]["completion_tokens"].toInt();
+    QVERIFY2(whole > 50, alone.output().constData());
+
+    request["stream"] = true;
+    request["stream_options"] = QJsonObject{{"include_usage", true}};
+    Curl streamed(chat_post(base, request));
+    QVERIFY(QTest::qWaitFor([&] { return streamed.output().count("data: ") >= 3; }, 30'000));
+    // A window turn queued behind the API's answer keeps the worker waiting for the engine: the
+    // switch must reach the server without going through the worker.
+    app.type_and_send(QStringLiteral("What is 12 + 30?"));
+    QSignalSpy stopped(app.controller->worker(), &ChatWorker::servingStopped);
+    window.serveAction()->trigger();  // off, mid-answer
+    QVERIFY(streamed.wait());
+    QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 30'000);
+    QVERIFY(app.wait_turn());
+    QCOMPARE(window.messageView()->messageCount(), 2);
+    QVERIFY(!window.messageView()->message(1)->text().isEmpty());
+    int generated = -1;
+    for (const QByteArray& line : streamed.output().split('\n'))
+      if (line.startsWith("data: {") && line.contains("\"usage\""))
+        generated = QJsonDocument::fromJson(line.mid(6))["usage"]["completion_tokens"].toInt();
+    qInfo("the answer alone: %d tokens; switched off after the first: %d", whole, generated);
+    QVERIFY2(generated >= 1 && generated < whole, streamed.output().constData());
+  }
+
   // A port another program holds: the switch goes back off and the status line says why.
   void aTakenPortTurnsTheSwitchOffWithTheReason() {
     ServingApp app(kModel);
