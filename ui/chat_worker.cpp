@@ -7,6 +7,7 @@
 
 #include "engine/runtime/conversation.h"
 #include "engine/util/error.h"
+#include "storage/session_images.h"
 
 namespace flashdesk::ui {
 
@@ -280,7 +281,11 @@ MessageRow ChatWorker::store_user_message(qint64 id, const TurnRequest& request)
   }
   storage::NewMessage user;
   user.text = request.text;
-  for (const auto& path : request.images) user.images.push_back({read_file(path), ""});
+  for (const auto& path : request.images) {
+    std::vector<uint8_t> bytes = read_file(path);
+    std::string mime_type = storage::image_mime_type(bytes, path);  // the store requires one
+    user.images.push_back({std::move(bytes), std::move(mime_type)});
+  }
   store_->append_message(id, user);
   return to_row(store_->messages(id).back());
 }

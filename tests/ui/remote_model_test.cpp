@@ -1,8 +1,11 @@
 // A remote model entry against a real `flashdesk-cli serve` started by the test: the dialog lists
 // the endpoint's models, the window chats with it like a local model (thinking and answer in the
 // same widgets, the note that KV persistence does not apply), the history is resent (the server's
-// cache serves it) and the turns land in the session's SQLite file.
+// cache serves it), a picture goes as a data URL, and the turns (the picture too) land in the
+// sessions' SQLite file.
 #include <QComboBox>
+#include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QLabel>
 #include <QLineEdit>
@@ -24,6 +27,8 @@ namespace {
 
 const QString kModel = QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
 const QString kSum = QStringLiteral("What is 4821 + 3377?");
+const QString kImage = QStringLiteral(FD_SOURCE_DIR "/assets/eval/demo/images/image-0.png");
+const QString kColour = QStringLiteral("What colour is the square?");
 
 // `flashdesk-cli serve` on any free port, ended when destroyed.
 class ServeProcess {
@@ -126,16 +131,53 @@ class RemoteModelTest : public QObject {
     QCOMPARE(reply["choices"][0]["message"]["content"].toString(), answer);
     QCOMPARE(reply["choices"][0]["message"]["reasoning_content"].toString(), thinking);
 
-    // The session's SQLite file, read after the app is gone.
+    // A picture in a new chat: sent as a data URL (the server's answer to the same message is
+    // the app's), stored with the message.
+    const qint64 first_chat = window.currentSession();
+    window.newSession();
+    QTRY_VERIFY_WITH_TIMEOUT(window.currentSession() != 0 && window.currentSession() != first_chat,
+                             10'000);
+    QVERIFY(window.composer()->addImageFile(kImage));
+    app.type_and_send(kColour);
+    QVERIFY(app.wait_turn());
+    QVERIFY2(window.composer()->errorText().isEmpty(), qPrintable(window.composer()->errorText()));
+    QCOMPARE(view->messageCount(), 2);
+    QCOMPARE(view->message(0)->imagePaths().size(), 1);
+    const QString colour = view->message(1)->text();
+    QVERIFY(!colour.isEmpty());
+    QFile png(kImage);
+    QVERIFY(png.open(QIODevice::ReadOnly));
+    const QJsonArray parts{
+        QJsonObject{
+            {"type", "image_url"},
+            {"image_url", QJsonObject{{"url", "data:image/png;base64," +
+                                                  QString::fromLatin1(png.readAll().toBase64())}}}},
+        QJsonObject{{"type", "text"}, {"text", kColour}}};
+    QJsonObject with_image = direct;
+    with_image["messages"] = QJsonArray{QJsonObject{{"role", "user"}, {"content", parts}}};
+    Curl image_curl(chat_post(base, with_image));
+    QVERIFY(image_curl.wait());
+    QCOMPARE(image_curl.exit_code(), 0);
+    QCOMPARE(
+        QJsonDocument::fromJson(image_curl.output())["choices"][0]["message"]["content"].toString(),
+        colour);
+
+    // The sessions' SQLite file, read after the app is gone.
     const QString data_dir = app.settings.data_dir;
     app.window.reset();
     app.controller.reset();
     storage::SessionStore store(storage::StorageLayout::in(data_dir.toStdString()));
-    const auto sessions = store.list_sessions();
-    QCOMPARE(sessions.size(), size_t(1));
-    QVERIFY(QString::fromStdString(sessions[0].settings.model_fingerprint)
+    const auto sessions = store.list_sessions();  // the most recent first
+    QCOMPARE(sessions.size(), size_t(2));
+    QVERIFY(QString::fromStdString(sessions[1].settings.model_fingerprint)
                 .startsWith("remote:flash-tiny@" + base));
-    const auto messages = store.messages(sessions[0].id);
+    const auto pictured = store.messages(sessions[0].id);
+    QCOMPARE(pictured.size(), size_t(2));
+    QCOMPARE(pictured[0].attachments.size(), size_t(1));
+    QCOMPARE(pictured[0].attachments[0].mime_type, std::string("image/png"));
+    QCOMPARE(pictured[0].attachments[0].byte_size, QFileInfo(kImage).size());
+    QCOMPARE(QString::fromStdString(pictured[1].text), colour);
+    const auto messages = store.messages(sessions[1].id);
     QCOMPARE(messages.size(), size_t(4));
     QCOMPARE(QString::fromStdString(messages[0].text), kSum);
     QVERIFY(messages[1].role == storage::Role::assistant);
