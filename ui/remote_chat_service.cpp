@@ -105,6 +105,10 @@ std::string RemoteChatService::render_prompt(const TurnRequest& request) const {
   if (!summary_) throw InvalidRequest("no remote model is connected");
   std::string text = "Sent to " + summary_->name + " at " + summary_->remote_url +
                      " as chat messages (the server renders the prompt):\n";
+  // The line the window shows as "Sent:" (find_effort_line); thinking off has none, as locally.
+  if (request.settings.thinking)
+    text += "Reasoning Effort: " + std::to_string(request.settings.effort) +
+            " (the request's reasoning_effort field)\n";
   if (!request.settings.system_prompt.empty())
     text += "\n[system] " + request.settings.system_prompt + "\n";
   if (auto it = sessions_.find(request.session_id); it != sessions_.end())

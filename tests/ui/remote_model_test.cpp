@@ -103,6 +103,7 @@ class RemoteModelTest : public QObject {
     const QString thinking = view->message(1)->thinking();
     QVERIFY(!answer.isEmpty());
     QVERIFY(!thinking.isEmpty());  // streamed into the same thinking widget
+    QVERIFY2(window.effortLine().contains("Reasoning Effort: 75"), qPrintable(window.effortLine()));
     app.type_and_send(QStringLiteral("What is 12 + 30?"));
     QVERIFY(app.wait_turn());
     QCOMPARE(view->messageCount(), 4);
