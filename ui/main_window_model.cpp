@@ -90,6 +90,7 @@ void MainWindow::connectModel() {
                                     : tr("Model: %1 (%2)").arg(name, backend));
         model_name_->setToolTip(dir);
         remote_note_->setVisible(remote);
+        if (!remote) remote_.reset();  // a failed switch kept the local model: F5 reloads it
         model_progress_->hide();
         view_->setEmptyText(welcome_text(name));
         requestPreview();

@@ -189,6 +189,24 @@ class RemoteModelTest : public QObject {
     QCOMPARE(QString::fromStdString(messages[2].text), QStringLiteral("What is 12 + 30?"));
     QVERIFY(!messages[3].text.empty());
   }
+
+  // An endpoint that cannot be reached: the error says so and the local model stays loaded and
+  // answers.
+  void unreachableEndpointKeepsTheLocalModel() {
+    ServingApp app{kModel};
+    MainWindow& window = *app.window;
+    QVERIFY(QTest::qWaitFor([&] { return window.modelName().startsWith("Model:"); }, 60'000));
+    const QString local = window.modelName();
+    window.connectRemote({QStringLiteral("http://127.0.0.1:1/v1"), {}, QStringLiteral("any")});
+    QTRY_VERIFY_WITH_TIMEOUT(window.modelError().contains("cannot reach"), 20'000);
+    QTRY_COMPARE_WITH_TIMEOUT(window.modelName(), local, 5'000);
+    QVERIFY(window.remoteNote().isEmpty());
+    app.type_and_send(kSum);
+    QVERIFY(app.wait_turn());
+    QVERIFY2(window.composer()->errorText().isEmpty(), qPrintable(window.composer()->errorText()));
+    QCOMPARE(window.messageView()->messageCount(), 2);
+    QVERIFY(!window.messageView()->message(1)->text().isEmpty());
+  }
 };
 
 std::unique_ptr<QObject> make_remote_model_test() {
