@@ -28,6 +28,8 @@ constexpr NumberKey kMaxNewTokens{"new_chat/max_new_tokens", 1, double(1 << 20)}
 constexpr NumberKey kEffort{"new_chat/effort", 1, 100};
 constexpr NumberKey kThinking{"new_chat/thinking", 0, 1};  // 1: on
 constexpr NumberKey kThreads{"engine/threads", 0, double(kMaxThreads)};
+constexpr NumberKey kServe{"server/serve", 0, 1};  // 1: on
+constexpr NumberKey kServerPort{"server/port", 0, 65535};
 constexpr const char* kBackend = "engine/backend";
 constexpr const char* kDataDir = "data_dir";
 constexpr const char* kSystemPrompt = "new_chat/system_prompt";
@@ -89,6 +91,8 @@ AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
                           s.backend);
   }
   s.threads = read_number(store, kThreads, s.threads, problems);
+  s.serve = read_number(store, kServe, int(s.serve), problems) != 0;
+  s.server_port = read_number(store, kServerPort, s.server_port, problems);
   return s;
 }
 
@@ -107,6 +111,8 @@ void save_app_settings(QSettings& store, const AppSettings& s) {
   store.setValue(QLatin1String(kTheme), theme_key(s.theme));
   store.setValue(QLatin1String(kBackend), s.backend);
   store.setValue(QLatin1String(kThreads.key), s.threads);
+  store.setValue(QLatin1String(kServe.key), s.serve ? 1 : 0);
+  store.setValue(QLatin1String(kServerPort.key), s.server_port);
   store.sync();
 }
 

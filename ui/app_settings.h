@@ -33,6 +33,9 @@ struct AppSettings {
   // The compute device of the next model load (File > Open model, or a restart).
   QString backend = QStringLiteral("cpu");  // one of flashdesk::backend_names()
   int threads = 0;                          // CPU threads; 0: every core
+  // The OpenAI-compatible API on the loaded model (File ▸ Serve on localhost, docs/server.md).
+  bool serve = false;      // on at start (the switch's last state)
+  int server_port = 8080;  // on 127.0.0.1; 0: any free port (the status bar names it)
 
   bool operator==(const AppSettings&) const = default;
 };

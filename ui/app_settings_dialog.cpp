@@ -32,6 +32,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
       backend_(new QComboBox(this)),
       threads_(new QSpinBox(this)),
       devices_(new QLabel(this)),
+      server_port_(new QSpinBox(this)),
       new_chat_(new QPushButton(tr("Edit…"), this)),
       new_chat_summary_(new QLabel(this)) {
   setWindowTitle(tr("FlashDesk settings"));
@@ -56,6 +57,11 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   pool_ttl_->setValue(int(settings.window_pool_ttl_minutes));
   pool_ttl_->setAccessibleName(tr("Drop a parked window unused for this many minutes"));
   buildDeviceFields(settings);
+  server_port_->setRange(0, 65535);
+  server_port_->setSpecialValueText(tr("Any free port"));
+  server_port_->setValue(settings.server_port);
+  server_port_->setAccessibleName(
+      tr("Port of the API server on 127.0.0.1 (File ▸ Serve on localhost); 0 is any free port"));
   new_chat_->setAccessibleName(tr("Edit the system prompt and sampling of new chats"));
   connect(new_chat_, &QPushButton::clicked, this, &AppSettingsDialog::editNewChatDefaults);
   new_chat_summary_->setWordWrap(true);
@@ -64,7 +70,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   auto* restart = new QLabel(
       tr("<i>The data folder and the cache sizes take effect after FlashDesk restarts; the backend "
          "and threads at the next model load (File ▸ Open model folder… or Reload the model, "
-         "F5).</i>"),
+         "F5); the API server's port the next time serving is switched on.</i>"),
       this);
   restart->setWordWrap(true);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -79,6 +85,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(tr("Compute backend"), backend_);
   form->addRow(tr("CPU threads"), threads_);
   form->addRow(tr("Devices"), devices_);
+  form->addRow(tr("API server port"), server_port_);
   // The summary gets a row of its own, the dialog's full width: beside the button, a wrapped
   // label in a nested layout was given one line's height and cut.
   form->addRow(tr("New chats"), new_chat_);
@@ -172,6 +179,7 @@ AppSettings AppSettingsDialog::settings() const {
   s.window_pool_ttl_minutes = pool_ttl_->value();
   s.backend = backend_->currentText();
   s.threads = threads_->value();
+  s.server_port = server_port_->value();
   return s;
 }
 

@@ -1,7 +1,7 @@
 // The application settings dialog (File ▸ Settings…): data folder, SSD KV budget and retention,
-// window-pool budget and lifetime, compute backend and CPU threads, and the defaults of a new chat
-// (edited in the per-session SessionSettingsDialog, not duplicated here). It edits an AppSettings
-// value; the window saves it.
+// window-pool budget and lifetime, compute backend and CPU threads, the API server's port, and the
+// defaults of a new chat (edited in the per-session SessionSettingsDialog, not duplicated here). It
+// edits an AppSettings value; the window saves it.
 #pragma once
 
 #include <QDialog>
@@ -35,6 +35,7 @@ class AppSettingsDialog : public QDialog {
   QComboBox* backend() const { return backend_; }
   QSpinBox* threads() const { return threads_; }
   QLabel* devices() const { return devices_; }  // what the build can run on
+  QSpinBox* serverPort() const { return server_port_; }
   QPushButton* newChatDefaultsButton() const { return new_chat_; }
   QLabel* newChatSummary() const { return new_chat_summary_; }
 
@@ -54,6 +55,7 @@ class AppSettingsDialog : public QDialog {
   QComboBox* backend_;
   QSpinBox* threads_;
   QLabel* devices_;
+  QSpinBox* server_port_;
   QPushButton* new_chat_;
   QLabel* new_chat_summary_;
 };

@@ -61,6 +61,18 @@ void ChatController::queue(void (ChatWorker::*slot)(Args...), std::decay_t<Args>
 void ChatController::loadModel(const QString& directory) {
   queue(&ChatWorker::loadModel, directory);
 }
+
+void ChatController::connectRemote(const QString& url, const QString& api_key,
+                                   const QString& model) {
+  queue(&ChatWorker::connectRemote, url, api_key, model);
+}
+
+// Off: the API's answer in flight is ended at once, from this thread, so the stop queued to the
+// worker is not kept waiting behind it (nor behind a window turn waiting for the engine).
+void ChatController::setServing(bool on, int port) {
+  if (!on) worker_->interrupt_serving();
+  queue(&ChatWorker::setServing, on, port);
+}
 void ChatController::setDevice(const QString& backend, int threads) {
   queue(&ChatWorker::setDevice, backend, threads);
 }

@@ -23,6 +23,8 @@ class ChatController : public QObject {
   ChatWorker* worker() const { return worker_; }
 
   void loadModel(const QString& directory);
+  void connectRemote(const QString& url, const QString& api_key, const QString& model);
+  void setServing(bool on, int port);
   void setDevice(const QString& backend, int threads);  // used by the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // used by the next loadModel
   void listSessions(const QString& filter);

@@ -18,19 +18,38 @@
 #include <string>
 #include <vector>
 
+#include "app/server/http_server.h"
 #include "engine/model/load_progress.h"
 #include "engine/runtime/generator.h"
+#include "engine/util/error.h"
 #include "storage/session_types.h"
 
 namespace flashdesk::ui {
 
 struct ModelSummary {
-  std::string name;
+  std::string name;  // a remote model: its id on the endpoint
   std::string fingerprint;
   std::filesystem::path directory;
   bool vision = false;      // the model has an image encoder
   int64_t max_context = 0;  // tokens
-  std::string backend;      // the compute backend it runs on ("cpu", ...)
+  std::string backend;      // the compute backend it runs on ("cpu", ...; "remote")
+  std::string remote_url;   // a remote model's endpoint (empty: a local model)
+};
+
+// ModelSummary::backend of a remote model.
+inline constexpr const char* kRemoteBackend = "remote";
+
+// A model served elsewhere over the OpenAI-compatible API (vLLM, SGLang, another FlashDesk).
+struct RemoteEndpoint {
+  std::string url;      // the API base, e.g. http://gpu-box:8000/v1
+  std::string api_key;  // empty: none
+  std::string model;    // an id the endpoint's /v1/models lists
+};
+
+// The local API server while it runs.
+struct ServingInfo {
+  std::string url;    // http://127.0.0.1:PORT/v1
+  std::string model;  // the id clients name (/v1/models)
 };
 
 // One user turn as the app asks for it.
@@ -110,6 +129,25 @@ class ChatService {
   // The compute backend (a backend_names() entry) and CPU threads (0: every core) of the next
   // load_model; the loaded model keeps its own until then.
   virtual void set_device(const std::string& backend, int threads) = 0;
+  // Makes a model served elsewhere the model of the next turns (load_model's counterpart): the
+  // endpoint is asked for its models and must list `endpoint.model`. A loaded local model is
+  // unloaded. InvalidRequest / IoError naming the problem; by default no service has remote models.
+  virtual ModelSummary connect_remote(const RemoteEndpoint& /*endpoint*/) {
+    throw InvalidRequest("this chat service cannot use a remote model");
+  }
+  // Serves the loaded local model over the OpenAI-compatible API (docs/server.md) on the same
+  // engine: the API's turns and the window's wait for each other in one queue. A running server
+  // is stopped first. InvalidRequest when there is nothing to serve (no local model), IoError
+  // when the address cannot be bound.
+  virtual ServingInfo start_serving(const server::ServeOptions& /*options*/) {
+    throw InvalidRequest("this chat service cannot serve its model");
+  }
+  // Stops the API server (no-op when none runs): no new connections, the API's answer in flight
+  // ends after its current token. A model load stops it too.
+  virtual void stop_serving() {}
+  // Any thread: ends the API server's answer in flight after its current token (and every later
+  // one), so a stop_serving queued behind it, or a window turn waiting for the engine, comes soon.
+  virtual void interrupt_serving() {}
   // The KV cache sizes of the next load_model (a service without caches ignores them).
   virtual void set_cache_limits(const CacheLimits& /*limits*/) {}
   virtual std::optional<ModelSummary> model() const = 0;

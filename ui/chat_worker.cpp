@@ -7,6 +7,7 @@
 
 #include "engine/runtime/conversation.h"
 #include "engine/util/error.h"
+#include "storage/session_images.h"
 
 namespace flashdesk::ui {
 
@@ -74,6 +75,7 @@ void ChatWorker::initialize() {
 void ChatWorker::loadModel(const QString& directory) {
   emit modelLoading(directory);
   open_sessions_.clear();  // the service forgets its sessions when the model changes
+  stop_serving();          // the server's engine goes with the old model
   try {
     // One signal per per-mille step: a checkpoint of many thousand tensors must not flood the
     // GUI's event queue.
@@ -90,6 +92,56 @@ void ChatWorker::loadModel(const QString& directory) {
   } catch (const std::exception& e) {
     emit modelFailed(directory, QString::fromUtf8(e.what()));
   }
+  if (serving_port_ && service_->model()) start_serving();
+}
+
+void ChatWorker::connectRemote(const QString& url, const QString& api_key, const QString& model) {
+  emit modelLoading(url);
+  try {
+    const ModelSummary summary = service_->connect_remote(
+        {.url = url.toStdString(), .api_key = api_key.toStdString(), .model = model.toStdString()});
+    open_sessions_.clear();  // the local model is gone with its sessions' live KV
+    if (serving_) {          // ... and its API server
+      serving_ = false;
+      emit servingStopped();
+    }
+    emit modelLoaded(qstr(summary.name), url, qstr(summary.backend));
+  } catch (const std::exception& e) {
+    emit modelFailed(url, QString::fromUtf8(e.what()));
+    if (const auto kept = service_->model())
+      emit modelLoaded(qstr(kept->name), qstr(kept->directory.string()), qstr(kept->backend));
+  }
+  if (serving_port_ && !serving_ && service_->model()) start_serving();
+}
+
+void ChatWorker::setServing(bool on, int port) {
+  if (!on) {
+    serving_port_.reset();
+    return stop_serving();
+  }
+  serving_port_ = port;
+  if (service_->model()) start_serving();
+}
+
+void ChatWorker::start_serving() {
+  server::ServeOptions options;  // 127.0.0.1, no key: loopback only
+  options.port = *serving_port_;
+  try {
+    const ServingInfo info = service_->start_serving(options);
+    serving_ = true;
+    emit servingStarted(qstr(info.url), qstr(info.model));
+  } catch (const std::exception& e) {
+    serving_ = false;
+    serving_port_.reset();
+    emit servingFailed(QString::fromUtf8(e.what()));
+  }
+}
+
+void ChatWorker::stop_serving() {
+  service_->stop_serving();  // waits for the answer in flight to end after its current token
+  if (!serving_) return;
+  serving_ = false;
+  emit servingStopped();
 }
 
 void ChatWorker::setCacheLimits(const CacheLimits& limits) {
@@ -229,7 +281,11 @@ MessageRow ChatWorker::store_user_message(qint64 id, const TurnRequest& request)
   }
   storage::NewMessage user;
   user.text = request.text;
-  for (const auto& path : request.images) user.images.push_back({read_file(path), ""});
+  for (const auto& path : request.images) {
+    std::vector<uint8_t> bytes = read_file(path);
+    std::string mime_type = storage::image_mime_type(bytes, path);  // the store requires one
+    user.images.push_back({std::move(bytes), std::move(mime_type)});
+  }
   store_->append_message(id, user);
   return to_row(store_->messages(id).back());
 }

@@ -33,11 +33,22 @@ class ChatWorker : public QObject {
   void request_close() {
     closing_.store(true);
     stop_.store(true);
+    service_->interrupt_serving();  // an API answer the worker may be waiting behind
   }
+  // Thread-safe: ends the API server's answer in flight after its current token (serving is
+  // being switched off; setServing(false) follows).
+  void interrupt_serving() { service_->interrupt_serving(); }
 
  public slots:
   void initialize();
   void loadModel(const QString& directory);
+  // A model served elsewhere (RemoteEndpoint): answers like loadModel, with the URL as directory
+  // and "remote" as backend; a failure keeps the model that was loaded (modelLoaded again).
+  void connectRemote(const QString& url, const QString& api_key, const QString& model);
+  // The API server on the loaded model, on 127.0.0.1:`port` (0: any free port). On: started now
+  // when a model is loaded (else at its load), and again after each model load; answers with
+  // servingStarted, or servingFailed (then it is off). Off: stopped, servingStopped.
+  void setServing(bool on, int port);
   void setDevice(const QString& backend, int threads);  // for the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // for the next loadModel
   void listSessions(const QString& filter);
@@ -74,6 +85,9 @@ class ChatWorker : public QObject {
   void turnFailed(qint64 session, const QString& message);
   // A turn went on although storage failed (disk full while spilling KV blocks or logging).
   void storageWarning(qint64 session, const QString& message);
+  void servingStarted(const QString& url, const QString& model);
+  void servingStopped();
+  void servingFailed(const QString& message);  // the server is off
   // After each turn and on request: the caches' figures and this run's totals.
   void cacheStatsReady(const flashdesk::ui::CacheStats& stats);
 
@@ -88,6 +102,8 @@ class ChatWorker : public QObject {
   void run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal);
   void title_from_first_message(qint64 id, const QString& text);
   void count_turn(const TurnStats& stats);
+  void start_serving();  // serving_port_'s server on the loaded model
+  void stop_serving();
 
   std::unique_ptr<ChatService> service_;
   storage::StorageLayout layout_;
@@ -96,7 +112,9 @@ class ChatWorker : public QObject {
   std::unique_ptr<storage::TokenLog> token_log_;
   std::set<qint64> open_sessions_;  // opened in the service since the model was loaded
   QString filter_;
-  CacheStats run_totals_;  // only the per-run fields are used
+  std::optional<int> serving_port_;  // set: the user wants the API server on this port
+  bool serving_ = false;             // the server runs
+  CacheStats run_totals_;            // only the per-run fields are used
   std::atomic<bool> stop_{false};
   std::atomic<bool> closing_{false};
 };

@@ -67,6 +67,8 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
       model_error_(new QLabel),
       model_progress_(new QProgressBar),
       storage_warning_(new QLabel),
+      remote_note_(new QLabel),
+      server_status_(new QLabel),
       effort_line_(new QLabel),
       regenerate_(new QPushButton(tr("Regenerate"))),
       settings_(new QPushButton(tr("Chat settings…"))),
@@ -99,6 +101,11 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
   status_->setAccessibleName(tr("Status"));
   statusBar()->addWidget(status_, 1);
   statusBar()->addPermanentWidget(storage_warning_);
+  server_status_->setObjectName(QStringLiteral("serverStatus"));
+  server_status_->setAccessibleName(tr("API server"));
+  server_status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  server_status_->hide();
+  statusBar()->addPermanentWidget(server_status_);
   resize(1100, 720);
   addDockWidget(Qt::RightDockWidgetArea, cache_panel_);
   cache_panel_->hide();
@@ -107,6 +114,7 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
   buildMenus();
   controller_.listSessions(QString());  // the worker may have listed before we connected
   if (!model_dir.isEmpty()) loadModel(model_dir);
+  if (app_settings_.serve) serve_action_->setChecked(true);  // starts once the model is loaded
 }
 
 QWidget* MainWindow::buildChatPane() {

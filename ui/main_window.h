@@ -5,13 +5,16 @@
 
 #include <QMainWindow>
 #include <QStringList>
+#include <optional>
 
 #include "ui/app_settings.h"
 #include "ui/chat_controller.h"
+#include "ui/remote_entries.h"
 
 class QAction;
 class QActionGroup;
 class QLabel;
+class QMenu;
 class QSettings;
 class QProgressBar;
 class QPushButton;
@@ -23,6 +26,7 @@ class CachePanel;
 class Composer;
 class EffortControl;
 class MessageView;
+class RemoteModelDialog;
 class SessionSidebar;
 
 class MainWindow : public QMainWindow {
@@ -54,6 +58,11 @@ class MainWindow : public QMainWindow {
   QAction* themeAction(ThemeChoice choice) const;
   QProgressBar* modelProgress() const { return model_progress_; }
   QString storageWarning() const;  // the latest storage failure shown, empty when none
+  QAction* serveAction() const { return serve_action_; }  // File ▸ Serve on localhost
+  // "Serving NAME on URL" while the API server runs; empty when it does not.
+  QString serverStatus() const;
+  // The note that KV persistence does not apply, shown while a remote model is loaded.
+  QString remoteNote() const;
 
  public slots:
   void openModelFolder();
@@ -68,6 +77,10 @@ class MainWindow : public QMainWindow {
   AppSettingsDialog* editAppSettings();  // opens the dialog (window-modal); returns it
   void applyAppSettings(const AppSettings& settings);  // saves; new-chat defaults apply now
   void setTheme(ThemeChoice choice);                   // applies and saves
+  // The API server on 127.0.0.1 at the settings' port; the switch state is saved.
+  void setServing(bool on);
+  RemoteModelDialog* addRemoteModel();           // opens the dialog (window-modal); returns it
+  void connectRemote(const RemoteEntry& entry);  // remembered, then loaded as the model
 
  private:
   QWidget* buildModelBar();
@@ -79,6 +92,9 @@ class MainWindow : public QMainWindow {
   void buildMenus();
   void buildViewMenu();
   void buildHelpMenu();
+  void buildServeAndRemote(QMenu* file);
+  void connectServing();
+  void fillRemoteMenu();
   void showAbout();
   void showPaletteKind();
   void setGenerating(bool generating);
@@ -106,9 +122,14 @@ class MainWindow : public QMainWindow {
   QLabel* model_error_;
   QProgressBar* model_progress_;
   QLabel* storage_warning_;
-  QString model_dir_;      // the folder last asked for (reloadModel)
-  QString model_label_;    // the loaded model's name ("" before one is loaded)
-  QString model_backend_;  // and the backend it runs on
+  QLabel* remote_note_;
+  QLabel* server_status_;
+  QAction* serve_action_ = nullptr;
+  QMenu* remote_menu_ = nullptr;
+  std::optional<RemoteEntry> remote_;  // the remote model last asked for (reloadModel)
+  QString model_dir_;                  // the folder last asked for (reloadModel)
+  QString model_label_;                // the loaded model's name ("" before one is loaded)
+  QString model_backend_;              // and the backend it runs on
   QLabel* effort_line_;
   QPushButton* regenerate_;
   QPushButton* settings_;

@@ -27,6 +27,7 @@ void MainWindow::buildMenus() {
                   &MainWindow::openModelFolder);
   file->addAction(tr("Re&load the model"), QKeySequence(Qt::Key_F5), this,
                   &MainWindow::reloadModel);
+  buildServeAndRemote(file);
   file->addSeparator();
   file->addAction(tr("&Settings…"), QKeySequence(tr("Ctrl+,")), this, &MainWindow::editAppSettings);
   file->addSeparator();

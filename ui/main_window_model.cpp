@@ -1,6 +1,7 @@
 // The window's model bar and what it reports: loading a model folder with a percentage, the
-// backend it runs on, reloading it with the device of the settings, and the storage warnings of
-// the persistent sessions (disk full while spilling KV blocks or logging an answer).
+// backend it runs on (or the endpoint of a remote model, with the note that its KV is not kept),
+// reloading it with the device of the settings, and the storage warnings of the persistent sessions
+// (disk full while spilling KV blocks or logging an answer).
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -10,6 +11,7 @@
 
 #include "ui/main_window.h"
 #include "ui/message_view.h"
+#include "ui/remote_model_dialog.h"
 #include "ui/theme.h"
 #include "ui/welcome_text.h"
 
@@ -41,9 +43,15 @@ QWidget* MainWindow::buildModelBar() {
   storage_warning_->setAccessibleName(tr("Storage warning"));
   show_as_error(storage_warning_);
   storage_warning_->hide();
+  remote_note_->setObjectName(QStringLiteral("remoteNote"));
+  remote_note_->setAccessibleName(tr("Remote model note"));
+  remote_note_->setText(tr("Remote: KV persistence and fast resume do not apply"));
+  remote_note_->setToolTip(RemoteModelDialog::kvNote());
+  remote_note_->hide();
   auto* layout = new QHBoxLayout(bar);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(model_name_);
+  layout->addWidget(remote_note_);
   layout->addWidget(model_progress_);
   layout->addWidget(model_error_, 1);
   layout->addStretch();
@@ -77,8 +85,12 @@ void MainWindow::connectModel() {
         model_ready_ = true;
         model_label_ = name;
         model_backend_ = backend;
-        model_name_->setText(tr("Model: %1 (%2)").arg(name, backend));
+        const bool remote = backend == QLatin1String(kRemoteBackend);
+        model_name_->setText(remote ? tr("Model: %1 (remote, %2)").arg(name, dir)
+                                    : tr("Model: %1 (%2)").arg(name, backend));
         model_name_->setToolTip(dir);
+        remote_note_->setVisible(remote);
+        if (!remote) remote_.reset();  // a failed switch kept the local model: F5 reloads it
         model_progress_->hide();
         view_->setEmptyText(welcome_text(name));
         requestPreview();
@@ -88,6 +100,7 @@ void MainWindow::connectModel() {
       w, &ChatWorker::modelFailed, this,
       [this](const QString& dir, const QString& message) {
         model_name_->setText(tr("No model loaded"));
+        remote_note_->hide();
         model_progress_->hide();
         model_error_->setText(tr("Could not load the model: %1").arg(message));
         model_error_->setToolTip(dir);
@@ -104,10 +117,13 @@ void MainWindow::openModelFolder() {
 
 void MainWindow::loadModel(const QString& directory) {
   model_dir_ = directory;
+  remote_.reset();
   controller_.loadModel(directory);
 }
 
+// The remote model when one was chosen last (connected again), else the model folder.
 void MainWindow::reloadModel() {
+  if (remote_) return connectRemote(*remote_);
   if (!model_dir_.isEmpty()) loadModel(model_dir_);
 }
 

@@ -39,9 +39,7 @@ ModelSummary PersistentChatService::load_model(const std::filesystem::path& dire
                                                const LoadProgressCallback& progress) {
   if (!std::filesystem::is_directory(directory))
     throw IoError(directory.string() + ": no such folder");
-  summary_.reset();
-  chat_.reset();    // finishes its queued block writes and token commits first
-  engine_.reset();  // free the old weights before loading the new ones
+  unload();  // free the old weights before loading the new ones
   EngineOptions options = engine_options_;
   if (options.engram_cache_dir.empty())
     options.engram_cache_dir = chat_options_.layout.engram_map_dir();
@@ -49,6 +47,37 @@ ModelSummary PersistentChatService::load_model(const std::filesystem::path& dire
   chat_ = std::make_unique<storage::PersistentChat>(*engine_, chat_options_);
   summary_ = summary_of(*engine_, directory);
   return *summary_;
+}
+
+void PersistentChatService::unload() {
+  stop_serving();  // its requests end before the engine goes
+  summary_.reset();
+  chat_.reset();  // finishes its queued block writes and token commits first
+  engine_.reset();
+}
+
+ServingInfo PersistentChatService::start_serving(const server::ServeOptions& options) {
+  stop_serving();
+  if (!engine_) throw InvalidRequest("no local model is loaded: there is nothing to serve");
+  auto started = std::make_unique<server::BackgroundServer>(*engine_, engine_queue_, options);
+  const ServingInfo info{.url = started->url(), .model = started->model_id()};
+  std::lock_guard lock(server_mutex_);
+  server_ = std::move(started);
+  return info;
+}
+
+void PersistentChatService::stop_serving() {
+  std::unique_ptr<server::BackgroundServer> stopping;
+  {
+    std::lock_guard lock(server_mutex_);
+    stopping = std::move(server_);
+  }
+  stopping.reset();  // joins its thread: not under the mutex, which interrupt_serving takes
+}
+
+void PersistentChatService::interrupt_serving() {
+  std::lock_guard lock(server_mutex_);
+  if (server_) server_->interrupt();
 }
 
 storage::PersistentChat& PersistentChatService::require_chat() const {
@@ -60,17 +89,20 @@ storage::PersistentChat& PersistentChatService::require_chat() const {
 // (parking the previous one's window). The KV is restored by the next send.
 void PersistentChatService::open_session(int64_t session_id,
                                          std::span<const storage::Message> /*history*/) {
+  const auto turn = engine_turn();
   require_chat().open_session(session_id);
 }
 
 // The stored messages changed under the live KV (regenerate, a failed turn): drop it; the next
 // turn restores what still matches from the pool or the SSD.
 void PersistentChatService::forget_session(int64_t session_id) {
+  const auto turn = engine_turn();
   if (chat_ && chat_->session_id() == session_id) chat_->drop_live_kv();
 }
 
 bool PersistentChatService::erase_session(int64_t session_id) {
   if (!chat_) return false;
+  const auto turn = engine_turn();
   chat_->delete_session(session_id);
   return true;
 }
@@ -95,6 +127,7 @@ void PersistentChatService::check(const TurnRequest& request) const {
 std::string PersistentChatService::render_prompt(const TurnRequest& request) const {
   storage::PersistentChat& chat = require_chat();
   const TurnOptions options = turn_options(request.settings);
+  const auto turn = engine_turn();
   if (chat.store().find_session(request.session_id)) {
     chat.open_session(request.session_id);
     return chat.render_next(request.text, request.images, options).prompt.text;
@@ -112,6 +145,8 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
                                         const std::atomic<bool>* stop) {
   check(request);
   storage::PersistentChat& chat = require_chat();
+  // An API request in flight finishes first; the window's turn waits in the same queue.
+  const auto engine = engine_turn();
   chat.open_session(request.session_id);
   TurnOutcome outcome;
   StreamCallbacks wrapped = callbacks;

@@ -5,12 +5,16 @@
 // Goals: the app's restart resumes from the SSD; one writer of messages (this service, see
 // ChatService::stores_messages); images on models with a vision tower (stored as attachments of
 // the user message, part of the KV block keys; check() decodes them first and refuses a bad file
-// with InvalidRequest). Non-goals: several sessions live at once (PersistentChat keeps one;
+// with InvalidRequest); the API server on the same engine (start_serving), whose turns and the
+// window's take turns in one queue: every call that touches the engine or the chat's live state
+// holds the engine's turn. Non-goals: several sessions live at once (PersistentChat keeps one;
 // others are parked).
 #pragma once
 
 #include <memory>
+#include <mutex>
 
+#include "app/server/background_server.h"
 #include "engine/runtime/chat_engine.h"
 #include "storage/persistent_chat.h"
 #include "ui/cache_stats.h"
@@ -30,6 +34,11 @@ class PersistentChatService final : public ChatService {
 
   ModelSummary load_model(const std::filesystem::path& directory,
                           const LoadProgressCallback& progress) override;
+  // Frees the model (and stops the API server): nothing is loaded afterwards.
+  void unload();
+  ServingInfo start_serving(const server::ServeOptions& options) override;
+  void stop_serving() override;
+  void interrupt_serving() override;
   void set_device(const std::string& backend, int threads) override {
     engine_options_.backend = backend;
     engine_options_.threads = threads;
@@ -57,11 +66,19 @@ class PersistentChatService final : public ChatService {
 
  private:
   storage::PersistentChat& require_chat() const;
+  // Waits until no API request runs on the engine; the engine is the caller's until destroyed.
+  std::unique_ptr<server::TurnQueue::Turn> engine_turn() const { return engine_queue_.wait(); }
 
   storage::PersistentChatOptions chat_options_;
   EngineOptions engine_options_;
+  // The engine's one queue: the window's turns and the API server's (outlives both).
+  mutable server::TurnQueue engine_queue_;
   std::unique_ptr<ChatEngine> engine_;
   std::unique_ptr<storage::PersistentChat> chat_;  // on engine_: declared after it
+  // On engine_ and chat_: stopped first. The pointer is guarded by server_mutex_ (read by
+  // interrupt_serving on another thread); the server is destroyed outside it.
+  std::mutex server_mutex_;
+  std::unique_ptr<server::BackgroundServer> server_;
   std::optional<ModelSummary> summary_;
 };
 

@@ -63,6 +63,7 @@ ModelSummary summary_of(const ChatEngine& engine, const std::filesystem::path& d
       .vision = engine.config().vision.has_value(),
       .max_context = engine.config().text.max_position_embeddings,
       .backend = std::string(engine.backend().name()),
+      .remote_url = {},
   };
 }
 

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <optional>
 
+#include "ui/app_chat_service.h"
 #include "ui/app_settings.h"
 #include "ui/chat_controller.h"
 #include "ui/main_window.h"
 #include "ui/model_locator.h"
-#include "ui/persistent_chat_service.h"
 
 namespace {
 
@@ -135,9 +135,10 @@ int main(int argc, char** argv) {
   engine.backend = options.backend.value_or(app_settings.backend).toStdString();
   engine.threads = options.threads.value_or(app_settings.threads);
   // Turns go through the persistent sessions layer: a restart resumes with the KV from the SSD,
-  // within the SSD and window-pool budgets of the settings.
+  // within the SSD and window-pool budgets of the settings (or to a remote model, File ▸ Remote
+  // models).
   flashdesk::ui::ChatController controller(
-      std::make_unique<flashdesk::ui::PersistentChatService>(
+      std::make_unique<flashdesk::ui::AppChatService>(
           flashdesk::ui::persistent_chat_options(app_settings, layout), engine),
       layout);
   if (options.smoke_test) {

@@ -28,7 +28,8 @@ std::pair<std::string, std::string> split_url(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos ||
       (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0))
-    throw InvalidRequest("--remote must be an http:// or https:// URL, not '" + url + "'");
+    throw InvalidRequest("the remote address must be an http:// or https:// URL, not '" + url +
+                         "'");
   const size_t path = url.find('/', scheme + 3);
   std::string prefix = path == std::string::npos ? "" : url.substr(path);
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
@@ -45,14 +46,19 @@ std::string mime_type(const std::filesystem::path& file) {
   return "image/png";
 }
 
-json image_part(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError("cannot read image " + file.string());
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                                   std::istreambuf_iterator<char>());
-  return {{"type", "image_url"},
-          {"image_url",
-           {{"url", "data:" + mime_type(file) + ";base64," + storage::base64_encode(bytes)}}}};
+json image_part(const RemoteImage& image) {
+  return {
+      {"type", "image_url"},
+      {"image_url",
+       {{"url", "data:" + image.mime_type + ";base64," + storage::base64_encode(image.bytes)}}}};
+}
+
+json message_json(const RemoteMessage& m) {
+  if (m.role == Role::kAssistant) return {{"role", "assistant"}, {"content", m.text}};
+  json content = json::array();
+  for (const RemoteImage& image : m.images) content.push_back(image_part(image));
+  content.push_back({{"type", "text"}, {"text", m.text}});
+  return {{"role", "user"}, {"content", content}};
 }
 
 // The message of an error response, or the body itself when it is not an error object.
@@ -81,6 +87,31 @@ json effort_field(ReasoningEffort effort) {
 
 }  // namespace
 
+RemoteImage read_image(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError("cannot read image " + file.string());
+  return {{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()}, mime_type(file)};
+}
+
+std::vector<std::string> list_models(const RemoteOptions& options) {
+  auto [base, prefix] = split_url(options.url);
+  httplib::Client c(base);
+  c.set_connection_timeout(10);
+  c.set_read_timeout(30);
+  if (!options.api_key.empty()) c.set_bearer_token_auth(options.api_key);
+  const auto r = c.Get(prefix + "/models");
+  if (!r) throw IoError("cannot reach " + options.url + ": " + httplib::to_string(r.error()));
+  if (r->status != 200) throw InvalidRequest("remote server: " + error_message(r->status, r->body));
+  const json j = json::parse(r->body, nullptr, false);
+  std::vector<std::string> ids;
+  if (j.is_object() && j.contains("data") && j["data"].is_array())
+    for (const json& model : j["data"])
+      if (model.is_object() && model.contains("id") && model["id"].is_string())
+        ids.push_back(model["id"].get<std::string>());
+  if (ids.empty()) throw InvalidRequest("remote server: " + options.url + "/models lists no model");
+  return ids;
+}
+
 struct RemoteChat::Connection {
   httplib::Client client;
   std::string prefix;
@@ -94,15 +125,7 @@ RemoteChat::RemoteChat(RemoteOptions options) : options_(std::move(options)) {
   c.set_connection_timeout(10);
   c.set_read_timeout(3600);  // a long prompt's prefill sends nothing for a while
   if (!options_.api_key.empty()) c.set_bearer_token_auth(options_.api_key);
-  if (!options_.model.empty()) return;
-  const auto r = c.Get(prefix + "/models");
-  if (!r) throw IoError("cannot reach " + options_.url + ": " + httplib::to_string(r.error()));
-  if (r->status != 200) throw InvalidRequest("remote server: " + error_message(r->status, r->body));
-  const json j = json::parse(r->body, nullptr, false);
-  if (!j.is_object() || !j.contains("data") || !j["data"].is_array() || j["data"].empty() ||
-      !j["data"][0].contains("id") || !j["data"][0]["id"].is_string())
-    throw InvalidRequest("remote server: " + options_.url + "/models lists no model");
-  options_.model = j["data"][0]["id"].get<std::string>();
+  if (options_.model.empty()) options_.model = list_models(options_).front();
 }
 
 RemoteChat::~RemoteChat() = default;
@@ -199,14 +222,23 @@ class AnswerReader {
 
 }  // namespace
 
+void RemoteChat::set_history(const std::vector<RemoteMessage>& messages) {
+  messages_.clear();
+  for (const RemoteMessage& m : messages) messages_.push_back(message_json(m).dump());
+}
+
 GenerationResult RemoteChat::send(const std::string& text,
                                   const std::vector<std::filesystem::path>& images,
                                   const TurnOptions& options, const StreamCallbacks& callbacks,
                                   const std::atomic<bool>* stop) {
-  json content = json::array();
-  for (const auto& file : images) content.push_back(image_part(file));
-  content.push_back({{"type", "text"}, {"text", text}});
-  messages_.push_back(json{{"role", "user"}, {"content", content}}.dump());
+  RemoteMessage user{.role = Role::kUser, .text = text, .images = {}};
+  for (const auto& file : images) user.images.push_back(read_image(file));
+  return send(user, options, callbacks, stop);
+}
+
+GenerationResult RemoteChat::send(const RemoteMessage& user, const TurnOptions& options,
+                                  const StreamCallbacks& callbacks, const std::atomic<bool>* stop) {
+  messages_.push_back(message_json(user).dump());
   AnswerReader answer(callbacks);
   SseReader sse;
   int status = 0;

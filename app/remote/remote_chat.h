@@ -24,6 +24,26 @@ struct RemoteOptions {
   std::string model;    // empty: the first model /models lists
 };
 
+// An image as it is sent: the file's bytes and its MIME type (a data URL).
+struct RemoteImage {
+  std::vector<uint8_t> bytes;
+  std::string mime_type;  // e.g. image/png
+};
+
+// A message of the conversation: the user's (text after its images) or an answer (its text: the
+// format drops earlier answers' reasoning).
+struct RemoteMessage {
+  Role role = Role::kUser;
+  std::string text;
+  std::vector<RemoteImage> images;
+};
+
+// The model ids `/models` lists, in its order. IoError when the server cannot be reached,
+// InvalidRequest for a bad URL, an error the server returns or a list that is not one.
+std::vector<std::string> list_models(const RemoteOptions& options);
+// The bytes of an image file with the MIME type its extension names (PNG when unknown).
+RemoteImage read_image(const std::filesystem::path& file);
+
 class RemoteChat {
  public:
   // Resolves the model when none is given. IoError when the server cannot be reached,
@@ -39,7 +59,11 @@ class RemoteChat {
   GenerationResult send(const std::string& text, const std::vector<std::filesystem::path>& images,
                         const TurnOptions& options, const StreamCallbacks& callbacks,
                         const std::atomic<bool>* stop = nullptr);
+  GenerationResult send(const RemoteMessage& user, const TurnOptions& options,
+                        const StreamCallbacks& callbacks, const std::atomic<bool>* stop = nullptr);
   void reset() { messages_.clear(); }
+  // Replaces the conversation (a stored session reopened): the messages before the next turn.
+  void set_history(const std::vector<RemoteMessage>& messages);
 
  private:
   struct Connection;

@@ -54,11 +54,23 @@ CompletionUsage usage_of(const GenerationStats& s) {
 }  // namespace
 
 CompletionService::CompletionService(ChatEngine& engine, int kept_conversations)
-    : engine_(engine), model_id_(engine.name()) {
+    : engine_(engine),
+      model_id_(engine.name()),
+      own_queue_(std::make_unique<TurnQueue>()),
+      queue_(own_queue_.get()) {
+  make_slots(kept_conversations);
+}
+
+CompletionService::CompletionService(ChatEngine& engine, int kept_conversations, TurnQueue& queue)
+    : engine_(engine), model_id_(engine.name()), queue_(&queue) {
+  make_slots(kept_conversations);
+}
+
+void CompletionService::make_slots(int kept_conversations) {
   if (kept_conversations < 1) throw InvalidRequest("at least one conversation must be kept");
   for (int i = 0; i < kept_conversations; ++i) {
     slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->session = std::make_unique<ChatSession>(engine);
+    slots_.back()->session = std::make_unique<ChatSession>(engine_);
   }
 }
 

@@ -55,6 +55,9 @@ class CompletionService {
  public:
   // Keeps the live KV of up to `kept_conversations` (>= 1) conversations.
   CompletionService(ChatEngine& engine, int kept_conversations);
+  // The same, taking turns in `queue` with the engine's other users (the desktop app's chat
+  // window), so their turns and the API's never run on the engine at once. `queue` outlives this.
+  CompletionService(ChatEngine& engine, int kept_conversations, TurnQueue& queue);
   ~CompletionService();
 
   // The id clients name the model by (/v1/models).
@@ -63,25 +66,27 @@ class CompletionService {
   // Decodes the request's images; runs on the request's thread. ApiError for a bad image.
   PreparedRequest prepare(const ChatRequest& request) const;
   // Waits for the engine; the returned turn holds it until destroyed.
-  std::unique_ptr<TurnQueue::Turn> wait_turn() { return queue_.wait(); }
+  std::unique_ptr<TurnQueue::Turn> wait_turn() { return queue_->wait(); }
   // With the turn held: ApiError when the conversation cannot be rendered or does not fit the
   // context, so a stream can be refused before its headers are sent.
   void check(const PreparedRequest& request) const;
   // With the turn held: answers the request, streaming to `sink` when given.
   Completion complete(const PreparedRequest& request, const TextSink& sink);
 
-  int64_t waiting() const { return queue_.waiting(); }
+  int64_t waiting() const { return queue_->waiting(); }
   // Ends the generation in flight after its current token, and every later one at its first
   // (the server is stopping). Any thread.
   void cancel_all() { cancelled_ = true; }
 
  private:
   struct Slot;
+  void make_slots(int kept_conversations);
   Slot& choose_slot(const std::vector<TokenId>& prompt);
 
   ChatEngine& engine_;
   std::string model_id_;
-  TurnQueue queue_;
+  std::unique_ptr<TurnQueue> own_queue_;  // when no queue is shared
+  TurnQueue* queue_;
   std::vector<std::unique_ptr<Slot>> slots_;
   uint64_t clock_ = 0;  // counts turns, for least-recently-used
   std::atomic<bool> cancelled_{false};

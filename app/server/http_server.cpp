@@ -11,6 +11,7 @@
 #include "app/server/api_error.h"
 #include "app/server/api_key.h"
 #include "app/server/chat_response.h"
+#include "app/server/client_connection.h"
 #include "engine/util/error.h"
 
 namespace flashdesk::server {
@@ -71,7 +72,8 @@ struct HttpServer::Impl {
 
   void routes();
   bool authorized(const httplib::Request& req, httplib::Response& res) const;
-  void chat(const std::string& body, httplib::Response& res);
+  void chat(const std::string& body, const httplib::Request& req, httplib::Response& res);
+  Completion answer_whole(const PreparedRequest& request, const httplib::Request& req);
   void stream(const ResponseHeader& header, const PreparedRequest& request, bool include_usage,
               httplib::DataSink& sink);
   ResponseHeader header() {
@@ -116,7 +118,24 @@ void HttpServer::Impl::stream(const ResponseHeader& h, const PreparedRequest& re
   send_event(sink, "[DONE]");
 }
 
-void HttpServer::Impl::chat(const std::string& body, httplib::Response& res) {
+// A whole answer stops when its client is gone: checked before the turn starts and between
+// tokens, on the request's socket (client_connection.h); cancelled, nothing is sent.
+Completion HttpServer::Impl::answer_whole(const PreparedRequest& request,
+                                          const httplib::Request& req) {
+  const auto connection =
+      ClientConnection::find({req.local_addr, req.local_port}, {req.remote_addr, req.remote_port});
+  if (connection && connection->gone()) {
+    Completion c;
+    c.cancelled = true;
+    c.finish_reason = "stop";
+    return c;
+  }
+  return service.complete(
+      request, [&](StreamChannel, std::string_view) { return !connection || !connection->gone(); });
+}
+
+void HttpServer::Impl::chat(const std::string& body, const httplib::Request& req,
+                            httplib::Response& res) {
   try {
     const ChatRequest parsed = parse_chat_request(body);
     if (parsed.model != service.model_id())
@@ -130,12 +149,12 @@ void HttpServer::Impl::chat(const std::string& body, httplib::Response& res) {
     const ResponseHeader h = header();
     if (!parsed.stream) {
       const auto started_at = std::chrono::steady_clock::now();
-      const Completion c = service.complete(*request, {});
+      const Completion c = answer_whole(*request, req);
       turn.reset();
       log_completion(
           c, std::chrono::duration<double>(std::chrono::steady_clock::now() - started_at).count(),
           service.waiting());
-      res.set_content(completion_json(h, c), "application/json");
+      if (!c.cancelled) res.set_content(completion_json(h, c), "application/json");
       return;
     }
     // The turn stays held until the stream ends (or the response is dropped unsent).
@@ -165,7 +184,7 @@ void HttpServer::Impl::routes() {
   });
   // The body is read here rather than by httplib, which would parse a body sent as a form
   // (curl -d without a Content-Type) and refuse it past 8 KiB; any Content-Type is read as JSON.
-  server.Post("/v1/chat/completions", [this](const httplib::Request&, httplib::Response& res,
+  server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
                                              const httplib::ContentReader& content) {
     std::string body;
     const bool whole = content([&](const char* data, size_t size) {
@@ -174,7 +193,7 @@ void HttpServer::Impl::routes() {
       return true;
     });
     if (!whole) return send_error(res, status_error(413));
-    chat(body, res);
+    chat(body, req, res);
   });
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
     if (res.body.empty()) send_error(res, status_error(res.status));
@@ -200,6 +219,13 @@ HttpServer::HttpServer(CompletionService& service, ServeOptions options)
   const int connections = impl_->options.connections;
   impl_->server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
   impl_->server.set_payload_max_length(impl_->options.max_request_bytes);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server (another
+  // `serve`, or the app's switch) binds a port already served and the kernel splits the
+  // connections between the two; a taken port must fail to bind instead.
+  impl_->server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   impl_->routes();
 }
 

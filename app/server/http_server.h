@@ -2,8 +2,9 @@
 // authentication, size limits and error objects; the engine work is CompletionService's.
 //
 // Goals: loopback by default; an API key whenever another address is bound; every failure an
-// OpenAI-style error object with a 4xx (or 500) status; streams as server-sent events that stop
-// when the client goes away. Non-goals: TLS (put a reverse proxy in front), several models.
+// OpenAI-style error object with a 4xx (or 500) status; streams as server-sent events; answers,
+// streamed or whole, that stop when the client goes away. Non-goals: TLS (put a reverse proxy in
+// front), several models.
 #pragma once
 
 #include <cstddef>

@@ -297,6 +297,36 @@ TEST(ServeCli, ClientLeavingMidStreamStopsGeneration) {
             std::string::npos);
 }
 
+// A client that gives up on a whole (non-streamed) answer stops its generation too: the server
+// sees the closed socket between tokens, logs it long before the story's end (437 tokens), and
+// answers the next client.
+TEST(ServeCli, ClientLeavingAWholeAnswerStopsGeneration) {
+  ServerProcess server(kModelDir);
+  // Sampled so that the whole answer is 437 tokens (about 2 s on a 2-core machine).
+  const json body = chat_body({user("Write a very long story about a dragon.")},
+                              {{"max_tokens", 100000},
+                               {"thinking", {{"type", "disabled"}}},
+                               {"temperature", 2.0},
+                               {"seed", 6}});
+  const HttpReply gave_up = server.request("/v1/chat/completions", body.dump(), "--max-time 0.3");
+  EXPECT_EQ(gave_up.status, 0) << gave_up.body;  // curl gave up: no answer came in 0.3 s
+  std::string log;
+  for (int i = 0; i < 100 && log.find("client gone") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log = server.log();
+  }
+  EXPECT_NE(log.find("(client gone)"), std::string::npos) << log;
+  const size_t generated = log.find(" generated, ");
+  ASSERT_NE(generated, std::string::npos) << log;
+  const int tokens = std::atoi(log.c_str() + log.rfind(", ", generated) + 2);
+  EXPECT_LT(tokens, 437) << log;
+  std::printf("a whole answer of 437 tokens, its client gone after 0.3 s: %d generated\n", tokens);
+  const json a = ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
+                                       {{"thinking", {{"type", "disabled"}}}}));
+  EXPECT_NE(a["choices"][0]["message"]["content"].get<std::string>().find("Quinn"),
+            std::string::npos);
+}
+
 // Eight clients, twenty requests each (streamed and not, short answers) at once: every one is
 // answered in full, and each says what the same question answers alone (greedy decoding).
 TEST(ServeCli, EightClientsAtOnceAreAllAnswered) {

@@ -19,6 +19,8 @@ std::unique_ptr<QObject> make_model_load_test();
 std::unique_ptr<QObject> make_image_chat_test();
 std::unique_ptr<QObject> make_window_fit_test();
 std::unique_ptr<QObject> make_safe_text_test();
+std::unique_ptr<QObject> make_local_server_test();
+std::unique_ptr<QObject> make_remote_model_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -32,6 +34,8 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_image_chat_test());
   tests.push_back(make_window_fit_test());
   tests.push_back(make_safe_text_test());
+  tests.push_back(make_local_server_test());
+  tests.push_back(make_remote_model_test());
   return tests;
 }
 
