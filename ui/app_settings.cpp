@@ -30,6 +30,7 @@ constexpr NumberKey kThinking{"new_chat/thinking", 0, 1};  // 1: on
 constexpr NumberKey kThreads{"engine/threads", 0, double(kMaxThreads)};
 constexpr NumberKey kServe{"server/serve", 0, 1};  // 1: on
 constexpr NumberKey kServerPort{"server/port", 0, 65535};
+constexpr NumberKey kSpeculative{"engine/speculative", 0, 1};  // 1: DSpark on
 constexpr const char* kBackend = "engine/backend";
 constexpr const char* kDataDir = "data_dir";
 constexpr const char* kSystemPrompt = "new_chat/system_prompt";
@@ -93,6 +94,7 @@ AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
   s.threads = read_number(store, kThreads, s.threads, problems);
   s.serve = read_number(store, kServe, int(s.serve), problems) != 0;
   s.server_port = read_number(store, kServerPort, s.server_port, problems);
+  s.speculative = read_number(store, kSpeculative, int(s.speculative), problems) != 0;
   return s;
 }
 
@@ -113,6 +115,7 @@ void save_app_settings(QSettings& store, const AppSettings& s) {
   store.setValue(QLatin1String(kThreads.key), s.threads);
   store.setValue(QLatin1String(kServe.key), s.serve ? 1 : 0);
   store.setValue(QLatin1String(kServerPort.key), s.server_port);
+  store.setValue(QLatin1String(kSpeculative.key), s.speculative ? 1 : 0);
   store.sync();
 }
 

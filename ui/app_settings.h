@@ -36,6 +36,9 @@ struct AppSettings {
   // The OpenAI-compatible API on the loaded model (File ▸ Serve on localhost, docs/server.md).
   bool serve = false;      // on at start (the switch's last state)
   int server_port = 8080;  // on 127.0.0.1; 0: any free port (the status bar names it)
+  // DSpark speculative decoding on models with a draft head, from the next turn. Off by default:
+  // on the CPU backends flash-tiny's head decodes slower than plain decoding (docs/dspark.md).
+  bool speculative = false;
 
   bool operator==(const AppSettings&) const = default;
 };

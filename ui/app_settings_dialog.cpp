@@ -2,6 +2,7 @@
 // bytes and durations; the ranges are those load_app_settings accepts.
 #include "ui/app_settings_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
@@ -33,6 +34,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
       threads_(new QSpinBox(this)),
       devices_(new QLabel(this)),
       server_port_(new QSpinBox(this)),
+      speculative_(new QCheckBox(tr("Speculative decoding (DSpark)"), this)),
       new_chat_(new QPushButton(tr("Edit…"), this)),
       new_chat_summary_(new QLabel(this)) {
   setWindowTitle(tr("FlashDesk settings"));
@@ -57,6 +59,11 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   pool_ttl_->setValue(int(settings.window_pool_ttl_minutes));
   pool_ttl_->setAccessibleName(tr("Drop a parked window unused for this many minutes"));
   buildDeviceFields(settings);
+  speculative_->setObjectName(QStringLiteral("speculativeDecoding"));
+  speculative_->setChecked(settings.speculative);
+  speculative_->setAccessibleName(
+      tr("Speculative decoding with the model's DSpark draft head, from the next answer"));
+  setDraftHead(false, tr("No model is loaded: the switch needs a model with a DSpark draft head"));
   server_port_->setRange(0, 65535);
   server_port_->setSpecialValueText(tr("Any free port"));
   server_port_->setValue(settings.server_port);
@@ -85,6 +92,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(tr("Compute backend"), backend_);
   form->addRow(tr("CPU threads"), threads_);
   form->addRow(tr("Devices"), devices_);
+  form->addRow(tr("Decoding"), speculative_);
   form->addRow(tr("API server port"), server_port_);
   // The summary gets a row of its own, the dialog's full width: beside the button, a wrapped
   // label in a nested layout was given one line's height and cut.
@@ -145,6 +153,17 @@ void AppSettingsDialog::editNewChatDefaults() {
   dialog->open();
 }
 
+void AppSettingsDialog::setDraftHead(bool available, const QString& why_not) {
+  speculative_->setEnabled(available);
+  // On the CPU backends flash-tiny's head decodes no faster than plain decoding (docs/dspark.md
+  // "Default: off"), so the tooltip says what to expect rather than promising a speed-up.
+  speculative_->setToolTip(available ? tr("The draft head proposes tokens that the model checks "
+                                          "in one step; the answers are the same (greedy) or "
+                                          "sampled from the same distribution. It pays on a "
+                                          "weight-bound backend, not on the CPU for small models.")
+                                     : why_not);
+}
+
 void AppSettingsDialog::setNewChatDefaults(const SessionChoices& choices) {
   base_.new_chat = choices;
   showNewChatSummary();
@@ -180,6 +199,7 @@ AppSettings AppSettingsDialog::settings() const {
   s.backend = backend_->currentText();
   s.threads = threads_->value();
   s.server_port = server_port_->value();
+  s.speculative = speculative_->isChecked();
   return s;
 }
 

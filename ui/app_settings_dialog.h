@@ -1,5 +1,6 @@
 // The application settings dialog (File ▸ Settings…): data folder, SSD KV budget and retention,
-// window-pool budget and lifetime, compute backend and CPU threads, the API server's port, and the
+// window-pool budget and lifetime, compute backend and CPU threads, DSpark speculative decoding,
+// the API server's port, and the
 // defaults of a new chat (edited in the per-session SessionSettingsDialog, not duplicated here). It
 // edits an AppSettings value; the window saves it.
 #pragma once
@@ -8,6 +9,7 @@
 
 #include "ui/app_settings.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -26,6 +28,9 @@ class AppSettingsDialog : public QDialog {
   // The shown settings with the edited fields (the theme passes through: the View menu sets it).
   AppSettings settings() const;
   void setNewChatDefaults(const SessionChoices& choices);
+  // Offers the DSpark switch when the loaded model's draft head loaded; else it stays disabled
+  // (keeping the stored choice) with `why_not` as its tooltip.
+  void setDraftHead(bool available, const QString& why_not);
 
   QLineEdit* dataDir() const { return data_dir_; }
   QDoubleSpinBox* kvDiskBudgetGiB() const { return kv_budget_; }
@@ -36,6 +41,7 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* threads() const { return threads_; }
   QLabel* devices() const { return devices_; }  // what the build can run on
   QSpinBox* serverPort() const { return server_port_; }
+  QCheckBox* speculative() const { return speculative_; }
   QPushButton* newChatDefaultsButton() const { return new_chat_; }
   QLabel* newChatSummary() const { return new_chat_summary_; }
 
@@ -56,6 +62,7 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* threads_;
   QLabel* devices_;
   QSpinBox* server_port_;
+  QCheckBox* speculative_;
   QPushButton* new_chat_;
   QLabel* new_chat_summary_;
 };

@@ -77,6 +77,10 @@ void ChatController::setDevice(const QString& backend, int threads) {
   queue(&ChatWorker::setDevice, backend, threads);
 }
 
+void ChatController::setSpeculative(bool on) {
+  queue(&ChatWorker::setSpeculative, on);
+}
+
 void ChatController::setCacheLimits(const CacheLimits& limits) {
   queue(&ChatWorker::setCacheLimits, limits);
 }

@@ -31,6 +31,7 @@ struct ModelSummary {
   std::string fingerprint;
   std::filesystem::path directory;
   bool vision = false;      // the model has an image encoder
+  bool draft_head = false;  // its DSpark draft head loaded (ChatEngine::has_draft_head)
   int64_t max_context = 0;  // tokens
   std::string backend;      // the compute backend it runs on ("cpu", ...; "remote")
   std::string remote_url;   // a remote model's endpoint (empty: a local model)
@@ -58,6 +59,8 @@ struct TurnRequest {
   std::string text;
   std::vector<std::filesystem::path> images;  // files the user attached, in order
   storage::SessionSettings settings;          // effort, thinking, system prompt, sampling
+  // DSpark speculative decoding (an app setting, docs/dspark.md); only for a model with a head.
+  bool speculative = false;
 };
 
 // What a turn cost; the KV fields tell reuse from recomputation (docs/session-resume.md).
@@ -73,6 +76,9 @@ struct TurnStats {
   double thinking_ms = 0.0;  // how long the reasoning took (GenerationStats::thinking_ms)
   double ttft_ms = 0.0;
   double decode_tokens_per_s = 0.0;
+  bool speculative = false;    // the turn decoded with the DSpark head
+  int64_t verifies = 0;        // target steps that verified drafts (GenerationStats::verifies)
+  double mean_accepted = 0.0;  // accepted drafts per verify
 };
 
 struct TurnOutcome {

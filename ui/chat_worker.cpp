@@ -88,6 +88,7 @@ void ChatWorker::loadModel(const QString& directory) {
       emit modelProgress(qint64(p.done_bytes), qint64(p.total_bytes));
     };
     const ModelSummary summary = service_->load_model(directory.toStdString(), progress);
+    emit draftHeadKnown(summary.draft_head);
     emit modelLoaded(qstr(summary.name), directory, qstr(summary.backend));
   } catch (const std::exception& e) {
     emit modelFailed(directory, QString::fromUtf8(e.what()));
@@ -105,11 +106,14 @@ void ChatWorker::connectRemote(const QString& url, const QString& api_key, const
       serving_ = false;
       emit servingStopped();
     }
+    emit draftHeadKnown(summary.draft_head);
     emit modelLoaded(qstr(summary.name), url, qstr(summary.backend));
   } catch (const std::exception& e) {
     emit modelFailed(url, QString::fromUtf8(e.what()));
-    if (const auto kept = service_->model())
+    if (const auto kept = service_->model()) {
+      emit draftHeadKnown(kept->draft_head);
       emit modelLoaded(qstr(kept->name), qstr(kept->directory.string()), qstr(kept->backend));
+    }
   }
   if (serving_port_ && !serving_ && service_->model()) start_serving();
 }
@@ -257,6 +261,8 @@ void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
   int64_t user_ordinal = 0;
   try {
     request.settings = settings_with(id, choices);
+    const auto model = service_->model();
+    request.speculative = speculative_ && model && model->draft_head;
     for (const QString& path : images) request.images.push_back(path.toStdString());
     service_->check(request);
     ensure_open(id);

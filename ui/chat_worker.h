@@ -51,6 +51,8 @@ class ChatWorker : public QObject {
   void setServing(bool on, int port);
   void setDevice(const QString& backend, int threads);  // for the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // for the next loadModel
+  // DSpark speculative decoding for the next turns; applied only while the model has a head.
+  void setSpeculative(bool on) { speculative_ = on; }
   void listSessions(const QString& filter);
   void createSession(flashdesk::ui::SessionChoices choices);
   void openSession(qint64 id);
@@ -69,6 +71,8 @@ class ChatWorker : public QObject {
   // Weight bytes uploaded so far; sent when the per-mille figure changes, last with done == total.
   void modelProgress(qint64 done_bytes, qint64 total_bytes);
   void modelLoaded(const QString& name, const QString& directory, const QString& backend);
+  // Sent just before each modelLoaded: whether that model's DSpark draft head loaded.
+  void draftHeadKnown(bool available);
   void modelFailed(const QString& directory, const QString& message);
   void sessionsListed(const QList<flashdesk::ui::SessionRow>& rows);
   void sessionCreated(qint64 id);
@@ -115,6 +119,7 @@ class ChatWorker : public QObject {
   std::optional<int> serving_port_;  // set: the user wants the API server on this port
   bool serving_ = false;             // the server runs
   CacheStats run_totals_;            // only the per-run fields are used
+  bool speculative_ = false;         // the app setting (setSpeculative)
   std::atomic<bool> stop_{false};
   std::atomic<bool> closing_{false};
 };

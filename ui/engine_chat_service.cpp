@@ -88,8 +88,8 @@ TurnOutcome EngineChatService::send(const TurnRequest& request, const StreamCall
     if (callbacks.on_token) callbacks.on_token(id);
   };
   chat.set_system_prompt(request.settings.system_prompt);
-  const TurnResult turn =
-      chat.send(user_turn(request.text), turn_options(request.settings), wrapped, stop);
+  const TurnResult turn = chat.send(
+      user_turn(request.text), turn_options(request.settings, request.speculative), wrapped, stop);
   outcome.prompt_text = turn.prompt_text;
   outcome.content = turn.generation.content;
   outcome.reasoning = turn.generation.reasoning;

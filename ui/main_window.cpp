@@ -40,6 +40,10 @@ QString stats_text(const TurnStats& s) {
                 .arg(s.restored_tokens)
                 .arg(s.restore_ms, 0, 'f', 0)
                 .arg(s.replayed_tokens);
+  if (s.speculative)  // DSpark: drafts the model accepted per verifying step
+    text += QObject::tr(" · DSpark accepted %1 per verify (%2 verifies)")
+                .arg(s.mean_accepted, 0, 'f', 2)
+                .arg(s.verifies);
   return text + QObject::tr(" · answer %1 tokens (%2 thinking) · first token %3 ms")
                     .arg(s.generated_tokens)
                     .arg(s.thinking_tokens)
@@ -84,6 +88,7 @@ MainWindow::MainWindow(ChatController& controller, const QString& model_dir, QSe
     if (app_settings_.theme != ThemeChoice::system) apply_theme(app_settings_.theme);
   }
   choices_ = app_settings_.new_chat;  // what the first message of a new chat gets
+  controller_.setSpeculative(app_settings_.speculative);
   effort_->setChoices(choices_);
   view_->setEmptyText(welcome_text(QString()));
   regenerate_->setEnabled(false);

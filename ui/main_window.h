@@ -130,6 +130,7 @@ class MainWindow : public QMainWindow {
   QString model_dir_;                  // the folder last asked for (reloadModel)
   QString model_label_;                // the loaded model's name ("" before one is loaded)
   QString model_backend_;              // and the backend it runs on
+  bool model_draft_head_ = false;      // its DSpark draft head loaded (the settings' switch)
   QLabel* effort_line_;
   QPushButton* regenerate_;
   QPushButton* settings_;

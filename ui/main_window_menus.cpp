@@ -119,6 +119,10 @@ void MainWindow::changeEvent(QEvent* event) {
 
 AppSettingsDialog* MainWindow::editAppSettings() {
   auto* dialog = new AppSettingsDialog(app_settings_, this);
+  if (model_ready_)
+    dialog->setDraftHead(
+        model_draft_head_,
+        tr("The model %1 has no DSpark draft head (or runs on several devices)").arg(model_label_));
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this,
           [this, dialog] { applyAppSettings(dialog->settings()); });
@@ -142,6 +146,7 @@ void MainWindow::applyAppSettings(const AppSettings& settings) {
   }
   if (device) controller_.setDevice(settings.backend, settings.threads);
   if (caches) controller_.setCacheLimits(cache_limits(settings));
+  controller_.setSpeculative(settings.speculative);  // from the next turn
   QStringList notes;
   if (restart) notes << tr("The new data folder applies after a restart");
   if (caches)

@@ -80,6 +80,9 @@ void MainWindow::connectModel() {
       },
       queued);
   connect(
+      w, &ChatWorker::draftHeadKnown, this,
+      [this](bool available) { model_draft_head_ = available; }, queued);
+  connect(
       w, &ChatWorker::modelLoaded, this,
       [this](const QString& name, const QString& dir, const QString& backend) {
         model_ready_ = true;

@@ -126,7 +126,7 @@ void PersistentChatService::check(const TurnRequest& request) const {
 // the message.
 std::string PersistentChatService::render_prompt(const TurnRequest& request) const {
   storage::PersistentChat& chat = require_chat();
-  const TurnOptions options = turn_options(request.settings);
+  const TurnOptions options = turn_options(request.settings, request.speculative);
   const auto turn = engine_turn();
   if (chat.store().find_session(request.session_id)) {
     chat.open_session(request.session_id);
@@ -155,7 +155,8 @@ TurnOutcome PersistentChatService::send(const TurnRequest& request,
     if (callbacks.on_token) callbacks.on_token(id);
   };
   const storage::SessionTurn turn =
-      chat.send(request.text, request.images, turn_options(request.settings), wrapped, stop);
+      chat.send(request.text, request.images, turn_options(request.settings, request.speculative),
+                wrapped, stop);
   outcome.prompt_text = turn.turn.prompt_text;
   outcome.answer_message_id = turn.answer_message_id;
   outcome.content = turn.turn.generation.content;

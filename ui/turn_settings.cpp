@@ -14,19 +14,23 @@ ChatOptions chat_options(const storage::SessionSettings& settings) {
   return options;
 }
 
-TurnOptions turn_options(const storage::SessionSettings& settings) {
+TurnOptions turn_options(const storage::SessionSettings& settings, bool speculative) {
   const ChatOptions chat = chat_options(settings);
   TurnOptions options;
   options.mode = chat.mode;
   options.effort = chat.effort;
   options.generation.max_new_tokens = settings.max_new_tokens;
   options.generation.sampling = settings.sampling;
+  options.generation.speculative = speculative;
   return options;
 }
 
 void check_request(const std::optional<ModelSummary>& model, const TurnRequest& request,
                    ImageSupport images) {
   if (!model) throw InvalidRequest("no model is loaded: open a model folder first");
+  if (request.speculative && !model->draft_head)
+    throw InvalidRequest("the model '" + model->name +
+                         "' has no DSpark draft head: turn speculative decoding off in Settings");
   request.settings.validate();
   if (request.text.empty() && request.images.empty()) throw InvalidRequest("the message is empty");
   for (const auto& image : request.images) {
@@ -52,6 +56,9 @@ TurnStats turn_stats(const GenerationStats& g) {
   s.thinking_ms = g.thinking_ms;
   s.ttft_ms = g.ttft_ms;
   s.decode_tokens_per_s = g.decode_tokens_per_s();
+  s.speculative = g.draft_rounds > 0;
+  s.verifies = g.verifies;
+  s.mean_accepted = g.mean_accepted();
   return s;
 }
 
@@ -61,6 +68,7 @@ ModelSummary summary_of(const ChatEngine& engine, const std::filesystem::path& d
       .fingerprint = engine.fingerprint(),
       .directory = directory,
       .vision = engine.config().vision.has_value(),
+      .draft_head = engine.has_draft_head(),
       .max_context = engine.config().text.max_position_embeddings,
       .backend = std::string(engine.backend().name()),
       .remote_url = {},

@@ -10,7 +10,8 @@
 namespace flashdesk::ui {
 
 ChatOptions chat_options(const storage::SessionSettings& settings);
-TurnOptions turn_options(const storage::SessionSettings& settings);
+// `speculative`: DSpark speculative decoding (the app setting; the model must have a draft head).
+TurnOptions turn_options(const storage::SessionSettings& settings, bool speculative = false);
 // Whether a service can put a request's images into the prompt.
 enum class ImageSupport { refused, encoded };
 // Throws InvalidRequest / IoError naming the problem (no model, empty message, images the model

@@ -32,6 +32,10 @@ DsparkDrafter::DsparkDrafter(Model& model)
       w_(dspark_weights(*model.weights_)),
       rope_(rope_inv_freq(model.config().text, 0)) {}
 
+bool DsparkDrafter::available(const Model& model) {
+  return model.weights_->dspark.has_value();
+}
+
 int64_t DsparkDrafter::block_size() const {
   return text_.dspark_block_size;
 }

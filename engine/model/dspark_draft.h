@@ -43,6 +43,9 @@ class DsparkDrafter {
  public:
   // Throws InvalidRequest when the model has no DSpark stages loaded.
   explicit DsparkDrafter(Model& model);
+  // True when the model's DSpark stages were loaded (the config declares them, the checkpoint
+  // holds mtp.*, one device): what the constructor needs.
+  static bool available(const Model& model);
 
   int64_t block_size() const;
   DraftState new_state() const;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/model/dspark_draft.h"
 #include "engine/ops/cuda/cuda_devices.h"
 #include "engine/placement/auto_placement.h"
 #include "engine/placement/machine_detect.h"
@@ -56,6 +57,7 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
                                                    .tokenizer = e->tokenizer_.get(),
                                                    .engram_cache_dir = options.engram_cache_dir,
                                                    .host_experts_from_layer = host_experts_from});
+  e->draft_head_ = DsparkDrafter::available(*e->model_);
   e->generator_ = std::make_unique<Generator>(*e->model_, *e->tokenizer_);
   e->image_limits_ = options.image_limits;
   if (e->checkpoint_->config().vision) {

@@ -72,6 +72,9 @@ class ChatEngine {
   // vision ops. prepare_image reads, decodes and preprocesses a file (IoError, FormatError;
   // InvalidRequest for a model without vision) and may run on any thread.
   bool has_vision() const { return vision_ != nullptr; }
+  // True when the model's DSpark draft head loaded (TurnOptions::generation.speculative needs it);
+  // a config that declares stages without mtp.* weights, or several devices, gives false.
+  bool has_draft_head() const { return draft_head_; }
   ImageRef prepare_image(const std::filesystem::path& path) const;
   // The same from a file's bytes the caller has read (and keeps, e.g. to store them); `name`
   // labels errors. The size limit applies as to a file (decode_image checks it).
@@ -98,6 +101,7 @@ class ChatEngine {
   DecodeLimits image_limits_;
   std::string name_;
   std::string placement_summary_;
+  bool draft_head_ = false;
 };
 
 struct TurnOptions {

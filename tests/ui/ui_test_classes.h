@@ -21,6 +21,7 @@ std::unique_ptr<QObject> make_window_fit_test();
 std::unique_ptr<QObject> make_safe_text_test();
 std::unique_ptr<QObject> make_local_server_test();
 std::unique_ptr<QObject> make_remote_model_test();
+std::unique_ptr<QObject> make_dspark_switch_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -36,6 +37,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_safe_text_test());
   tests.push_back(make_local_server_test());
   tests.push_back(make_remote_model_test());
+  tests.push_back(make_dspark_switch_test());
   return tests;
 }
 
