@@ -18,6 +18,7 @@
 #include "engine/runtime/chat_engine.h"
 #include "engine/tokenizer/reasoning_effort.h"
 #include "tests/engine/checkpoint_test_util.h"
+#include "tests/engine/dspark_test_util.h"
 
 namespace flashdesk::test {
 namespace {
@@ -72,31 +73,12 @@ TEST_P(DsparkShippedHead, LoadsFromItsOwnShard) {
 // are missing is refused at load, so a declared head is a loaded one on one device.)
 TEST(ChatEngineDraftHead, FalseForFlashTinyWithoutItsHead) {
   testing::TempDir dir;
-  for (const auto& entry : std::filesystem::directory_iterator(kTiny)) {
-    const std::string name = entry.path().filename().string();
-    if (name == "model-dspark.safetensors" || name == "model.safetensors.index.json" ||
-        name == "config.json")
-      continue;
-    std::filesystem::create_symlink(entry.path(), dir.path() / name);
-  }
-  nlohmann::json index =
-      nlohmann::json::parse(std::ifstream(kTiny / "model.safetensors.index.json"));
-  nlohmann::json kept = nlohmann::json::object();
-  for (const auto& [name, shard] : index["weight_map"].items())
-    if (shard != "model-dspark.safetensors") kept[name] = shard;
-  ASSERT_LT(kept.size(), index["weight_map"].size());  // the head's entries were there
-  index["weight_map"] = kept;
-  std::ofstream(dir.path() / "model.safetensors.index.json") << index.dump();
-  nlohmann::json config = nlohmann::json::parse(std::ifstream(kTiny / "config.json"));
-  nlohmann::json& t = config["text_config"];
-  t["num_nextn_predict_layers"] = 0;
-  std::vector<int64_t> ratios = t["compress_ratios"];
-  ratios.resize(t["num_hidden_layers"].get<size_t>());
-  t["compress_ratios"] = ratios;
-  for (const char* key : {"dspark_block_size", "dspark_target_layer_ids", "dspark_markov_rank",
-                          "dspark_n_routed_experts", "dspark_num_experts_per_tok"})
-    t.erase(key);
-  std::ofstream(dir.path() / "config.json") << config.dump();
+  write_flash_tiny_target(dir.path());
+  const auto entries = [](const std::filesystem::path& d) {
+    return nlohmann::json::parse(std::ifstream(d / "model.safetensors.index.json"))["weight_map"]
+        .size();
+  };
+  ASSERT_LT(entries(dir.path()), entries(kTiny));  // the head's entries were there
   EngineOptions o;
   o.threads = 2;
   const std::unique_ptr<ChatEngine> e = ChatEngine::load(dir.path(), o);

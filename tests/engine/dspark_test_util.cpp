@@ -43,6 +43,24 @@ void add_dspark_stages(nlohmann::json& t, std::vector<int64_t> targets, int64_t 
 
 }  // namespace
 
+void write_flash_tiny_target(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  const fs::path tiny = fs::path(FD_SOURCE_DIR) / "assets/models/flash-tiny";
+  for (const auto& e : fs::directory_iterator(tiny))
+    if (!is_dspark_head_file(e.path().filename().string()))
+      fs::create_symlink(e.path(), dir / e.path().filename());
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(tiny / "config.json"));
+  remove_dspark_stages(config["text_config"]);
+  std::ofstream(dir / "config.json") << config.dump(2);
+  nlohmann::json index =
+      nlohmann::json::parse(std::ifstream(tiny / "model.safetensors.index.json"));
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (const auto& [name, shard] : index["weight_map"].items())
+    if (!name.starts_with("mtp.")) weight_map[name] = shard;
+  index["weight_map"] = weight_map;
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(1);
+}
+
 const std::filesystem::path& dspark_every_role_dir() {
   static ::flashdesk::testing::TempDir dir;
   static const bool made = [] {
@@ -61,18 +79,13 @@ const std::filesystem::path& flash_tiny_with_random_head_dir() {
   static ::flashdesk::testing::TempDir dir;
   static const fs::path model = dir.path() / "model";
   static const bool made = [] {
-    const fs::path tiny = fs::path(FD_SOURCE_DIR) / "assets/models/flash-tiny";
     fs::create_directories(model);
-    // Link the target's own files only. The head's three files are written here as regular
-    // files: writing through a link to a shipped head would overwrite it.
-    for (const auto& e : fs::directory_iterator(tiny))
-      if (!is_dspark_head_file(e.path().filename().string()))
-        fs::create_symlink(e.path(), model / e.path().filename());
-    // The config with these stages (in place of any the shipped one has), then a whole random
-    // checkpoint of it for its mtp.* tensors.
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(tiny / "config.json"));
+    // The target alone (the head's three files are written here as regular files: writing
+    // through a link to a shipped head would overwrite it), then the config with these stages
+    // and a whole random checkpoint of it for its mtp.* tensors.
+    write_flash_tiny_target(model);
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(model / "config.json"));
     nlohmann::json& t = j["text_config"];
-    remove_dspark_stages(t);
     const int64_t vocab = t["vocab_size"];
     add_dspark_stages(t, {9, 10, 11}, 64, vocab - 1);
     std::ofstream(model / "config.json") << j.dump(2);
@@ -90,13 +103,11 @@ const std::filesystem::path& flash_tiny_with_random_head_dir() {
           TensorData{name, v.dtype, {v.shape.begin(), v.shape.end()}, {v.data, v.data + v.nbytes}});
     }
     write_safetensors(model / kDsparkShard, head);
-    // The target's index without the shipped head's entries, plus this head's. The random
-    // checkpoint has every tensor of this config with the same shape and dtype as the model here.
+    // The target's index plus this head's entries. The random checkpoint has every tensor of
+    // this config with the same shape and dtype as the model here.
     nlohmann::json index =
-        nlohmann::json::parse(std::ifstream(tiny / "model.safetensors.index.json"));
-    nlohmann::json weight_map = nlohmann::json::object();
-    for (const auto& [name, shard] : index["weight_map"].items())
-      if (!name.starts_with("mtp.")) weight_map[name] = shard;
+        nlohmann::json::parse(std::ifstream(model / "model.safetensors.index.json"));
+    nlohmann::json weight_map = index["weight_map"];
     for (const TensorData& h : head) weight_map[h.name] = kDsparkShard;
     index["weight_map"] = weight_map;
     index["metadata"]["total_size"] = total;

@@ -17,4 +17,9 @@ const std::filesystem::path& dspark_every_role_dir();
 // dspark_shipped_head_test.cpp.
 const std::filesystem::path& flash_tiny_with_random_head_dir();
 
+// flash-tiny's target alone in `dir`: its files linked except the head's three, its config
+// written without stages (one compress ratio per main layer) and its index without the mtp.*
+// entries.
+void write_flash_tiny_target(const std::filesystem::path& dir);
+
 }  // namespace flashdesk::test
