@@ -267,6 +267,43 @@ def load_weights(model, tensors):
     return sorted(set(tensors) - used)
 
 
+def build_model(M, cfg, model_dir, max_len):
+    """The official Transformer of the checkpoint in model_dir (config `cfg`), weights loaded, in
+    eval mode, under torch's default dtype BF16 (as the official generate.py runs it). Engram
+    models hash with the official token map: from tokenizer.json when the checkpoint has one and
+    its compressed vocabulary has the config's size, else from the shipped engram_map through a
+    stub tokenizer. Returns (model, ModelArgs, unused checkpoint tensor names, a note on the
+    token map)."""
+    torch.set_default_dtype(torch.bfloat16)
+    torch.manual_seed(0)
+    args = model_args(M, cfg, max_len)
+    tok_path = os.path.join(model_dir, "tokenizer.json")
+    tokenizer, tokenizer_note = None, "no Engram"
+    if args.engram_layer_ids:
+        if os.path.exists(tok_path):
+            tokenizer = JsonTokenizer(tok_path)
+        else:
+            token_map = read_safetensors(os.path.join(model_dir, "engram_map.safetensors"))
+            tokenizer = StubTokenizer(token_map["token_map"][1].tolist())
+    try:
+        model = M.Transformer(args, tokenizer)
+        if tokenizer is not None:
+            tokenizer_note = "official map from " + ("tokenizer.json" if isinstance(
+                tokenizer, JsonTokenizer) else "the shipped engram_map (stub tokenizer)")
+    except AssertionError as e:  # the official map's size disagrees with the config
+        if not isinstance(tokenizer, JsonTokenizer):
+            raise
+        token_map = read_safetensors(os.path.join(model_dir, "engram_map.safetensors"))
+        tokenizer = StubTokenizer(token_map["token_map"][1].tolist())
+        tokenizer_note = (f"tokenizer.json gives a compressed vocabulary of {e} (official size, "
+                          "config size): fell back to the shipped engram_map")
+        print("official_goldens:", tokenizer_note)
+        model = M.Transformer(args, tokenizer)
+    unused = load_weights(model, load_checkpoint(model_dir))
+    model.eval()
+    return model, args, unused, tokenizer_note
+
+
 # ---- recording what the official modules compute -------------------------------------------
 
 class Recorder:
@@ -656,33 +693,8 @@ def main(argv=None):
         cfg = json.load(f)
     with open(args_cli.ids) as f:
         text_ids = [int(v) for v in json.load(f)]
-    torch.set_default_dtype(torch.bfloat16)
-    torch.manual_seed(0)
     max_len = len(text_ids) + args_cli.decode + 2048
-    args = model_args(M, cfg, max_len)
-    tok_path = os.path.join(args_cli.model, "tokenizer.json")
-    tokenizer, tokenizer_note = None, "no Engram"
-    if args.engram_layer_ids:
-        if os.path.exists(tok_path):
-            tokenizer = JsonTokenizer(tok_path)
-        else:
-            token_map = read_safetensors(os.path.join(args_cli.model, "engram_map.safetensors"))
-            tokenizer = StubTokenizer(token_map["token_map"][1].tolist())
-    try:
-        model = M.Transformer(args, tokenizer)
-        tokenizer_note = "official map from " + ("tokenizer.json" if isinstance(
-            tokenizer, JsonTokenizer) else "the shipped engram_map (stub tokenizer)")
-    except AssertionError as e:  # the official map's size disagrees with the config
-        if not isinstance(tokenizer, JsonTokenizer):
-            raise
-        token_map = read_safetensors(os.path.join(args_cli.model, "engram_map.safetensors"))
-        tokenizer = StubTokenizer(token_map["token_map"][1].tolist())
-        tokenizer_note = (f"tokenizer.json gives a compressed vocabulary of {e} (official size, "
-                          "config size): fell back to the shipped engram_map")
-        print("official_goldens:", tokenizer_note)
-        model = M.Transformer(args, tokenizer)
-    unused = load_weights(model, load_checkpoint(args_cli.model))
-    model.eval()
+    model, args, unused, tokenizer_note = build_model(M, cfg, args_cli.model, max_len)
     rec = Recorder(M, model)
     n_layers, W = args.n_layers, args.window_size
 
