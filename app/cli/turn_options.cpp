@@ -162,7 +162,10 @@ std::string turn_json(const TurnResult& turn,
         {"verifies", s.verifies},
         {"drafted_tokens", s.drafted},
         {"accepted_tokens", s.accepted},
-        {"mean_accepted_per_verify", s.mean_accepted()}}},
+        {"mean_accepted_per_verify", s.mean_accepted()},
+        {"draft_ms", s.draft_ms},
+        {"verify_ms", s.verify_ms},
+        {"keep_ms", s.keep_ms}}},
   };
   for (const auto& [key, value] : extra) j[key] = value;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -2,12 +2,19 @@
 #include "engine/model/dspark_decode.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "engine/model/sequence_rollback.h"
 
 namespace flashdesk {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
 
 int32_t argmax_row(const std::vector<float>& logits, int64_t row, int64_t V) {
   const float* r = logits.data() + row * V;
@@ -33,6 +40,7 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
   const int64_t V = model.config().text.vocab_size;
   VerifyRound r;
   r.position = state.position();
+  Clock::time_point phase = Clock::now();
   std::vector<int32_t> rows{next};
   if (most > 0) {
     DraftPicker pick;
@@ -48,6 +56,8 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
     if (static_cast<int64_t>(drafts.size()) != r.drafted)
       throw InvalidRequest("override_drafts changed the number of drafts");
     rows.insert(rows.end(), drafts.begin(), drafts.end());
+    r.draft_ms = ms_since(phase);
+    phase = Clock::now();
   }
   begin_rollback(model.backend(), state);
   r.step.state = &state;
@@ -62,6 +72,7 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
     throw;
   }
   r.step.tokens = {};  // `rows` ends here
+  r.verify_ms = ms_since(phase);
   const std::span<const int32_t> drafts(rows.data() + 1, static_cast<size_t>(r.drafted));
   if (options.sampling) {
     r.tokens = options.sampling->accept(drafts, r.step.out_logits, V,
@@ -78,6 +89,8 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
 }
 
 void count_round(const VerifyRound& round, SpeculativeStats& stats) {
+  stats.draft_ms += round.draft_ms;
+  stats.verify_ms += round.verify_ms;
   if (!round.drafted_block) return;
   ++stats.rounds;
   if (round.drafted == 0) return;
@@ -86,11 +99,13 @@ void count_round(const VerifyRound& round, SpeculativeStats& stats) {
   stats.accepted += round.accepted;
 }
 
-void keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
-               const VerifyRound& round, int64_t m) {
+double keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
+                 const VerifyRound& round, int64_t m) {
   FD_CHECK(m >= 1 && m <= static_cast<int64_t>(round.tokens.size()), "keep_rows: bad row count");
+  const Clock::time_point start = Clock::now();
   roll_back(model.backend(), state, round.position + m);
   drafter.seed(draft, round.step.out_features.rows(0, m), round.position);
+  return ms_since(start);
 }
 
 int64_t most_drafts(const Model& model, const DsparkDrafter& drafter, int64_t wanted) {
@@ -120,7 +135,8 @@ std::vector<int32_t> greedy_speculative(Model& model, DsparkDrafter& drafter, Se
         std::clamp<int64_t>(std::min(most, n - static_cast<int64_t>(out.size()) - 1), 0, room);
     const VerifyRound r = verify_round(model, drafter, draft, state, out.back(), k,
                                        {options.min_survival, options.override_drafts});
-    keep_rows(model, drafter, draft, state, r, static_cast<int64_t>(r.tokens.size()));
+    local.keep_ms +=
+        keep_rows(model, drafter, draft, state, r, static_cast<int64_t>(r.tokens.size()));
     out.insert(out.end(), r.tokens.begin(), r.tokens.end());
     count_round(r, local);
   }

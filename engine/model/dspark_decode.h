@@ -28,6 +28,10 @@ struct SpeculativeStats {
   int64_t verifies = 0;  // of them, the ones that checked at least one draft
   int64_t drafted = 0;   // draft tokens the target checked
   int64_t accepted = 0;  // of them, the ones it agreed with
+  // Host wall time of the rounds' phases: drafting (the head and reading its block back), the
+  // target's verify step (and reading its logits back), keeping rows (rollback and seeding, which
+  // only queue work on a GPU backend: their device time shows up in the next phase).
+  double draft_ms = 0.0, verify_ms = 0.0, keep_ms = 0.0;
   // Accepted drafts per verify; each verify also yields the target's own next token.
   double mean_accepted() const {
     return verifies ? static_cast<double>(accepted) / static_cast<double>(verifies) : 0.0;
@@ -88,12 +92,13 @@ struct RoundOptions {
 // next token. With most = 0 nothing is drafted (a plain step). The state holds every row of the
 // step until keep_rows.
 struct VerifyRound {
-  int64_t position = 0;         // of `next`
-  bool drafted_block = false;   // the head ran (most > 0)
-  int64_t drafted = 0;          // k
-  int64_t accepted = 0;         // drafts accepted
-  std::vector<int32_t> tokens;  // [accepted + 1]
-  SequenceStep step;            // its features seed the head in keep_rows
+  int64_t position = 0;                    // of `next`
+  bool drafted_block = false;              // the head ran (most > 0)
+  int64_t drafted = 0;                     // k
+  int64_t accepted = 0;                    // drafts accepted
+  std::vector<int32_t> tokens;             // [accepted + 1]
+  double draft_ms = 0.0, verify_ms = 0.0;  // host wall time of the two phases
+  SequenceStep step;                       // its features seed the head in keep_rows
 };
 VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState& draft,
                          SequenceState& state, int32_t next, int64_t most,
@@ -101,9 +106,10 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
 // Adds a round's counts to `stats`.
 void count_round(const VerifyRound& round, SpeculativeStats& stats);
 // Keeps the round's first `m` rows (next and the first m - 1 tokens taken; 1 <= m <=
-// tokens.size()), rolls back the rest and seeds the head's rings with the kept rows.
-void keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
-               const VerifyRound& round, int64_t m);
+// tokens.size()), rolls back the rest and seeds the head's rings with the kept rows. Returns its
+// host wall time in ms.
+double keep_rows(Model& model, DsparkDrafter& drafter, DraftState& draft, SequenceState& state,
+                 const VerifyRound& round, int64_t m);
 // Most drafts a round may verify: the block size, `wanted` (> 0) and W - 1 (rollback limit).
 int64_t most_drafts(const Model& model, const DsparkDrafter& drafter, int64_t wanted = 0);
 

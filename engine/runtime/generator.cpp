@@ -205,13 +205,15 @@ void Generator::decode_speculative(SequenceState& state, DsparkDrafter& drafter,
     stats.verifies = counts.verifies;
     stats.drafted = counts.drafted;
     stats.accepted = counts.accepted;
+    stats.draft_ms = counts.draft_ms;
+    stats.verify_ms = counts.verify_ms;
     int64_t m = 0;
     bool more = true;
     while (more && m < static_cast<int64_t>(r.tokens.size())) {
       more = take(r.tokens[static_cast<size_t>(m)], r.position + 1 + m);
       ++m;
     }
-    keep_rows(model_, drafter, draft, state, r, m);
+    stats.keep_ms += keep_rows(model_, drafter, draft, state, r, m);
     taken += m;
     if (!more) return;
     next = r.tokens.back();

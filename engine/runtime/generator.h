@@ -83,6 +83,7 @@ struct GenerationStats {
   int64_t verifies = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
+  double draft_ms = 0.0, verify_ms = 0.0, keep_ms = 0.0;  // host time of the rounds' phases
   double decode_tokens_per_s() const;
   double mean_accepted() const;  // accepted drafts per verify
   double mean_drafted() const;   // the confidence's chosen draft lengths, mean over the rounds

@@ -78,42 +78,49 @@ class CudaIndexerTest : public CudaOpTest {
     a.restrict_blocks = restricted ? &rt.gpu : nullptr;
     a.block_size = bs;
     a.select_width = width;
-    Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
-    Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
-    gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
-    const std::vector<int32_t> got = from_gpu<int32_t>(topk);
-    const std::vector<int32_t> got_c =
-        candidates ? from_gpu<int32_t>(cand) : std::vector<int32_t>();
-    const int64_t cc = std::min(C, n_blocks);
-    for (int64_t t = 0; t < n; ++t) {
-      std::vector<uint8_t> allowed(static_cast<size_t>(row), 0);
-      if (restricted)
-        for (int64_t j = 0; j < C; ++j) {
-          const int32_t b = restrict_ids[static_cast<size_t>(t * C + j)];
-          if (b < 0) continue;
-          for (int64_t s = b * bs; s < std::min(row, (b + 1) * bs); ++s)
-            allowed[static_cast<size_t>(s)] = 1;
-        }
-      std::vector<float> score =
-          reference_scores(q, w, keys, t, heads, d, E, visible[static_cast<size_t>(t)],
-                           restricted ? &allowed : nullptr);
-      score.resize(static_cast<size_t>(row), -INFINITY);
-      std::vector<int32_t> want(static_cast<size_t>(k));
-      cpu::select_best(score, visible[static_cast<size_t>(t)], false, want);
-      const std::string what = "query " + std::to_string(t) + " E=" + std::to_string(E);
-      EXPECT_EQ(std::vector<int32_t>(got.begin() + t * k, got.begin() + (t + 1) * k), want)
-          << what << " top-k";
-      if (!candidates) continue;
-      std::vector<float> block(static_cast<size_t>(n_blocks), -INFINITY);
-      for (int64_t s = 0; s < row; ++s)
-        block[static_cast<size_t>(s / bs)] =
-            std::max(block[static_cast<size_t>(s / bs)], score[static_cast<size_t>(s)]);
-      const int64_t vis = std::min(visible[static_cast<size_t>(t)], E);
-      if (vis >= 1) block[static_cast<size_t>((vis - 1) / bs)] = INFINITY;
-      std::vector<int32_t> want_c(static_cast<size_t>(cc));
-      cpu::select_best(block, n_blocks, true, want_c);
-      EXPECT_EQ(std::vector<int32_t>(got_c.begin() + t * cc, got_c.begin() + (t + 1) * cc), want_c)
-          << what << " candidates";
+    // Torch's tie selection in shared memory (where the row fits) and in global memory.
+    for (const bool shared : {true, false}) {
+      gpu().set_select_in_shared_memory(shared);
+      Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
+      Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
+      gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
+      gpu().set_select_in_shared_memory(true);
+      const std::vector<int32_t> got = from_gpu<int32_t>(topk);
+      const std::vector<int32_t> got_c =
+          candidates ? from_gpu<int32_t>(cand) : std::vector<int32_t>();
+      const int64_t cc = std::min(C, n_blocks);
+      for (int64_t t = 0; t < n; ++t) {
+        std::vector<uint8_t> allowed(static_cast<size_t>(row), 0);
+        if (restricted)
+          for (int64_t j = 0; j < C; ++j) {
+            const int32_t b = restrict_ids[static_cast<size_t>(t * C + j)];
+            if (b < 0) continue;
+            for (int64_t s = b * bs; s < std::min(row, (b + 1) * bs); ++s)
+              allowed[static_cast<size_t>(s)] = 1;
+          }
+        std::vector<float> score =
+            reference_scores(q, w, keys, t, heads, d, E, visible[static_cast<size_t>(t)],
+                             restricted ? &allowed : nullptr);
+        score.resize(static_cast<size_t>(row), -INFINITY);
+        std::vector<int32_t> want(static_cast<size_t>(k));
+        cpu::select_best(score, visible[static_cast<size_t>(t)], false, want);
+        const std::string what = "query " + std::to_string(t) + " E=" + std::to_string(E) +
+                                 (shared ? " (shared)" : " (global)");
+        EXPECT_EQ(std::vector<int32_t>(got.begin() + t * k, got.begin() + (t + 1) * k), want)
+            << what << " top-k";
+        if (!candidates) continue;
+        std::vector<float> block(static_cast<size_t>(n_blocks), -INFINITY);
+        for (int64_t s = 0; s < row; ++s)
+          block[static_cast<size_t>(s / bs)] =
+              std::max(block[static_cast<size_t>(s / bs)], score[static_cast<size_t>(s)]);
+        const int64_t vis = std::min(visible[static_cast<size_t>(t)], E);
+        if (vis >= 1) block[static_cast<size_t>((vis - 1) / bs)] = INFINITY;
+        std::vector<int32_t> want_c(static_cast<size_t>(cc));
+        cpu::select_best(block, n_blocks, true, want_c);
+        EXPECT_EQ(std::vector<int32_t>(got_c.begin() + t * cc, got_c.begin() + (t + 1) * cc),
+                  want_c)
+            << what << " candidates";
+      }
     }
   }
 };

@@ -166,7 +166,7 @@ def main(argv=None):
         model = os.path.join(tmp.name, "model")
         install(a.head, a.target, model, link=True)
     tot = dict(verifies=0, drafted=0, accepted=0, tokens=0, rounds=0, decoded=0, seconds=0.0,
-               off_decoded=0, off_seconds=0.0)
+               off_decoded=0, off_seconds=0.0, draft_ms=0.0, verify_ms=0.0, keep_ms=0.0)
     checks, checked, differ = [], 0, []
     for i, (task, text, mode, effort) in enumerate(prompts(a.set, a.n)):
         out = run_cli(a.cli, model, text, mode, effort, a.max_tokens, "dspark", spec_extra)
@@ -178,6 +178,8 @@ def main(argv=None):
         tot["rounds"] += s["draft_rounds"]
         tot["decoded"] += max(0, s["generated_tokens"] - 1)
         tot["seconds"] += decode_seconds(s)
+        for phase in ("draft_ms", "verify_ms", "keep_ms"):
+            tot[phase] += s.get(phase, 0.0)
         line = (f"{i:3d} {task:12s} {mode:8s} tokens {s['generated_tokens']:4d} verifies "
                 f"{s['verifies']:3d} accepted {s['accepted_tokens']:4d} "
                 f"({s['mean_accepted_per_verify']:.2f}/verify) "
@@ -209,6 +211,9 @@ def main(argv=None):
     spec_speed = tot["decoded"] / tot["seconds"] if tot["seconds"] > 0 else 0.0
     print(f"decode speed, speculative: {spec_speed:.1f} tokens/s "
           f"({tot['decoded']} tokens in {tot['seconds']:.2f} s)")
+    rounds = max(1, tot["rounds"])
+    print(f"per round (host ms): draft {tot['draft_ms'] / rounds:.3f}, verify "
+          f"{tot['verify_ms'] / rounds:.3f}, keep {tot['keep_ms'] / rounds:.3f}")
     if a.compare_off:
         off_speed = tot["off_decoded"] / tot["off_seconds"] if tot["off_seconds"] > 0 else 0.0
         print(f"decode speed, off: {off_speed:.1f} tokens/s ({tot['off_decoded']} tokens in "

@@ -78,6 +78,18 @@ CudaBackend::CudaBackend(int device) {
     attention_tensor_cores_ = v == "attention" || v == "all";
     grouped_moe_ = v == "moe" || v == "all";
   }
+  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores forces one attention path for every
+  // call (A/B runs of summation orders: the head dim whole or in four parts, or the tensor cores).
+  if (const char* k = std::getenv("FLASHDESK_CUDA_ATTENTION")) {
+    const std::string v(k);
+    FD_CHECK(
+        v == "auto" || v == "whole" || v == "quarters" || v == "tensor-cores",
+        "FLASHDESK_CUDA_ATTENTION must be auto, whole, quarters or tensor-cores, not '" + v + "'");
+    attention_kernels_ = v == "whole"          ? AttentionKernels::CudaCoresWhole
+                         : v == "quarters"     ? AttentionKernels::CudaCoresQuarters
+                         : v == "tensor-cores" ? AttentionKernels::TensorCores
+                                               : AttentionKernels::Auto;
+  }
 }
 
 CudaBackend::~CudaBackend() {

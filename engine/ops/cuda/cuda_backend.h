@@ -42,6 +42,9 @@ class CudaBackend final : public Backend {
   // shapes allow, else the CUDA-core kernels undivided), or forced (the tests run each).
   enum class AttentionKernels { Auto, CudaCoresWhole, CudaCoresQuarters, TensorCores };
   void set_attention_kernels(AttentionKernels k) { attention_kernels_ = k; }
+  // The indexer's tie selection in shared memory where the row fits (default), or always in
+  // global memory (the tests run both).
+  void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }
@@ -108,6 +111,7 @@ class CudaBackend final : public Backend {
   Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
+  bool select_in_shared_memory_ = true;
   bool grouped_moe_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice for prefill-sized calls
 

@@ -11,6 +11,7 @@
 //     equals it takes, and the compaction takes those. The candidate blocks the same way over
 //     block maxima.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "engine/ops/cuda/cuda_backend.h"
@@ -42,12 +43,24 @@ struct IdxArgs {
 };
 
 // Per selecting block: torch's selection's working row, its index lists and the marks of the
-// equals it takes.
+// equals it takes. The shared-memory kernel keeps the row and the lists in shared memory and
+// uses only `taken` from here.
 struct TieScratch {
   torch_select::Scored* pairs;  // [rows, width]
   int32_t* lists;               // [rows, 2 * width]
   uint8_t* taken;               // [rows, width]
 };
+
+// Shared memory a row of `width` takes in the shared-memory kernel: the pairs and two uint16
+// index lists (12 bytes an entry: 192 KiB for a 16,384-entry decode row). The selection's
+// partitions and binary searches then wait on shared memory instead of L2: it was a Full decode
+// layer's largest kernel (docs/cuda-backend.md).
+constexpr int64_t shared_select_bytes(int64_t width) {
+  return width * static_cast<int64_t>(sizeof(torch_select::Scored) + 2 * sizeof(uint16_t));
+}
+// The kernels' static shared memory (the heap select's candidate list, histogram, scan totals)
+// with room to spare; the dynamic part must fit beside it.
+constexpr int64_t kSelectStaticSmem = 20 * 1024;
 
 // A restriction's block list as an entry-block mask: allowed[t][b] = 1 for each listed block.
 __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_t c,
@@ -159,10 +172,11 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
 // positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
 // Called by every thread of the block.
+template <class Index>
 __device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
                            int64_t limit, int32_t* out, int64_t out_len, int* hist,
                            int* warp_totals, torch_select::Scored* pairs,
-                           const BlockSelectRoom& room, uint8_t* taken) {
+                           const BlockSelectRoomOf<Index>& room, uint8_t* taken) {
   __shared__ uint32_t prefix_s;
   __shared__ int remaining_s, equal_s;
   k = lmin(k, count);
@@ -171,9 +185,18 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();
-    for (int64_t s = threadIdx.x; s < count; s += blockDim.x) {
-      const uint32_t key = order_key(vals[s]);
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1);
+    // Warp-aggregated counts: index scores tie often and share their high digits, and 32 lanes
+    // adding to one bin serialise; the lanes of one digit add their count once.
+    for (int64_t base = 0; base < count; base += blockDim.x) {
+      const int64_t s = base + threadIdx.x;
+      unsigned digit = 256u;  // none
+      if (s < count) {
+        const uint32_t key = order_key(vals[s]);
+        if ((key & mask) == prefix) digit = (key >> shift) & 0xFFu;
+      }
+      const unsigned same = __match_any_sync(kFullMask, digit);
+      if (digit < 256u && (threadIdx.x & 31u) == static_cast<unsigned>(__ffs(same) - 1))
+        atomicAdd(&hist[digit], __popc(same));
     }
     __syncthreads();
     // The highest digit whose count from the top reaches `remaining` (digit 0 at the latest),
@@ -228,30 +251,35 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
     __syncthreads();
   }
+  // The ordered compaction, one block scan a round over two 16-bit counts (a round has at most
+  // 1024 of each): values above the threshold, and its equals that are taken (torch's marks, or
+  // else every equal, of which the first `remaining` in index order count).
   int written = 0, equal_seen = 0;
   for (int64_t base = 0; base < count; base += blockDim.x) {
     const int64_t s = base + threadIdx.x;
     const uint32_t key = s < count ? order_key(vals[s]) : 0u;
-    const int equal = s < count && key == threshold;
-    int equal_total = 0;
-    const int equal_before = block_exclusive_scan(equal, warp_totals, &equal_total);
-    const bool take_equal =
-        tie ? (equal && taken[s]) : (equal && equal_seen + equal_before < remaining);
-    int take = s < count && (key > threshold || take_equal);
-    if (k == 0 || (drop_neg_inf && key == neg_inf)) take = 0;
-    int take_total = 0;
-    const int pos = block_exclusive_scan(take, warp_totals, &take_total);
+    const bool in = s < count && k > 0 && !(drop_neg_inf && key == neg_inf);
+    const int above = in && key > threshold;
+    const int equal = in && key == threshold && (!tie || taken[s]);
+    int totals = 0;
+    const int before = block_exclusive_scan(above | (equal << 16), warp_totals, &totals);
+    const int equal_room = tie ? 1 << 30 : (remaining > equal_seen ? remaining - equal_seen : 0);
+    const int equal_before = before >> 16;
+    const bool take = above || (equal && equal_before < equal_room);
+    const int pos = (before & 0xFFFF) + (equal_before < equal_room ? equal_before : equal_room);
     if (take && written + pos < out_len)
       out[written + pos] = s < limit ? static_cast<int32_t>(s) : -1;
-    written += take_total;
-    equal_seen += equal_total;
+    written += (totals & 0xFFFF) + ((totals >> 16) < equal_room ? totals >> 16 : equal_room);
+    equal_seen += totals >> 16;
   }
   for (int64_t i = written + threadIdx.x; i < out_len; i += blockDim.x) out[i] = -1;
   __syncthreads();
 }
 
 // One block per query (rows t0 + blockIdx.x): top-k entries, then (with candidates) the
-// candidate blocks, whose scores are taken before the top-k.
+// candidate blocks, whose scores are taken before the top-k. kShared: torch's selection works in
+// shared memory (shared_select_bytes(width) of it), else in `tie`'s global rows.
+template <bool kShared>
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(IdxArgs a, int64_t t0, const float* scores, int64_t k, int32_t* topk,
                           float* block_scores, int64_t c, int32_t* candidates, TieScratch tie) {
@@ -259,10 +287,20 @@ __global__ void __launch_bounds__(kSelectThreads)
   __shared__ int warp_totals[kSelectThreads / 32];
   const int64_t t = t0 + blockIdx.x;
   const float* sc = scores + t * a.width;
-  torch_select::Scored* pairs = tie.pairs + static_cast<int64_t>(blockIdx.x) * a.width;
   uint8_t* taken = tie.taken + static_cast<int64_t>(blockIdx.x) * a.width;
-  int32_t* lists = tie.lists + static_cast<int64_t>(blockIdx.x) * 2 * a.width;
-  const BlockSelectRoom room{lists, lists + a.width};
+  using Index = std::conditional_t<kShared, uint16_t, int32_t>;
+  torch_select::Scored* pairs;
+  BlockSelectRoomOf<Index> room;
+  if constexpr (kShared) {
+    FD_DYNAMIC_SMEM(unsigned char, smem);
+    pairs = reinterpret_cast<torch_select::Scored*>(smem);
+    Index* lists = reinterpret_cast<Index*>(pairs + a.width);
+    room = {lists, lists + a.width};
+  } else {
+    pairs = tie.pairs + static_cast<int64_t>(blockIdx.x) * a.width;
+    Index* lists = tie.lists + static_cast<int64_t>(blockIdx.x) * 2 * a.width;
+    room = {lists, lists + a.width};
+  }
   float* bs = candidates ? block_scores + t * a.n_blocks : nullptr;
   if (candidates) {
     const int64_t visible = lmin(a.visible[t], a.entries);
@@ -336,23 +374,43 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
     block_scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(n_blocks, 1)});
   }
   // Room for torch's selection, for a group of rows at a time (bounded, as a long prompt's rows
-  // times a long cache would not fit).
+  // times a long cache would not fit): in shared memory where the row fits there.
+  const int64_t row = std::max<int64_t>(width, 1);
+  const int64_t smem = cuda::shared_select_bytes(row);
+  const bool shared =
+      select_in_shared_memory_ &&
+      smem + cuda::kSelectStaticSmem <= static_cast<int64_t>(ctx_->props().sharedMemPerBlockOptin);
   const int64_t row_room =
-      std::max<int64_t>(width, 1) *
-      static_cast<int64_t>(sizeof(torch_select::Scored) + 2 * sizeof(int32_t) + sizeof(uint8_t));
+      row * static_cast<int64_t>(shared ? sizeof(uint8_t)
+                                        : sizeof(torch_select::Scored) + 2 * sizeof(int32_t) +
+                                              sizeof(uint8_t));
   const int64_t group = std::clamp<int64_t>((int64_t{64} << 20) / row_room, 1, n);
-  Tensor pairs = ctx_->scratch(
-      DType::U8, Shape{group, std::max<int64_t>(width, 1) *
-                                  static_cast<int64_t>(sizeof(torch_select::Scored))});
-  Tensor lists = ctx_->scratch(DType::I32, Shape{group, 2 * std::max<int64_t>(width, 1)});
-  Tensor taken = ctx_->scratch(DType::U8, Shape{group, std::max<int64_t>(width, 1)});
-  const cuda::TieScratch tie{ptr<torch_select::Scored>(pairs), ptr<int32_t>(lists),
-                             ptr<uint8_t>(taken)};
-  for (int64_t t0 = 0; t0 < n; t0 += group)
-    FD_LAUNCH(cuda::indexer_select_kernel, dim3(static_cast<unsigned>(std::min(group, n - t0))),
-              dim3(cuda::kSelectThreads), 0, ctx_->stream(), a, t0, ptr<const float>(scores), k,
-              ptr<int32_t>(topk), candidates ? ptr<float>(block_scores) : nullptr, c,
-              candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
+  Tensor pairs, lists;
+  if (!shared) {
+    pairs = ctx_->scratch(DType::U8,
+                          Shape{group, row * static_cast<int64_t>(sizeof(torch_select::Scored))});
+    lists = ctx_->scratch(DType::I32, Shape{group, 2 * row});
+  }
+  Tensor taken = ctx_->scratch(DType::U8, Shape{group, row});
+  const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
+                             shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken)};
+  if (shared)  // the opt-in above 48 KiB is per device: set on every call (one a layer)
+    FD_CUDA_CHECK(cudaFuncSetAttribute(cuda::indexer_select_kernel<true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+  for (int64_t t0 = 0; t0 < n; t0 += group) {
+    const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)));
+    if (shared)
+      FD_LAUNCH(cuda::indexer_select_kernel<true>, grid, dim3(cuda::kSelectThreads),
+                static_cast<size_t>(smem), ctx_->stream(), a, t0, ptr<const float>(scores), k,
+                ptr<int32_t>(topk), candidates ? ptr<float>(block_scores) : nullptr, c,
+                candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
+    else
+      FD_LAUNCH(cuda::indexer_select_kernel<false>, grid, dim3(cuda::kSelectThreads), 0,
+                ctx_->stream(), a, t0, ptr<const float>(scores), k, ptr<int32_t>(topk),
+                candidates ? ptr<float>(block_scores) : nullptr, c,
+                candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
+  }
 }
 
 }  // namespace flashdesk

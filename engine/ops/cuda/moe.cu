@@ -13,6 +13,7 @@
 //     ascending id, then the shared expert. More rows: per-expert GEMMs over the rows routed to
 //     it (ids read back).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -44,15 +45,31 @@ struct SlotArgs {
   const int32_t* ids;        // [n, k]
   const float* weights;      // [n, k]
   int64_t n, k, slots_per_row, n_routed;
-  int64_t grouped_per_row;  // slots of a row the grouped kernels run: k, or k + 1 with the shared
   int has_shared;
   float limit;
+  // The grouped kernels' blockIdx.y runs over parts of slots: one per routed slot and, when they
+  // run the shared expert (below kSharedApartRows rows), shared_parts for its slot: its weights'
+  // bytes over a routed expert's (FP8 against FP4: 2), so that every block streams about the
+  // same bytes. With one part a slot, V4.1's FP8 shared expert kept its blocks busy twice as long
+  // as the FP4 routed ones while the wave waited on them (1.2-1.8 TB/s).
+  int64_t parts_per_row, shared_parts;
 };
 
-// The slot of the grouped kernels' blockIdx.y.
-__device__ __forceinline__ int64_t grouped_slot(const SlotArgs& a) {
-  const int64_t y = blockIdx.y;
-  return (y / a.grouped_per_row) * a.slots_per_row + y % a.grouped_per_row;
+// The slot of the grouped kernels' blockIdx.y, and which part of its row tiles it takes.
+struct SlotPart {
+  int64_t slot, part, parts;
+};
+__device__ __forceinline__ SlotPart grouped_slot(const SlotArgs& a) {
+  const int64_t y = blockIdx.y, row = y / a.parts_per_row, j = y % a.parts_per_row;
+  if (j < a.k) return {row * a.slots_per_row + j, 0, 1};
+  return {row * a.slots_per_row + a.k, j - a.k, a.shared_parts};
+}
+
+// Tiles [first, first + count) of a slot's `tiles` that part sp takes.
+__device__ __forceinline__ void part_tiles(const SlotPart& sp, int64_t tiles, int64_t* first,
+                                           int64_t* count) {
+  *first = sp.part * tiles / sp.parts;
+  *count = (sp.part + 1) * tiles / sp.parts - *first;
 }
 
 // The expert of slot s (row s / slots_per_row, column j): routed columns j < k, then the shared.
@@ -111,7 +128,8 @@ __device__ void slot_tiles(int64_t tiles, RowsOf&& rows_of, Emit&& emit, const f
 // u = bf16(w3_i . act_quant(x)), for the inter rows of this block's tiles.
 template <WeightFormat F>
 __device__ void expert_up_rows(const SlotArgs& a, const ExpertEntry& ex, bool routed, float weight,
-                               const float* x, float* h, float* xs) {
+                               const float* x, float* h, float* xs, int64_t first_tile,
+                               int64_t tiles) {
   constexpr int64_t kTileRows = kGemvWarps * kUpRows;
   const unsigned lane = threadIdx.x & 31u;
   const int64_t warp_row = (threadIdx.x >> 5) * kUpRows;
@@ -119,7 +137,7 @@ __device__ void expert_up_rows(const SlotArgs& a, const ExpertEntry& ex, bool ro
     WarpRows<2 * kUpRows> rows;
     FD_UNROLL
     for (int r = 0; r < kUpRows; ++r) {
-      const int64_t i = tile * kTileRows + warp_row + r;
+      const int64_t i = (first_tile + tile) * kTileRows + warp_row + r;
       expert_row<F>(ex, 0, i, ex.inter, ex.dim, &rows.row[r], &rows.scale[r]);
       expert_row<F>(ex, 1, i, ex.inter, ex.dim, &rows.row[kUpRows + r], &rows.scale[kUpRows + r]);
     }
@@ -129,7 +147,7 @@ __device__ void expert_up_rows(const SlotArgs& a, const ExpertEntry& ex, bool ro
   constexpr unsigned kLanes = 32 / (2 * kUpRows);
   auto emit = [&](int64_t tile, float g) {
     float u = __shfl_down_sync(kFullMask, g, 16);
-    const int64_t i = tile * kTileRows + warp_row + lane / kLanes;
+    const int64_t i = (first_tile + tile) * kTileRows + warp_row + lane / kLanes;
     if (lane >= 16 || lane % kLanes != 0 || i >= ex.inter) return;
     g = round_bf16(g);
     u = round_bf16(u);
@@ -141,8 +159,7 @@ __device__ void expert_up_rows(const SlotArgs& a, const ExpertEntry& ex, bool ro
     if (routed) v = __fmul_rn(v, weight);
     h[i] = round_bf16(v);
   };
-  slot_tiles<F, 2 * kUpRows, kUpDepth>((ex.inter + kTileRows - 1) / kTileRows, rows_of, emit, x,
-                                       ex.dim, xs);
+  slot_tiles<F, 2 * kUpRows, kUpDepth>(tiles, rows_of, emit, x, ex.dim, xs);
 }
 
 // grid (inter tile blocks, grouped slots): the gate and up rows of each slot, a block looping
@@ -151,15 +168,20 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
     expert_up_kernel(SlotArgs a, const float* x, int64_t h_stride, float* h) {
   __shared__ __align__(16) float staged[kMaxExpertCols];
   float* xs = staged;  // (the emulation's compiler loses track of a static array in a lambda)
-  const int64_t slot = grouped_slot(a);
+  const SlotPart sp = grouped_slot(a);
+  const int64_t slot = sp.slot;
   float weight;
   const int64_t e = slot_expert(a, slot, &weight);
   const ExpertEntry& ex = a.table[e];
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kGemvWarps * kUpRows;
-  if (ex.data[0] == nullptr || first >= ex.inter) return;  // whole block: another device's expert
+  int64_t first_tile, tiles;
+  part_tiles(sp, (ex.inter + kGemvWarps * kUpRows - 1) / (kGemvWarps * kUpRows), &first_tile,
+             &tiles);
+  // Whole blocks: another device's expert, or no tile of the part left for this block.
+  if (ex.data[0] == nullptr || blockIdx.x >= tiles) return;
   const float* xt = x + (slot / a.slots_per_row) * ex.dim;
   with_format(ex.format[0], [&]<WeightFormat F>() {
-    expert_up_rows<F>(a, ex, e != a.n_routed, weight, xt, h + slot * h_stride, xs);
+    expert_up_rows<F>(a, ex, e != a.n_routed, weight, xt, h + slot * h_stride, xs, first_tile,
+                      tiles);
   });
 }
 
@@ -170,10 +192,13 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
   constexpr int64_t kTileRows = kGemvWarps * kDownRows;
   __shared__ __align__(16) float staged[kMaxExpertCols];
   float* xs = staged;
-  const int64_t slot = grouped_slot(a);
+  const SlotPart sp = grouped_slot(a);
+  const int64_t slot = sp.slot;
   float weight;
   const ExpertEntry& ex = a.table[slot_expert(a, slot, &weight)];
-  if (ex.data[0] == nullptr) return;
+  int64_t first_tile, tiles;
+  part_tiles(sp, (dim + kTileRows - 1) / kTileRows, &first_tile, &tiles);
+  if (ex.data[0] == nullptr || blockIdx.x >= tiles) return;
   const unsigned lane = threadIdx.x & 31u;
   const int64_t warp_row = (threadIdx.x >> 5) * kDownRows;
   with_format(ex.format[2], [&]<WeightFormat F>() {
@@ -181,16 +206,15 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
       WarpRows<kDownRows> rows;
       FD_UNROLL
       for (int r = 0; r < kDownRows; ++r)
-        expert_row<F>(ex, 2, tile * kTileRows + warp_row + r, dim, ex.inter, &rows.row[r],
-                      &rows.scale[r]);
+        expert_row<F>(ex, 2, (first_tile + tile) * kTileRows + warp_row + r, dim, ex.inter,
+                      &rows.row[r], &rows.scale[r]);
       return rows;
     };
     auto emit = [&](int64_t tile, float v) {
-      const int64_t d = tile * kTileRows + warp_row + lane / (32 / kDownRows);
+      const int64_t d = (first_tile + tile) * kTileRows + warp_row + lane / (32 / kDownRows);
       if (lane % (32 / kDownRows) == 0 && d < dim) o[slot * dim + d] = round_bf16(v);
     };
-    slot_tiles<F, kDownRows, kDownDepth>((dim + kTileRows - 1) / kTileRows, rows_of, emit,
-                                         h + slot * h_stride, ex.inter, xs);
+    slot_tiles<F, kDownRows, kDownDepth>(tiles, rows_of, emit, h + slot * h_stride, ex.inter, xs);
   });
 }
 
@@ -431,6 +455,13 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const bool grouped =
       n <= cuda::kGemvTokens && d <= cuda::kMaxExpertCols && max_inter <= cuda::kMaxExpertCols;
   const bool shared_apart = grouped && shared && n >= cuda::kSharedApartRows;
+  // The shared expert's slot in parts of about a routed expert's bytes (SlotArgs).
+  int64_t shared_parts = 1;
+  if (shared && !shared_apart && first != experts.end()) {
+    const double ratio = static_cast<double>(shared->w1.data.nbytes()) /
+                         static_cast<double>(std::max<size_t>((*first)->w1.data.nbytes(), 1));
+    shared_parts = std::clamp<int64_t>(std::llround(ratio), 1, 8);
+  }
   Tensor o = ctx_->scratch(DType::F32, Shape{n * slots_per_row, d});
   Tensor dev_table =
       ctx_->upload_cached(experts.data(), table.data(), table.size() * sizeof(table[0]));
@@ -441,22 +472,26 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                    k,
                    slots_per_row,
                    E,
-                   shared_apart ? k : slots_per_row,
                    shared != nullptr,
-                   swiglu_limit};
+                   swiglu_limit,
+                   shared_apart || !shared ? k : k + shared_parts,
+                   shared_parts};
   if (grouped) {
-    // About a wave of blocks: each stages its slot's row once for its share of the row tiles.
-    const int64_t slots = n * a.grouped_per_row;
+    // About a wave of blocks: each stages its slot's row once for its share of its part's row
+    // tiles (parts: about a routed expert's bytes each, so the blocks finish together).
+    const int64_t parts = n * a.parts_per_row;
     const int64_t capacity = cuda::kGemvBlocksPerSm * static_cast<int64_t>(ctx_->multiprocessors());
-    const auto up_blocks = static_cast<unsigned>(cuda::tile_blocks(
-        blocks_for(max_inter, cuda::kGemvWarps * cuda::kUpRows), slots, capacity));
+    const int64_t up_tiles = blocks_for(max_inter, cuda::kGemvWarps * cuda::kUpRows);
+    const int64_t down_tiles = blocks_for(d, cuda::kGemvWarps * cuda::kDownRows);
+    const auto up_blocks = static_cast<unsigned>(
+        cuda::tile_blocks(std::max<int64_t>(1, up_tiles / shared_parts), parts, capacity));
     const auto down_blocks = static_cast<unsigned>(
-        cuda::tile_blocks(blocks_for(d, cuda::kGemvWarps * cuda::kDownRows), slots, capacity));
+        cuda::tile_blocks(std::max<int64_t>(1, down_tiles / shared_parts), parts, capacity));
     Tensor h = ctx_->scratch(DType::F32, Shape{n * slots_per_row, max_inter});
-    FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(slots)),
+    FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(parts)),
               dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
               ptr<float>(h));
-    FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(slots)),
+    FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(parts)),
               dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(h), max_inter, d,
               ptr<float>(o));
     if (shared_apart)

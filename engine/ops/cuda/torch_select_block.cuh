@@ -25,11 +25,15 @@ namespace flashdesk::cuda {
 
 constexpr int kHeapChunkPerThread = 4;  // elements each thread tests per heap-select chunk
 
-// A block's working room in global memory: two index lists as long as the row.
-struct BlockSelectRoom {
-  int32_t* left;   // [n]: where the left scan stops, ascending
-  int32_t* right;  // [n]: where the right scan stops, descending
+// A block's working room: two index lists as long as the row, in global memory (int32) or, for
+// rows of at most 65,536 pairs, in shared memory (uint16: half the room, so a V4.1 decode row of
+// 16,384 entries fits beside its pairs).
+template <class Index>
+struct BlockSelectRoomOf {
+  Index* left;   // [n]: where the left scan stops, ascending
+  Index* right;  // [n]: where the right scan stops, descending
 };
+using BlockSelectRoom = BlockSelectRoomOf<int32_t>;
 
 namespace block_select_detail {
 
@@ -37,8 +41,9 @@ using torch_select::Scored;
 
 // torch_select::partition_around(pairs + first, pairs + last, pairs + pivot) by the block; every
 // thread returns the cut (an index into pairs).
+template <class Index>
 __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
-                                    const BlockSelectRoom& room, int* warp_totals) {
+                                    const BlockSelectRoomOf<Index>& room, int* warp_totals) {
   __shared__ int64_t cut_s;
   __shared__ int swaps_s;
   const Scored p = pairs[pivot];
@@ -53,8 +58,8 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
     int total = 0;
     const int before =
         block_exclusive_scan((stop_l ? 1 : 0) | (stop_r ? 1 << 16 : 0), warp_totals, &total);
-    if (stop_l) room.left[n_left + (before & 0xFFFF)] = static_cast<int32_t>(first + i);
-    if (stop_r) room.right[n_right + (before >> 16)] = static_cast<int32_t>(last - 1 - i);
+    if (stop_l) room.left[n_left + (before & 0xFFFF)] = static_cast<Index>(first + i);
+    if (stop_r) room.right[n_right + (before >> 16)] = static_cast<Index>(last - 1 - i);
     n_left += total & 0xFFFF;
     n_right += total >> 16;
   }
@@ -122,8 +127,9 @@ __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle,
 // pairs[0, n) so that its first k are the pairs torch_select::select(pairs, n, k, false) puts
 // there (the same arrangement, except that the heap-select case skips the final heap sort,
 // which only orders the first k). `warp_totals`: blockDim.x / 32 ints of shared memory.
+template <class Index>
 __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n, int64_t k,
-                                          const BlockSelectRoom& room, int* warp_totals) {
+                                          const BlockSelectRoomOf<Index>& room, int* warp_totals) {
   namespace d = block_select_detail;
   if (k <= 0) return;
   if (k * 64 <= n) {

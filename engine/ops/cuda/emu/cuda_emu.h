@@ -208,6 +208,20 @@ inline unsigned __ballot_sync(unsigned, int pred) {
   return bits;
 }
 
+// The lanes whose `value` equals this lane's (every lane of the warp takes part).
+inline unsigned __match_any_sync(unsigned, unsigned value) {
+  unsigned same = 0;
+  for (unsigned l = 0; l < 32; ++l)
+    same |= (fd_emu::warp_exchange(value, l) == value ? 1u : 0u) << l;
+  return same;
+}
+inline int __popc(unsigned x) {
+  return __builtin_popcount(x);
+}
+inline int __ffs(int x) {
+  return __builtin_ffs(x);
+}
+
 // Blocks run one at a time and threads never preempt each other: plain read-modify-writes.
 template <class T>
 T atomicAdd(T* p, T v) {
