@@ -190,6 +190,11 @@ void fp4_pass(const Fp4Weight& w, const LinearJob& j, int64_t o0, int64_t rows) 
   __m512 total[MR];
   for (int m = 0; m < MR; ++m) total[m] = _mm512_setzero_ps();
   const int64_t blocks = w.in / 32;
+  // The lines up to kPrefetchBytes into each row (the first pass of a task finds them uncached;
+  // later passes had them prefetched by the pass before).
+  for (int r = 0; r < R; ++r)
+    for (int64_t at = 64; at < std::min(kPrefetchBytes, w.in / 2); at += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(packed[r] + at), _MM_HINT_T0);
   alignas(64) float block_scale[R][kChunkBlocks];
   for (int64_t c0 = 0; c0 < blocks; c0 += kChunkBlocks) {
     const int64_t nb = std::min(kChunkBlocks, blocks - c0);
