@@ -178,14 +178,17 @@ class Bench {
   }
 
  private:
-  // Times op(backend, rep) on every backend.
+  // Times op(backend, call) on every backend. `call` counts every call of every backend, so ops
+  // that rotate over weight copies give each call a different copy than the call before it (with
+  // the repetition number instead, each backend read the copy the previous one had just brought
+  // into the L3 cache).
   void time(Row row, const std::function<void(Backend&, int)>& op, double budget = 0.4) {
     const int variants = 1 + static_cast<int>(be_.opt.size());
     for (double sec : interleaved_medians(
              variants,
              [&](int v, int rep) {
                op(v == 0 ? static_cast<Backend&>(*be_.ref) : *be_.opt[static_cast<size_t>(v - 1)],
-                  rep);
+                  rep * variants + v);
              },
              budget))
       row.ms.push_back(1e3 * sec);

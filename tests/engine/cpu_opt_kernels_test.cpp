@@ -175,9 +175,9 @@ TEST_P(CpuOptKernelsTest, MultiplyThenAddIsNotFused) {
 FD_OPT_TEST_SUITE(CpuOptKernelsTest);
 
 TEST(CpuIsaTest, NamesRoundTripAndScalarIsAlwaysSupported) {
-  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2})
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
     EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
-  EXPECT_FALSE(parse_cpu_isa("avx512").has_value());
+  EXPECT_FALSE(parse_cpu_isa("avx512f").has_value());
   EXPECT_FALSE(parse_cpu_isa("AVX2").has_value());
   ASSERT_FALSE(supported_cpu_isas().empty());
   EXPECT_EQ(supported_cpu_isas().front(), CpuIsa::Scalar);
@@ -209,8 +209,15 @@ TEST(CpuIsaTest, EnvironmentForcesTheKernelSetAndRejectsUnknownOrUnsupportedOnes
     EXPECT_EQ(CpuOptimizedBackend(1).name(), "cpu-optimized-scalar");
   }
   {
-    ScopedIsaEnv env("avx512");
+    ScopedIsaEnv env("sse4");
     EXPECT_THROW(choose_cpu_isa(), InvalidRequest);
+  }
+  {
+    ScopedIsaEnv env("avx512");
+    if (cpu_isa_supported(CpuIsa::Avx512))
+      EXPECT_EQ(CpuOptimizedBackend(1).isa(), CpuIsa::Avx512);
+    else
+      EXPECT_THROW(CpuOptimizedBackend(1), InvalidRequest);
   }
   {
     ScopedIsaEnv env("avx2");

@@ -107,6 +107,43 @@ TEST_P(CpuOptLinearTest, Fp8DecodeKeepsTheReferenceBitsForExtremeInputs) {
   }
 }
 
+TEST_P(CpuOptLinearTest, Fp4DecodeMatchesTheReferenceAtEveryRowCountAndScale) {
+  // The AVX-512 GEMV (one or two tokens) runs 16 or 8 rows a pass and decodes the block scales
+  // 16 blocks at a time: row counts around those sizes, K across the 16-block chunk, scale codes
+  // from 0 (a subnormal 2^-127) to 254 (products overflow to inf, sums to NaN), rows of +0 and
+  // -0 codes, and inputs used as they are with an FP32 output, where any re-association or
+  // rounding of a scaled weight would show in the last bit.
+  Rng rng(91);
+  const uint8_t codes[] = {0, 1, 2, 60, 118, 119, 120, 121, 122, 123, 124, 125, 200, 253, 254};
+  for (int64_t in : {32, 544})
+    for (int64_t out : {1, 7, 8, 9, 16, 17, 31, 47})
+      for (int64_t n : {1, 2})
+        for (LinearMode mode : {kQuantLinear, LinearMode{LinearInput::AsIs, LinearOutput::F32}}) {
+          std::vector<uint8_t> packed = rng.bytes(static_cast<size_t>(out * in / 2));
+          std::fill_n(packed.begin(), in / 2, uint8_t{0x88});  // row 0: -0 everywhere
+          if (out > 2) std::fill_n(packed.begin() + in / 2, in / 2, uint8_t{0x00});
+          std::vector<uint8_t> scales(static_cast<size_t>(out * in / 32));
+          for (auto& c : scales) c = codes[rng.next() % std::size(codes)];
+          LinearWeight w;
+          w.format = WeightFormat::Fp4Row;
+          w.out = out;
+          w.in = in;
+          w.name = "fp4";
+          w.data = make(DType::I8, Shape{out, in / 2}, packed);
+          w.scale = make(DType::F8_E8M0, Shape{out, in / 32}, scales);
+          std::vector<float> x = rng.bf16s(static_cast<size_t>(n * in), 3.0f);
+          for (size_t i = 0; i < x.size(); i += 5) x[i] = 0.0f;
+          Tensor xt = f32(Shape{n, in}, x);
+          Tensor want = ref().alloc(DType::F32, Shape{n, out}),
+                 got = opt().alloc(DType::F32, Shape{n, out});
+          ref().linear(xt, w, mode, want);
+          opt().linear(xt, w, mode, got);
+          const auto a = host<uint32_t>(got), b = host<uint32_t>(want);
+          EXPECT_EQ(a, b) << "n=" << n << " [" << out << ", " << in << "] FP32 out "
+                          << (mode.output == LinearOutput::F32);
+        }
+}
+
 TEST_P(CpuOptLinearTest, GroupedLinearMatchesTheReference) {
   for (const auto& [groups, n, in_g, out_g, f] :
        {std::tuple{2, 1, 96, 16, WeightFormat::Fp8Block},

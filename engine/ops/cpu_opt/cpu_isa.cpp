@@ -28,6 +28,8 @@ std::string_view cpu_isa_name(CpuIsa isa) {
       return "scalar";
     case CpuIsa::Avx2:
       return "avx2";
+    case CpuIsa::Avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -35,6 +37,7 @@ std::string_view cpu_isa_name(CpuIsa isa) {
 std::optional<CpuIsa> parse_cpu_isa(std::string_view name) {
   if (name == "scalar") return CpuIsa::Scalar;
   if (name == "avx2") return CpuIsa::Avx2;
+  if (name == "avx512") return CpuIsa::Avx512;
   return std::nullopt;
 }
 
@@ -49,13 +52,22 @@ bool cpu_isa_supported(CpuIsa isa) {
 #else
       return false;
 #endif
+    case CpuIsa::Avx512:
+#if defined(__x86_64__) || defined(__i386__)
+      // Every extension the *_avx512.cpp files are compiled with (engine/CMakeLists.txt).
+      return cpu_isa_supported(CpuIsa::Avx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq");
+#else
+      return false;
+#endif
   }
   return false;
 }
 
 std::vector<CpuIsa> supported_cpu_isas() {
   std::vector<CpuIsa> out;
-  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2})
+  for (CpuIsa isa : {CpuIsa::Scalar, CpuIsa::Avx2, CpuIsa::Avx512})
     if (cpu_isa_supported(isa)) out.push_back(isa);
   return out;
 }
@@ -65,7 +77,8 @@ CpuIsa choose_cpu_isa() {
   if (forced == nullptr || *forced == '\0') return supported_cpu_isas().back();
   const std::optional<CpuIsa> isa = parse_cpu_isa(forced);
   if (!isa)
-    throw InvalidRequest("FLASHDESK_CPU_ISA=" + std::string(forced) + ": expected scalar or avx2");
+    throw InvalidRequest("FLASHDESK_CPU_ISA=" + std::string(forced) +
+                         ": expected scalar, avx2 or avx512");
   if (!cpu_isa_supported(*isa))
     throw InvalidRequest("FLASHDESK_CPU_ISA=" + std::string(forced) +
                          ": this CPU does not support it");

@@ -129,6 +129,10 @@ const Kernels& kernels_for(CpuIsa isa) {
       FD_CHECK(k != nullptr && cpu_isa_supported(isa), "AVX2 kernels are not available");
       return *k;
     }
+    case CpuIsa::Avx512: {
+      FD_CHECK(cpu_isa_supported(isa), "AVX-512 kernels are not available");
+      return *avx512_kernels();
+    }
   }
   FD_CHECK(false, "unknown CPU ISA");
   return scalar_kernels();

@@ -1,6 +1,7 @@
 // The optimised CPU backend's set-up and work splitting, and its row-wise ops (RMSNorm, RoPE,
 // BF16 rounding) on the ISA's kernels.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -53,15 +54,23 @@ void CpuOptimizedBackend::run_linear_tasks(const std::vector<LinearTask>& tasks)
   for (const LinearTask& t : tasks)
     work += (t.o_end - t.o_begin) * (t.i_end - t.i_begin) * t.job->w->in;
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
-  parallel_units(n_tasks, work / n_tasks, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const LinearTask& task = tasks[static_cast<size_t>(t)];
-      cpu_opt::LinearJob part = *task.job;
-      part.x += task.i_begin * part.x_stride;
-      part.y += task.i_begin * part.y_stride;
-      part.n = task.i_end - task.i_begin;
-      kernels_->linear_rows(part, task.o_begin, task.o_end);
-    }
+  const auto run = [&](int64_t t) {
+    const LinearTask& task = tasks[static_cast<size_t>(t)];
+    cpu_opt::LinearJob part = *task.job;
+    part.x += task.i_begin * part.x_stride;
+    part.y += task.i_begin * part.y_stride;
+    part.n = task.i_end - task.i_begin;
+    kernels_->linear_rows(part, task.o_begin, task.o_end);
+  };
+  // Threads claim tasks one at a time instead of taking a fixed share: on a busy machine a thread
+  // that loses its core delays only the task it is on, the others finish the rest. Each output is
+  // still computed by one task alone, so the bits do not depend on who ran it.
+  std::atomic<int64_t> next{0};
+  const int64_t threads = std::clamp<int64_t>(work / kMinParallelWork, 1, pool().size());
+  pool().parallel_for(threads, 1, [&](int64_t, int64_t) {
+    for (int64_t t = next.fetch_add(1, std::memory_order_relaxed); t < n_tasks;
+         t = next.fetch_add(1, std::memory_order_relaxed))
+      run(t);
   });
 }
 

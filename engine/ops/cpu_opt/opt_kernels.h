@@ -1,6 +1,6 @@
 // The kernel table of the optimised CPU backend: one set of function pointers per instruction
-// set (portable scalar, AVX2), chosen once when the backend is made (cpu_isa.h). The backend's
-// ops (opt_*.cpp) are written once against this table; only the kernels differ per ISA.
+// set (portable scalar, AVX2, AVX-512), chosen once when the backend is made (cpu_isa.h). The
+// backend's ops (opt_*.cpp) are written once against this table; only the kernels differ per ISA.
 //
 // Numerics contract (docs/numerics.md, docs/cpu-optimized.md): every kernel rounds where the
 // reference does and sums in the reference's order (dot products: 8 lanes of multiply-then-add
@@ -89,8 +89,9 @@ struct Kernels {
 // The table for `isa` (which the caller has checked is supported).
 const Kernels& kernels_for(CpuIsa isa);
 
-// Per-ISA tables, defined in kernels_scalar.cpp and kernels_avx2.cpp.
+// Per-ISA tables, defined in kernels_scalar.cpp, kernels_avx2.cpp and kernels_avx512.cpp.
 const Kernels& scalar_kernels();
 const Kernels* avx2_kernels();
+const Kernels* avx512_kernels();
 
 }  // namespace flashdesk::cpu_opt
