@@ -30,11 +30,11 @@ constexpr NumberKey kThinking{"new_chat/thinking", 0, 1};  // 1: on
 constexpr NumberKey kThreads{"engine/threads", 0, double(kMaxThreads)};
 constexpr NumberKey kServe{"server/serve", 0, 1};  // 1: on
 constexpr NumberKey kServerPort{"server/port", 0, 65535};
-constexpr NumberKey kSpeculative{"engine/speculative", 0, 1};  // 1: DSpark on
 constexpr const char* kBackend = "engine/backend";
 constexpr const char* kDataDir = "data_dir";
 constexpr const char* kSystemPrompt = "new_chat/system_prompt";
 constexpr const char* kTheme = "view/theme";
+constexpr const char* kSpeculative = "engine/speculative";  // speculative_key
 
 // The stored number at `k`, or `fallback` (with a problem line) when it is not a number in range.
 template <class T>
@@ -53,7 +53,39 @@ T read_number(const QSettings& store, const NumberKey& k, T fallback, QStringLis
   return fallback;
 }
 
+// The stored speculative choice, or the default (with a problem line) when it is no choice.
+SpeculativeChoice read_speculative(const QSettings& store, SpeculativeChoice fallback,
+                                   QStringList* problems) {
+  const QString stored =
+      store.value(QLatin1String(kSpeculative), speculative_key(fallback)).toString();
+  if (const auto choice = speculative_from_key(stored)) return *choice;
+  if (problems)
+    *problems << QStringLiteral("%1: \"%2\" is not auto, on or off; using %3")
+                     .arg(QLatin1String(kSpeculative), stored, speculative_key(fallback));
+  return fallback;
+}
+
 }  // namespace
+
+QString speculative_key(SpeculativeChoice choice) {
+  switch (choice) {
+    case SpeculativeChoice::kAuto:
+      return QStringLiteral("auto");
+    case SpeculativeChoice::kOn:
+      return QStringLiteral("on");
+    case SpeculativeChoice::kOff:
+      return QStringLiteral("off");
+  }
+  return QStringLiteral("auto");
+}
+
+std::optional<SpeculativeChoice> speculative_from_key(const QString& key) {
+  // "1" and "0": the on/off switch of earlier versions, read as the choice it was.
+  if (key == QLatin1String("auto")) return SpeculativeChoice::kAuto;
+  if (key == QLatin1String("on") || key == QLatin1String("1")) return SpeculativeChoice::kOn;
+  if (key == QLatin1String("off") || key == QLatin1String("0")) return SpeculativeChoice::kOff;
+  return std::nullopt;
+}
 
 QStringList backend_choices() {
   QStringList names;
@@ -94,7 +126,7 @@ AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
   s.threads = read_number(store, kThreads, s.threads, problems);
   s.serve = read_number(store, kServe, int(s.serve), problems) != 0;
   s.server_port = read_number(store, kServerPort, s.server_port, problems);
-  s.speculative = read_number(store, kSpeculative, int(s.speculative), problems) != 0;
+  s.speculative = read_speculative(store, s.speculative, problems);
   return s;
 }
 
@@ -115,7 +147,7 @@ void save_app_settings(QSettings& store, const AppSettings& s) {
   store.setValue(QLatin1String(kThreads.key), s.threads);
   store.setValue(QLatin1String(kServe.key), s.serve ? 1 : 0);
   store.setValue(QLatin1String(kServerPort.key), s.server_port);
-  store.setValue(QLatin1String(kSpeculative.key), s.speculative ? 1 : 0);
+  store.setValue(QLatin1String(kSpeculative), speculative_key(s.speculative));
   store.sync();
 }
 

@@ -13,7 +13,9 @@
 #include <QSettings>
 #include <QStringList>
 #include <cstdint>
+#include <optional>
 
+#include "engine/runtime/speculative_choice.h"
 #include "storage/persistent_chat.h"
 #include "ui/chat_service.h"
 #include "ui/chat_types.h"
@@ -36,9 +38,10 @@ struct AppSettings {
   // The OpenAI-compatible API on the loaded model (File ▸ Serve on localhost, docs/server.md).
   bool serve = false;      // on at start (the switch's last state)
   int server_port = 8080;  // on 127.0.0.1; 0: any free port (the status bar names it)
-  // DSpark speculative decoding on models with a draft head, from the next turn. Off by default:
-  // on the CPU backends flash-tiny's head decodes slower than plain decoding (docs/dspark.md).
-  bool speculative = false;
+  // DSpark speculative decoding on models with a draft head, from the next turn. Automatic by
+  // default: on for a GPU backend, off on the CPU backends, where flash-tiny's head decodes slower
+  // than plain decoding (docs/dspark.md "Default").
+  SpeculativeChoice speculative = SpeculativeChoice::kAuto;
 
   bool operator==(const AppSettings&) const = default;
 };
@@ -49,6 +52,10 @@ inline constexpr uint64_t kMiB = uint64_t{1} << 20;
 inline constexpr int64_t kMaxRetentionHours = 24 * 365;
 inline constexpr int64_t kMaxPoolTtlMinutes = 24 * 60;
 inline constexpr int kMaxThreads = 1024;
+
+// How the speculative choice is stored: "auto", "on" or "off" (earlier versions stored 0 or 1).
+QString speculative_key(SpeculativeChoice choice);
+std::optional<SpeculativeChoice> speculative_from_key(const QString& key);
 
 // The backends this build has (flashdesk::backend_names(): a CUDA backend appears when built).
 QStringList backend_choices();

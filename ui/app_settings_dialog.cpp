@@ -2,7 +2,6 @@
 // bytes and durations; the ranges are those load_app_settings accepts.
 #include "ui/app_settings_dialog.h"
 
-#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
@@ -34,7 +33,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
       threads_(new QSpinBox(this)),
       devices_(new QLabel(this)),
       server_port_(new QSpinBox(this)),
-      speculative_(new QCheckBox(tr("Speculative decoding (DSpark)"), this)),
+      speculative_(new QComboBox(this)),
       new_chat_(new QPushButton(tr("Edit…"), this)),
       new_chat_summary_(new QLabel(this)) {
   setWindowTitle(tr("FlashDesk settings"));
@@ -59,11 +58,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   pool_ttl_->setValue(int(settings.window_pool_ttl_minutes));
   pool_ttl_->setAccessibleName(tr("Drop a parked window unused for this many minutes"));
   buildDeviceFields(settings);
-  speculative_->setObjectName(QStringLiteral("speculativeDecoding"));
-  speculative_->setChecked(settings.speculative);
-  speculative_->setAccessibleName(
-      tr("Speculative decoding with the model's DSpark draft head, from the next answer"));
-  setDraftHead(false, tr("No model is loaded: the switch needs a model with a DSpark draft head"));
+  buildSpeculativeField(settings);
   server_port_->setRange(0, 65535);
   server_port_->setSpecialValueText(tr("Any free port"));
   server_port_->setValue(settings.server_port);
@@ -92,7 +87,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(tr("Compute backend"), backend_);
   form->addRow(tr("CPU threads"), threads_);
   form->addRow(tr("Devices"), devices_);
-  form->addRow(tr("Decoding"), speculative_);
+  form->addRow(tr("Speculative decoding (DSpark)"), speculative_);
   form->addRow(tr("API server port"), server_port_);
   // The summary gets a row of its own, the dialog's full width: beside the button, a wrapped
   // label in a nested layout was given one line's height and cut.
@@ -125,6 +120,19 @@ void AppSettingsDialog::buildDeviceFields(const AppSettings& settings) {
   devices_->setAccessibleName(tr("Devices this build can run on"));
 }
 
+// Automatic is the default: on where the head was measured to pay (a GPU), off on the CPU.
+void AppSettingsDialog::buildSpeculativeField(const AppSettings& settings) {
+  speculative_->setObjectName(QStringLiteral("speculativeDecoding"));
+  speculative_->addItem(tr("Automatic (on with a GPU)"), int(SpeculativeChoice::kAuto));
+  speculative_->addItem(tr("On"), int(SpeculativeChoice::kOn));
+  speculative_->addItem(tr("Off"), int(SpeculativeChoice::kOff));
+  speculative_->setCurrentIndex(speculative_->findData(int(settings.speculative)));
+  speculative_->setAccessibleName(
+      tr("Speculative decoding with the model's DSpark draft head, from the next answer: "
+         "automatic, on or off"));
+  setDraftHead(false, tr("No model is loaded: the choice needs a model with a DSpark draft head"));
+}
+
 QWidget* AppSettingsDialog::buildDataDirRow() {
   auto* row = new QWidget(this);
   auto* browse = new QPushButton(tr("Choose…"), row);
@@ -153,15 +161,24 @@ void AppSettingsDialog::editNewChatDefaults() {
   dialog->open();
 }
 
-void AppSettingsDialog::setDraftHead(bool available, const QString& why_not) {
+void AppSettingsDialog::setDraftHead(bool available, const QString& why_not,
+                                     const QString& backend) {
   speculative_->setEnabled(available);
+  if (!available) return speculative_->setToolTip(why_not);
   // On the CPU backends flash-tiny's head decodes no faster than plain decoding (docs/dspark.md
-  // "Default: off"), so the tooltip says what to expect rather than promising a speed-up.
-  speculative_->setToolTip(available ? tr("The draft head proposes tokens that the model checks "
-                                          "in one step; the answers are the same (greedy) or "
-                                          "sampled from the same distribution. It pays on a "
-                                          "weight-bound backend, not on the CPU for small models.")
-                                     : why_not);
+  // "Default"), so the tooltip says what to expect rather than promising a speed-up.
+  const bool automatic_on =
+      speculative_enabled(SpeculativeChoice::kAuto, true, backend.toStdString());
+  const QString automatic =
+      automatic_on ? tr("Automatic is on for this model: it runs on the GPU (%1).").arg(backend)
+                   : tr("Automatic is off for this model: it runs on %1, where DSpark decodes "
+                        "slower than plain decoding.")
+                         .arg(backend.isEmpty() ? tr("the CPU") : backend);
+  speculative_->setToolTip(tr("The draft head proposes tokens that the model checks in one step; "
+                              "the answers are the same (greedy) or sampled from the same "
+                              "distribution. It pays on a weight-bound backend (a GPU), not on "
+                              "the CPU for small models. ") +
+                           automatic);
 }
 
 void AppSettingsDialog::setNewChatDefaults(const SessionChoices& choices) {
@@ -199,7 +216,7 @@ AppSettings AppSettingsDialog::settings() const {
   s.backend = backend_->currentText();
   s.threads = threads_->value();
   s.server_port = server_port_->value();
-  s.speculative = speculative_->isChecked();
+  s.speculative = SpeculativeChoice(speculative_->currentData().toInt());
   return s;
 }
 

@@ -9,7 +9,6 @@
 
 #include "ui/app_settings.h"
 
-class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -28,9 +27,10 @@ class AppSettingsDialog : public QDialog {
   // The shown settings with the edited fields (the theme passes through: the View menu sets it).
   AppSettings settings() const;
   void setNewChatDefaults(const SessionChoices& choices);
-  // Offers the DSpark switch when the loaded model's draft head loaded; else it stays disabled
+  // Offers the DSpark choice (Automatic, On, Off) when the loaded model's draft head loaded; its
+  // tooltip says what Automatic does on `backend`, the loaded model's. Else it stays disabled
   // (keeping the stored choice) with `why_not` as its tooltip.
-  void setDraftHead(bool available, const QString& why_not);
+  void setDraftHead(bool available, const QString& why_not, const QString& backend = QString());
 
   QLineEdit* dataDir() const { return data_dir_; }
   QDoubleSpinBox* kvDiskBudgetGiB() const { return kv_budget_; }
@@ -41,13 +41,15 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* threads() const { return threads_; }
   QLabel* devices() const { return devices_; }  // what the build can run on
   QSpinBox* serverPort() const { return server_port_; }
-  QCheckBox* speculative() const { return speculative_; }
+  // Automatic, On, Off; each item's data is its SpeculativeChoice as an int.
+  QComboBox* speculative() const { return speculative_; }
   QPushButton* newChatDefaultsButton() const { return new_chat_; }
   QLabel* newChatSummary() const { return new_chat_summary_; }
 
  private:
   QWidget* buildDataDirRow();
   void buildDeviceFields(const AppSettings& settings);
+  void buildSpeculativeField(const AppSettings& settings);
   void chooseDataDir();
   void editNewChatDefaults();
   void showNewChatSummary();
@@ -62,7 +64,7 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* threads_;
   QLabel* devices_;
   QSpinBox* server_port_;
-  QCheckBox* speculative_;
+  QComboBox* speculative_;
   QPushButton* new_chat_;
   QLabel* new_chat_summary_;
 };

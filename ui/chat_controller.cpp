@@ -77,8 +77,8 @@ void ChatController::setDevice(const QString& backend, int threads) {
   queue(&ChatWorker::setDevice, backend, threads);
 }
 
-void ChatController::setSpeculative(bool on) {
-  queue(&ChatWorker::setSpeculative, on);
+void ChatController::setSpeculative(SpeculativeChoice choice) {
+  queue(&ChatWorker::setSpeculative, choice);
 }
 
 void ChatController::setCacheLimits(const CacheLimits& limits) {

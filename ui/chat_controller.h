@@ -27,7 +27,7 @@ class ChatController : public QObject {
   void setServing(bool on, int port);
   void setDevice(const QString& backend, int threads);  // used by the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // used by the next loadModel
-  void setSpeculative(bool on);                         // used by the next turn
+  void setSpeculative(SpeculativeChoice choice);        // used by the next turn
   void listSessions(const QString& filter);
   void createSession(SessionChoices choices);
   void openSession(qint64 id);

@@ -262,7 +262,8 @@ void ChatWorker::send(qint64 id, const QString& text, const QStringList& images,
   try {
     request.settings = settings_with(id, choices);
     const auto model = service_->model();
-    request.speculative = speculative_ && model && model->draft_head;
+    request.speculative = model && model->draft_head &&
+                          speculative_enabled(speculative_, model->draft_head, model->backend);
     for (const QString& path : images) request.images.push_back(path.toStdString());
     service_->check(request);
     ensure_open(id);

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "engine/runtime/speculative_choice.h"
 #include "storage/session_store.h"
 #include "storage/storage_layout.h"
 #include "storage/token_log.h"
@@ -51,8 +52,9 @@ class ChatWorker : public QObject {
   void setServing(bool on, int port);
   void setDevice(const QString& backend, int threads);  // for the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // for the next loadModel
-  // DSpark speculative decoding for the next turns; applied only while the model has a head.
-  void setSpeculative(bool on) { speculative_ = on; }
+  // DSpark speculative decoding for the next turns (speculative_enabled: Automatic is on for a
+  // model with a draft head on a GPU backend); never for a model without a head.
+  void setSpeculative(flashdesk::SpeculativeChoice choice) { speculative_ = choice; }
   void listSessions(const QString& filter);
   void createSession(flashdesk::ui::SessionChoices choices);
   void openSession(qint64 id);
@@ -119,7 +121,7 @@ class ChatWorker : public QObject {
   std::optional<int> serving_port_;  // set: the user wants the API server on this port
   bool serving_ = false;             // the server runs
   CacheStats run_totals_;            // only the per-run fields are used
-  bool speculative_ = false;         // the app setting (setSpeculative)
+  SpeculativeChoice speculative_ = SpeculativeChoice::kAuto;  // the app setting
   std::atomic<bool> stop_{false};
   std::atomic<bool> closing_{false};
 };

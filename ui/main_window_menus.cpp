@@ -122,7 +122,8 @@ AppSettingsDialog* MainWindow::editAppSettings() {
   if (model_ready_)
     dialog->setDraftHead(
         model_draft_head_,
-        tr("The model %1 has no DSpark draft head (or runs on several devices)").arg(model_label_));
+        tr("The model %1 has no DSpark draft head (or runs on several devices)").arg(model_label_),
+        model_backend_);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &QDialog::accepted, this,
           [this, dialog] { applyAppSettings(dialog->settings()); });

@@ -275,6 +275,7 @@ int run_chat(int argc, char** argv) {
   data_dir = args["data-dir"].as<std::string>();
 #endif
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args, data_dir));
+  choose_speculative(turn_opts, args, *engine);
   if (!engine->placement_summary().empty())
     std::fprintf(stderr, "placement: %s\n", engine->placement_summary().c_str());
   std::unique_ptr<ChatSession> memory_session;

@@ -65,9 +65,10 @@ int run_generate(int argc, char** argv) {
     return 0;
   }
   if (!args.count("prompt")) throw InvalidRequest("--prompt TEXT is required");
-  const TurnOptions turn_opts = turn_options(args);
+  TurnOptions turn_opts = turn_options(args);
   if (wants_remote(args)) return run_remote_generate(args, turn_opts);
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
+  choose_speculative(turn_opts, args, *engine);
   if (!engine->placement_summary().empty())
     std::fprintf(stderr, "placement: %s\n", engine->placement_summary().c_str());
   ChatSession session(*engine);

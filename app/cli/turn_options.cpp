@@ -2,6 +2,7 @@
 #include "app/cli/turn_options.h"
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -47,8 +48,9 @@ void add_turn_options(cxxopts::Options& options) {
       cxxopts::value<int64_t>()->default_value("0"))("json",
                                                      "print each answer as one JSON object")(
       "speculative",
-      "speculative decoding: dspark (verifies the model's DSpark drafts; greedy or sampled) or off",
-      cxxopts::value<std::string>()->default_value("off"))(
+      "speculative decoding: auto (dspark when the model has a draft head and the backend is a "
+      "GPU, else off), dspark (verifies the model's DSpark drafts; greedy or sampled) or off",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "draft-min-survival",
       "speculative: verify the drafts while the confidence head's survival (the chance that all "
       "are accepted) stays at least this; 0 = always the whole block",
@@ -118,14 +120,24 @@ TurnOptions turn_options(const cxxopts::ParseResult& args) {
   g.prefill.mode = parse_prefill_mode(args["prefill"].as<std::string>());
   g.prefill.chunk_tokens = args["chunk"].as<int64_t>();
   if (g.prefill.chunk_tokens < 0) throw InvalidRequest("--chunk must be 0 or more");
-  const std::string speculative = args["speculative"].as<std::string>();
-  if (speculative != "dspark" && speculative != "off")
-    throw InvalidRequest("--speculative must be dspark or off, not '" + speculative + "'");
-  g.speculative = speculative == "dspark";
+  g.speculative = speculative_option(args) == SpeculativeChoice::kOn;  // until choose_speculative
   g.draft_min_survival = args["draft-min-survival"].as<double>();
   if (!(g.draft_min_survival >= 0.0 && g.draft_min_survival <= 1.0))
     throw InvalidRequest("--draft-min-survival must be between 0 and 1");
   return t;
+}
+
+SpeculativeChoice speculative_option(const cxxopts::ParseResult& args) {
+  const std::string word = args["speculative"].as<std::string>();
+  const std::optional<SpeculativeChoice> choice = parse_speculative_choice(word);
+  if (!choice)
+    throw InvalidRequest("--speculative must be auto, dspark or off, not '" + word + "'");
+  return *choice;
+}
+
+void choose_speculative(TurnOptions& turn, const cxxopts::ParseResult& args,
+                        const ChatEngine& engine) {
+  turn.generation.speculative = speculative_enabled(speculative_option(args), engine);
 }
 
 std::string turn_json(const TurnResult& turn,

@@ -11,6 +11,7 @@
 #include <cxxopts.hpp>
 
 #include "engine/runtime/chat_engine.h"
+#include "engine/runtime/speculative_choice.h"
 
 namespace flashdesk::cli {
 
@@ -23,7 +24,15 @@ EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string
 // Where built Engram token maps are kept: the data folder's cache (StorageLayout::engram_map_dir),
 // or nothing (built at every load) without storage or a home folder.
 std::filesystem::path engram_cache_dir(const std::string& data_dir);
+// The generation options. Speculative decoding is on only for --speculative dspark until
+// choose_speculative decides for the loaded engine.
 TurnOptions turn_options(const cxxopts::ParseResult& args);
+// --speculative (auto, dspark or off); InvalidRequest for another word.
+SpeculativeChoice speculative_option(const cxxopts::ParseResult& args);
+// Sets turn.generation.speculative from --speculative for `engine` (speculative_enabled: auto is
+// on for a model with a draft head on a GPU backend).
+void choose_speculative(TurnOptions& turn, const cxxopts::ParseResult& args,
+                        const ChatEngine& engine);
 // The --image files, decoded and preprocessed for the engine's model.
 std::vector<ImageRef> image_options(ChatEngine& engine, const cxxopts::ParseResult& args);
 

@@ -68,6 +68,37 @@ TEST_P(DsparkShippedHead, LoadsFromItsOwnShard) {
   EXPECT_TRUE(e.has_draft_head());
 }
 
+TEST_P(DsparkShippedHead, GreedyAnswersAreThePlainOnesWithDraftsAccepted) {
+  struct Prompt {
+    const char* text;
+    ThinkingMode mode;
+  };
+  const Prompt prompts[] = {
+      {"Tell me a long story about a cat and a dog.", ThinkingMode::kChat},
+      {"What is 4821 + 1367?", ThinkingMode::kThinking},
+      {"What is the capital of France?", ThinkingMode::kChat},
+  };
+  int64_t verifies = 0, accepted = 0, drafted = 0;
+  for (const Prompt& p : prompts) {
+    SCOPED_TRACE(p.text);
+    ChatSession plain(engine()), spec(engine());
+    const TurnResult off = plain.send(user_turn(p.text), turn(p.mode, false), {});
+    const TurnResult on = spec.send(user_turn(p.text), turn(p.mode, true), {});
+    EXPECT_EQ(on.generation.reasoning_ids, off.generation.reasoning_ids);
+    EXPECT_EQ(on.generation.content_ids, off.generation.content_ids);
+    EXPECT_EQ(on.generation.finish, off.generation.finish);
+    EXPECT_EQ(off.generation.stats.verifies, 0);
+    verifies += on.generation.stats.verifies;
+    accepted += on.generation.stats.accepted;
+    drafted += on.generation.stats.drafted;
+  }
+  ASSERT_GT(verifies, 0);
+  const double per_verify = static_cast<double>(accepted) / static_cast<double>(verifies);
+  RecordProperty("accepted_per_verify", std::to_string(per_verify));
+  EXPECT_GT(per_verify, kMinAcceptedPerVerify)
+      << accepted << " of " << drafted << " drafts accepted over " << verifies << " verifies";
+}
+
 // has_draft_head is false for the same model without its head: the config without stages, the
 // index without the head's entries, no head shard. (A config that declares stages whose weights
 // are missing is refused at load, so a declared head is a loaded one on one device.)

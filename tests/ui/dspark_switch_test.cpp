@@ -1,11 +1,16 @@
-// The DSpark switch of the app settings on the real demo model (assets/models/flash-tiny ships a
-// trained draft head): offered for it, off by default, greedy answers unchanged with it on, the
-// status line shows the accepted drafts per verify, and the choice survives a restart.
-#include <QCheckBox>
+// The DSpark choice of the app settings (Automatic, On, Off) on the real demo model
+// (assets/models/flash-tiny ships a trained draft head): offered for it, Automatic by default and
+// so off on the CPU backend the tests run on, greedy answers unchanged with it on, the status line
+// shows the accepted drafts per verify, the choice survives a restart, and the 0/1 that earlier
+// versions stored still read as Off/On.
+#include <QComboBox>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QVariant>
+#include <utility>
+#include <vector>
 
 #include "tests/ui/app_fixture.h"
 #include "tests/ui/ui_test_classes.h"
@@ -51,13 +56,21 @@ struct SwitchApp {
   }
 };
 
+SpeculativeChoice shown_choice(const AppSettingsDialog* dialog) {
+  return SpeculativeChoice(dialog->speculative()->currentData().toInt());
+}
+
+void choose(AppSettingsDialog* dialog, SpeculativeChoice choice) {
+  dialog->speculative()->setCurrentIndex(dialog->speculative()->findData(int(choice)));
+}
+
 }  // namespace
 
 class DsparkSwitchTest : public QObject {
   Q_OBJECT
 
  private slots:
-  void switchIsOfferedAndKeepsGreedyAnswers() {
+  void automaticIsOffOnTheCpuAndOnKeepsGreedyAnswers() {
     QTemporaryDir dir;
     {  // greedy, short chat answers for a quick turn
       QSettings store(dir.filePath("flashdesk.conf"), QSettings::IniFormat);
@@ -71,7 +84,11 @@ class DsparkSwitchTest : public QObject {
       QVERIFY(app.wait_model());
       AppSettingsDialog* dialog = app.window->editAppSettings();
       QVERIFY2(dialog->speculative()->isEnabled(), qPrintable(dialog->speculative()->toolTip()));
-      QVERIFY(!dialog->speculative()->isChecked());  // off by default
+      QCOMPARE(shown_choice(dialog), SpeculativeChoice::kAuto);  // the default
+      QCOMPARE(dialog->speculative()->count(), 3);
+      // The tests load the model on the CPU: Automatic is off there, and the tooltip says so.
+      QVERIFY2(dialog->speculative()->toolTip().contains("Automatic is off for this model"),
+               qPrintable(dialog->speculative()->toolTip()));
       dialog->reject();
 
       const TurnStats off = app.turn([&] {
@@ -79,7 +96,7 @@ class DsparkSwitchTest : public QObject {
         QTest::keyClick(app.window->composer()->edit(), Qt::Key_Return);
       });
       QVERIFY(off.generated_tokens > 1);
-      QVERIFY(!off.speculative);
+      QVERIFY(!off.speculative);  // Automatic on the CPU
       plain = app.last_answer();
       QVERIFY(!plain.isEmpty());
       QVERIFY2(app.window->statusText().contains("tokens/s"), qPrintable(app.window->statusText()));
@@ -87,9 +104,9 @@ class DsparkSwitchTest : public QObject {
                qPrintable(app.window->statusText()));
 
       dialog = app.window->editAppSettings();
-      dialog->speculative()->setChecked(true);
+      choose(dialog, SpeculativeChoice::kOn);
       dialog->accept();
-      QVERIFY(app.window->appSettings().speculative);
+      QCOMPARE(app.window->appSettings().speculative, SpeculativeChoice::kOn);
       const TurnStats on = app.turn([&] { app.window->regenerate(); });
       QVERIFY(on.speculative);
       QVERIFY(on.verifies > 0);
@@ -102,19 +119,62 @@ class DsparkSwitchTest : public QObject {
                qPrintable(status));
       QVERIFY2(on.mean_accepted > 0.0, qPrintable(status));  // the trained head's drafts are kept
     }
-    {  // a restart keeps the switch on
+    {  // a restart keeps On
       SwitchApp app(dir);
-      QVERIFY(app.window->appSettings().speculative);
+      QCOMPARE(app.window->appSettings().speculative, SpeculativeChoice::kOn);
       QVERIFY(app.wait_model());
       AppSettingsDialog* dialog = app.window->editAppSettings();
       QVERIFY(dialog->speculative()->isEnabled());
-      QVERIFY(dialog->speculative()->isChecked());
-      dialog->reject();
+      QCOMPARE(shown_choice(dialog), SpeculativeChoice::kOn);
+      choose(dialog, SpeculativeChoice::kOff);
+      dialog->accept();
+      QCOMPARE(app.window->appSettings().speculative, SpeculativeChoice::kOff);
+      const TurnStats off = app.turn([&] { app.window->regenerate(); });
+      QVERIFY(off.generated_tokens > 1);
+      QVERIFY(!off.speculative);
+      QCOMPARE(app.last_answer(), plain);
+    }
+    QSettings store(dir.filePath("flashdesk.conf"), QSettings::IniFormat);
+    QCOMPARE(store.value("engine/speculative").toString(), QStringLiteral("off"));
+  }
+
+  // The stored words, and the 0 / 1 of the earlier on/off switch read as Off / On; anything else
+  // is Automatic with a problem line.
+  void storedChoicesAreReadAndOldSwitchValuesKeepTheirMeaning() {
+    QTemporaryDir dir;
+    QSettings store(dir.filePath("flashdesk.conf"), QSettings::IniFormat);
+    QCOMPARE(load_app_settings(store).speculative, SpeculativeChoice::kAuto);  // nothing stored
+    const std::vector<std::pair<QVariant, SpeculativeChoice>> cases = {
+        {QStringLiteral("auto"), SpeculativeChoice::kAuto},
+        {QStringLiteral("on"), SpeculativeChoice::kOn},
+        {QStringLiteral("off"), SpeculativeChoice::kOff},
+        {1, SpeculativeChoice::kOn},
+        {0, SpeculativeChoice::kOff}};
+    for (const auto& [stored, expected] : cases) {
+      store.setValue("engine/speculative", stored);
+      store.sync();
+      QSettings reread(dir.filePath("flashdesk.conf"), QSettings::IniFormat);  // as at a start
+      QStringList problems;
+      QCOMPARE(load_app_settings(reread, &problems).speculative, expected);
+      QVERIFY2(problems.isEmpty(), qPrintable(problems.join('\n')));
+    }
+    store.setValue("engine/speculative", QStringLiteral("sometimes"));
+    QStringList problems;
+    QCOMPARE(load_app_settings(store, &problems).speculative, SpeculativeChoice::kAuto);
+    QCOMPARE(problems.size(), 1);
+    QVERIFY2(problems[0].startsWith("engine/speculative: \"sometimes\""), qPrintable(problems[0]));
+    for (const SpeculativeChoice choice :
+         {SpeculativeChoice::kAuto, SpeculativeChoice::kOn, SpeculativeChoice::kOff}) {
+      AppSettings s;
+      s.speculative = choice;
+      QCOMPARE(AppSettingsDialog(s).settings(), s);  // shown and returned unchanged
+      save_app_settings(store, s);
+      QCOMPARE(load_app_settings(store).speculative, choice);
     }
   }
 
-  // Without a loaded model the switch cannot be turned on, and its tooltip says why.
-  void switchIsDisabledWithoutAModel() {
+  // Without a loaded model the choice cannot be changed, and its tooltip says why.
+  void choiceIsDisabledWithoutAModel() {
     QTemporaryDir dir;
     QSettings store(dir.filePath("flashdesk.conf"), QSettings::IniFormat);
     const auto layout = storage::StorageLayout::in(dir.filePath("data").toStdString());
