@@ -51,12 +51,14 @@ bool send_event(httplib::DataSink& sink, const std::string& data) {
 }
 
 void log_completion(const Completion& c, double seconds, int64_t waiting) {
-  std::fprintf(stderr,
-               "[serve] %lld prompt tokens (%lld cached), %lld generated, %s%s, %.2f s, "
-               "%lld waiting\n",
-               (long long)c.usage.prompt_tokens, (long long)c.usage.cached_tokens,
-               (long long)c.usage.completion_tokens, c.finish_reason.c_str(),
-               c.cancelled ? " (client gone)" : "", seconds, (long long)waiting);
+  std::fprintf(
+      stderr,
+      "[serve] %lld prompt tokens (%lld cached: %lld from SSD, %lld from the window pool), "
+      "%lld generated, %s%s, %.2f s, %lld waiting\n",
+      (long long)c.usage.prompt_tokens, (long long)c.usage.cached_tokens,
+      (long long)c.usage.from_ssd, (long long)c.usage.from_pool,
+      (long long)c.usage.completion_tokens, c.finish_reason.c_str(),
+      c.cancelled ? " (client gone)" : "", seconds, (long long)waiting);
 }
 
 }  // namespace
