@@ -216,7 +216,8 @@ HttpServer::HttpServer(CompletionService& service, ServeOptions options)
     : impl_(std::make_unique<Impl>(service, std::move(options))) {
   if (!is_loopback(impl_->options.host) && impl_->options.api_key.empty())
     throw InvalidRequest("serving on " + impl_->options.host +
-                         " (not loopback) needs --api-key or --api-key-file");
+                         " (not loopback) needs an API key (serve: --api-key or --api-key-file; "
+                         "the app: File ▸ Settings ▸ API key)");
   if (impl_->options.connections < 1) throw InvalidRequest("--connections must be at least 1");
   const int connections = impl_->options.connections;
   impl_->server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };
