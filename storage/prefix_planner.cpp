@@ -40,7 +40,7 @@ int64_t read_ssd_rows(const PrefixSources& src, const PrefixMatch& match, int64_
       std::span<const BlockKey>(match.covered_keys).first(static_cast<size_t>(covered / B));
   const auto t0 = SteadyClock::now();
   std::optional<int64_t> session;
-  if (src.session_id > 0) session = src.session_id;
+  if (src.session_id > 0 && src.link_blocks) session = src.session_id;
   const std::vector<BlockRead> reads = src.blocks->get(keys, session);
   out.read_ms += ms_since(t0);
   rows.assign(shape.global.size(), GlobalKvRows{});
@@ -121,9 +121,8 @@ void consider(PrefixChoice& choice, const Candidate& c) {
 
 // The live state as is (when the prompt extends it), or cut back to where they diverge
 // (engine/runtime/live_reuse.h picks how).
-void consider_live(PrefixChoice& choice, const SequenceState& live,
-                   std::span<const TokenId> prompt, std::span<const ImageSpan> images,
-                   std::span<const ImageSpan> live_images) {
+void consider_live(PrefixChoice& choice, const SequenceState& live, std::span<const TokenId> prompt,
+                   std::span<const ImageSpan> images, std::span<const ImageSpan> live_images) {
   const int64_t P = static_cast<int64_t>(prompt.size());
   choice.live_common = image_safe_prefix(static_cast<int64_t>(common_prefix(live.tokens, prompt)),
                                          live_images, images);

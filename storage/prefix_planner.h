@@ -32,6 +32,10 @@ struct PrefixSources {
   KvBlockStore* blocks = nullptr;     // null: no SSD tier
   WindowPool* window_pool = nullptr;  // null: no DRAM window tier
   int64_t session_id = 0;             // the window pool's owner key; 0 = none
+  // Whether the SSD blocks read are linked to session_id (a stored session, whose delete then
+  // keeps them for as long as it lives). False for owners that are no stored session: the API
+  // server's conversations.
+  bool link_blocks = true;
 };
 
 struct PlannedPrefill {

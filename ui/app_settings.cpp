@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "app/server/api_key.h"
 #include "engine/runtime/backend_factory.h"
 #include "ui/persistent_chat_service.h"
 
@@ -35,6 +36,8 @@ constexpr const char* kDataDir = "data_dir";
 constexpr const char* kSystemPrompt = "new_chat/system_prompt";
 constexpr const char* kTheme = "view/theme";
 constexpr const char* kSpeculative = "engine/speculative";  // speculative_key
+constexpr const char* kServerHost = "server/host";
+constexpr const char* kServerApiKey = "server/api_key";
 
 // The stored number at `k`, or `fallback` (with a problem line) when it is not a number in range.
 template <class T>
@@ -87,6 +90,30 @@ std::optional<SpeculativeChoice> speculative_from_key(const QString& key) {
   return std::nullopt;
 }
 
+QString server_settings_problem(const QString& host, const QString& api_key) {
+  if (host.trimmed().isEmpty()) return QObject::tr("The API server needs an address to listen on.");
+  if (!server::is_loopback(host.trimmed().toStdString()) && api_key.isEmpty())
+    return QObject::tr("Listening on %1 (not loopback) needs an API key.").arg(host.trimmed());
+  return {};
+}
+
+namespace {
+
+// The host and key, or loopback (with a problem line) when the host would need a key it lacks.
+void read_server_address(const QSettings& store, AppSettings& s, QStringList* problems) {
+  const QString host = store.value(QLatin1String(kServerHost), s.server_host).toString().trimmed();
+  const QString key = store.value(QLatin1String(kServerApiKey)).toString();
+  s.server_api_key = key;
+  if (server_settings_problem(host, key).isEmpty()) {
+    s.server_host = host;
+  } else if (problems) {
+    *problems << QStringLiteral("%1: \"%2\" is not loopback and no API key is set; using %3")
+                     .arg(QLatin1String(kServerHost), host, s.server_host);
+  }
+}
+
+}  // namespace
+
 QStringList backend_choices() {
   QStringList names;
   for (const std::string& name : backend_names()) names << QString::fromStdString(name);
@@ -127,6 +154,7 @@ AppSettings load_app_settings(const QSettings& store, QStringList* problems) {
   s.serve = read_number(store, kServe, int(s.serve), problems) != 0;
   s.server_port = read_number(store, kServerPort, s.server_port, problems);
   s.speculative = read_speculative(store, s.speculative, problems);
+  read_server_address(store, s, problems);
   return s;
 }
 
@@ -148,6 +176,8 @@ void save_app_settings(QSettings& store, const AppSettings& s) {
   store.setValue(QLatin1String(kServe.key), s.serve ? 1 : 0);
   store.setValue(QLatin1String(kServerPort.key), s.server_port);
   store.setValue(QLatin1String(kSpeculative), speculative_key(s.speculative));
+  store.setValue(QLatin1String(kServerHost), s.server_host);
+  store.setValue(QLatin1String(kServerApiKey), s.server_api_key);
   store.sync();
 }
 

@@ -37,7 +37,12 @@ struct AppSettings {
   int threads = 0;                          // CPU threads; 0: every core
   // The OpenAI-compatible API on the loaded model (File ▸ Serve on localhost, docs/server.md).
   bool serve = false;      // on at start (the switch's last state)
-  int server_port = 8080;  // on 127.0.0.1; 0: any free port (the status bar names it)
+  int server_port = 8080;  // 0: any free port (the status bar names it)
+  // The address it listens on; anything but loopback needs the API key (the CLI's rule:
+  // server::is_loopback). The key is kept in plain text in the settings file, as the remote
+  // models' keys are.
+  QString server_host = QStringLiteral("127.0.0.1");
+  QString server_api_key;  // empty: no key (loopback only)
   // DSpark speculative decoding on models with a draft head, from the next turn. Automatic by
   // default: on for a GPU backend, off on the CPU backends, where flash-tiny's head decodes slower
   // than plain decoding (docs/dspark.md "Default").
@@ -64,6 +69,9 @@ QStringList backend_choices();
 // in `problems` naming the key, the stored value and what is used instead.
 AppSettings load_app_settings(const QSettings& store, QStringList* problems = nullptr);
 void save_app_settings(QSettings& store, const AppSettings& settings);
+
+// Why the API server settings cannot be used (a non-loopback host without a key), or empty.
+QString server_settings_problem(const QString& host, const QString& api_key);
 
 // The data folder the settings name (the XDG folders when empty). Throws IoError.
 storage::StorageLayout storage_layout(const AppSettings& settings);

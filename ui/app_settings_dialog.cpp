@@ -33,6 +33,9 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
       threads_(new QSpinBox(this)),
       devices_(new QLabel(this)),
       server_port_(new QSpinBox(this)),
+      server_host_(new QLineEdit(settings.server_host, this)),
+      server_api_key_(new QLineEdit(settings.server_api_key, this)),
+      server_problem_(new QLabel(this)),
       speculative_(new QComboBox(this)),
       new_chat_(new QPushButton(tr("Edit…"), this)),
       new_chat_summary_(new QLabel(this)) {
@@ -64,6 +67,7 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   server_port_->setValue(settings.server_port);
   server_port_->setAccessibleName(
       tr("Port of the API server on 127.0.0.1 (File ▸ Serve on localhost); 0 is any free port"));
+  buildServerFields(settings);
   new_chat_->setAccessibleName(tr("Edit the system prompt and sampling of new chats"));
   connect(new_chat_, &QPushButton::clicked, this, &AppSettingsDialog::editNewChatDefaults);
   new_chat_summary_->setWordWrap(true);
@@ -72,7 +76,8 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   auto* restart = new QLabel(
       tr("<i>The data folder and the cache sizes take effect after FlashDesk restarts; the backend "
          "and threads at the next model load (File ▸ Open model folder… or Reload the model, "
-         "F5); the API server's port the next time serving is switched on.</i>"),
+         "F5); the API server's address, port and key the next time serving is switched "
+         "on.</i>"),
       this);
   restart->setWordWrap(true);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -88,13 +93,45 @@ AppSettingsDialog::AppSettingsDialog(const AppSettings& settings, QWidget* paren
   form->addRow(tr("CPU threads"), threads_);
   form->addRow(tr("Devices"), devices_);
   form->addRow(tr("Speculative decoding (DSpark)"), speculative_);
+  form->addRow(tr("API server address"), server_host_);
   form->addRow(tr("API server port"), server_port_);
+  form->addRow(tr("API key"), server_api_key_);
+  form->addRow(server_problem_);
   // The summary gets a row of its own, the dialog's full width: beside the button, a wrapped
   // label in a nested layout was given one line's height and cut.
   form->addRow(tr("New chats"), new_chat_);
   form->addRow(new_chat_summary_);
   form->addRow(restart);
   form->addRow(buttons);
+}
+
+void AppSettingsDialog::buildServerFields(const AppSettings& settings) {
+  server_host_->setObjectName(QStringLiteral("serverHost"));
+  server_host_->setAccessibleName(
+      tr("Address the API server listens on (File ▸ Serve on localhost); anything but 127.0.0.1 "
+         "needs an API key"));
+  server_port_->setRange(0, 65535);
+  server_port_->setSpecialValueText(tr("Any free port"));
+  server_port_->setValue(settings.server_port);
+  server_port_->setAccessibleName(
+      tr("Port of the API server (File ▸ Serve on localhost); 0 is any free port"));
+  server_api_key_->setObjectName(QStringLiteral("serverApiKey"));
+  server_api_key_->setEchoMode(QLineEdit::PasswordEchoOnEdit);
+  server_api_key_->setPlaceholderText(tr("None (loopback only)"));
+  server_api_key_->setAccessibleName(
+      tr("API key clients must send as Authorization: Bearer KEY; kept in plain text in the "
+         "settings file"));
+  server_api_key_->setToolTip(server_api_key_->accessibleName());
+  server_problem_->setObjectName(QStringLiteral("serverProblem"));
+  server_problem_->setWordWrap(true);
+  server_problem_->hide();
+}
+
+void AppSettingsDialog::accept() {
+  const QString problem = server_settings_problem(server_host_->text(), server_api_key_->text());
+  server_problem_->setText(problem);
+  server_problem_->setVisible(!problem.isEmpty());
+  if (problem.isEmpty()) QDialog::accept();
 }
 
 // The choices come from the backend factory, so a machine with a GPU lists it (name and memory from
@@ -216,6 +253,8 @@ AppSettings AppSettingsDialog::settings() const {
   s.backend = backend_->currentText();
   s.threads = threads_->value();
   s.server_port = server_port_->value();
+  s.server_host = server_host_->text().trimmed();
+  s.server_api_key = server_api_key_->text();
   s.speculative = SpeculativeChoice(speculative_->currentData().toInt());
   return s;
 }

@@ -1,8 +1,8 @@
 // The application settings dialog (File ▸ Settings…): data folder, SSD KV budget and retention,
 // window-pool budget and lifetime, compute backend and CPU threads, DSpark speculative decoding,
-// the API server's port, and the
-// defaults of a new chat (edited in the per-session SessionSettingsDialog, not duplicated here). It
-// edits an AppSettings value; the window saves it.
+// the API server's address, port and key (a non-loopback address is refused without a key, as by
+// `flashdesk-cli serve`), and the defaults of a new chat (edited in the per-session
+// SessionSettingsDialog, not duplicated here). It edits an AppSettings value; the window saves it.
 #pragma once
 
 #include <QDialog>
@@ -43,11 +43,20 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* serverPort() const { return server_port_; }
   // Automatic, On, Off; each item's data is its SpeculativeChoice as an int.
   QComboBox* speculative() const { return speculative_; }
+  QLineEdit* serverHost() const { return server_host_; }
+  QLineEdit* serverApiKey() const { return server_api_key_; }
+  QLabel* serverProblem() const { return server_problem_; }  // why OK was refused
+
+ public slots:
+  // Refused (the dialog stays open, serverProblem() says why) while the API server's address
+  // needs a key it lacks.
+  void accept() override;
   QPushButton* newChatDefaultsButton() const { return new_chat_; }
   QLabel* newChatSummary() const { return new_chat_summary_; }
 
  private:
   QWidget* buildDataDirRow();
+  void buildServerFields(const AppSettings& settings);
   void buildDeviceFields(const AppSettings& settings);
   void buildSpeculativeField(const AppSettings& settings);
   void chooseDataDir();
@@ -64,6 +73,9 @@ class AppSettingsDialog : public QDialog {
   QSpinBox* threads_;
   QLabel* devices_;
   QSpinBox* server_port_;
+  QLineEdit* server_host_;
+  QLineEdit* server_api_key_;
+  QLabel* server_problem_;
   QComboBox* speculative_;
   QPushButton* new_chat_;
   QLabel* new_chat_summary_;

@@ -69,9 +69,9 @@ void ChatController::connectRemote(const QString& url, const QString& api_key,
 
 // Off: the API's answer in flight is ended at once, from this thread, so the stop queued to the
 // worker is not kept waiting behind it (nor behind a window turn waiting for the engine).
-void ChatController::setServing(bool on, int port) {
+void ChatController::setServing(bool on, int port, const QString& host, const QString& api_key) {
   if (!on) worker_->interrupt_serving();
-  queue(&ChatWorker::setServing, on, port);
+  queue(&ChatWorker::setServing, on, port, host, api_key);
 }
 void ChatController::setDevice(const QString& backend, int threads) {
   queue(&ChatWorker::setDevice, backend, threads);

@@ -24,7 +24,8 @@ class ChatController : public QObject {
 
   void loadModel(const QString& directory);
   void connectRemote(const QString& url, const QString& api_key, const QString& model);
-  void setServing(bool on, int port);
+  void setServing(bool on, int port, const QString& host = QStringLiteral("127.0.0.1"),
+                  const QString& api_key = {});
   void setDevice(const QString& backend, int threads);  // used by the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // used by the next loadModel
   void setSpeculative(SpeculativeChoice choice);        // used by the next turn

@@ -93,7 +93,7 @@ void ChatWorker::loadModel(const QString& directory) {
   } catch (const std::exception& e) {
     emit modelFailed(directory, QString::fromUtf8(e.what()));
   }
-  if (serving_port_ && service_->model()) start_serving();
+  if (serving_options_ && service_->model()) start_serving();
 }
 
 void ChatWorker::connectRemote(const QString& url, const QString& api_key, const QString& model) {
@@ -115,28 +115,31 @@ void ChatWorker::connectRemote(const QString& url, const QString& api_key, const
       emit modelLoaded(qstr(kept->name), qstr(kept->directory.string()), qstr(kept->backend));
     }
   }
-  if (serving_port_ && !serving_ && service_->model()) start_serving();
+  if (serving_options_ && !serving_ && service_->model()) start_serving();
 }
 
-void ChatWorker::setServing(bool on, int port) {
+void ChatWorker::setServing(bool on, int port, const QString& host, const QString& api_key) {
   if (!on) {
-    serving_port_.reset();
+    serving_options_.reset();
     return stop_serving();
   }
-  serving_port_ = port;
+  server::ServeOptions options;  // the CLI's defaults otherwise
+  options.port = port;
+  options.host = host.toStdString();
+  options.api_key = api_key.toStdString();
+  serving_options_ = options;
   if (service_->model()) start_serving();
 }
 
+// The server's rule is the CLI's: HttpServer refuses a non-loopback host without a key.
 void ChatWorker::start_serving() {
-  server::ServeOptions options;  // 127.0.0.1, no key: loopback only
-  options.port = *serving_port_;
   try {
-    const ServingInfo info = service_->start_serving(options);
+    const ServingInfo info = service_->start_serving(*serving_options_);
     serving_ = true;
     emit servingStarted(qstr(info.url), qstr(info.model));
   } catch (const std::exception& e) {
     serving_ = false;
-    serving_port_.reset();
+    serving_options_.reset();
     emit servingFailed(QString::fromUtf8(e.what()));
   }
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "app/server/http_server.h"
 #include "engine/runtime/speculative_choice.h"
 #include "storage/session_store.h"
 #include "storage/storage_layout.h"
@@ -46,10 +47,11 @@ class ChatWorker : public QObject {
   // A model served elsewhere (RemoteEndpoint): answers like loadModel, with the URL as directory
   // and "remote" as backend; a failure keeps the model that was loaded (modelLoaded again).
   void connectRemote(const QString& url, const QString& api_key, const QString& model);
-  // The API server on the loaded model, on 127.0.0.1:`port` (0: any free port). On: started now
-  // when a model is loaded (else at its load), and again after each model load; answers with
+  // The API server on the loaded model, on `host`:`port` (0: any free port), requiring `api_key`
+  // when not empty (a host other than loopback needs one: servingFailed otherwise). On: started
+  // now when a model is loaded (else at its load), and again after each model load; answers with
   // servingStarted, or servingFailed (then it is off). Off: stopped, servingStopped.
-  void setServing(bool on, int port);
+  void setServing(bool on, int port, const QString& host, const QString& api_key);
   void setDevice(const QString& backend, int threads);  // for the next loadModel
   void setCacheLimits(const CacheLimits& limits);       // for the next loadModel
   // DSpark speculative decoding for the next turns (speculative_enabled: Automatic is on for a
@@ -108,7 +110,7 @@ class ChatWorker : public QObject {
   void run_turn(qint64 id, const TurnRequest& request, int64_t user_ordinal);
   void title_from_first_message(qint64 id, const QString& text);
   void count_turn(const TurnStats& stats);
-  void start_serving();  // serving_port_'s server on the loaded model
+  void start_serving();  // serving_options_'s server on the loaded model
   void stop_serving();
 
   std::unique_ptr<ChatService> service_;
@@ -118,9 +120,10 @@ class ChatWorker : public QObject {
   std::unique_ptr<storage::TokenLog> token_log_;
   std::set<qint64> open_sessions_;  // opened in the service since the model was loaded
   QString filter_;
-  std::optional<int> serving_port_;  // set: the user wants the API server on this port
-  bool serving_ = false;             // the server runs
-  CacheStats run_totals_;            // only the per-run fields are used
+  // Set: the user wants the API server with these options.
+  std::optional<server::ServeOptions> serving_options_;
+  bool serving_ = false;                                      // the server runs
+  CacheStats run_totals_;                                     // only the per-run fields are used
   SpeculativeChoice speculative_ = SpeculativeChoice::kAuto;  // the app setting
   std::atomic<bool> stop_{false};
   std::atomic<bool> closing_{false};

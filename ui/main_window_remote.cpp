@@ -20,7 +20,8 @@ void MainWindow::buildServeAndRemote(QMenu* file) {
   serve_action_->setObjectName(QStringLiteral("serveOnLocalhost"));
   serve_action_->setCheckable(true);
   serve_action_->setToolTip(
-      tr("Serve the loaded model to other programs over the OpenAI-compatible API on 127.0.0.1"));
+      tr("Serve the loaded model to other programs over the OpenAI-compatible API, on 127.0.0.1 "
+         "unless File ▸ Settings names another address (which needs an API key)"));
   connect(serve_action_, &QAction::toggled, this, &MainWindow::setServing);
   connectServing();
 }
@@ -57,7 +58,8 @@ void MainWindow::connectRemote(const RemoteEntry& entry) {
 void MainWindow::setServing(bool on) {
   app_settings_.serve = on;
   if (settings_store_) save_app_settings(*settings_store_, app_settings_);
-  controller_.setServing(on, app_settings_.server_port);
+  controller_.setServing(on, app_settings_.server_port, app_settings_.server_host,
+                         app_settings_.server_api_key);
   if (on && !model_ready_) status_->setText(tr("The API server starts once the model is loaded"));
 }
 

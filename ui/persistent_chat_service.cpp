@@ -2,6 +2,8 @@
 // through PersistentChat with its restore counts turned into the app's TurnStats.
 #include "ui/persistent_chat_service.h"
 
+#include "app/server/server_kv_stores.h"
+
 #include "engine/util/error.h"
 #include "ui/turn_settings.h"
 
@@ -59,7 +61,14 @@ void PersistentChatService::unload() {
 ServingInfo PersistentChatService::start_serving(const server::ServeOptions& options) {
   stop_serving();
   if (!engine_) throw InvalidRequest("no local model is loaded: there is nothing to serve");
-  auto started = std::make_unique<server::BackgroundServer>(*engine_, engine_queue_, options);
+  // The API's conversations go through the sessions' KV tiers: the window pool and the SSD blocks
+  // (shared by content with the sessions), behind the server's live slots.
+  const server::CompletionServiceOptions service{
+      .kept_conversations = 2,
+      .tiers = {.blocks = &chat_->blocks(), .window_pool = &chat_->window_pool()},
+      .answers_dir = server::answers_dir(chat_options_.layout)};
+  auto started =
+      std::make_unique<server::BackgroundServer>(*engine_, engine_queue_, options, service);
   const ServingInfo info{.url = started->url(), .model = started->model_id()};
   std::lock_guard lock(server_mutex_);
   server_ = std::move(started);

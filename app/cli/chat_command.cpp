@@ -23,6 +23,9 @@
 #ifdef FLASHDESK_HAVE_STORAGE
 #include "storage/persistent_chat.h"
 #endif
+#ifdef FLASHDESK_HAVE_REMOTE
+#include "app/cli/remote_session.h"
+#endif
 
 namespace flashdesk::cli {
 namespace {
@@ -133,6 +136,24 @@ Conversation in_memory(ChatEngine& engine, std::unique_ptr<ChatSession>& holder,
 }
 
 #ifdef FLASHDESK_HAVE_STORAGE
+// A new session's id, before its first turn: `session N`, or {"session_id":N} with --json.
+void announce_session(int64_t id, bool json) {
+  if (json)
+    std::printf("{\"session_id\":%lld}\n", (long long)id);
+  else
+    std::printf("session %lld\n", (long long)id);
+  std::fflush(stdout);
+}
+
+// --session's value when it is not 'new'.
+int64_t session_id_of(const std::string& which) {
+  try {
+    return std::stoll(which);
+  } catch (const std::exception&) {
+    throw InvalidRequest("--session must be a session id or 'new', not '" + which + "'");
+  }
+}
+
 // --session ID|new: the stored session, continued from its messages and cached KV.
 Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentChat>& holder,
                         const cxxopts::ParseResult& args, const TurnOptions& opts, bool json) {
@@ -144,25 +165,13 @@ Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentC
   holder = std::make_unique<storage::PersistentChat>(engine, std::move(o));
   storage::PersistentChat* chat = holder.get();
   const std::string system = args.count("system") ? args["system"].as<std::string>() : "";
-  auto announce = [chat, json] {
-    if (json)
-      std::printf("{\"session_id\":%lld}\n", (long long)*chat->session_id());
-    else
-      std::printf("session %lld\n", (long long)*chat->session_id());
-    std::fflush(stdout);
-  };
+  auto announce = [chat, json] { announce_session(*chat->session_id(), json); };
   const std::string which = args["session"].as<std::string>();
   if (which == "new") {
     chat->create_session("chat", chat->settings_for(opts, system));
     announce();
   } else {
-    int64_t id = 0;
-    try {
-      id = std::stoll(which);
-    } catch (const std::exception&) {
-      throw InvalidRequest("--session must be a session id or 'new', not '" + which + "'");
-    }
-    chat->open_session(id);
+    chat->open_session(session_id_of(which));
   }
   auto last = std::make_shared<storage::SessionTurn>();
   // The session stores each file's bytes and prepares the image again from them
@@ -193,16 +202,36 @@ Conversation persistent(ChatEngine& engine, std::unique_ptr<storage::PersistentC
 }
 #endif
 
-#ifdef FLASHDESK_HAVE_REMOTE
-// --remote: the same loop against a model served elsewhere; the history is kept in memory and
-// resent each turn (the server's prefix cache, if any, serves it). Images are sent as files.
+#ifdef FLASHDESK_HAVE_REMOTE  // flashdesk_remote links flashdesk_storage: sessions are there
+// --remote with --session ID|new: the stored session's history is what each turn resends.
+std::unique_ptr<RemoteSession> remote_session(remote::RemoteChat& chat,
+                                              const cxxopts::ParseResult& args,
+                                              const TurnOptions& opts, bool json) {
+  if (!args.count("session")) return nullptr;
+  const std::string dir = args["data-dir"].as<std::string>();
+  auto session = std::make_unique<RemoteSession>(
+      chat, remote_options(args),
+      dir.empty() ? storage::StorageLayout::from_environment() : storage::StorageLayout::in(dir));
+  const std::string which = args["session"].as<std::string>();
+  if (which != "new") {
+    session->open(session_id_of(which));
+    return session;
+  }
+  session->create(opts, args.count("system") ? args["system"].as<std::string>() : "");
+  announce_session(session->id(), json);
+  return session;
+}
+
+// --remote: the same loop against a model served elsewhere; the history is kept in memory (or,
+// with --session, in the session store) and resent each turn (the server's prefix cache, if any,
+// serves it). Images are sent as files.
 int run_remote_chat(const cxxopts::ParseResult& args, TurnOptions opts) {
-  if (args.count("session")) throw InvalidRequest("--session is not available with --remote yet");
   remote::RemoteChat chat(remote_options(args));
+  const bool json = args.count("json") > 0;
+  auto session = remote_session(chat, args, opts, json);
   if (args.count("system")) chat.set_system_prompt(args["system"].as<std::string>());
   install_sigint_handler();
   const bool interactive = isatty(STDIN_FILENO) != 0;
-  const bool json = args.count("json") > 0;
   if (interactive) std::printf("FlashDesk chat with %s (remote). %s", chat.model().c_str(), kHelp);
   StreamPrinter printer(stdout, isatty(STDOUT_FILENO) != 0);
   std::vector<std::filesystem::path> pending;
@@ -222,16 +251,27 @@ int run_remote_chat(const cxxopts::ParseResult& args, TurnOptions opts) {
       } else if (line == "/reset") {
         chat.reset();
         std::printf("(new conversation)\n");
+        if (session)
+          announce_session(
+              session->create(opts, args.count("system") ? args["system"].as<std::string>() : ""),
+              json);
       } else if (line[0] == '/') {
         if (!apply_setting(line, opts)) std::printf("%s", kHelp);
       } else {
         g_stop = false;
         g_generating = true;
         TurnResult turn;
-        turn.generation = chat.send(line, std::exchange(pending, {}), opts,
-                                    json ? StreamCallbacks{} : printer.callbacks(), &g_stop);
+        const StreamCallbacks callbacks = json ? StreamCallbacks{} : printer.callbacks();
+        std::vector<std::pair<std::string, int64_t>> extra;
+        if (session) {
+          turn.generation =
+              session->send(line, std::exchange(pending, {}), opts, callbacks, &g_stop);
+          extra.emplace_back("session_id", session->id());
+        } else {
+          turn.generation = chat.send(line, std::exchange(pending, {}), opts, callbacks, &g_stop);
+        }
         g_generating = false;
-        print_turn_end(turn, json, interactive, printer);
+        print_turn_end(turn, json, interactive, printer, extra);
       }
     } catch (const Error& e) {
       end_failed_turn(printer, e);

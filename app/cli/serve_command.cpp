@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "app/cli/turn_options.h"
 #include "app/server/api_key.h"
 #include "app/server/http_server.h"
+#include "app/server/server_kv_stores.h"
 #include "engine/util/error.h"
 
 namespace flashdesk::cli {
@@ -33,6 +35,32 @@ void add_serve_options(cxxopts::Options& options) {
       cxxopts::value<int>()->default_value("2"))(
       "connections", "connections served at once (more wait to be accepted)",
       cxxopts::value<int>()->default_value("16"))("h,help", "show this help");
+  options.add_options("KV cache")(
+      "kv-store", "on: conversations' KV also in the window pool and SSD blocks; off: live only",
+      cxxopts::value<std::string>()->default_value("on"))(
+      "data-dir", "folder of the SSD KV blocks (default: the XDG data and cache folders)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "block-tokens", "tokens per SSD KV block (a multiple of every compress ratio)",
+      cxxopts::value<int64_t>()->default_value("256"));
+}
+
+bool kv_store_on(const cxxopts::ParseResult& args) {
+  const std::string on = args["kv-store"].as<std::string>();
+  if (on != "on" && on != "off") throw InvalidRequest("--kv-store must be on or off");
+  return on == "on";
+}
+
+storage::StorageLayout data_layout(const cxxopts::ParseResult& args) {
+  const std::string dir = args["data-dir"].as<std::string>();
+  return dir.empty() ? storage::StorageLayout::from_environment() : storage::StorageLayout::in(dir);
+}
+
+// The data folder's stores behind the live slots (none with --kv-store off).
+std::unique_ptr<server::ServerKvStores> kv_stores(const cxxopts::ParseResult& args) {
+  if (!kv_store_on(args)) return nullptr;
+  storage::KvBlockStoreOptions blocks;
+  blocks.tokens_per_block = args["block-tokens"].as<int64_t>();
+  return std::make_unique<server::ServerKvStores>(data_layout(args), blocks);
 }
 
 server::ServeOptions serve_options(const cxxopts::ParseResult& args) {
@@ -127,8 +155,15 @@ int run_serve(int argc, char** argv) {
   // A client that closes its socket mid-stream must fail the write, not end the process.
   std::signal(SIGPIPE, SIG_IGN);
   StopSignals stop_signals;
+  const std::unique_ptr<server::ServerKvStores> stores = kv_stores(args);
   auto engine = ChatEngine::load(args["model"].as<std::string>(), engine_options(args));
-  server::CompletionService service(*engine, args["keep"].as<int>());
+  server::CompletionServiceOptions service_options;
+  service_options.kept_conversations = args["keep"].as<int>();
+  if (stores) {
+    service_options.tiers = stores->tiers();
+    service_options.answers_dir = server::answers_dir(data_layout(args));
+  }
+  server::CompletionService service(*engine, std::move(service_options));
   server::HttpServer http(service, serve);
   const int port = http.bind();
   stop_signals.serving(service, http);

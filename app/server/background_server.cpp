@@ -6,9 +6,9 @@
 namespace flashdesk::server {
 
 BackgroundServer::BackgroundServer(ChatEngine& engine, TurnQueue& queue, ServeOptions options,
-                                   int kept_conversations)
+                                   CompletionServiceOptions service)
     : host_(options.host),
-      service_(engine, kept_conversations, queue),
+      service_(engine, std::move(service), queue),
       http_(service_, std::move(options)),
       port_(http_.bind()) {
   // A client that closes its socket mid-stream must fail the write, not end the program.

@@ -18,10 +18,10 @@ namespace flashdesk::server {
 
 class BackgroundServer {
  public:
-  // IoError when the address cannot be bound, InvalidRequest for bad options. `engine` and
-  // `queue` outlive this server.
+  // IoError when the address cannot be bound, InvalidRequest for bad options. `engine`,
+  // `queue` and the stores of `service.tiers` outlive this server.
   BackgroundServer(ChatEngine& engine, TurnQueue& queue, ServeOptions options,
-                   int kept_conversations = 2);
+                   CompletionServiceOptions service = {});
   ~BackgroundServer();
   BackgroundServer(const BackgroundServer&) = delete;
   BackgroundServer& operator=(const BackgroundServer&) = delete;

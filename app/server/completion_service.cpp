@@ -1,5 +1,6 @@
-// One chat completion on the engine: the kept conversation chosen by shared prefix, the turn run
-// through ChatSession, stop sequences applied to the answer, usage counted (completion_service.h).
+// One chat completion on the engine: the conversation rendered with the ids of the server's own
+// answers, its prefix restored from the KV tiers, the answer generated with stop sequences applied,
+// usage counted (completion_service.h).
 #include "app/server/completion_service.h"
 
 #include <chrono>
@@ -7,15 +8,12 @@
 
 #include "app/server/api_error.h"
 #include "app/server/stop_matcher.h"
+#include "engine/runtime/live_reuse.h"
 #include "engine/util/error.h"
+#include "storage/session_images.h"
+#include "storage/session_types.h"
 
 namespace flashdesk::server {
-
-struct CompletionService::Slot {
-  std::unique_ptr<ChatSession> session;
-  std::vector<TokenId> tokens;  // the last prompt and its sampled answer: what the live KV holds
-  uint64_t last_used = 0;
-};
 
 namespace {
 
@@ -25,54 +23,39 @@ Conversation with_user(const PreparedRequest& request) {
   return c;
 }
 
-// Answers this server wrote carry the ids they were sampled as; a resent answer with the same
-// text gets them back, so its rendering repeats the KV already computed (chat_template.h, rule 2).
-std::vector<ConversationMessage> with_sampled_ids(std::vector<ConversationMessage> messages,
-                                                  const std::vector<ConversationMessage>& kept) {
-  for (size_t i = 0; i < messages.size() && i < kept.size(); ++i)
-    if (messages[i].role == Role::kAssistant && kept[i].role == Role::kAssistant &&
-        messages[i].text == kept[i].text) {
-      messages[i].sampled_ids = kept[i].sampled_ids;
-      messages[i].thinking = kept[i].thinking;
-    }
-  return messages;
-}
-
 std::string finish_reason(FinishReason reason, bool stop_sequence) {
   if (stop_sequence) return "stop";
   return reason == FinishReason::kLength || reason == FinishReason::kContextFull ? "length"
                                                                                  : "stop";
 }
 
-CompletionUsage usage_of(const GenerationStats& s) {
+// Cached = reused and not run again (a restore's replayed tail runs again); where it came from.
+CompletionUsage usage_of(const GenerationStats& s, const storage::PlannedPrefill& plan) {
   return {.prompt_tokens = s.prompt_tokens,
           .cached_tokens = s.reused_tokens - s.replayed_tokens,
           .completion_tokens = s.generated_tokens,
-          .reasoning_tokens = s.thinking_tokens};
+          .reasoning_tokens = s.thinking_tokens,
+          .from_ssd = plan.reused_ssd,
+          .from_pool = plan.reused_pool};
 }
 
 }  // namespace
 
-CompletionService::CompletionService(ChatEngine& engine, int kept_conversations)
+CompletionService::CompletionService(ChatEngine& engine, CompletionServiceOptions options)
     : engine_(engine),
       model_id_(engine.name()),
       own_queue_(std::make_unique<TurnQueue>()),
-      queue_(own_queue_.get()) {
-  make_slots(kept_conversations);
-}
+      queue_(own_queue_.get()),
+      cache_(engine, options.kept_conversations, options.tiers),
+      answers_(engine.fingerprint(), options.answers_dir) {}
 
-CompletionService::CompletionService(ChatEngine& engine, int kept_conversations, TurnQueue& queue)
-    : engine_(engine), model_id_(engine.name()), queue_(&queue) {
-  make_slots(kept_conversations);
-}
-
-void CompletionService::make_slots(int kept_conversations) {
-  if (kept_conversations < 1) throw InvalidRequest("at least one conversation must be kept");
-  for (int i = 0; i < kept_conversations; ++i) {
-    slots_.push_back(std::make_unique<Slot>());
-    slots_.back()->session = std::make_unique<ChatSession>(engine_);
-  }
-}
+CompletionService::CompletionService(ChatEngine& engine, CompletionServiceOptions options,
+                                     TurnQueue& queue)
+    : engine_(engine),
+      model_id_(engine.name()),
+      queue_(&queue),
+      cache_(engine, options.kept_conversations, options.tiers),
+      answers_(engine.fingerprint(), options.answers_dir) {}
 
 CompletionService::~CompletionService() = default;
 
@@ -86,6 +69,7 @@ PreparedRequest CompletionService::prepare(const ChatRequest& request) const {
     c.role = m.role;
     c.text = m.text;
     for (const RequestImage& image : m.images) {
+      p.image_digests.push_back(storage::image_digest(image.bytes));
       try {
         c.images.push_back(engine_.prepare_image_bytes(image.bytes, image.label));
       } catch (const Error& e) {
@@ -116,30 +100,38 @@ void CompletionService::check(const PreparedRequest& request) const {
                             "messages", "context_length_exceeded");
 }
 
-// The slot whose live tokens share the longest prefix with `prompt`; else the least recently
-// used one.
-CompletionService::Slot& CompletionService::choose_slot(const std::vector<TokenId>& prompt) {
-  Slot* best = slots_.front().get();
-  size_t best_common = 0;
-  for (const auto& slot : slots_) {
-    const size_t common = common_prefix(slot->tokens, prompt);
-    if (common > best_common || (common == best_common && slot->last_used < best->last_used)) {
-      best = slot.get();
-      best_common = common;
-    }
+// Generates the answer from the restored prefix: the images in the prefill (replay included)
+// encoded, the prompt marked at its <think> in thinking mode.
+GenerationResult CompletionService::generate(const PreparedRequest& request,
+                                             const RenderedTurn& rendered,
+                                             storage::PlannedPrefill& plan,
+                                             const StreamCallbacks& callbacks,
+                                             const std::atomic<bool>* stop) {
+  GenerationOptions gen = request.turn.generation;
+  gen.starts_in_thinking = request.turn.mode == ThinkingMode::kThinking;
+  gen.prefill.replay = plan.replay;
+  gen.prefill.mark_at =
+      thinking_mark(request.turn.mode, static_cast<int64_t>(rendered.prompt.ids.size()));
+  const auto first = static_cast<size_t>(plan.first_prefill_index());
+  const std::vector<ImageEmbedding> embeddings =
+      engine_.embed_images(rendered.prompt.images, rendered.images, first);
+  gen.prefill.images = embeddings;
+  const auto suffix = std::span<const TokenId>(rendered.prompt.ids).subspan(first);
+  try {
+    return engine_.generator().generate(plan.state, suffix, gen, callbacks, stop);
+  } catch (const InvalidRequest& e) {
+    throw ApiError::invalid(e.what(), "messages");
   }
-  return *best;
 }
 
 Completion CompletionService::complete(const PreparedRequest& request, const TextSink& sink) {
-  const RenderedTurn plain =
-      render_conversation(engine_.chat_template(), with_user(request),
+  Conversation conversation = with_user(request);
+  conversation.messages = answers_.with_sampled_ids(std::move(conversation.messages));
+  const RenderedTurn rendered =
+      render_conversation(engine_.chat_template(), conversation,
                           ChatOptions{.mode = request.turn.mode, .effort = request.turn.effort});
-  Slot& slot = choose_slot(plain.prompt.ids);
-  slot.last_used = ++clock_;
-  ChatSession& session = *slot.session;
-  session.set_system_prompt(request.history.system_prompt);
-  session.set_messages(with_sampled_ids(request.history.messages, session.messages()));
+  std::vector<storage::ImageSpan> images =
+      storage::prompt_image_spans(rendered.prompt.images, request.image_digests);
 
   Completion out;
   out.thinking = request.turn.mode == ThinkingMode::kThinking;
@@ -150,32 +142,26 @@ Completion CompletionService::complete(const PreparedRequest& request, const Tex
     if (channel == StreamChannel::kAnswer) out.content.append(text);
     if (sink && !sink(channel, text)) out.cancelled = true, stop = true;
   };
+  std::vector<TokenId> sampled;
   StreamCallbacks callbacks;
   callbacks.on_text = [&](StreamChannel channel, std::string_view text) {
     if (channel == StreamChannel::kThinking) return pass(channel, text);
     pass(channel, matcher.feed(text));
     if (matcher.stopped()) stop = true;
   };
-  callbacks.on_token = [&](TokenId) {
+  callbacks.on_token = [&](TokenId id) {
+    sampled.push_back(id);
     if (cancelled_) stop = true;
   };
-  TurnResult turn;
-  try {
-    turn = session.send(request.user, request.turn, callbacks, &stop);
-  } catch (const InvalidRequest& e) {
-    slot.tokens.clear();
-    throw ApiError::invalid(e.what(), "messages");
-  } catch (...) {
-    slot.tokens.clear();
-    throw;
-  }
+  // A failed turn drops the lease: its state may be half-updated, the slot starts empty.
+  ConversationCache::Lease lease = cache_.restore(rendered.prompt.ids, images);
+  const GenerationResult result = generate(request, rendered, lease.plan, callbacks, &stop);
+  out.usage = usage_of(result.stats, lease.plan);
+  cache_.keep(std::move(lease), std::move(images));
+  answers_.remember(result.content, std::move(sampled));
   pass(StreamChannel::kAnswer, matcher.flush());
-  slot.tokens = turn.prompt_ids;
-  const std::vector<TokenId>& sampled = session.messages().back().sampled_ids;
-  slot.tokens.insert(slot.tokens.end(), sampled.begin(), sampled.end());
-  out.reasoning = turn.generation.reasoning;
-  out.finish_reason = finish_reason(turn.generation.finish, matcher.stopped());
-  out.usage = usage_of(turn.generation.stats);
+  out.reasoning = result.reasoning;
+  out.finish_reason = finish_reason(result.finish, matcher.stopped());
   return out;
 }
 

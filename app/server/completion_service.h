@@ -1,17 +1,18 @@
-// Runs chat completions on the one engine: a FIFO queue in front of it and the live KV of the last
-// few conversations kept, so a client that resends its whole history pays only for the new
-// tokens.
+// Runs chat completions on the one engine: a FIFO queue in front of it, and the conversations' KV
+// in the live slots, the window pool and the SSD blocks (conversation_cache.h), so a client that
+// resends its whole history pays only for the new tokens, also after its live KV was evicted or
+// the server restarted.
 //
-// Goals: each request reuses the kept conversation whose live sequence shares the longest token
-// prefix with its rendering (ChatSession's live reuse: extended, or cut back to where the history
-// changed); answers the server wrote are rendered from the ids they were sampled as, so a resent
-// history repeats their KV; usage reports prompt, cached and generated tokens; a stream whose
-// client is gone stops generating. Non-goals: the SSD block store and the window pool of stored
-// sessions (storage/), batching several requests in one step.
+// Goals: each request's rendering restored from the cheapest cached prefix (the stored sessions'
+// planner); answers the server wrote are rendered from the ids they were sampled as
+// (sampled_answers.h), so a resent history repeats their KV; usage reports prompt, cached and
+// generated tokens; a stream whose client is gone stops generating. Non-goals: batching several
+// requests in one step.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,8 +20,11 @@
 #include <vector>
 
 #include "app/server/chat_request.h"
+#include "app/server/conversation_cache.h"
+#include "app/server/sampled_answers.h"
 #include "app/server/turn_queue.h"
 #include "engine/runtime/chat_engine.h"
+#include "storage/kv_block_key.h"
 
 namespace flashdesk::server {
 
@@ -30,6 +34,7 @@ struct PreparedRequest {
   ConversationMessage user;  // the message to answer
   TurnOptions turn;
   std::vector<std::string> stop;
+  std::vector<storage::ImageDigest> image_digests;  // of every image, in prompt order
 };
 
 struct CompletionUsage {
@@ -37,6 +42,10 @@ struct CompletionUsage {
   int64_t cached_tokens = 0;      // prompt tokens whose KV was reused and not run again
   int64_t completion_tokens = 0;  // generated, reasoning included
   int64_t reasoning_tokens = 0;
+  // Of the reused prompt tokens: restored from SSD blocks, and from a parked window (the rest
+  // was live).
+  int64_t from_ssd = 0;
+  int64_t from_pool = 0;
 };
 
 struct Completion {
@@ -51,13 +60,21 @@ struct Completion {
 // Receives streamed text on its channel; returns false when the client is gone (stops the turn).
 using TextSink = std::function<bool(StreamChannel, std::string_view)>;
 
+struct CompletionServiceOptions {
+  int kept_conversations = 2;  // live slots (>= 1)
+  KvTiers tiers;               // the window pool and the SSD blocks; none: live slots only
+  // Where the ids of the server's answers are kept across restarts (sampled_answers.h); empty:
+  // in memory only.
+  std::filesystem::path answers_dir;
+};
+
 class CompletionService {
  public:
-  // Keeps the live KV of up to `kept_conversations` (>= 1) conversations.
-  CompletionService(ChatEngine& engine, int kept_conversations);
+  // The stores in `options.tiers` outlive this service.
+  CompletionService(ChatEngine& engine, CompletionServiceOptions options);
   // The same, taking turns in `queue` with the engine's other users (the desktop app's chat
   // window), so their turns and the API's never run on the engine at once. `queue` outlives this.
-  CompletionService(ChatEngine& engine, int kept_conversations, TurnQueue& queue);
+  CompletionService(ChatEngine& engine, CompletionServiceOptions options, TurnQueue& queue);
   ~CompletionService();
 
   // The id clients name the model by (/v1/models).
@@ -79,16 +96,16 @@ class CompletionService {
   void cancel_all() { cancelled_ = true; }
 
  private:
-  struct Slot;
-  void make_slots(int kept_conversations);
-  Slot& choose_slot(const std::vector<TokenId>& prompt);
+  GenerationResult generate(const PreparedRequest& request, const RenderedTurn& rendered,
+                            storage::PlannedPrefill& plan, const StreamCallbacks& callbacks,
+                            const std::atomic<bool>* stop);
 
   ChatEngine& engine_;
   std::string model_id_;
   std::unique_ptr<TurnQueue> own_queue_;  // when no queue is shared
   TurnQueue* queue_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  uint64_t clock_ = 0;  // counts turns, for least-recently-used
+  ConversationCache cache_;
+  SampledAnswers answers_;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -51,12 +51,14 @@ bool send_event(httplib::DataSink& sink, const std::string& data) {
 }
 
 void log_completion(const Completion& c, double seconds, int64_t waiting) {
-  std::fprintf(stderr,
-               "[serve] %lld prompt tokens (%lld cached), %lld generated, %s%s, %.2f s, "
-               "%lld waiting\n",
-               (long long)c.usage.prompt_tokens, (long long)c.usage.cached_tokens,
-               (long long)c.usage.completion_tokens, c.finish_reason.c_str(),
-               c.cancelled ? " (client gone)" : "", seconds, (long long)waiting);
+  std::fprintf(
+      stderr,
+      "[serve] %lld prompt tokens (%lld cached: %lld from SSD, %lld from the window pool), "
+      "%lld generated, %s%s, %.2f s, %lld waiting\n",
+      (long long)c.usage.prompt_tokens, (long long)c.usage.cached_tokens,
+      (long long)c.usage.from_ssd, (long long)c.usage.from_pool,
+      (long long)c.usage.completion_tokens, c.finish_reason.c_str(),
+      c.cancelled ? " (client gone)" : "", seconds, (long long)waiting);
 }
 
 }  // namespace
@@ -214,7 +216,8 @@ HttpServer::HttpServer(CompletionService& service, ServeOptions options)
     : impl_(std::make_unique<Impl>(service, std::move(options))) {
   if (!is_loopback(impl_->options.host) && impl_->options.api_key.empty())
     throw InvalidRequest("serving on " + impl_->options.host +
-                         " (not loopback) needs --api-key or --api-key-file");
+                         " (not loopback) needs an API key (serve: --api-key or --api-key-file; "
+                         "the app: File ▸ Settings ▸ API key)");
   if (impl_->options.connections < 1) throw InvalidRequest("--connections must be at least 1");
   const int connections = impl_->options.connections;
   impl_->server.new_task_queue = [connections] { return new httplib::ThreadPool(connections); };

@@ -92,10 +92,69 @@ TEST(RemoteCli, ErrorsSayWhatIsWrong) {
   EXPECT_NE(r.output.find("cannot reach"), std::string::npos) << r.output;
   r = run_cli("generate --remote ftp://example.com --prompt hi");
   EXPECT_NE(r.output.find("http:// or https://"), std::string::npos) << r.output;
-  r = run_cli("chat --remote " + url + " --api-key k-123 --session new < /dev/null");
+  r = run_cli("chat --remote " + url + " --api-key k-123 --session 12345 --data-dir " +
+              (std::filesystem::temp_directory_path() / "flashdesk-remote-no-session").string() +
+              " < /dev/null");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.output.find("--session is not available with --remote"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("12345"), std::string::npos) << r.output;
+  std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                              "flashdesk-remote-no-session");
+}
+
+// `chat --remote --session`: the conversation is stored locally and resumed by a later process
+// against another server that has never seen it (a new process on a fresh data folder), which
+// answers from the history the client resent out of its store.
+TEST(RemoteCli, SessionKeepsTheHistoryLocallyAndResumesIt) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("flashdesk-remote-session-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto input = dir.string() + "-input.txt";
+  const std::string common = " --thinking off --json --data-dir " + dir.string();
+  int64_t id = 0;
+  {
+    ServerProcess server(kModelDir);
+    std::ofstream(input) << "Hi! My name is Quinn.\nWhat is 12 + 30?\n";
+    const auto r =
+        run_cli("chat --remote " + server.url("/v1") + " --session new" + common + " < " + input);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto lines = json_lines(r.output);
+    ASSERT_EQ(lines.size(), 3u) << r.output;
+    id = lines[0]["session_id"];
+    EXPECT_EQ(lines[2]["session_id"], id);
+  }
+  ServerProcess server(kModelDir);
+  std::ofstream(input) << "What is my name?\n";
+  const auto r = run_cli("chat --remote " + server.url("/v1") + " --session " + std::to_string(id) +
+                         common + " < " + input);
+  std::filesystem::remove(input);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto lines = json_lines(r.output);
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  EXPECT_NE(lines[0]["answer"].get<std::string>().find("Quinn"), std::string::npos) << r.output;
+  EXPECT_EQ(lines[0]["stats"]["reused_tokens"], 0) << "the new server had none of it cached";
+
+  // The same three questions in one in-memory chat: the resumed prompt is that chat's last one.
+  std::ofstream(input) << "Hi! My name is Quinn.\nWhat is 12 + 30?\nWhat is my name?\n";
+  const auto memory =
+      run_cli("chat --remote " + server.url("/v1") + " --thinking off --json < " + input);
+  std::filesystem::remove(input);
+  const auto turns = json_lines(memory.output);
+  ASSERT_EQ(turns.size(), 3u) << memory.output;
+  EXPECT_EQ(lines[0]["stats"]["prompt_tokens"], turns[2]["stats"]["prompt_tokens"]);
+  EXPECT_EQ(lines[0]["answer"], turns[2]["answer"]);
+
+  const auto show =
+      run_cli("sessions show " + std::to_string(id) + " --json --data-dir " + dir.string());
+  ASSERT_EQ(show.exit_code, 0) << show.output;
+  const json stored = json::parse(show.output);
+  ASSERT_EQ(stored["messages"].size(), 6u) << show.output;
+  EXPECT_EQ(stored["messages"][4]["text"], "What is my name?");
+  EXPECT_EQ(stored["messages"][5]["text"], lines[0]["answer"]);
+  EXPECT_EQ(stored["messages"][5]["status"], "complete");
+  EXPECT_EQ(stored["model_fingerprint"].get<std::string>().rfind("remote:flash-tiny@http://", 0),
+            0u)
+      << show.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // Runs `flashdesk-cli serve` as a child process for the server tests: starts it on a free port
 // (--port 0, read back from its first line), keeps its log in a file, and talks to it with curl.
+// Unless the test names a --data-dir (or turns --kv-store off), the server's KV blocks go to a
+// folder of its own, removed afterwards: tests never share cached KV, nor touch the home folder.
 #pragma once
 
 #include <signal.h>
@@ -47,10 +49,14 @@ struct HttpReply {
 class ServerProcess {
  public:
   // `args`: serve's options after --model (e.g. "--api-key k").
-  explicit ServerProcess(const std::string& model_dir, const std::vector<std::string>& args = {}) {
-    log_ =
-        std::filesystem::temp_directory_path() /
-        ("flashdesk-serve-" + std::to_string(::getpid()) + "-" + std::to_string(count_++) + ".log");
+  explicit ServerProcess(const std::string& model_dir, std::vector<std::string> args = {}) {
+    const std::string name =
+        "flashdesk-serve-" + std::to_string(::getpid()) + "-" + std::to_string(count_++);
+    log_ = std::filesystem::temp_directory_path() / (name + ".log");
+    if (!names_option(args, "--data-dir") && !names_option(args, "--kv-store")) {
+      data_dir_ = std::filesystem::temp_directory_path() / (name + "-data");
+      args.insert(args.end(), {"--data-dir", data_dir_.string()});
+    }
     int out[2];
     if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
@@ -82,6 +88,7 @@ class ServerProcess {
     if (pid_ > 0) stop();
     std::error_code ec;
     std::filesystem::remove(log_, ec);
+    if (!data_dir_.empty()) std::filesystem::remove_all(data_dir_, ec);
   }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -137,10 +144,17 @@ class ServerProcess {
   }
 
  private:
+  static bool names_option(const std::vector<std::string>& args, const std::string& option) {
+    for (const std::string& a : args)
+      if (a == option || a.rfind(option + "=", 0) == 0) return true;
+    return false;
+  }
+
   static inline int count_ = 0;
   pid_t pid_ = -1;
   int port_ = 0;
   std::filesystem::path log_;
+  std::filesystem::path data_dir_;  // the server's own, when the test named none
 };
 
 }  // namespace flashdesk::testing

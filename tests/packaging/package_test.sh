@@ -60,6 +60,16 @@ loaded="$(cd / && QT_QPA_PLATFORM=offscreen timeout 150 /usr/bin/flashdesk --smo
 grep -q "/usr/share/flashdesk/models/flash-tiny" <<<"$loaded" || fail "the app loaded another model: $loaded"
 echo "package test: app: $loaded"
 
+# The copyright file: DEP-5, the maintainer of the control file as its contact (configured by
+# packaging/CMakeLists.txt, no placeholder left), the compiled-in libraries' licences.
+copyright=/usr/share/doc/flashdesk/copyright
+maintainer="$(dpkg-deb --field "$deb" Maintainer)"
+grep -qx "Upstream-Contact: $maintainer" "$copyright" || fail "$copyright does not name $maintainer"
+grep -q '@[A-Z_]*@' "$copyright" && fail "$copyright has an unconfigured placeholder"
+for licence in "public-domain" "Expat"; do
+  grep -qx "License: $licence" "$copyright" || fail "$copyright has no $licence licence text"
+done
+
 command -v desktop-file-validate >/dev/null &&
   { desktop-file-validate /usr/share/applications/flashdesk.desktop || fail "desktop-file-validate"; }
 # lintian refuses nothing as root but says so; errors (E:) fail the test, warnings are shown.

@@ -4,6 +4,9 @@
 // Usage: node openai_client.mjs FLASHDESK_CLI MODEL_DIR
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 
 const [cli, modelDir] = process.argv.slice(2);
@@ -14,9 +17,13 @@ if (!cli || !modelDir) {
 const apiKey = 'flashdesk-test-key';
 const model = 'flash-tiny';
 
+// The server's KV blocks: a folder of its own, removed at the end (not the home's data folder).
+const dataDir = mkdtempSync(join(tmpdir(), 'flashdesk-openai-client-'));
+
 // Starts the server on a free port (it prints the address on its first line).
 function startServer() {
-  const server = spawn(cli, ['serve', '--model', modelDir, '--port', '0', '--api-key', apiKey],
+  const server = spawn(cli, ['serve', '--model', modelDir, '--port', '0', '--api-key', apiKey,
+                             '--data-dir', dataDir],
                        { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = new Promise((resolve, reject) => {
     let out = '';
@@ -161,5 +168,8 @@ for (const { name, fn } of checks) {
   }
 }
 server.kill('SIGTERM');
+if (server.exitCode === null && server.signalCode === null)
+  await new Promise((resolve) => server.on('exit', resolve));
+rmSync(dataDir, { recursive: true, force: true });
 console.log(failed ? `${failed} of ${checks.length} failed` : `all ${checks.length} passed`);
 process.exit(failed ? 1 : 0);

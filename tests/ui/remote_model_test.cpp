@@ -34,7 +34,9 @@ const QString kColour = QStringLiteral("What colour is the square?");
 class ServeProcess {
  public:
   ServeProcess() {
-    process_.start(QStringLiteral(FD_CLI), {"serve", "--model", kModel, "--port", "0"});
+    // Live KV only: the test's subject is the app's side (and no data folder to clean up).
+    process_.start(QStringLiteral(FD_CLI),
+                   {"serve", "--model", kModel, "--port", "0", "--kv-store", "off"});
   }
   ~ServeProcess() {
     process_.terminate();  // SIGTERM: the server stops cleanly

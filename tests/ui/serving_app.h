@@ -27,10 +27,14 @@ struct ServingApp {
   std::unique_ptr<MainWindow> window;
 
   // `model_dir` empty: no local model is loaded. Port 0: any free port (tests run side by side).
-  explicit ServingApp(const QString& model_dir, int server_port = 0) {
+  explicit ServingApp(const QString& model_dir, int server_port = 0,
+                      const QString& server_host = QStringLiteral("127.0.0.1"),
+                      const QString& server_api_key = {}) {
     AppSettings configured;
     configured.data_dir = dir.filePath("data");
     configured.server_port = server_port;
+    configured.server_host = server_host;
+    configured.server_api_key = server_api_key;
     save_app_settings(store, configured);
     settings = load_app_settings(store);
     const auto layout = storage_layout(settings);

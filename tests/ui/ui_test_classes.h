@@ -22,6 +22,7 @@ std::unique_ptr<QObject> make_safe_text_test();
 std::unique_ptr<QObject> make_local_server_test();
 std::unique_ptr<QObject> make_remote_model_test();
 std::unique_ptr<QObject> make_dspark_switch_test();
+std::unique_ptr<QObject> make_server_key_test();
 
 inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   std::vector<std::unique_ptr<QObject>> tests;
@@ -38,6 +39,7 @@ inline std::vector<std::unique_ptr<QObject>> make_test_objects() {
   tests.push_back(make_local_server_test());
   tests.push_back(make_remote_model_test());
   tests.push_back(make_dspark_switch_test());
+  tests.push_back(make_server_key_test());
   return tests;
 }
 
