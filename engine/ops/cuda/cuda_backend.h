@@ -112,6 +112,7 @@ class CudaBackend final : public Backend {
   uint64_t host_moe_calls_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
+  bool balance_shared_expert_ = true;  // FLASHDESK_CUDA_MOE_PARTS=0: one part a slot (A/B runs)
   bool grouped_moe_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice for prefill-sized calls
 
