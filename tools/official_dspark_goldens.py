@@ -29,8 +29,11 @@ precision or the transcendental functions changed, through the official modules 
 functions they call swapped (harness-side, nothing in the official files changes): the FP8/FP4
 GEMMs summed exactly (FP64, rounded once); every dense `F.linear` (mHC mixes, gate, head, Markov
 head, confidence, BF16 projections) exactly, over the reversed reduction axis or in 64-wide FP32
-chunks; and in FP64: the attention's products and exponentials, RMSNorm, the mHC collapse and
-expand, RoPE (cos/sin recomputed), Sinkhorn, SiLU/softplus. The band is the largest change of
+chunks; the attention's three FP32 sums (q.k, the block's probabilities, p.v) taken one term at
+a time in ascending or descending order (a scalar kernel's loops; the official CPU port's order is
+torch's einsum/sum, not its GPU kernel's); and in FP64: the attention's products and
+exponentials, RMSNorm, the mHC collapse and expand, RoPE (cos/sin recomputed), Sinkhorn,
+SiLU/softplus. The band is the largest change of
 any of them over the rows a test compares (up to and including the first row whose draft id
 changed). When tools/flashdesk_ref imports, the
 oracle's head (exact and FP32 sums) is run on the same features for comparison (manifest only).
@@ -329,6 +332,51 @@ def sparse_attn_fp64(q, kv, attn_sink, topk_idxs, softmax_scale):
     return (acc / total.unsqueeze(-1)).to(torch.bfloat16)
 
 
+def sparse_attn_fp32_order(order):
+    """The official kernel's attention (the same blocks of 64 listed slots, FP32 scores, torch's
+    FP32 exponentials, BF16 probabilities against the running maximum, the sink added last) with
+    its three FP32 sums taken one term at a time in another order: the q.k products over the head
+    dimension, the probabilities of a block (the denominator) and the p.v products over the block's
+    slots. order "sequential": ascending (a scalar kernel's loop); "reverse": descending. Each is
+    as valid an FP32 evaluation as the official einsum/sum (whose order is torch's, and not the
+    GPU kernel's); where an output lies within FP32 rounding of a BF16 midpoint, it flips."""
+    def ordered(n):
+        return range(n) if order == "sequential" else range(n - 1, -1, -1)
+
+    def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale):
+        b, m, h, d = q.size()
+        qf, kvf = q.float(), kv.float()
+        scale = torch.tensor(softmax_scale, dtype=torch.float32)
+        acc = torch.zeros(b, m, h, d, dtype=torch.float32)
+        total = torch.zeros(b, m, h, dtype=torch.float32)
+        best = torch.full((b, m, h), -1e30, dtype=torch.float32)
+        batch = torch.arange(b).view(b, 1, 1)
+        for t in range(0, topk_idxs.size(-1), 64):
+            idxs = topk_idxs[:, :, t:t + 64].long()
+            valid = idxs != -1
+            blk = kvf[batch, idxs.clamp_min(0)] * valid.unsqueeze(-1)        # [b, m, k, d]
+            n = blk.size(2)
+            s = torch.zeros(b, m, h, n, dtype=torch.float32)
+            for i in ordered(d):
+                s = s + qf[..., i].unsqueeze(-1) * blk[:, :, None, :, i]
+            s = torch.where(valid.unsqueeze(2), s, torch.tensor(-torch.inf)) * scale
+            prev, best = best, torch.maximum(best, s.amax(dim=-1))
+            rescale = torch.exp(prev - best)
+            p = torch.exp(s - best.unsqueeze(-1))
+            block_sum = torch.zeros(b, m, h, dtype=torch.float32)
+            pv = torch.zeros(b, m, h, d, dtype=torch.float32)
+            pb = p.to(torch.bfloat16).float()
+            for k in ordered(n):
+                block_sum = block_sum + p[..., k]
+                pv = pv + pb[..., k].unsqueeze(-1) * blk[:, :, None, k, :]
+            total = total * rescale + block_sum
+            acc = acc * rescale.unsqueeze(-1) + pv
+        total = total + torch.exp(attn_sink.float() - best)
+        return (acc / total.unsqueeze(-1)).to(torch.bfloat16)
+
+    return sparse_attn
+
+
 def rms_norm_fp64(self, x):
     """RMSNorm.forward with the mean of squares and the scaling in FP64 (rounded to FP32)."""
     dtype = x.dtype
@@ -406,6 +454,8 @@ def variants(M):
     for how in ("fp64", "reverse_k", "k_chunks"):
         out["dense_linear_" + how] = [(M, "F", DenseLinear(M.F, how))]
     out["attention_fp64"] = [(M, "sparse_attn", sparse_attn_fp64)]
+    for order in ("sequential", "reverse"):
+        out["attention_fp32_" + order] = [(M, "sparse_attn", sparse_attn_fp32_order(order))]
     out["rms_norm_fp64"] = [(M.RMSNorm, "forward", rms_norm_fp64)]
     out["hc_collapse_expand_fp64"] = [(M.Block, "hc_pre", hc_pre_fp64),
                                       (M.Block, "hc_post", hc_post_fp64)]
