@@ -136,11 +136,17 @@ TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
 }
 
 TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
-  // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3).
-  for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
-  check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
-  // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
-  check_experts(3, 160, 96, 9, 2, 3, true, true, 21);
+  // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3); its
+  // slot in one part and in byte-balanced parts (FP8 against FP4: two).
+  for (const bool parts : {false, true}) {
+    gpu().set_balance_shared_expert(parts);
+    for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
+    check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
+    // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
+    check_experts(3, 160, 96, 9, 2, 3, true, true, 21);
+    check_experts(1, 160, 96, 9, 2, 3, true, true, 22);
+  }
+  gpu().set_balance_shared_expert(false);
 }
 
 // Hybrid placement: routed experts left in host memory are computed on the CPU, the shared one on

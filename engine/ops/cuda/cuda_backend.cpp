@@ -78,10 +78,10 @@ CudaBackend::CudaBackend(int device) {
     attention_tensor_cores_ = v == "attention" || v == "all";
     grouped_moe_ = v == "moe" || v == "all";
   }
-  // FLASHDESK_CUDA_MOE_PARTS=0 gives the decode experts' shared slot one part (as before the
-  // byte-balanced parts), for A/B runs.
+  // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
+  // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
-    balance_shared_expert_ = std::string(parts) != "0";
+    balance_shared_expert_ = std::string(parts) == "1";
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores forces one attention path for every
   // call (A/B runs of summation orders: the head dim whole or in four parts, or the tensor cores).
   if (const char* k = std::getenv("FLASHDESK_CUDA_ATTENTION")) {

@@ -45,6 +45,8 @@ class CudaBackend final : public Backend {
   // The indexer's tie selection in shared memory where the row fits (default), or always in
   // global memory (the tests run both).
   void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
+  // The decode experts' FP8 shared slot in byte-balanced parts (FLASHDESK_CUDA_MOE_PARTS=1).
+  void set_balance_shared_expert(bool on) { balance_shared_expert_ = on; }
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }
@@ -112,7 +114,9 @@ class CudaBackend final : public Backend {
   uint64_t host_moe_calls_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
-  bool balance_shared_expert_ = true;  // FLASHDESK_CUDA_MOE_PARTS=0: one part a slot (A/B runs)
+  // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
+  // until measured on a GPU in its full-wave form).
+  bool balance_shared_expert_ = false;
   bool grouped_moe_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice for prefill-sized calls
 

@@ -483,13 +483,18 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     const int64_t capacity = cuda::kGemvBlocksPerSm * static_cast<int64_t>(ctx_->multiprocessors());
     const int64_t up_tiles = blocks_for(max_inter, cuda::kGemvWarps * cuda::kUpRows);
     const int64_t down_tiles = blocks_for(d, cuda::kGemvWarps * cuda::kDownRows);
-    // A full wave: fewer blocks with even tile counts (tile_blocks) kept fewer bytes in flight
-    // and measured slower once the parts were balanced (expert up 53.6 -> 61.1 µs).
-    const auto wave_blocks = [&](int64_t tiles) {
+    // One part a slot (the default): tile_blocks evens the blocks' tile counts, as measured.
+    // Balanced parts (opt-in): the same with the parts measured slower (expert up 53.6 -> 61.1
+    // µs: fewer blocks, fewer bytes in flight), so they fill a whole wave instead; that form has
+    // run on the emulator only (docs/cuda-backend.md).
+    const auto blocks_for_tiles = [&](int64_t tiles) {
+      if (shared_parts == 1)
+        return static_cast<unsigned>(cuda::tile_blocks(tiles, parts, capacity));
       return static_cast<unsigned>(
           std::clamp<int64_t>(capacity / parts, 1, std::max<int64_t>(1, tiles / shared_parts)));
     };
-    const unsigned up_blocks = wave_blocks(up_tiles), down_blocks = wave_blocks(down_tiles);
+    const unsigned up_blocks = blocks_for_tiles(up_tiles),
+                   down_blocks = blocks_for_tiles(down_tiles);
     Tensor h = ctx_->scratch(DType::F32, Shape{n * slots_per_row, max_inter});
     FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(parts)),
               dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
