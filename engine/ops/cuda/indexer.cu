@@ -6,10 +6,10 @@
 //   selection: one block per query: a radix select (four 8-bit digits of an order-preserving key)
 //     finds the k-th best score. When fewer values equal it than are taken, the choice is plain
 //     and an ordered compaction writes the entries above it and its equals, in ascending order.
-//     Otherwise torch's choice among the equals is needed (docs/numerics.md "Top-k"): one thread
-//     runs torch's selection step by step (engine/util/torch_select.h) over the row and marks the
-//     equals it takes, and the compaction takes those. The candidate blocks the same way over
-//     block maxima.
+//     Otherwise torch's choice among the equals is needed (docs/numerics.md "Top-k"): the block
+//     runs torch's selection step by step (torch_select_block.cuh, in shared memory where the row
+//     fits) over the row and marks the equals it takes, and the compaction takes those. The
+//     candidate blocks the same way over block maxima.
 #include <algorithm>
 #include <type_traits>
 #include <vector>

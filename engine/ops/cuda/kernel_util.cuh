@@ -56,9 +56,10 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 
 // Exclusive prefix sum of v over the block (blockDim.x a multiple of 32); *total gets the sum.
 // `warp_totals` holds blockDim.x / 32 ints of shared memory; the call contains three barriers.
-// The first warp scans the warp totals with shuffles: with every thread summing the totals of
-// the warps before it, a 1024-thread block spent ~160 instructions a warp per scan, most of the
-// indexer selection's 25k instructions a warp (docs/cuda-backend.md).
+// The first warp scans the warp totals with shuffles: every thread summing the totals of the
+// warps before it cost a 1024-thread block ~160 instructions a warp per scan, and the indexer's
+// selection runs ~100 scans a row (with its one-scan compaction: 180 -> 107 µs a decode row on
+// the H200, docs/cuda-backend.md).
 __device__ __forceinline__ int block_exclusive_scan(int v, int* warp_totals, int* total) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   int x = v;  // inclusive within the warp
