@@ -305,20 +305,28 @@ class DenseLinear:
         return y.to(x.dtype)
 
 
+def listed_blocks(kv, topk_idxs):
+    """The official kernel's walk over each query's key list: blocks of 64 listed slots, as
+    (valid [b, m, k], the slots' keys in FP32 [b, m, k, d], 0 where the list says -1)."""
+    b = kv.size(0)
+    kvf = kv.float()
+    batch = torch.arange(b).view(b, 1, 1)
+    for t in range(0, topk_idxs.size(-1), 64):
+        idxs = topk_idxs[:, :, t:t + 64].long()
+        valid = idxs != -1
+        yield valid, kvf[batch, idxs.clamp_min(0)] * valid.unsqueeze(-1)
+
+
 def sparse_attn_fp64(q, kv, attn_sink, topk_idxs, softmax_scale):
     """The official kernel's attention (online softmax over blocks of 64 listed slots, BF16
     probabilities against the running maximum, the sink in the denominator) with its two
     products, q.k and p.v, summed in FP64 and its exponentials in FP64, rounded to FP32."""
     b, m, h, d = q.size()
-    qf, kvf = q.double(), kv.float()
+    qf = q.double()
     acc = torch.zeros(b, m, h, d, dtype=torch.float32)
     total = torch.zeros(b, m, h, dtype=torch.float32)
     best = torch.full((b, m, h), -1e30, dtype=torch.float32)
-    batch = torch.arange(b).view(b, 1, 1)
-    for t in range(0, topk_idxs.size(-1), 64):
-        idxs = topk_idxs[:, :, t:t + 64].long()
-        valid = idxs != -1
-        blk = kvf[batch, idxs.clamp_min(0)] * valid.unsqueeze(-1)
+    for valid, blk in listed_blocks(kv, topk_idxs):
         s = torch.einsum("bmhd,bmkd->bmhk", qf, blk.double()).float()
         s = torch.where(valid.unsqueeze(2), s, torch.tensor(-torch.inf)) * torch.tensor(
             softmax_scale, dtype=torch.float32)
@@ -345,16 +353,12 @@ def sparse_attn_fp32_order(order):
 
     def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale):
         b, m, h, d = q.size()
-        qf, kvf = q.float(), kv.float()
+        qf = q.float()
         scale = torch.tensor(softmax_scale, dtype=torch.float32)
         acc = torch.zeros(b, m, h, d, dtype=torch.float32)
         total = torch.zeros(b, m, h, dtype=torch.float32)
         best = torch.full((b, m, h), -1e30, dtype=torch.float32)
-        batch = torch.arange(b).view(b, 1, 1)
-        for t in range(0, topk_idxs.size(-1), 64):
-            idxs = topk_idxs[:, :, t:t + 64].long()
-            valid = idxs != -1
-            blk = kvf[batch, idxs.clamp_min(0)] * valid.unsqueeze(-1)        # [b, m, k, d]
+        for valid, blk in listed_blocks(kv, topk_idxs):                  # blk [b, m, k, d]
             n = blk.size(2)
             s = torch.zeros(b, m, h, n, dtype=torch.float32)
             for i in ordered(d):

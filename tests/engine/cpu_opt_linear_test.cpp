@@ -4,6 +4,7 @@
 // multiply-then-add over K, then cpu::dot's lane tree), so the outputs must be the reference's
 // bits exactly: a tolerance of 0 BF16 / FP32 ulps. Also: the same bits for any number of tokens
 // per call and any thread count.
+#include <utility>
 #include <vector>
 
 #include "engine/ops/cpu/kernels.h"
@@ -15,17 +16,24 @@ namespace {
 
 class CpuOptLinearTest : public OptTest {
  protected:
+  // One linear of x on the reference and on the optimised backend: {reference, optimised}
+  // outputs [x.rows(), w.out] read as T (float, or uint32_t for their bits).
+  template <class T>
+  std::pair<std::vector<T>, std::vector<T>> both(const Tensor& x, const LinearWeight& w,
+                                                 LinearMode mode) {
+    Tensor want = ref().alloc(DType::F32, Shape{x.rows(), w.out}),
+           got = opt().alloc(DType::F32, Shape{x.rows(), w.out});
+    ref().linear(x, w, mode, want);
+    opt().linear(x, w, mode, got);
+    return {host<T>(want), host<T>(got)};
+  }
+
   // Runs one linear on both backends; the optimised outputs must equal the reference's.
   void compare(WeightFormat f, LinearMode mode, int64_t n, int64_t out, int64_t in, uint32_t seed) {
     Rng rng(seed);
     LinearWeight w = weight(f, out, in, rng);
     const auto x = rng.bf16s(static_cast<size_t>(n * in), 3.0f);
-    Tensor xt = f32(Shape{n, in}, x);
-    Tensor want_t = ref().alloc(DType::F32, Shape{n, out}),
-           got_t = opt().alloc(DType::F32, Shape{n, out});
-    ref().linear(xt, w, mode, want_t);
-    opt().linear(xt, w, mode, got_t);
-    const auto want = host<float>(want_t), got = host<float>(got_t);
+    const auto [want, got] = both<float>(f32(Shape{n, in}, x), w, mode);
     int64_t differing = 0;
     for (size_t i = 0; i < got.size(); ++i) differing += got[i] != want[i];
     EXPECT_EQ(differing, 0) << "format " << int(f) << " n=" << n << " [" << out << ", " << in
@@ -98,12 +106,9 @@ TEST_P(CpuOptLinearTest, Fp8DecodeKeepsTheReferenceBitsForExtremeInputs) {
   for (int64_t n : {1, 2}) {
     std::vector<float> x = rng.bf16s(static_cast<size_t>(n * 96), 1.0f);
     for (auto& v : x) v = round_bf16(v * 0x1p-121f);
-    Tensor xt = f32(Shape{n, 96}, x);
-    Tensor want = ref().alloc(DType::F32, Shape{n, 64}),
-           got = opt().alloc(DType::F32, Shape{n, 64});
-    ref().linear(xt, w, LinearMode{LinearInput::AsIs, LinearOutput::F32}, want);
-    opt().linear(xt, w, LinearMode{LinearInput::AsIs, LinearOutput::F32}, got);
-    EXPECT_EQ(host<float>(got), host<float>(want)) << n;
+    const auto [want, got] =
+        both<float>(f32(Shape{n, 96}, x), w, LinearMode{LinearInput::AsIs, LinearOutput::F32});
+    EXPECT_EQ(got, want) << n;
   }
 }
 
@@ -133,12 +138,7 @@ TEST_P(CpuOptLinearTest, Fp4DecodeMatchesTheReferenceAtEveryRowCountAndScale) {
           w.scale = make(DType::F8_E8M0, Shape{out, in / 32}, scales);
           std::vector<float> x = rng.bf16s(static_cast<size_t>(n * in), 3.0f);
           for (size_t i = 0; i < x.size(); i += 5) x[i] = 0.0f;
-          Tensor xt = f32(Shape{n, in}, x);
-          Tensor want = ref().alloc(DType::F32, Shape{n, out}),
-                 got = opt().alloc(DType::F32, Shape{n, out});
-          ref().linear(xt, w, mode, want);
-          opt().linear(xt, w, mode, got);
-          const auto a = host<uint32_t>(got), b = host<uint32_t>(want);
+          const auto [b, a] = both<uint32_t>(f32(Shape{n, in}, x), w, mode);
           EXPECT_EQ(a, b) << "n=" << n << " [" << out << ", " << in << "] FP32 out "
                           << (mode.output == LinearOutput::F32);
         }
