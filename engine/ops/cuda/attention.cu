@@ -144,6 +144,7 @@ __device__ CtaPlace cta_place(const AttnArgs& a) {
 // per block staging and dotting whole rows left a 61 µs chain on 16 CTAs (H200).
 template <int Q>
 __global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float* parts) {
+  FD_GRID_PROLOGUE();
   FD_DYNAMIC_SMEM(uint16_t, keys);
   __shared__ int valid[kHalf];
   __shared__ const uint8_t* rows[kHalf];
@@ -178,6 +179,7 @@ __global__ void __launch_bounds__(kThreads) attn_scores_kernel(AttnArgs a, float
 template <int Q>
 __global__ void __launch_bounds__(kThreads)
     attn_finish_scores_kernel(AttnArgs a, float* parts, float* run_max) {
+  FD_GRID_PROLOGUE();
   const int64_t t = blockIdx.x, h = static_cast<int64_t>(blockIdx.y) * kHeads + (threadIdx.x >> 5);
   if (h >= a.heads) return;
   const unsigned lane = threadIdx.x & 31u;
@@ -211,6 +213,7 @@ template <int Q>
 __global__ void __launch_bounds__(kThreads)
     attn_block_kernel(AttnArgs a, const float* scores, const float* run_max, float* part_m,
                       float* part_s, float* part_acc) {
+  FD_GRID_PROLOGUE();
   FD_DYNAMIC_SMEM(uint16_t, keys);
   __shared__ int valid[kHalf];
   __shared__ const uint8_t* rows[kHalf];
@@ -259,6 +262,7 @@ __global__ void __launch_bounds__(kThreads)
 // grid (n, heads): the halves combined, the sink added, out = bf16(acc / denominator).
 __global__ void attn_combine_kernel(AttnArgs a, const float* part_m, const float* part_s,
                                     const float* part_acc, const float* sink, float* out) {
+  FD_GRID_PROLOGUE();
   const int64_t t = blockIdx.x, h = blockIdx.y, halves = 2 * a.blocks;
   const float m = part_m[(t * halves + halves - 1) * a.heads + h];
   float denom = 0.0f;

@@ -121,6 +121,7 @@ __device__ bool stage_block_keys(const AttnArgs& a, int64_t t, int64_t b, uint16
 template <int HG, int D>
 __global__ void __launch_bounds__(kThreads)
     attn_tc_kernel(AttnArgs a, const float* sink, float* out) {
+  FD_GRID_PROLOGUE();
   constexpr int kRows = 16 * HG, kDimTiles = D / 8 / kWarps;  // 8-dim tiles of a warp's dims
   const Smem l = smem_layout(HG, D);
   FD_DYNAMIC_SMEM(unsigned char, smem);

@@ -72,6 +72,7 @@ __device__ void fill_one(uint8_t* out, int64_t e, const FillSpec& s) {
 
 // Grid-stride over the elements (a fixed grid: one launch fills gigabytes).
 __global__ void fill_kernel(uint8_t* out, int64_t n_bytes, int64_t elem, FillSpec s) {
+  FD_GRID_PROLOGUE();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e * elem < n_bytes;
        e += stride)

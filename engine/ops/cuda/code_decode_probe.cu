@@ -10,6 +10,7 @@ namespace cuda {
 namespace {
 
 __global__ void decode_every_code_kernel(float* out) {
+  FD_GRID_PROLOGUE();
   const unsigned i = threadIdx.x;  // 272 threads
   out[i] = i < 256 ? e4m3_exact(i) : e2m1_exact(i - 256);
 }

@@ -16,7 +16,36 @@
 
 namespace flashdesk::cuda {
 void count_kernel_launch();  // device_context.h
+// Whether launches on the current device may start before the previous kernel of their stream
+// has finished (programmatic dependent launch: Hopper and later, FLASHDESK_CUDA_PDL not 0).
+bool programmatic_launch_enabled();
+}  // namespace flashdesk::cuda
+
+// Programmatic dependent launch (sm_90+). A decode layer is 35-57 kernels of 3-50 µs, and each
+// boundary cost the next grid's launch and ramp while the GPU idled. Every kernel launched with
+// FD_LAUNCH may therefore start while its predecessor still runs, and must call
+// fd_wait_prior_grid() before it reads anything an earlier kernel wrote or writes anything an
+// earlier kernel may still read (pool memory is reused in stream order); the wait returns when
+// the predecessor has completed and its writes are visible, and since every kernel waits before it
+// completes, that covers all earlier kernels. Only immutable data (weights, kernel parameters) may
+// be touched before it. fd_allow_dependents() lets the next kernel launch now (its blocks then
+// wait in fd_wait_prior_grid). FD_GRID_PROLOGUE() does both first thing: what every kernel does
+// unless it has weights to start loading before the wait. Elsewhere both are no-ops.
+__device__ __forceinline__ void fd_allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 }
+__device__ __forceinline__ void fd_wait_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+#define FD_GRID_PROLOGUE() \
+  do {                     \
+    fd_allow_dependents(); \
+    fd_wait_prior_grid();  \
+  } while (0)
 
 namespace flashdesk::cuda {
 
@@ -27,9 +56,23 @@ void launch_kernel(const char* name, const char* file, int line, void (*kernel)(
   (void)stream;
   fd_emu::launch(grid, block, smem, [&] { kernel(static_cast<Params>(args)...); });
 #else
-  // clang-format off
-  kernel<<<grid, block, smem, stream>>>(static_cast<Params>(args)...);
-  // clang-format on
+  if (programmatic_launch_enabled()) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attr;
+    config.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+  } else {
+    // clang-format off
+    kernel<<<grid, block, smem, stream>>>(static_cast<Params>(args)...);
+    // clang-format on
+  }
 #endif
   count_kernel_launch();
   const cudaError_t e = cudaGetLastError();

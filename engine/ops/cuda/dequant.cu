@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(kThreads)
     dequantize_by_eight_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
                                uint32_t scale_cols, uint32_t rows, uint32_t k,
                                uint4* __restrict__ out) {
+  FD_GRID_PROLOGUE();
   const uint32_t per_row = k / 8, total = rows * per_row;
   const uint32_t base = blockIdx.x * (kThreads * kGroupsPerThread) + threadIdx.x;
   // Every group's loads first, then the conversions and stores: loads behind stores the compiler
@@ -71,6 +72,7 @@ __global__ void __launch_bounds__(kThreads)
 // One thread per value (any k).
 __global__ void dequantize_by_one_kernel(const uint8_t* w, const uint8_t* scale, int64_t scale_cols,
                                          int64_t rows, int64_t k, int fp4, uint16_t* out) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * k) return;
   const int64_t r = i / k, c = i % k;

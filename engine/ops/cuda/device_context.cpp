@@ -1,7 +1,9 @@
 // The per-device state of a CUDA backend.
 #include "engine/ops/cuda/device_context.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 namespace flashdesk::cuda {
@@ -34,6 +36,33 @@ uint64_t kernels_launched() {
 
 void count_kernel_launch() {
   g_kernels.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool programmatic_launch_enabled() {
+#ifdef FLASHDESK_CUDA_EMU
+  return false;  // the emulation runs kernels one after another anyway
+#else
+  // Per device, looked up once: compute capability 9.0 or later, unless FLASHDESK_CUDA_PDL=0
+  // (the A/B switch of the benchmarks).
+  static const bool allowed = [] {
+    const char* v = std::getenv("FLASHDESK_CUDA_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  constexpr int kDevices = 64;
+  static std::atomic<int> capable[kDevices] = {};  // 0 unknown, 1 no, 2 yes
+  if (!allowed) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
+  int state = capable[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      major = 0;
+    state = major >= 9 ? 2 : 1;
+    capable[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
+#endif
 }
 
 DeviceContext::DeviceContext(int device)
@@ -69,6 +98,16 @@ Tensor DeviceContext::upload_cached(const void* key, const void* data, size_t by
   c.bytes.assign(b, b + bytes);
   c.tensor = upload_host(DType::U8, Shape{static_cast<int64_t>(bytes)}, data);
   return c.tensor;
+}
+
+unsigned* DeviceContext::arrival_counters(int64_t count) {
+  if (!counters_.defined() || counters_.numel() < count) {
+    // Grown in whole pages; the old buffer goes back to the pool in stream order.
+    const int64_t n = std::max<int64_t>(4096, (count + 4095) / 4096 * 4096);
+    counters_ = scratch(DType::I32, Shape{n});
+    FD_CUDA_CHECK(cudaMemsetAsync(counters_.bytes(), 0, counters_.nbytes(), stream()));
+  }
+  return static_cast<unsigned*>(static_cast<void*>(counters_.bytes()));
 }
 
 }  // namespace flashdesk::cuda

@@ -39,6 +39,12 @@ class DeviceContext {
   // Host bytes kept on the device under `key` (e.g. the experts of a layer): uploaded again only
   // when the bytes differ from the last upload under that key.
   Tensor upload_cached(const void* key, const void* data, size_t bytes);
+  // At least `count` arrival counters that are zero on the stream now: the kernels whose last
+  // block to finish a piece of work combines it (split sums, the experts' ordered sum, the mHC
+  // mixes) count arrivals here and the combining block sets its counter back to zero, so the
+  // next kernel on the stream finds them zero again without a memset launch. One stream runs
+  // the kernels one after another, so they can all share the buffer.
+  unsigned* arrival_counters(int64_t count);
 
  private:
   int device_;
@@ -52,6 +58,7 @@ class DeviceContext {
     Tensor tensor;
   };
   std::map<const void*, Cached> cached_;
+  Tensor counters_;
 };
 
 // Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS

@@ -17,6 +17,7 @@ constexpr int kRowThreads = 256;
 
 // One block per row: y = bf16(w * (x * rsqrt(mean(x^2) + eps))); y may be x.
 __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64_t d, float* y) {
+  FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
   const float* row = x + blockIdx.x * d;
   float ss = 0.0f;
@@ -35,6 +36,7 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
 constexpr int kNormHeld = 8;
 __global__ void rms_norm_held_kernel(const float* x, const float* w, float eps, int64_t d,
                                      float* y) {
+  FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
   const float* row = x + blockIdx.x * d;
   float v[kNormHeld], wv[kNormHeld];
@@ -62,6 +64,7 @@ __global__ void rms_norm_held_kernel(const float* x, const float* w, float eps, 
 // One thread per (row, head, pair): the pair (2p, 2p+1) of the head's last rope_dim values.
 __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim, int64_t pairs,
                             const int64_t* positions, const float* inv_freq, float sign) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * heads * pairs) return;
   const int64_t p = i % pairs, h = (i / pairs) % heads, row = i / (pairs * heads);
@@ -80,11 +83,13 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] *= factor;
 }
 
 __global__ void round_bf16_kernel(float* x, int64_t n) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] = round_bf16(x[i]);
 }
@@ -92,6 +97,7 @@ __global__ void round_bf16_kernel(float* x, int64_t n) {
 // One thread per value, the `block` lanes of a scale block (dividing 32) sharing its amax by
 // shuffles: FP4 codes with a UE8M0 scale, written back dequantised.
 __global__ void fake_quant_fp4_lanes_kernel(float* x, int64_t n, int block) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const float v = i < n ? x[i] : 0.0f;  // every lane stays for the shuffles
   float amax = fabsf(v);
@@ -102,6 +108,7 @@ __global__ void fake_quant_fp4_lanes_kernel(float* x, int64_t n, int block) {
 
 // One thread per block of `block` values (blocks that do not divide a warp): the same.
 __global__ void fake_quant_fp4_kernel(float* x, int64_t n_blocks, int64_t block) {
+  FD_GRID_PROLOGUE();
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= n_blocks) return;
   float* v = x + b * block;
@@ -114,6 +121,7 @@ __global__ void fake_quant_fp4_kernel(float* x, int64_t n_blocks, int64_t block)
 // rows [n, d] = table[ids] (BF16 widened), X [n, hc, d] = the row in every stream.
 __global__ void embed_kernel(const uint16_t* table, const int32_t* ids, int64_t n, int64_t d,
                              int64_t hc, float* rows, float* X) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * d) return;
   const int64_t t = i / d, j = i % d;

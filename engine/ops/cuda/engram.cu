@@ -16,6 +16,7 @@ namespace {
 __global__ void engram_gather_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows,
                                      int64_t width, const int64_t* ids, int64_t n, int64_t cols,
                                      float* e) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * cols * width) return;
   const int64_t j = i % width, rc = i / width;  // rc = row * cols + c
@@ -30,6 +31,7 @@ __global__ void engram_gather_kernel(const uint8_t* codes, const uint8_t* scales
 __global__ void engram_update_kernel(float* X, const float* kv, const float* qw, const float* kw,
                                      const uint8_t* masked, int64_t hc, int64_t d, float eps,
                                      float inv_sqrt_d) {
+  FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x / hc, k = blockIdx.x % hc;
   float* x = X + (row * hc + k) * d;

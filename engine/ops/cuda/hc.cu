@@ -77,6 +77,7 @@ __global__ void __launch_bounds__(kMixThreads)
     hc_mix_kernel(const float* X, const float* fn, const float* base, const float* scale,
                   MixShape s, float* partial, unsigned* done, float* pre, float* post,
                   float* comb) {
+  FD_GRID_PROLOGUE();
   __shared__ float warp_sums[kSums][kMixThreads / 32];
   __shared__ float row_sums[kMixRows][kSums];
   __shared__ unsigned is_last;
@@ -113,7 +114,10 @@ __global__ void __launch_bounds__(kMixThreads)
     __syncthreads();
   }
   __threadfence();
-  if (threadIdx.x == 0) is_last = atomicAdd(&done[tile], 1u) == s.splits - 1;
+  if (threadIdx.x == 0) {
+    is_last = atomicAdd(&done[tile], 1u) == s.splits - 1;
+    if (is_last) done[tile] = 0;  // zero again for the next kernel (arrival_counters)
+  }
   __syncthreads();
   if (!is_last) return;
   __threadfence();
@@ -167,6 +171,7 @@ __global__ void __launch_bounds__(kMixThreads)
 // u [n, d] = bf16(sum_j pre[j] * X_j), FP32 sum over j in order.
 __global__ void hc_collapse_kernel(const float* X, const float* pre, int64_t n, int64_t hc,
                                    int64_t d, float* u) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * d) return;
   const int64_t row = i / d, e = i % d;
@@ -179,6 +184,7 @@ __global__ void hc_collapse_kernel(const float* X, const float* pre, int64_t n, 
 // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j).
 __global__ void hc_expand_kernel(const float* X, const float* y, const float* post,
                                  const float* comb, int64_t n, int64_t hc, int64_t d, float* out) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * hc * d) return;
   const int64_t e = i % d, k = (i / d) % hc, row = i / (d * hc);
@@ -206,13 +212,12 @@ void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings&
   shape.splits = (flat + cuda::kSplitElems - 1) / cuda::kSplitElems;
   const int64_t tiles = (n + cuda::kMixRows - 1) / cuda::kMixRows;
   Tensor partial = ctx_->scratch(DType::F32, Shape{n, shape.splits, cuda::kSums});
-  Tensor done = ctx_->scratch(DType::I32, Shape{tiles});
-  fill_zero(done);
+  unsigned* done = ctx_->arrival_counters(tiles);
   FD_LAUNCH(cuda::hc_mix_kernel,
             dim3(static_cast<unsigned>(shape.splits), static_cast<unsigned>(tiles)),
             dim3(cuda::kMixThreads), 0, ctx_->stream(), ptr<const float>(X), ptr<const float>(p.fn),
-            ptr<const float>(p.base), ptr<const float>(p.scale), shape, ptr<float>(partial),
-            ptr<unsigned>(done), ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
+            ptr<const float>(p.base), ptr<const float>(p.scale), shape, ptr<float>(partial), done,
+            ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
 }
 
 void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {

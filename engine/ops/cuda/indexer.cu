@@ -65,6 +65,7 @@ constexpr int64_t kSelectStaticSmem = 20 * 1024;
 // A restriction's block list as an entry-block mask: allowed[t][b] = 1 for each listed block.
 __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_t c,
                                         int64_t n_blocks, uint8_t* allowed) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * c) return;
   const int32_t b = blocks[i];
@@ -83,6 +84,7 @@ constexpr int kLanesPerEntry = 4;
 
 template <int MaxHeads>
 __global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a, float* scores) {
+  FD_GRID_PROLOGUE();
   constexpr int kPerLane = MaxHeads / kLanesPerEntry;
   FD_DYNAMIC_SMEM(float, qs);
   const int64_t t = blockIdx.y, q_stride = a.dim + 4;
@@ -283,6 +285,7 @@ template <bool kShared>
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(IdxArgs a, int64_t t0, const float* scores, int64_t k, int32_t* topk,
                           float* block_scores, int64_t c, int32_t* candidates, TieScratch tie) {
+  FD_GRID_PROLOGUE();
   __shared__ int hist[256];
   __shared__ int warp_totals[kSelectThreads / 32];
   const int64_t t = t0 + blockIdx.x;

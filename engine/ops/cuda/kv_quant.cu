@@ -49,6 +49,7 @@ namespace {
 // thread per block looping over its 32 values was a decode step's 7 µs for one row.
 __global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int64_t dim,
                                      uint8_t* dst, int64_t row_bytes) {
+  FD_GRID_PROLOGUE();
   const int block = static_cast<int>(kv_block(f));
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool in = i < n * dim;  // every lane stays for the shuffles
@@ -74,6 +75,7 @@ __global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int6
 
 __global__ void dequantize_rows_kernel(KvFormat f, const uint8_t* src, int64_t row_bytes, int64_t n,
                                        int64_t dim, float* out) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * dim) return;
   out[i] = dequantize_kv_value(f, src + (i / dim) * row_bytes, dim, i % dim);
@@ -84,6 +86,7 @@ __global__ void dequantize_rows_kernel(KvFormat f, const uint8_t* src, int64_t r
 __global__ void compressor_pool_kernel(const float* kv, const float* score, const float* pkv,
                                        const float* psc, int64_t n_pending, int64_t ratio,
                                        int64_t groups, int64_t d, float* out) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= groups * d) return;
   const int64_t g = i / d, c = i % d;

@@ -25,6 +25,13 @@ struct GemvParams {
   float* out;  // y, or the split partials [splits][n][out_stride]
   int64_t out_stride, split_stride;
   int round;
+  // K splits: the last block of a row tile's splits to finish sums the tile's partials into y
+  // (split order, rounded if final_round), counting arrivals in tile_done [groups][row_tiles].
+  int64_t splits;
+  float* y;
+  int64_t y_stride;
+  int final_round;
+  unsigned* tile_done;
 };
 
 // Rows per warp (R) and chunks in flight per lane per row (U) for NT activation rows: the most that
@@ -68,6 +75,37 @@ __device__ void write_rows(const GemvParams& p, float* acc, int64_t g, int64_t o
   p.out[split * p.split_stride + t * p.out_stride + g * p.out_g + o] = p.round ? round_bf16(v) : v;
 }
 
+// The split sums of the row tiles this block streamed (tiles blockIdx.x, + gridDim.x, ...): for
+// each, the block that brings its arrival count to p.splits sums the splits' partials in split
+// order (the FP32 sums of the former separate sum kernel, to the bit) and sets the count back to
+// zero. A separate sum kernel cost a launch of 3-4 µs per split linear, 8 a decode layer.
+template <int R>
+__device__ void sum_split_tiles(const GemvParams& p, int64_t g) {
+  constexpr int64_t kTileRows = kGemvWarps * R;
+  for (int64_t tile = blockIdx.x; tile < p.row_tiles; tile += gridDim.x) {
+    __threadfence();  // this thread's partials visible to the block that sums them
+    __syncthreads();  // ... every thread's, before the block counts itself in
+    bool mine = false;
+    if (threadIdx.x == 0) {
+      unsigned* count = p.tile_done + g * p.row_tiles + tile;
+      mine = atomicAdd(count, 1u) == static_cast<unsigned>(p.splits - 1);
+      if (mine) *count = 0;
+    }
+    // A barrier that also hands thread 0's answer to the block: no static shared memory, which
+    // would push a block staging the full 48 KiB over the limit.
+    if (!__syncthreads_or(mine)) continue;
+    __threadfence();
+    const int64_t o0 = tile * kTileRows, rows = lmin(kTileRows, p.out_g - o0);
+    for (int64_t i = threadIdx.x; i < rows * p.n; i += blockDim.x) {
+      const int64_t t = i / rows, o = g * p.out_g + o0 + i % rows;
+      const float* src = p.out + t * p.out_stride + o;
+      float v = 0.0f;
+      for (int64_t s = 0; s < p.splits; ++s) v += __ldcg(src + s * p.split_stride);
+      p.y[t * p.y_stride + o] = p.final_round ? round_bf16(v) : v;
+    }
+  }
+}
+
 // grid (row blocks, K splits, groups): each block stages the activation rows of its K split of
 // group blockIdx.z once, then streams row tiles blockIdx.x, + gridDim.x, ... of kGemvWarps * R
 // rows against them, each warp R rows for n <= NT activation rows (NT a compile-time count so the
@@ -77,6 +115,9 @@ template <WeightFormat F, int NT, bool kScaled>
 __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(GemvParams p) {
   constexpr int R = WarpShape<F, NT>::R, U = WarpShape<F, NT>::U;
   FD_DYNAMIC_SMEM(float, xs);
+  // The first tile's weight loads go out before the wait for the kernel that wrote x (weights
+  // are never written): they overlap its end (cuda_compat.cuh).
+  fd_allow_dependents();
   const int64_t g = blockIdx.z, split = blockIdx.y;
   const int64_t ks = split * p.k_split, cols = lmin(p.k - ks, p.k_split);
   const int64_t warp_row = (threadIdx.x >> 5) * R;
@@ -84,6 +125,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
       p.row_tiles,
       [&](int64_t tile) { return warp_rows<F, R>(p, g, tile * kGemvWarps * R + warp_row); },
       [&] {
+        fd_wait_prior_grid();
         stage_rows<Chunk<F>::VW>(p.x + g * p.k + ks, p.x_stride, p.n, cols, p.act_quant,
                                  kScaled ? kStageFactor : 1.0f, xs, p.xs_stride);
       },
@@ -91,19 +133,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
         write_rows<R, NT>(p, acc, g, tile * kGemvWarps * R + warp_row, split);
       },
       ks, p.k, cols, xs, p.xs_stride, p.n);
-}
-
-// y [n, cols] (row stride y_stride) = sum of the split partials (row stride `stride`) in split
-// order, rounded if asked.
-__global__ void sum_splits_kernel(const float* partial, int64_t splits, int64_t split_stride,
-                                  int64_t n, int64_t cols, int64_t stride, int round, float* y,
-                                  int64_t y_stride) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n * cols) return;
-  const int64_t t = i / cols, o = i % cols;
-  float v = 0.0f;
-  for (int64_t s = 0; s < splits; ++s) v += partial[s * split_stride + t * stride + o];
-  y[t * y_stride + o] = round ? round_bf16(v) : v;
+  if (p.splits > 1) sum_split_tiles<R>(p, g);
 }
 
 // ---- GEMM path ----
@@ -112,6 +142,7 @@ __global__ void sum_splits_kernel(const float* partial, int64_t splits, int64_t 
 // for the BF16-valued activations the model feeds BF16 linears). One warp per 32 columns.
 __global__ void prepare_bf16_kernel(const float* x, int64_t n, int64_t cols, int act_quant,
                                     uint16_t* out) {
+  FD_GRID_PROLOGUE();
   const int64_t blocks = (cols + 31) / 32;
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x & 31u;
@@ -127,6 +158,7 @@ __global__ void prepare_bf16_kernel(const float* x, int64_t n, int64_t cols, int
 
 // The F32 twin for F32 weights: act_quant'ed values in F32.
 __global__ void act_quant_f32_kernel(const float* x, int64_t n, int64_t cols, float* out) {
+  FD_GRID_PROLOGUE();
   const int64_t blocks = (cols + 31) / 32;
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x & 31u;
@@ -139,6 +171,7 @@ __global__ void act_quant_f32_kernel(const float* x, int64_t n, int64_t cols, fl
 }
 
 __global__ void round_rows_kernel(float* y, int64_t n, int64_t cols, int64_t stride) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * cols) return;
   float* p = y + (i / cols) * stride + i % cols;
@@ -183,6 +216,11 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
     p.out_stride = out_total;
     p.split_stride = job.n * out_total;
     p.round = 0;
+    p.splits = gr.splits;
+    p.y = job.y;
+    p.y_stride = job.y_stride;
+    p.final_round = job.round_bf16;
+    p.tile_done = ctx.arrival_counters(job.groups * gr.row_tiles);
   } else {
     p.out = job.y;
     p.out_stride = job.y_stride;
@@ -192,10 +230,6 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
                   static_cast<unsigned>(job.groups));
   const size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
   FD_LAUNCH((gemv_kernel<F, NT, kScaled>), grid, dim3(kGemvThreads), smem, ctx.stream(), p);
-  if (gr.splits > 1)
-    FD_LAUNCH(sum_splits_kernel, dim3(blocks_for(job.n * out_total, 256)), dim3(256), 0,
-              ctx.stream(), ptr<const float>(partial), gr.splits, job.n * out_total, job.n,
-              out_total, out_total, static_cast<int>(job.round_bf16), job.y, job.y_stride);
 }
 
 template <WeightFormat F, bool kScaled>

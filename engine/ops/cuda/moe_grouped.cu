@@ -50,6 +50,7 @@ __device__ __forceinline__ float swiglu(float g, float u, float w, float limit) 
 
 template <bool kUp>
 __global__ void __launch_bounds__(kThreads) grouped_expert_kernel(GroupedArgs a) {
+  FD_GRID_PROLOGUE();
   __shared__ __align__(16) uint16_t as[kTilePairs * kStride];
   __shared__ __align__(16) uint16_t bs[kTileWeights * kStride];
   const int32_t* tile = a.tiles + 3 * static_cast<int64_t>(blockIdx.y);

@@ -13,6 +13,7 @@ constexpr int kRowThreads = 256;
 
 __global__ void __launch_bounds__(kRowThreads)
     torch_select_rows_kernel(torch_select::Scored* pairs, int32_t* lists, int64_t n, int64_t k) {
+  FD_GRID_PROLOGUE();
   __shared__ int warp_totals[kRowThreads / 32];
   const int64_t row = blockIdx.x;
   const BlockSelectRoom room{lists + row * 2 * n, lists + row * 2 * n + n};

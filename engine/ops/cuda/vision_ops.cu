@@ -21,16 +21,19 @@ constexpr int kAttnThreads = 128;
 constexpr int64_t kAttnSharedBytes = 48 * 1024;  // without opting in to more per block
 
 __global__ void add_bias_bf16_kernel(float* y, const float* bias, int64_t n, int64_t d) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] = round_bf16(__fadd_rn(y[i], bias[i % d]));
 }
 
 __global__ void add_bf16_kernel(float* x, const float* y, int64_t n) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) x[i] = round_bf16(__fadd_rn(x[i], y[i]));
 }
 
 __global__ void swiglu_bf16_kernel(const float* gu, int64_t n, int64_t inter, float* out) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * inter) return;
   const int64_t row = i / inter, j = i % inter;
@@ -39,6 +42,7 @@ __global__ void swiglu_bf16_kernel(const float* gu, int64_t n, int64_t inter, fl
 }
 
 __global__ void gelu_bf16_kernel(float* x, int64_t n) {
+  FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float v = x[i];
@@ -50,6 +54,7 @@ __global__ void gelu_bf16_kernel(float* x, int64_t n) {
 // [heads, P, hd] (the layout the attention kernel reads).
 __global__ void vit_rope_kernel(const float* qkv, const float* cos, const float* sin, int64_t P,
                                 int64_t heads, int64_t hd, float* q, float* k) {
+  FD_GRID_PROLOGUE();
   const int64_t half = hd / 2, dim = heads * hd;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= P * heads * half) return;
@@ -68,6 +73,7 @@ __global__ void vit_rope_kernel(const float* qkv, const float* cos, const float*
 __global__ void __launch_bounds__(kAttnThreads)
     vit_attention_kernel(const float* q, const float* k, const float* qkv, int64_t P, int64_t heads,
                          int64_t hd, float scale, float* out) {
+  FD_GRID_PROLOGUE();
   FD_DYNAMIC_SMEM(float, smem);
   __shared__ float red[32];
   float* qs = smem;
@@ -116,6 +122,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 // One thread per output value of the r x r unshuffle (vision_ops.h).
 __global__ void pixel_unshuffle_kernel(const float* f, int64_t n_h, int64_t n_w, int64_t r,
                                        int64_t d, int64_t W3, int64_t total, float* o) {
+  FD_GRID_PROLOGUE();
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= total) return;
   const int64_t per_cell = d * r * r, cell = idx / per_cell, j = idx % per_cell;

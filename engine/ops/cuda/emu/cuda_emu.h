@@ -167,6 +167,19 @@ constexpr int warpSize = 32;
 inline void __syncthreads() {
   fd_emu::block_barrier();
 }
+// The block's OR of `pred`, as a barrier. One block runs at a time on its host thread, so one
+// flag per host thread serves: set between the first two barriers, read before the third, cleared
+// by the block's first thread after it.
+inline int __syncthreads_or(int pred) {
+  static thread_local int any = 0;
+  fd_emu::block_barrier();
+  if (pred) any = 1;
+  fd_emu::block_barrier();
+  const int result = any;
+  fd_emu::block_barrier();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) any = 0;
+  return result;
+}
 inline void __syncwarp(unsigned = 0xffffffffu) {
   fd_emu::warp_barrier();
 }
