@@ -248,31 +248,6 @@ __global__ void add_routed_kernel(const float* routed, int64_t n, float* y) {
 
 // ---- routing ----
 
-struct Best {
-  float v;
-  int32_t i;
-};
-
-__device__ __forceinline__ Best better(Best a, Best b) {
-  if (a.i < 0) return b;
-  if (b.i < 0) return a;
-  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
-}
-
-__device__ Best block_best(Best b, Best* scratch) {
-  for (int o = 16; o > 0; o >>= 1) {
-    Best other{__shfl_xor_sync(kFullMask, b.v, o), __shfl_xor_sync(kFullMask, b.i, o)};
-    b = better(b, other);
-  }
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = b;
-  __syncthreads();
-  Best r{0.0f, -1};
-  for (unsigned w = 0; w < blockDim.x / 32; ++w) r = better(r, scratch[w]);
-  __syncthreads();
-  return r;
-}
-
 __global__ void __launch_bounds__(kRouteThreads)
     route_kernel(const float* logits, const float* bias, const float* bias_image,
                  const uint8_t* image_rows, int64_t E, int64_t k, float gate_temp, float scale,
