@@ -48,7 +48,8 @@ VerifyRound verify_round(Model& model, DsparkDrafter& drafter, const DraftState&
       pick = [&](int64_t row, std::span<const float> logits) {
         return options.sampling->draw_draft(row, logits);
       };
-    const DraftBlock block = drafter.draft(draft, next, pick);
+    // Greedy, only the tokens and confidences come back: the draft's one read-back stays small.
+    const DraftBlock block = drafter.draft(draft, next, pick, DraftLogits::Dropped);
     r.drafted_block = true;
     r.drafted = confident_drafts(block.confidence, most, options.min_survival);
     std::vector<int32_t> drafts(block.tokens.begin(), block.tokens.begin() + r.drafted);

@@ -1,11 +1,12 @@
 // The DSpark draft forward (docs/dspark.md). Numerics follow the main blocks (docs/numerics.md):
-// the same linears, norms, RoPE, FP8 window KV, sparse attention and MoE ops; the few host steps
-// (the Markov bias added to the FP32 logits, the argmax, the confidence input's concatenation) are
-// exact.
+// the same linears, norms, RoPE, FP8 window KV, sparse attention and MoE ops; the exact steps after
+// the head (the Markov bias added to the FP32 logits, the argmax, the confidence input's
+// concatenation) are backend ops too, so a greedy draft stays on the backend until one read-back.
 #include "engine/model/dspark_draft.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/model/attention_inputs.h"
 #include "engine/model/model_weights.h"
@@ -19,11 +20,25 @@ const DsparkWeights& dspark_weights(const ModelWeights& w) {
   return *w.dspark;
 }
 
-int32_t argmax(const float* row, int64_t n) {
-  return static_cast<int32_t>(std::max_element(row, row + n) - row);  // first maximum, as torch
+size_t aligned(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
 }
 
 }  // namespace
+
+// A draft's outputs on the backend: views into one allocation, so that one read brings back what
+// the caller needs, at 256-byte offsets (kernels' vector accesses stay aligned):
+//   [logits B x V F32 | confidence B F32 | chain B + 1 I32]
+// chain[0] is the last target token, chain[i + 1] row i's draft: each Markov row reads the token
+// before it from there, where the previous row's argmax (or the picker's choice) was written.
+struct DsparkDrafter::Results {
+  Tensor all;         // U8, the allocation
+  Tensor logits;      // [B, V] F32, Markov-corrected in place row by row
+  Tensor confidence;  // [B, 1] F32
+  Tensor chain;       // [B + 1] I32
+  Tensor embeds;      // [B, rank] F32: row i's Markov embedding (of chain[i]), not read back
+  size_t confidence_at = 0, chain_at = 0;  // byte offsets in `all`
+};
 
 DsparkDrafter::DsparkDrafter(Model& model)
     : model_(model),
@@ -85,14 +100,35 @@ void DsparkDrafter::seed(DraftState& state, const Tensor& features, int64_t firs
   state.seeded = first + n;
 }
 
-DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last, const DraftPicker& pick) {
+DraftBlock DsparkDrafter::draft(const DraftState& state, int32_t last, const DraftPicker& pick,
+                                DraftLogits logits) {
   FD_CHECK(state.seeded > 0, "a DSpark draft needs at least one seeded target position");
   const Tensor x = run_stages(state, last);
+  Results res = results(x.rows());
+  Tensor first = res.chain.rows(0, 1);
+  be_.write(first, &last, sizeof last);
   DraftBlock out;
-  std::vector<float> markov_embeds;
-  head(x, last, pick, out, markov_embeds);
-  out.confidence = confidence(x, markov_embeds);
+  head(x, pick, res, out);
+  confidence(x, res);
+  read_back(res, !pick && logits == DraftLogits::Kept, out);
   return out;
+}
+
+DsparkDrafter::Results DsparkDrafter::results(int64_t B) {
+  const int64_t V = text_.vocab_size;
+  Results res;
+  res.confidence_at = aligned(static_cast<size_t>(B * V) * sizeof(float));
+  res.chain_at = res.confidence_at + aligned(static_cast<size_t>(B) * sizeof(float));
+  const size_t bytes = res.chain_at + static_cast<size_t>(B + 1) * sizeof(int32_t);
+  res.all = be_.alloc(DType::U8, Shape{static_cast<int64_t>(bytes)});
+  const auto view = [&](size_t at, DType dtype, Shape shape) {
+    return Tensor(res.all.memory(), res.all.byte_offset() + at, dtype, shape);
+  };
+  res.logits = view(0, DType::F32, Shape{B, V});
+  res.confidence = view(res.confidence_at, DType::F32, Shape{B, 1});
+  res.chain = view(res.chain_at, DType::I32, Shape{B + 1});
+  res.embeds = f32(Shape{B, text_.dspark_markov_rank});
+  return res;
 }
 
 // The block [last, noise x (B-1)] at positions P ... P+B-1 through every stage, collapsed with
@@ -119,55 +155,62 @@ Tensor DsparkDrafter::run_stages(const DraftState& state, int32_t last) {
 
 // Logits = head(norm(x)) in FP32, then the sequential Markov correction: row i gets the bigram
 // bias of the token before it (row 0: of `last`) and its argmax (or the picker's choice) is the
-// next draft.
-void DsparkDrafter::head(const Tensor& x, int32_t last, const DraftPicker& pick, DraftBlock& out,
-                         std::vector<float>& markov_embeds) {
+// next draft. Greedy, the rows chain on the backend without a read-back; a picker sees each
+// corrected row on the host (one read a row) and its choice is written into the chain.
+void DsparkDrafter::head(const Tensor& x, const DraftPicker& pick, Results& res, DraftBlock& out) {
   const int64_t B = x.rows(), dim = text_.hidden_size, V = text_.vocab_size;
-  Tensor h = f32(Shape{B, dim}), logits = f32(Shape{B, V});
+  Tensor h = f32(Shape{B, dim});
   be_.rms_norm(x, &w_.norm, static_cast<float>(text_.rms_norm_eps), h);
-  be_.linear(h, model_.weights_->head, kF32Linear, logits);
-  out.logits.resize(static_cast<size_t>(B * V));
-  be_.read(logits, out.logits.data(), out.logits.size() * sizeof(float));
-  std::vector<float> embed, bias;
-  int32_t token = last;
+  be_.linear(h, model_.weights_->head, kF32Linear, res.logits);
+  if (pick) out.logits.resize(static_cast<size_t>(B * V));
   for (int64_t i = 0; i < B; ++i) {
-    markov(token, embed, bias);
+    markov_row(i, res);
+    if (!pick) continue;
     float* row = out.logits.data() + i * V;
-    for (int64_t v = 0; v < V; ++v) row[v] += bias[static_cast<size_t>(v)];
-    token = pick ? pick(i, std::span<const float>(row, static_cast<size_t>(V))) : argmax(row, V);
-    out.tokens.push_back(token);
-    markov_embeds.insert(markov_embeds.end(), embed.begin(), embed.end());
+    be_.read(res.logits.rows(i, 1), row, static_cast<size_t>(V) * sizeof(float));
+    const int32_t token = pick(i, std::span<const float>(row, static_cast<size_t>(V)));
+    Tensor next = res.chain.rows(i + 1, 1);
+    be_.write(next, &token, sizeof token);
   }
 }
 
-// proj([x_i, markov_embed_i]) in FP32 per row: the confidence head's acceptance logits [B].
-std::vector<float> DsparkDrafter::confidence(const Tensor& x,
-                                             const std::vector<float>& markov_embeds) {
+// Row i's Markov correction: markov.embed(chain[i]) [1, rank], its bigram bias markov.head(.) [V]
+// added to the row in FP32, the row's argmax written to chain[i + 1].
+void DsparkDrafter::markov_row(int64_t i, Results& res) {
+  Tensor embed = res.embeds.rows(i, 1), row = res.logits.rows(i, 1);
+  Tensor token = res.chain.rows(i, 1), next = res.chain.rows(i + 1, 1);
+  be_.embed_rows(w_.markov_embed, token, embed);
+  Tensor bias = f32(Shape{1, text_.vocab_size});
+  be_.linear(embed, w_.markov_head, kF32Linear, bias);
+  be_.add_argmax(row, bias, next);
+}
+
+// proj([x_i, markov_embed_i]) in FP32 per row: the confidence head's acceptance logits [B, 1]. The
+// joined input is built by a column concat on the backend (exact), not a read-back.
+void DsparkDrafter::confidence(const Tensor& x, Results& res) {
   const int64_t B = x.rows(), dim = text_.hidden_size, r = text_.dspark_markov_rank;
-  std::vector<float> x_host(static_cast<size_t>(B * dim));
-  be_.read(x, x_host.data(), x_host.size() * sizeof(float));
-  std::vector<float> joined(static_cast<size_t>(B * (dim + r)));
-  for (int64_t i = 0; i < B; ++i) {
-    std::copy_n(x_host.begin() + i * dim, dim, joined.begin() + i * (dim + r));
-    std::copy_n(markov_embeds.begin() + i * r, r, joined.begin() + i * (dim + r) + dim);
-  }
-  Tensor in = f32(Shape{B, dim + r}), conf = f32(Shape{B, 1});
-  be_.write(in, joined.data(), joined.size() * sizeof(float));
-  be_.linear(in, w_.confidence, kF32Linear, conf);
-  std::vector<float> out(static_cast<size_t>(B));
-  be_.read(conf, out.data(), out.size() * sizeof(float));
-  return out;
+  Tensor in = f32(Shape{B, dim + r});
+  be_.concat_columns(x, res.embeds, in);
+  be_.linear(in, w_.confidence, kF32Linear, res.confidence);
 }
 
-void DsparkDrafter::markov(int32_t token, std::vector<float>& embed, std::vector<float>& bias) {
-  const int64_t r = text_.dspark_markov_rank, V = text_.vocab_size;
-  Tensor e = f32(Shape{1, r}), streams = f32(Shape{1, 1, r}), b = f32(Shape{1, V});
-  be_.embed(w_.markov_embed, std::span<const int32_t>(&token, 1), e, streams);
-  be_.linear(e, w_.markov_head, kF32Linear, b);
-  embed.resize(static_cast<size_t>(r));
-  bias.resize(static_cast<size_t>(V));
-  be_.read(e, embed.data(), embed.size() * sizeof(float));
-  be_.read(b, bias.data(), bias.size() * sizeof(float));
+// The draft's one read-back: confidences and the chain, and the logits before them when wanted
+// (the parts are adjacent, so either is one read).
+void DsparkDrafter::read_back(const Results& res, bool with_logits, DraftBlock& out) {
+  const int64_t B = res.confidence.rows();
+  const size_t from = with_logits ? 0 : res.confidence_at;
+  std::vector<uint8_t> host(res.all.nbytes() - from);
+  be_.read(res.all.rows(static_cast<int64_t>(from), static_cast<int64_t>(host.size())), host.data(),
+           host.size());
+  const auto at = [&](size_t offset) { return host.data() + (offset - from); };
+  out.confidence.resize(static_cast<size_t>(B));
+  std::memcpy(out.confidence.data(), at(res.confidence_at), out.confidence.size() * sizeof(float));
+  out.tokens.resize(static_cast<size_t>(B));
+  std::memcpy(out.tokens.data(), at(res.chain_at + sizeof(int32_t)),
+              out.tokens.size() * sizeof(int32_t));
+  if (!with_logits) return;
+  out.logits.resize(static_cast<size_t>(res.logits.numel()));
+  std::memcpy(out.logits.data(), at(0), out.logits.size() * sizeof(float));
 }
 
 Tensor DsparkDrafter::norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm) {

@@ -33,9 +33,14 @@ struct DraftState {
 // Chooses the draft of block row `row` from its Markov-corrected logits [vocab]; empty = argmax.
 using DraftPicker = std::function<int32_t(int64_t row, std::span<const float> logits)>;
 
+// Whether a draft brings its corrected logits back (DraftBlock::logits): the tests and the sampling
+// rule read them; a greedy verify round needs only the tokens and confidences, and on a GPU the
+// [B, vocab] copy is most of the draft's one read-back.
+enum class DraftLogits { Kept, Dropped };
+
 struct DraftBlock {
   std::vector<int32_t> tokens;    // [B] drafts for positions P+1 .. P+B (picked, or greedy)
-  std::vector<float> logits;      // [B, vocab] after the Markov correction
+  std::vector<float> logits;      // [B, vocab] after the Markov correction; empty if Dropped
   std::vector<float> confidence;  // [B] the confidence head's acceptance logits
 };
 
@@ -56,23 +61,27 @@ class DsparkDrafter {
 
   // A draft after the seeded positions: row 0 is `last`, the token at position P = state.seeded
   // that the target chose and has not run yet. Each row's token is pick(row, corrected logits)
-  // (greedy without a picker) and conditions the next row's Markov correction.
-  DraftBlock draft(const DraftState& state, int32_t last, const DraftPicker& pick = {});
+  // (greedy without a picker) and conditions the next row's Markov correction. Greedy, the rows
+  // are chosen on the backend and the draft reads back once; a picker reads each row as well.
+  // With a picker the logits are always kept (the picker's rows).
+  DraftBlock draft(const DraftState& state, int32_t last, const DraftPicker& pick = {},
+                   DraftLogits logits = DraftLogits::Kept);
 
  private:
+  struct Results;
   Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
+  Results results(int64_t B);
   Tensor run_stages(const DraftState& state, int32_t last);
-  void head(const Tensor& x, int32_t last, const DraftPicker& pick, DraftBlock& out,
-            std::vector<float>& markov_embeds);
-  std::vector<float> confidence(const Tensor& x, const std::vector<float>& markov_embeds);
+  void head(const Tensor& x, const DraftPicker& pick, Results& res, DraftBlock& out);
+  void markov_row(int64_t row, Results& res);
+  void confidence(const Tensor& x, Results& res);
+  void read_back(const Results& res, bool with_logits, DraftBlock& out);
   Tensor norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
   void run_stage(int64_t stage, const DraftState& state, std::span<const int64_t> positions,
                  Tensor& X, Tensor& pre);
   Tensor attention(int64_t stage, const DraftState& state, std::span<const int64_t> positions,
                    const Tensor& x);
   Tensor moe(int64_t stage, const Tensor& x);
-  // markov.embed(token) [1, rank] and its bigram bias markov.head(.) [V], on the host.
-  void markov(int32_t token, std::vector<float>& embed, std::vector<float>& bias);
 
   Model& model_;
   Backend& be_;

@@ -53,6 +53,33 @@ void check_hc_mix_args(const Tensor& X, const HcParams& p, const HcSettings& s, 
   check_shape(comb, Shape{n, hc, hc}, "hc comb");
 }
 
+void check_embed_rows_args(const Tensor& table, const Tensor& ids, const Tensor& rows) {
+  check_dtype(table, DType::BF16, "embed_rows table");
+  check_dtype(ids, DType::I32, "embed_rows ids");
+  FD_CHECK(ids.shape().rank() == 1, "embed_rows: ids " + ids.shape().str() + " must be [n]");
+  check_shape(rows, Shape{ids.dim(0), table.dim(1)}, "embed_rows rows");
+  check_dtype(rows, DType::F32, "embed_rows rows");
+}
+
+void check_add_argmax_args(const Tensor& x, const Tensor& bias, const Tensor& ids) {
+  FD_CHECK(x.shape().rank() == 2 && x.dim(1) > 0, "add_argmax: x " + x.shape().str());
+  check_dtype(x, DType::F32, "add_argmax x");
+  check_shape(bias, x.shape(), "add_argmax bias");
+  check_dtype(bias, DType::F32, "add_argmax bias");
+  check_shape(ids, Shape{x.dim(0)}, "add_argmax ids");
+  check_dtype(ids, DType::I32, "add_argmax ids");
+}
+
+void check_concat_columns_args(const Tensor& left, const Tensor& right, const Tensor& out) {
+  const int64_t n = left.rows();
+  FD_CHECK(left.shape().rank() == 2 && right.shape().rank() == 2 && right.rows() == n,
+           "concat_columns: left " + left.shape().str() + ", right " + right.shape().str());
+  check_shape(out, Shape{n, left.dim(1) + right.dim(1)}, "concat_columns out");
+  FD_CHECK(
+      left.dtype() == out.dtype() && right.dtype() == out.dtype() && dtype_size(out.dtype()) == 4,
+      "concat_columns: left, right and out must share a 4-byte dtype");
+}
+
 void check_attention_args(const AttentionArgs& a, const Tensor& out) {
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);

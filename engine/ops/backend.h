@@ -88,6 +88,12 @@ void check_indexer_args(const IndexerArgs& a, const Tensor& topk);
 void check_hc_mix_args(const Tensor& X, const HcParams& p, const HcSettings& s, const Tensor& pre,
                        const Tensor& post, const Tensor& comb);
 
+// The shape rules of the token ops (embed_rows, add_argmax, concat_columns) that every backend
+// relies on.
+void check_embed_rows_args(const Tensor& table, const Tensor& ids, const Tensor& rows);
+void check_add_argmax_args(const Tensor& x, const Tensor& bias, const Tensor& ids);
+void check_concat_columns_args(const Tensor& left, const Tensor& right, const Tensor& out);
+
 struct RouteSettings {
   int64_t topk = 6;
   float gate_temp = 1.0f;
@@ -149,6 +155,21 @@ class Backend {
   virtual void round_bf16(Tensor& x) = 0;           // x = bf16(x)
   // Quantise-dequantise FP4 with UE8M0 scales per `block` along the last dim (index queries).
   virtual void fake_quant_fp4_e8m0(Tensor& x, int64_t block) = 0;
+
+  // -- tokens chosen on the backend (a greedy draft, docs/dspark.md "On the GPU") --
+  // Ids that one op writes and the next reads stay in a tensor, so a chain of choices (the DSpark
+  // Markov rows: each row's argmax selects the next row's bias) needs no read-back in between.
+  // rows [n, D] F32 = table rows ids[i] (BF16 [V, D] widened), ids an I32 tensor [n] (an id
+  // outside the table: the reference fails its check; a device backend, which cannot check
+  // without a read-back, writes NaN rows).
+  virtual void embed_rows(const Tensor& table, const Tensor& ids, Tensor& rows) = 0;
+  // x [n, V] += bias [n, V] (FP32, in place), then ids [n] I32 = each row's argmax as
+  // std::max_element finds it: the first maximum; a NaN never wins, except at index 0, where it
+  // stands (the host's argmax over the same row, bit for bit).
+  virtual void add_argmax(Tensor& x, const Tensor& bias, Tensor& ids) = 0;
+  // out [n, a + b] = each row of left [n, a] followed by the same row of right [n, b]; the three
+  // of one dtype with 4-byte elements (F32, I32).
+  virtual void concat_columns(const Tensor& left, const Tensor& right, Tensor& out) = 0;
 
   // -- embedding and mHC --
   // X [n, hc, D] = table row ids[i] (BF16 [V, D]) copied into every stream; rows [n, D] too.

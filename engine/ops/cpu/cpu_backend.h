@@ -38,6 +38,10 @@ class CpuReferenceBackend : public Backend {
   void round_bf16(Tensor& x) override;
   void fake_quant_fp4_e8m0(Tensor& x, int64_t block) override;
 
+  void embed_rows(const Tensor& table, const Tensor& ids, Tensor& rows) override;
+  void add_argmax(Tensor& x, const Tensor& bias, Tensor& ids) override;
+  void concat_columns(const Tensor& left, const Tensor& right, Tensor& out) override;
+
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows, Tensor& X) override;
   void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre, Tensor& post,
                 Tensor& comb) override;

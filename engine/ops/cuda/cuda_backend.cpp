@@ -103,6 +103,7 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::synchronize() {
+  ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
   FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
 }
@@ -138,6 +139,7 @@ void CudaBackend::write(Tensor& dst, const void* src, size_t bytes) {
 void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
   expect_device(src, "read");
   FD_CHECK(bytes == src.nbytes(), "read: byte count mismatch");
+  ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
   if (bytes)
     FD_CUDA_CHECK(cudaMemcpyAsync(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream()));

@@ -37,6 +37,9 @@ class CudaBackend final : public Backend {
   void synchronize();
   // moe_experts calls whose routed experts were in host memory and ran on the CPU.
   uint64_t host_moe_calls() const { return host_moe_calls_; }
+  // Times the host waited for the stream so far (read() and synchronize(), the ops' own read-backs
+  // included): what a small model on the GPU pays for most (docs/dspark.md "On the GPU").
+  uint64_t host_syncs() const { return host_syncs_; }
   // Which sparse attention kernels run: picked per call (Auto: the CUDA-core kernels with the head
   // dim in 4 parts for decode-sized calls, the tensor-core kernel for prefill-sized ones where its
   // shapes allow, else the CUDA-core kernels undivided), or forced (the tests run each).
@@ -76,6 +79,10 @@ class CudaBackend final : public Backend {
   void round_bf16(Tensor& x) override;
   void fake_quant_fp4_e8m0(Tensor& x, int64_t block) override;
 
+  void embed_rows(const Tensor& table, const Tensor& ids, Tensor& rows) override;
+  void add_argmax(Tensor& x, const Tensor& bias, Tensor& ids) override;
+  void concat_columns(const Tensor& left, const Tensor& right, Tensor& out) override;
+
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows, Tensor& X) override;
   void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre, Tensor& post,
                 Tensor& comb) override;
@@ -112,6 +119,7 @@ class CudaBackend final : public Backend {
   // experts of hybrid layers, Engram table rows.
   Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
+  uint64_t host_syncs_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in

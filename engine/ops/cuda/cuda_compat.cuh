@@ -19,6 +19,9 @@ void count_kernel_launch();  // device_context.h
 // Whether launches on the current device may start before the previous kernel of their stream
 // has finished (programmatic dependent launch: Hopper and later, FLASHDESK_CUDA_PDL not 0).
 bool programmatic_launch_enabled();
+// Whether the decode GEMVs issue their first weight loads before that wait (not when
+// FLASHDESK_CUDA_PDL=noprefetch).
+bool gemv_weights_before_wait();
 }  // namespace flashdesk::cuda
 
 // Programmatic dependent launch (sm_90+). A decode layer is 35-57 kernels of 3-50 µs, and each

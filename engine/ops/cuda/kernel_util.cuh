@@ -54,6 +54,36 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return m;
 }
 
+// A value and its index for arg-max reductions; i < 0: none yet.
+struct Best {
+  float v;
+  int32_t i;
+};
+
+// The larger value, the lower index between equal ones: reduced over a row, its first maximum (as
+// std::max_element and torch find it). Callers leave NaN out.
+__device__ __forceinline__ Best better(Best a, Best b) {
+  if (a.i < 0) return b;
+  if (b.i < 0) return a;
+  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
+}
+
+// The best over the block (blockDim.x a multiple of 32); every thread gets it. `scratch` holds
+// blockDim.x / 32 Best of shared memory; the call contains two barriers.
+__device__ __forceinline__ Best block_best(Best b, Best* scratch) {
+  for (int o = 16; o > 0; o >>= 1) {
+    Best other{__shfl_xor_sync(kFullMask, b.v, o), __shfl_xor_sync(kFullMask, b.i, o)};
+    b = better(b, other);
+  }
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = b;
+  __syncthreads();
+  Best r{0.0f, -1};
+  for (unsigned w = 0; w < blockDim.x / 32; ++w) r = better(r, scratch[w]);
+  __syncthreads();
+  return r;
+}
+
 // Exclusive prefix sum of v over the block (blockDim.x a multiple of 32); *total gets the sum.
 // `warp_totals` holds blockDim.x / 32 ints of shared memory; the call contains three barriers.
 // The first warp scans the warp totals with shuffles: every thread summing the totals of the

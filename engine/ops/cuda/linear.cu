@@ -32,6 +32,7 @@ struct GemvParams {
   int64_t y_stride;
   int final_round;
   unsigned* tile_done;
+  int early_weights;  // the first tile's weight loads before the wait (gemv_weights_before_wait)
 };
 
 // Rows per warp (R) and chunks in flight per lane per row (U) for NT activation rows: the most that
@@ -118,6 +119,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
   // The first tile's weight loads go out before the wait for the kernel that wrote x (weights
   // are never written): they overlap its end (cuda_compat.cuh).
   fd_allow_dependents();
+  if (!p.early_weights) fd_wait_prior_grid();
   const int64_t g = blockIdx.z, split = blockIdx.y;
   const int64_t ks = split * p.k_split, cols = lmin(p.k - ks, p.k_split);
   const int64_t warp_row = (threadIdx.x >> 5) * R;
@@ -266,6 +268,7 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   p.out_g = job.out_g;
   p.k = job.k;
   p.act_quant = job.act_quant;
+  p.early_weights = gemv_weights_before_wait() ? 1 : 0;
   switch (w.format) {
     case WeightFormat::Fp8Block:
       return run_gemv_format<WeightFormat::Fp8Block>(ctx, job, p);

@@ -265,17 +265,6 @@ __global__ void add_routed_kernel(const float* routed, int64_t n, float* y) {
 
 // ---- routing ----
 
-struct Best {
-  float v;
-  int32_t i;
-};
-
-__device__ __forceinline__ Best better(Best a, Best b) {
-  if (a.i < 0) return b;
-  if (b.i < 0) return a;
-  return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
-}
-
 __device__ __forceinline__ Best warp_best(Best b) {
   for (int o = 16; o > 0; o >>= 1) {
     Best other{__shfl_xor_sync(kFullMask, b.v, o), __shfl_xor_sync(kFullMask, b.i, o)};
