@@ -353,7 +353,8 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   Tensor z = be_.alloc(DType::F32, Shape{n, w.wo_a.out});
   be_.grouped_linear(o, w.wo_a, w.wo_a.out / t_.o_lora_rank, z);
   Tensor a = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
-  be_.linear(z, w.wo_b, kQuantLinear, a);  // one device: rounded by the linear (attention_layer.cpp)
+  be_.linear(z, w.wo_b, kQuantLinear,
+             a);  // one device: rounded by the linear (attention_layer.cpp)
   return a;
 }
 
