@@ -30,6 +30,10 @@ class DsparkDeviceDraft : public ::testing::TestWithParam<std::string> {
     backend_ = make_backend(GetParam(), 2);
     model_ = std::make_unique<Model>(Checkpoint::open(dspark_every_role_dir()), *backend_);
     drafter_ = std::make_unique<DsparkDrafter>(*model_);
+  }
+
+  // Prefills a prompt into seq_, seeding the draft rings; next_ is the target's next token.
+  void prefill() {
     draft_ = drafter_->new_state();
     seq_ = model_->new_sequence();
     PrefillOptions o;
@@ -60,6 +64,7 @@ class DsparkDeviceDraft : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(DsparkDeviceDraft, GreedyPathsAndTheArgmaxPickerAgreeBitForBit) {
+  prefill();
   const int64_t B = drafter_->block_size(), V = model_->config().text.vocab_size;
   const int64_t before = host_syncs();
   const DraftBlock dropped = drafter_->draft(draft_, next_, {}, DraftLogits::Dropped);
@@ -93,6 +98,7 @@ TEST_P(DsparkDeviceDraft, GreedyPathsAndTheArgmaxPickerAgreeBitForBit) {
 // A greedy round waits for the device twice: the draft's read-back and the verify step's logits
 // (the Engram layers' hash ids stay on the host; keeping rows queues work only).
 TEST_P(DsparkDeviceDraft, AGreedyRoundWaitsForTheDeviceTwice) {
+  prefill();
   const int64_t most = most_drafts(*model_, *drafter_);
   const int64_t before = host_syncs();
   const VerifyRound r = verify_round(*model_, *drafter_, draft_, seq_, next_, most, {0.0});
