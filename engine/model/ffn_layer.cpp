@@ -41,10 +41,8 @@ void StepRunner::engram(int64_t layer) {
       masked[static_cast<size_t>(s.first_row + j)] =
           st.dead[static_cast<size_t>(s.first_position + j)];
   }
-  Tensor id_t = be_.alloc(DType::I64, Shape{n, cols});
-  be_.write(id_t, ids.bytes.data(), ids.bytes.size());
   Tensor e = f32(Shape{n, cols * G.table.width()});
-  be_.engram_gather(G.table, id_t, e);
+  be_.engram_gather(G.table, ids.as<int64_t>(), e);
   Tensor kv = f32(Shape{n, G.wkv.out});
   be_.linear(e, G.wkv, kQuantLinear, kv);
   be_.engram_update(X_, kv, G.q_weight, G.k_weight, masked, static_cast<float>(text_.rms_norm_eps));

@@ -80,6 +80,16 @@ void check_concat_columns_args(const Tensor& left, const Tensor& right, const Te
       "concat_columns: left, right and out must share a 4-byte dtype");
 }
 
+void check_engram_gather_args(const QuantTable& table, std::span<const int64_t> ids,
+                              const Tensor& e) {
+  const int64_t width = table.width(), rows = table.rows();
+  check_shape(table.scales, Shape{rows, width / 32}, "engram table scales");
+  FD_CHECK(e.shape().rank() == 2 && width > 0 && e.dim(1) % width == 0 &&
+               static_cast<int64_t>(ids.size()) == e.dim(0) * (e.dim(1) / width),
+           "engram: gathered rows " + e.shape().str() + " do not hold " +
+               std::to_string(ids.size()) + " table rows of width " + std::to_string(width));
+}
+
 void check_attention_args(const AttentionArgs& a, const Tensor& out) {
   const Tensor& q = *a.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);

@@ -94,6 +94,10 @@ void check_embed_rows_args(const Tensor& table, const Tensor& ids, const Tensor&
 void check_add_argmax_args(const Tensor& x, const Tensor& bias, const Tensor& ids);
 void check_concat_columns_args(const Tensor& left, const Tensor& right, const Tensor& out);
 
+// The shapes of engram_gather's table and output for `ids` (n x cols, row-major).
+void check_engram_gather_args(const QuantTable& table, std::span<const int64_t> ids,
+                              const Tensor& e);
+
 struct RouteSettings {
   int64_t topk = 6;
   float gate_temp = 1.0f;
@@ -226,8 +230,10 @@ class Backend {
                            const ExpertWeights* shared, float swiglu_limit, Tensor& y) = 0;
 
   // -- Engram --
-  // e [n, cols * width] = dequantised table rows ids [n, cols] (I64), concatenated per row.
-  virtual void engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) = 0;
+  // e [n, cols * width] = dequantised table rows ids [n, cols] (row-major), concatenated per row.
+  // The ids are hashed on the host (engram_hash.h) and stay there: a device backend uploads them,
+  // or gathers on the host from a table left there (upload_table) without a read-back.
+  virtual void engram_gather(const QuantTable& table, std::span<const int64_t> ids, Tensor& e) = 0;
   // X [n, hc, D] += gate_k * value per stream, bf16 (docs/numerics.md "Engram"); kv [n,(hc+1)*D]
   // bf16 = [key (hc x D) | value (D)]; q_weight, k_weight [hc, D] F32; masked rows gate 0.
   virtual void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight,

@@ -69,10 +69,9 @@ TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
   Pair s = both(DType::F8_E8M0, Shape{rows, width / 32}, scales);
   std::vector<int64_t> ids(static_cast<size_t>(n * cols));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 17 + 3) % rows);
-  Pair id = both(DType::I64, Shape{n, cols}, ids);
   Pair e = both_alloc(DType::F32, Shape{n, cols * width});
-  gpu().engram_gather(QuantTable{c.gpu, s.gpu}, id.gpu, e.gpu);
-  cpu().engram_gather(QuantTable{c.cpu, s.cpu}, id.cpu, e.cpu);
+  gpu().engram_gather(QuantTable{c.gpu, s.gpu}, ids, e.gpu);
+  cpu().engram_gather(QuantTable{c.cpu, s.cpu}, ids, e.cpu);
   expect_identical(from_gpu<float>(e.gpu), from_cpu<float>(e.cpu), "engram gather");
   // The same table left in host memory (upload_table): gathered on the host, the same bits, and
   // no device bytes for it.
@@ -85,7 +84,9 @@ TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
   EXPECT_TRUE(host_codes.host_accessible());
   EXPECT_EQ(gpu().weight_bytes(), before);
   Tensor e_host = gpu_poisoned(DType::F32, Shape{n, cols * width});
-  gpu().engram_gather(QuantTable{host_codes, host_scales}, id.gpu, e_host);
+  const uint64_t syncs = gpu().host_syncs();
+  gpu().engram_gather(QuantTable{host_codes, host_scales}, ids, e_host);
+  EXPECT_EQ(gpu().host_syncs(), syncs) << "the host's ids need no wait";
   expect_identical(from_gpu<float>(e_host), from_cpu<float>(e.cpu), "engram gather, host table");
 
   Pair X = both_f32(Shape{n, hc, d}, random_bf16(static_cast<size_t>(n * hc * d), 3));

@@ -3,7 +3,7 @@
 // them and one whose picker takes each row's argmax on the host agree bit for bit, so the Markov
 // chain run on the backend (embed_rows, add_argmax) is the host's rule. On the CUDA backend a
 // greedy draft waits for the device once (it waited 2B + 3 times when the Markov rows ran through
-// the host), and greedy speculative decoding gives the plain greedy ids.
+// the host), a greedy round twice, and greedy speculative decoding gives the plain greedy ids.
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -30,6 +30,10 @@ class DsparkDeviceDraft : public ::testing::TestWithParam<std::string> {
     backend_ = make_backend(GetParam(), 2);
     model_ = std::make_unique<Model>(Checkpoint::open(dspark_every_role_dir()), *backend_);
     drafter_ = std::make_unique<DsparkDrafter>(*model_);
+  }
+
+  // Prefills a prompt into seq_, seeding the draft rings; next_ is the target's next token.
+  void prefill() {
     draft_ = drafter_->new_state();
     seq_ = model_->new_sequence();
     PrefillOptions o;
@@ -60,6 +64,7 @@ class DsparkDeviceDraft : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(DsparkDeviceDraft, GreedyPathsAndTheArgmaxPickerAgreeBitForBit) {
+  prefill();
   const int64_t B = drafter_->block_size(), V = model_->config().text.vocab_size;
   const int64_t before = host_syncs();
   const DraftBlock dropped = drafter_->draft(draft_, next_, {}, DraftLogits::Dropped);
@@ -88,6 +93,21 @@ TEST_P(DsparkDeviceDraft, GreedyPathsAndTheArgmaxPickerAgreeBitForBit) {
   EXPECT_EQ(after_dropped - before, 1) << "a greedy draft reads back once";
   EXPECT_EQ(after_kept - after_dropped, 1) << "its logits come in the same read";
   EXPECT_EQ(after_picked - after_kept, B + 1) << "a picker reads each row, then the rest once";
+}
+
+// A greedy round waits for the device twice: the draft's read-back and the verify step's logits
+// (the Engram layers' hash ids stay on the host; keeping rows queues work only).
+TEST_P(DsparkDeviceDraft, AGreedyRoundWaitsForTheDeviceTwice) {
+  prefill();
+  const int64_t most = most_drafts(*model_, *drafter_);
+  const int64_t before = host_syncs();
+  const VerifyRound r = verify_round(*model_, *drafter_, draft_, seq_, next_, most, {0.0});
+  const int64_t after_verify = host_syncs();
+  keep_rows(*model_, *drafter_, draft_, seq_, r, static_cast<int64_t>(r.tokens.size()));
+  EXPECT_EQ(r.drafted, most);
+  if (before < 0) return;
+  EXPECT_EQ(after_verify - before, 2);
+  EXPECT_EQ(host_syncs(), after_verify);
 }
 
 TEST_P(DsparkDeviceDraft, GreedySpeculativeEqualsPlainGreedy) {

@@ -64,7 +64,7 @@ class CpuReferenceBackend : public Backend {
                    std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
                    float swiglu_limit, Tensor& y) override;
 
-  void engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) override;
+  void engram_gather(const QuantTable& table, std::span<const int64_t> ids, Tensor& e) override;
   void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight, const Tensor& k_weight,
                      std::span<const uint8_t> masked_rows, float eps) override;
 

@@ -8,16 +8,16 @@
 
 namespace flashdesk {
 
-void CpuReferenceBackend::engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) {
-  const int64_t n = ids.rows(), cols = ids.dim(1), width = table.width(), rows = table.rows();
-  check_dtype(ids, DType::I64, "engram ids");
-  check_shape(e, Shape{n, cols * width}, "engram gathered rows");
-  check_shape(table.scales, Shape{rows, width / 32}, "engram table scales");
+void CpuReferenceBackend::engram_gather(const QuantTable& table, std::span<const int64_t> ids,
+                                        Tensor& e) {
+  check_engram_gather_args(table, ids, e);
+  const int64_t n = e.rows(), width = table.width(), rows = table.rows();
+  const int64_t cols = e.dim(1) / width;
   const uint8_t* codes = table.codes.bytes();
   const uint8_t* scales = table.scales.bytes();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < cols; ++c) {
-      const int64_t r = ids.data<int64_t>()[i * cols + c];
+      const int64_t r = ids[static_cast<size_t>(i * cols + c)];
       FD_CHECK(r >= 0 && r < rows, "engram: row id out of range");
       float* o = e.data<float>() + (i * cols + c) * width;
       for (int64_t j = 0; j < width; ++j)

@@ -11,8 +11,8 @@ namespace flashdesk {
 namespace cuda {
 namespace {
 
-// e [n, cols*width]: row i, column c*width + j = table row ids[i][c], value j. An id outside the
-// table (a hashing bug; the host checks it on the CPU backends) gives NaN rather than a stray read.
+// e [n, cols*width]: row i, column c*width + j = table row ids[i][c], value j. The host checks the
+// ids before the launch; an id outside the table would give NaN rather than a stray read.
 __global__ void engram_gather_kernel(const uint8_t* codes, const uint8_t* scales, int64_t rows,
                                      int64_t width, const int64_t* ids, int64_t n, int64_t cols,
                                      float* e) {
@@ -62,25 +62,24 @@ __global__ void engram_update_kernel(float* X, const float* kv, const float* qw,
 using cuda::blocks_for;
 using cuda::ptr;
 
-void CudaBackend::engram_gather(const QuantTable& table, const Tensor& ids, Tensor& e) {
-  const int64_t n = ids.rows(), cols = ids.dim(1), width = table.width(), rows = table.rows();
-  check_dtype(ids, DType::I64, "engram ids");
-  check_shape(e, Shape{n, cols * width}, "engram gathered rows");
-  check_shape(table.scales, Shape{rows, width / 32}, "engram table scales");
+void CudaBackend::engram_gather(const QuantTable& table, std::span<const int64_t> ids, Tensor& e) {
+  check_engram_gather_args(table, ids, e);
+  const int64_t n = e.rows(), width = table.width(), rows = table.rows();
+  const int64_t cols = width > 0 ? e.dim(1) / width : 0;
   if (n * cols * width == 0) return;
   cuda::DeviceGuard g(ctx_->device());
   if (table.codes.host_accessible()) {  // upload_table: the table stayed in host memory
-    Backend& host = host_backend();     // the CPU's gather, on the ids brought back
-    Tensor host_ids = host.alloc(DType::I64, ids.shape());
-    read(ids, host_ids.bytes(), host_ids.nbytes());
+    Backend& host = host_backend();     // the CPU's gather on the host's ids: no wait
     Tensor rows_out = host.alloc(DType::F32, e.shape());
-    host.engram_gather(table, host_ids, rows_out);
+    host.engram_gather(table, ids, rows_out);
     write(e, rows_out.bytes(), rows_out.nbytes());
     return;
   }
+  for (int64_t id : ids) FD_CHECK(id >= 0 && id < rows, "engram: row id out of range");
+  Tensor dev_ids = ctx_->upload_span(ids, DType::I64);
   FD_LAUNCH(cuda::engram_gather_kernel, dim3(blocks_for(n * cols * width, 256)), dim3(256), 0,
             ctx_->stream(), ptr<const uint8_t>(table.codes), ptr<const uint8_t>(table.scales), rows,
-            width, ptr<const int64_t>(ids), n, cols, ptr<float>(e));
+            width, ptr<const int64_t>(dev_ids), n, cols, ptr<float>(e));
 }
 
 void CudaBackend::engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight,
