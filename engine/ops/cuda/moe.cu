@@ -203,8 +203,11 @@ __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float
   if (threadIdx.x < 32) {
     const unsigned lane = threadIdx.x;
     const int32_t id = lane < a.k ? a.ids[t * a.k + lane] : 0;
-    int rank = 0;
-    for (int64_t j = 0; j < a.k; ++j) rank += __shfl_sync(kFullMask, id, static_cast<int>(j)) < id;
+    int rank = 0;  // equal ids (only the -1 of a row with no finite score) by lane: ranks unique
+    for (int j = 0; j < static_cast<int>(a.k); ++j) {
+      const int32_t other = __shfl_sync(kFullMask, id, j);
+      rank += other < id || (other == id && j < static_cast<int>(lane));
+    }
     const bool here = id >= 0 && id < a.n_routed && a.table[id].data[0] != nullptr;
     if (lane < a.k) order[rank] = here ? static_cast<int32_t>(lane) : -1;
   }
