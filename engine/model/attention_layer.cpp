@@ -63,14 +63,12 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
   be_.grouped_linear(o, A.wo_a, groups, z);
   observe(layer, "attn_wo_a", z);
   Tensor a = f32(Shape{n, text_.hidden_size});
-  if (model_.comm_->world() == 1) {
-    // Nothing to reduce: the linear rounds its FP32 sums itself, the same values as rounding
-    // them afterwards, one launch fewer a layer on a GPU.
-    be_.linear(z, A.wo_b, kQuantLinear, a);
-    return a;
-  }
-  be_.linear(z, A.wo_b, LinearMode{LinearInput::ActQuantFp8, LinearOutput::F32}, a);
-  all_reduce_and_round(a);
+  // With one device there is nothing to reduce: the linear rounds its FP32 sums itself, the same
+  // values as rounding them afterwards, one launch fewer a layer on a GPU.
+  const bool reduce = model_.comm_->world() > 1;
+  be_.linear(z, A.wo_b,
+             reduce ? LinearMode{LinearInput::ActQuantFp8, LinearOutput::F32} : kQuantLinear, a);
+  if (reduce) all_reduce_and_round(a);
   return a;
 }
 

@@ -38,29 +38,35 @@ void count_kernel_launch() {
   g_kernels.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool gemv_weights_before_wait() {
-  // FLASHDESK_CUDA_PDL=noprefetch: launches overlap, but the GEMVs wait before their first loads
-  // (the benchmarks' A/B of the early weight loads).
-  static const bool early = [] {
+namespace {
+
+// FLASHDESK_CUDA_PDL, read once: 0 turns the launch overlap off, noprefetch keeps it but makes
+// the GEMVs wait before their first loads (the benchmarks' A/B switches); anything else: on.
+enum class LaunchOverlap { Off, On, NoPrefetch };
+LaunchOverlap launch_overlap_setting() {
+  static const LaunchOverlap setting = [] {
     const char* v = std::getenv("FLASHDESK_CUDA_PDL");
-    return v == nullptr || std::strcmp(v, "noprefetch") != 0;
+    if (v == nullptr) return LaunchOverlap::On;
+    if (std::strcmp(v, "0") == 0) return LaunchOverlap::Off;
+    return std::strcmp(v, "noprefetch") == 0 ? LaunchOverlap::NoPrefetch : LaunchOverlap::On;
   }();
-  return early;
+  return setting;
+}
+
+}  // namespace
+
+bool gemv_weights_before_wait() {
+  return launch_overlap_setting() == LaunchOverlap::On;
 }
 
 bool programmatic_launch_enabled() {
 #ifdef FLASHDESK_CUDA_EMU
   return false;  // the emulation runs kernels one after another anyway
 #else
-  // Per device, looked up once: compute capability 9.0 or later, unless FLASHDESK_CUDA_PDL=0
-  // (the A/B switch of the benchmarks).
-  static const bool allowed = [] {
-    const char* v = std::getenv("FLASHDESK_CUDA_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  // Per device, looked up once: compute capability 9.0 or later.
+  if (launch_overlap_setting() == LaunchOverlap::Off) return false;
   constexpr int kDevices = 64;
   static std::atomic<int> capable[kDevices] = {};  // 0 unknown, 1 no, 2 yes
-  if (!allowed) return false;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
   int state = capable[device].load(std::memory_order_relaxed);

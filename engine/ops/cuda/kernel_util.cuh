@@ -68,13 +68,19 @@ __device__ __forceinline__ Best better(Best a, Best b) {
   return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a;
 }
 
-// The best over the block (blockDim.x a multiple of 32); every thread gets it. `scratch` holds
-// blockDim.x / 32 Best of shared memory; the call contains two barriers.
-__device__ __forceinline__ Best block_best(Best b, Best* scratch) {
+// The best over the warp; every lane gets it.
+__device__ __forceinline__ Best warp_best(Best b) {
   for (int o = 16; o > 0; o >>= 1) {
     Best other{__shfl_xor_sync(kFullMask, b.v, o), __shfl_xor_sync(kFullMask, b.i, o)};
     b = better(b, other);
   }
+  return b;
+}
+
+// The best over the block (blockDim.x a multiple of 32); every thread gets it. `scratch` holds
+// blockDim.x / 32 Best of shared memory; the call contains two barriers.
+__device__ __forceinline__ Best block_best(Best b, Best* scratch) {
+  b = warp_best(b);
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   if (lane == 0) scratch[warp] = b;
   __syncthreads();

@@ -31,7 +31,9 @@ namespace {
 constexpr int kRouteThreads = 256;
 constexpr int kRoutePerLane = 16;  // experts per lane of the route kernel's selecting warp
 constexpr int64_t kMaxRouteExperts = 32 * kRoutePerLane;
-constexpr int kMaxRouteK = 32;
+// Routed experts per token: the router's picks and the sum kernel's slot order are held per warp
+// lane.
+constexpr int kMaxTopK = 32;
 constexpr int64_t kMaxExpertCols = 8192;  // staged activation columns of the grouped kernels
 // Rows per warp and chunks in flight per lane per row, 8 sixteen-byte loads in flight per lane
 // in both kernels: the up kernel reads kUpRows inter rows of w1 and the same of w3 two chunks
@@ -189,8 +191,6 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
   });
 }
 
-constexpr int kMaxSumSlots = 32;  // routed experts per token the sum kernel orders (a warp)
-
 // y[t][d] = row t's expert outputs summed in ascending expert id, then the shared one (FP32,
 // unrounded); experts of another device (null table entries) are skipped. grid (column blocks,
 // rows): the first warp ranks the row's k ids once (lane j: how many ids are smaller) into a
@@ -198,7 +198,7 @@ constexpr int kMaxSumSlots = 32;  // routed experts per token the sum kernel ord
 // the ids itself, with dependent global loads, took 9.5 µs of a decode layer on the H200.
 __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float* y) {
   FD_GRID_PROLOGUE();
-  __shared__ int32_t order[kMaxSumSlots];  // slot of the r-th smallest id; -1: not on this device
+  __shared__ int32_t order[kMaxTopK];  // slot of the r-th smallest id; -1: not on this device
   const int64_t t = blockIdx.y;
   if (threadIdx.x < 32) {
     const unsigned lane = threadIdx.x;
@@ -217,7 +217,7 @@ __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float
   const float* row = o + t * a.slots_per_row * dim + d;
   float acc = 0.0f;
   FD_UNROLL
-  for (int r = 0; r < kMaxSumSlots; ++r) {
+  for (int r = 0; r < kMaxTopK; ++r) {
     if (r >= a.k) break;
     if (order[r] >= 0) acc += row[order[r] * dim];
   }
@@ -268,14 +268,6 @@ __global__ void add_routed_kernel(const float* routed, int64_t n, float* y) {
 
 // ---- routing ----
 
-__device__ __forceinline__ Best warp_best(Best b) {
-  for (int o = 16; o > 0; o >>= 1) {
-    Best other{__shfl_xor_sync(kFullMask, b.v, o), __shfl_xor_sync(kFullMask, b.i, o)};
-    b = better(b, other);
-  }
-  return b;
-}
-
 __global__ void __launch_bounds__(kRouteThreads)
     route_kernel(const float* logits, const float* bias, const float* bias_image,
                  const uint8_t* image_rows, int64_t E, int64_t k, float gate_temp, float scale,
@@ -283,7 +275,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   FD_GRID_PROLOGUE();
   FD_DYNAMIC_SMEM(float, score);
   float* biased = score + E;
-  __shared__ int32_t chosen[kMaxRouteK];
+  __shared__ int32_t chosen[kMaxTopK];
   __shared__ int tie_seen;
   const int64_t t = blockIdx.x;
   const float* b = (image_rows && image_rows[t] && bias_image) ? bias_image : bias;
@@ -333,7 +325,7 @@ __global__ void __launch_bounds__(kRouteThreads)
     torch_select::select(pairs, E, k, true);
     for (int64_t j = 0; j < k; ++j) chosen[j] = pairs[j].index;
   }
-  float w_row[kMaxRouteK];
+  float w_row[kMaxTopK];
   for (int64_t j = 0; j < k; ++j) w_row[j] = chosen[j] >= 0 ? score[chosen[j]] : 0.0f;
   // torch's order for k = 6 (torch_row_sum, engine/util/torch_topk.h), else index order.
   float sum = 0.0f;
@@ -428,7 +420,7 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Tens
   check_shape(ids, Shape{n, k}, "moe ids");
   check_shape(weights, Shape{n, k}, "moe weights");
   FD_CHECK(k <= E, "moe: more experts per token than experts");
-  FD_CHECK(E <= cuda::kMaxRouteExperts && k <= cuda::kMaxRouteK,
+  FD_CHECK(E <= cuda::kMaxRouteExperts && k <= cuda::kMaxTopK,
            "moe: the CUDA router takes at most 512 experts and 32 per token");
   FD_CHECK(image_rows.empty() || static_cast<int64_t>(image_rows.size()) == n,
            "moe: one image flag per row");
@@ -453,7 +445,7 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   check_shape(y, Shape{n, d}, "moe out");
   check_shape(weights, ids.shape(), "moe weights");
   check_dtype(ids, DType::I32, "moe ids");
-  FD_CHECK(k <= cuda::kMaxSumSlots, "moe: more than 32 experts per token");
+  FD_CHECK(k <= cuda::kMaxTopK, "moe: more than 32 experts per token");
   if (n == 0) return;
   // A layer's routed experts are all in host memory or all on the device (moe_experts_on_host
   // checks): the first present one says which.
