@@ -136,17 +136,26 @@ TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
 }
 
 TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
-  // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3); its
-  // slot in one part and in byte-balanced parts (FP8 against FP4: two).
-  for (const bool parts : {false, true}) {
+  // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3); on
+  // the E4M3 tensor cores where the device has them (moe_decode_tc.cuh), and on the CUDA cores
+  // with the shared slot in one part and in byte-balanced parts (FP8 against FP4: two).
+  for (const int path : {0, 1, 2}) {
+    const bool parts = path == 2;
+    gpu().set_decode_experts_tensor_cores(path == 0);
     gpu().set_balance_shared_expert(parts);
     for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
     check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
     // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
     check_experts(3, 160, 96, 9, 2, 3, true, true, 21);
     check_experts(1, 160, 96, 9, 2, 3, true, true, 22);
+    // Shapes the tensor-core kernels take (K a multiple of 128: dim 256, inter 128; 3 quarters of
+    // a tile's K units empty at inter 128), with and without the shared slot, absent experts.
+    for (int64_t n : {1, 2, 3, 8})
+      check_experts(n, 256, 128, 8, 2, 3, true, false, 23 + uint32_t(n));
+    check_experts(2, 384, 256, 10, 3, 4, false, true, 31);
   }
   gpu().set_balance_shared_expert(false);
+  gpu().set_decode_experts_tensor_cores(true);
 }
 
 // Hybrid placement: routed experts left in host memory are computed on the CPU, the shared one on
@@ -182,6 +191,10 @@ TEST_F(CudaMoeTest, FullShapes) {
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);  // the shared expert as GEMVs
   check_experts(12, 5120, 2304, 384, 6, 4, true, false, 41);
+  gpu().set_decode_experts_tensor_cores(false);  // the CUDA-core decode kernels
+  check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
+  check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);
+  gpu().set_decode_experts_tensor_cores(true);
 }
 
 }  // namespace

@@ -78,6 +78,14 @@ CudaBackend::CudaBackend(int device) {
     attention_tensor_cores_ = v == "attention" || v == "all";
     grouped_moe_ = v == "moe" || v == "all";
   }
+  // FLASHDESK_CUDA_MOE_DECODE=tc|cuda-cores (default tc): which kernels run the decode experts
+  // where both can (the benchmarks' A/B).
+  if (const char* d = std::getenv("FLASHDESK_CUDA_MOE_DECODE")) {
+    const std::string v(d);
+    FD_CHECK(v == "tc" || v == "cuda-cores",
+             "FLASHDESK_CUDA_MOE_DECODE must be tc or cuda-cores, not '" + v + "'");
+    decode_experts_tc_ = v == "tc";
+  }
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))

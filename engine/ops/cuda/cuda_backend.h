@@ -50,6 +50,10 @@ class CudaBackend final : public Backend {
   void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
   // The decode experts' FP8 shared slot in byte-balanced parts (FLASHDESK_CUDA_MOE_PARTS=1).
   void set_balance_shared_expert(bool on) { balance_shared_expert_ = on; }
+  // Whether the decode experts (up to 8 rows) run on the tensor cores where their formats and
+  // shapes allow (moe_decode_tc.cuh; the default) or on the CUDA cores (the tests compare the
+  // two; FLASHDESK_CUDA_MOE_DECODE=cuda-cores).
+  void set_decode_experts_tensor_cores(bool on) { decode_experts_tc_ = on; }
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }
@@ -126,6 +130,7 @@ class CudaBackend final : public Backend {
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
   bool grouped_moe_ = true;
+  bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice for prefill-sized calls
 
   CudaDeviceInfo info_;

@@ -33,6 +33,21 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
 #endif
 }
 
+// The same with FP16 inputs (the fragments' layout is the BF16 one). FP16 products of E2M1 or
+// E4M3 values with E4M3 values are exact in FP32.
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)[4],
+                                              const uint32_t (&b)[2]) {
+#ifdef FLASHDESK_CUDA_EMU
+  fd_emu::mma_f16_16816(d, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
 // Two BF16 values (bit patterns) as one fragment register, `lo` at the lower index.
 __device__ __forceinline__ uint32_t pack_bf16_pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);

@@ -4,7 +4,9 @@
 //     step (engine/util/torch_select.h); normalised and scaled weights; ids stay on the device.
 //   moe_experts, up to 8 rows: the routed experts of every row (and the shared expert, below three
 //     rows) in one grouped launch per stage, reading ids and weights on the device through a table
-//     of expert weight pointers, on the weight-streaming loops of gemv_device.cuh: gate and up
+//     of expert weight pointers: on the tensor cores where the formats and shapes allow
+//     (moe_decode_tc.cuh: V4.1's FP4 routed and FP8 shared experts), else on the CUDA cores with
+//     the weight-streaming loops of gemv_device.cuh: gate and up
 //     rows with SwiGLU fused (a warp reads 2 inter rows of w1 and the same 2 of w3, two chunks
 //     deep), then the down projection (8 rows a warp); each block act_quant's its slot's row into
 //     shared memory once, while its first loads are in flight, and loops over its share of the
@@ -20,7 +22,9 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/linear.cuh"
+#include "engine/ops/cuda/moe_decode_tc.cuh"
 #include "engine/ops/cuda/moe_grouped.h"
+#include "engine/ops/cuda/moe_slots.cuh"
 #include "engine/ops/cuda/moe_table.cuh"
 #include "engine/util/torch_select.h"
 
@@ -44,67 +48,6 @@ constexpr int kDownRows = 8, kDownDepth = 1;
 // once) instead of one grouped slot per row (read once per row): below, the extra launches cost
 // about what the reads save.
 constexpr int64_t kSharedApartRows = 3;
-
-struct SlotArgs {
-  const ExpertEntry* table;  // [n_routed + 1]: the shared expert last
-  const int32_t* ids;        // [n, k]
-  const float* weights;      // [n, k]
-  int64_t n, k, slots_per_row, n_routed;
-  int has_shared;
-  float limit;
-  // The grouped kernels' blockIdx.y runs over parts of slots: one per routed slot and, when they
-  // run the shared expert (below kSharedApartRows rows), shared_parts for its slot: its weights'
-  // bytes over a routed expert's (FP8 against FP4: 2), so that every block streams about the
-  // same bytes. With one part a slot, V4.1's FP8 shared expert kept its blocks busy twice as long
-  // as the FP4 routed ones while the wave waited on them (1.2-1.8 TB/s).
-  int64_t parts_per_row, shared_parts;
-};
-
-// The slot of the grouped kernels' blockIdx.y, and which part of its row tiles it takes.
-struct SlotPart {
-  int64_t slot, part, parts;
-};
-__device__ __forceinline__ SlotPart grouped_slot(const SlotArgs& a) {
-  const int64_t y = blockIdx.y, row = y / a.parts_per_row, j = y % a.parts_per_row;
-  if (j < a.k) return {row * a.slots_per_row + j, 0, 1};
-  return {row * a.slots_per_row + a.k, j - a.k, a.shared_parts};
-}
-
-// Tiles [first, first + count) of a slot's `tiles` that part sp takes.
-__device__ __forceinline__ void part_tiles(const SlotPart& sp, int64_t tiles, int64_t* first,
-                                           int64_t* count) {
-  *first = sp.part * tiles / sp.parts;
-  *count = (sp.part + 1) * tiles / sp.parts - *first;
-}
-
-// The expert of slot s (row s / slots_per_row, column j): routed columns j < k, then the shared.
-__device__ __forceinline__ int64_t slot_expert(const SlotArgs& a, int64_t s, float* weight) {
-  const int64_t t = s / a.slots_per_row, j = s % a.slots_per_row;
-  if (j < a.k) {
-    *weight = a.weights[t * a.k + j];
-    return a.ids[t * a.k + j];
-  }
-  *weight = 1.0f;
-  return a.n_routed;
-}
-
-template <class Fn>
-__device__ void with_format(int32_t format, Fn&& fn) {
-  switch (static_cast<WeightFormat>(format)) {
-    case WeightFormat::Fp8Block:
-      fn.template operator()<WeightFormat::Fp8Block>();
-      break;
-    case WeightFormat::Fp4Row:
-      fn.template operator()<WeightFormat::Fp4Row>();
-      break;
-    case WeightFormat::Bf16:
-      fn.template operator()<WeightFormat::Bf16>();
-      break;
-    case WeightFormat::F32:
-      fn.template operator()<WeightFormat::F32>();
-      break;
-  }
-}
 
 // Row `row` of matrix m of an expert as a warp reads it (nullptr past the matrix).
 template <WeightFormat F>
@@ -511,12 +454,20 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     const unsigned up_blocks = blocks_for_tiles(up_tiles),
                    down_blocks = blocks_for_tiles(down_tiles);
     Tensor h = ctx_->scratch(DType::F32, Shape{n * slots_per_row, max_inter});
-    FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(parts)),
-              dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
-              ptr<float>(h));
-    FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(parts)),
-              dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(h), max_inter, d,
-              ptr<float>(o));
+    if (decode_experts_tc_ && cuda::decode_experts_tc_fit(table)) {
+      cuda::SlotArgs one_part = a;  // the tensor-core kernels run a slot in one part
+      one_part.shared_parts = 1;
+      one_part.parts_per_row = shared_apart || !shared ? k : k + 1;
+      cuda::run_decode_experts_tc(*ctx_, one_part, ptr<const float>(x), d, max_inter,
+                                  ptr<float>(o));
+    } else {
+      FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(parts)),
+                dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
+                ptr<float>(h));
+      FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(parts)),
+                dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(h), max_inter, d,
+                ptr<float>(o));
+    }
     if (shared_apart)
       cuda::shared_expert_rows(*ctx_, ptr<const float>(x), n, *shared, swiglu_limit,
                                ptr<float>(o) + k * d, slots_per_row * d);

@@ -104,6 +104,31 @@ ThreadContext& ctx() {
   return g_block->running->thread;
 }
 
+void async_copy16(void* dst, const void* src, int src_bytes) {
+  if ((reinterpret_cast<uintptr_t>(dst) & 15u) != 0) misaligned_access(dst, 16);
+  if (src_bytes > 0 && (reinterpret_cast<uintptr_t>(src) & 15u) != 0) misaligned_access(src, 16);
+  PendingCopy c{dst, {}};
+  std::memcpy(c.bytes, src, static_cast<size_t>(src_bytes < 16 ? src_bytes : 16));
+  ctx().open_copies.push_back(c);
+}
+
+void async_commit() {
+  ThreadContext& t = ctx();
+  t.copy_groups.push_back(std::move(t.open_copies));
+  t.open_copies.clear();
+}
+
+void async_wait(int pending) {
+  ThreadContext& t = ctx();
+  const size_t keep = static_cast<size_t>(pending < 0 ? 0 : pending);
+  if (t.copy_groups.size() <= keep) return;
+  const size_t landed = t.copy_groups.size() - keep;
+  for (size_t g = 0; g < landed; ++g)
+    for (const PendingCopy& c : t.copy_groups[g]) std::memcpy(c.dst, c.bytes, sizeof c.bytes);
+  t.copy_groups.erase(t.copy_groups.begin(),
+                      t.copy_groups.begin() + static_cast<ptrdiff_t>(landed));
+}
+
 void misaligned_access(const void* address, int bytes) {
   const ThreadContext& t = ctx();
   std::fprintf(stderr,
@@ -163,6 +188,48 @@ void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b) {
     const unsigned lane = col * 4 + (k % 8) / 2;
     const unsigned reg = k >= 8 ? 5 : 4;
     return bf16_value((run.fragments[base + lane][reg] >> (16 * (k % 2))) & 0xFFFFu);
+  };
+  const unsigned g = t.lane / 4, c0 = 2 * (t.lane % 4);
+  for (int i = 0; i < 4; ++i) {
+    const unsigned row = g + (i >= 2 ? 8 : 0), col = c0 + static_cast<unsigned>(i % 2);
+    float acc = d[i];
+    for (unsigned k = 0; k < 16; ++k) acc += a_at(row, k) * b_at(k, col);
+    d[i] = acc;
+  }
+  warp_barrier();
+}
+
+namespace {
+// An FP16 value (1 sign, 5 exponent bits of bias 15, 10 mantissa bits).
+float f16_value(uint32_t bits) {
+  const uint32_t e = (bits >> 10) & 31u, m = bits & 1023u;
+  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+            : e == 31
+                ? (m ? std::nanf("") : INFINITY)
+                : std::ldexp(1.0f + static_cast<float>(m) / 1024.0f, static_cast<int>(e) - 15);
+  return (bits & 0x8000u) ? -v : v;
+}
+}  // namespace
+
+void mma_f16_16816(float* d, const uint32_t* a, const uint32_t* b) {
+  BlockRun& run = *g_block;
+  const ThreadContext& t = ctx();
+  const unsigned base = t.warp * 32;
+  auto& mine = run.fragments[base + t.lane];
+  for (int i = 0; i < 4; ++i) mine[static_cast<size_t>(i)] = a[i];
+  mine[4] = b[0];
+  mine[5] = b[1];
+  warp_barrier();
+  // The layout of mma_bf16_16816.
+  auto a_at = [&](unsigned row, unsigned col) {
+    const unsigned lane = (row % 8) * 4 + (col % 8) / 2;
+    const unsigned reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
+    return f16_value((run.fragments[base + lane][reg] >> (16 * (col % 2))) & 0xFFFFu);
+  };
+  auto b_at = [&](unsigned k, unsigned col) {
+    const unsigned lane = col * 4 + (k % 8) / 2;
+    const unsigned reg = k >= 8 ? 5 : 4;
+    return f16_value((run.fragments[base + lane][reg] >> (16 * (k % 2))) & 0xFFFFu);
   };
   const unsigned g = t.lane / 4, c0 = 2 * (t.lane % 4);
   for (int i = 0; i < 4; ++i) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 // ---- qualifiers -----------------------------------------------------------------------------
 #define __global__
@@ -118,9 +119,18 @@ cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
 // ---- the emulated threads ----------------------------------------------------------------------
 namespace fd_emu {
 
+// An asynchronous copy (cp.async) not yet landed: its 16 source bytes, read at issue (the sources
+// are immutable weights), written to dst when a wait retires its group.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+
 struct ThreadContext {
   dim3 thread_idx, block_idx, block_dim, grid_dim;
   unsigned lane = 0, warp = 0;
+  std::vector<PendingCopy> open_copies;               // since the last commit
+  std::vector<std::vector<PendingCopy>> copy_groups;  // committed, oldest first
 };
 
 // The fiber running now (only valid inside a kernel).
@@ -134,6 +144,16 @@ uint64_t warp_exchange(uint64_t value, unsigned src);
 // The products are exact in FP32; they are added to d in k order (the device's order differs
 // only in FP32 rounding).
 void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b);
+// cp.async of 16 bytes, the first src_bytes from src and the rest zero, committed in groups and
+// landed only by async_wait: shared memory keeps its old bytes until then (on the device they may
+// land any time before the wait), so a read before the wait, or another lane's read before a
+// warp barrier, shows stale data here.
+void async_copy16(void* dst, const void* src, int src_bytes);
+void async_commit();
+// Lands every committed group of the calling thread but the `pending` most recent ones.
+void async_wait(int pending);
+// The m16n8k16 FP16 product with FP32 accumulation, as mma_bf16_16816.
+void mma_f16_16816(float* d, const uint32_t* a, const uint32_t* b);
 // Dynamic shared memory of the running block (the launch's byte count, 16-byte aligned).
 unsigned char* dynamic_smem();
 // A vector access of `bytes` at an address not a multiple of them: the device stops with a
@@ -286,6 +306,14 @@ inline void sincosf(float a, float* s, float* c) {
 template <class T>
 T __ldcg(const T* p) {
   return *p;
+}
+// prmt.b32 as CUDA's __byte_perm: byte i of the result is byte (s >> 4i) & 7 of {y, x}.
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t both = (static_cast<uint64_t>(y) << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i)
+    r |= static_cast<unsigned>((both >> (8 * ((s >> (4 * i)) & 7u))) & 0xFFu) << (8 * i);
+  return r;
 }
 template <class T>
 T __ldg(const T* p) {

@@ -1,0 +1,372 @@
+// The decode experts on the tensor cores (moe_decode_tc.cuh), three launches a step:
+//   quantize_acts_kernel: x's rows act_quant'ed once (E4M3 values as FP16, in the B fragments'
+//     order) instead of by every block (the first form staged them per block: 25% of its
+//     instructions, a division per value);
+//   expert_tc_kernel<up>: a block runs one slot's two tiles of 16 inter rows with eight warps, warp
+//     w taking tile w / 4 and quarter w % 4 of the K units, so a tile's bytes are in flight from
+//     four warps at once; per 32-column block two mma per matrix (A = 16 weight rows, lane L rows
+//     L/4 and L/4 + 8; B = the activation in column 0, the other seven columns zero); the
+//     quarters' sums meet in shared memory in quarter order; the SwiGLU rows of the block (one
+//     32-column block of h) are act_quant'ed there for the down kernel;
+//   expert_tc_kernel<down>: the same over w2's dim rows, into o.
+// mma.sync with E4M3 inputs, tried first, is not a Hopper instruction: sm_90 runs it as FP16
+// products after converting both operands (F2FP), and it was slower than the CUDA-core kernels.
+#include <atomic>
+
+#include "engine/ops/cuda/async_copy.cuh"
+#include "engine/ops/cuda/gemv_device.cuh"
+#include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/mma.cuh"
+#include "engine/ops/cuda/moe_decode_tc.cuh"
+
+namespace flashdesk::cuda {
+namespace {
+
+constexpr int kTcThreads = 256;
+constexpr int kTcWarps = kTcThreads / 32;
+constexpr int kTileRows = 16;  // an mma's rows
+constexpr int kQuarters = 4;   // warps splitting a tile's K units
+constexpr int kTilesPerBlock = kTcWarps / kQuarters;
+constexpr int kBlockRows = kTilesPerBlock * kTileRows;  // 32: one K block of h for the down kernel
+constexpr int64_t kMaxTcCols = 8192;
+
+// ---- activations
+// ---------------------------------------------------------------------------------
+
+// Activations as the kernels read them: per 32-column block, the E4M3 values of act_quant as FP16
+// bits in the B fragments' order (lane group q's columns 8q .. 8q+7 as c0 c4 c1 c5 c2 c6 c3 c7,
+// so one 16-byte read gives both k16 products' fragments), and the block's scale.
+struct TcActs {
+  uint16_t* values;  // [rows, k]
+  float* scales;     // [rows, k / 32]
+};
+
+// FP16 bits of v, an E4M3 value (normal in FP16, or zero).
+__device__ __forceinline__ uint16_t f16_bits_of_e4m3_value(float v) {
+  const uint32_t u = __float_as_uint(v), sign = (u >> 16) & 0x8000u, mag = u & 0x7FFFFFFFu;
+  return static_cast<uint16_t>(
+      mag == 0 ? sign : sign | (((mag >> 23) - 112u) << 10) | ((mag >> 13) & 0x3FFu));
+}
+
+// One warp, lane j holding column j of a 32-column block: act_quant (the CPU's to the bit:
+// docs/numerics.md "Linear layers"), each value stored at its fragment position in `values32`.
+__device__ __forceinline__ void quantize_block(float v, uint16_t* values32, float* scale) {
+  const unsigned lane = threadIdx.x & 31u;
+  const float s = e8m0_to_f32(fp8_scale_code(warp_max(fabsf(v))));
+  const unsigned j = lane % 8;
+  values32[(lane / 8) * 8 + (j % 4) * 2 + j / 4] = f16_bits_of_e4m3_value(e4m3_round(v, 1.0f / s));
+  if (lane == 0) *scale = s;
+}
+
+// x [rows, k] (row stride k) into `out`, a warp per 32-column block.
+__global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, TcActs out) {
+  FD_GRID_PROLOGUE();
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (w >= rows * (k / 32)) return;  // whole warps
+  const int64_t row = w / (k / 32), b = w % (k / 32);
+  quantize_block(x[row * k + b * 32 + (threadIdx.x & 31u)], out.values + row * k + b * 32,
+                 out.scales + row * (k / 32) + b);
+}
+
+// ---- weights
+// -------------------------------------------------------------------------------------
+
+// Eight FP4 (E2M1) codes (columns 8q .. 8q+7 of a block, column 8q + i in nibble i) as FP16
+// pairs of columns (i, i + 4), times 2^-14: a nibble's magnitude bits placed at FP16 bits 9..11
+// are its value times 2^-14 (the 0.5 code a subnormal), its sign at bit 15.
+__device__ __forceinline__ void e2m1x8_to_f16(uint32_t w, uint32_t (&r)[4]) {
+  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
+  r[0] = ((w << 9) & kMag) | ((w << 12) & kSign);
+  r[1] = ((w << 5) & kMag) | ((w << 8) & kSign);
+  r[2] = ((w << 1) & kMag) | ((w << 4) & kSign);
+  r[3] = ((w >> 3) & kMag) | (w & kSign);
+}
+
+// Eight FP8 (E4M3) codes (columns 8q .. 8q+3 in lo, 8q+4 .. 8q+7 in hi) as FP16 pairs of columns
+// (i, i + 4), times 2^-8: the code's magnitude bits at FP16 bits 7..13, its sign at 15.
+__device__ __forceinline__ void e4m3x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&r)[4]) {
+  FD_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t x = __byte_perm(lo, hi, static_cast<unsigned>(((4 + i) << 8) | i));
+    r[i] = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
+  }
+}
+
+// The weights reach shared memory in units of 64 bytes of each of the warp's rows (FP4: 4 K
+// blocks, FP8: 2): lane L copies bytes 16 (L%4) .. of row L/4 (+ 8) with cp.async, coalesced, and
+// a ring of kRing<M> units keeps kRing<M> - 1 of them in flight while the warp multiplies an
+// earlier one. Reading 4 or 8 bytes a lane straight from global memory in the fragments' order
+// scattered each load over 8 rows (the L1 requests, not the bytes, bound it). Rows sit 80 bytes
+// apart, so the fragments' 4-byte reads hit distinct banks. Three blocks a multiprocessor (at most
+// 85 registers a thread): the up kernel's rings 3 units deep (60 KiB a block), the down kernel's 4
+// (40 KiB).
+constexpr int kBlocksPerSm = 3;
+template <int M>
+constexpr int kRing = M == 2 ? 3 : 4;
+constexpr int kRowBytes = 80;
+template <int M>
+constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
+  return M * 2 * 8 * kRowBytes;
+}
+template <int M>
+constexpr int ring_bytes() {  // a block's rings
+  return kTcWarps * kRing<M> * unit_bytes<M>();
+}
+
+// The two rows (L/4 and L/4 + 8 of a tile) of each of M matrices a lane reads, and their scale
+// rows; null past the matrix.
+template <int M>
+struct LaneRows {
+  const uint8_t* row[M][2];
+  const uint8_t* scale[M][2];
+};
+
+template <WeightFormat F>
+constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Block;
+
+// acc[m][h] += the tile's sums of matrix m, row L/4 + 8h, over K units [u0, u1) (meaningful in
+// lanes L%4 == 0: column 0 of D), against the activation row `act` (values, scales).
+template <WeightFormat F, int M>
+__device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const uint16_t* act,
+                          const float* act_scale, uint8_t* ring, float (&acc)[M][2]) {
+  constexpr bool kFp4 = F == WeightFormat::Fp4Row;
+  constexpr int kBlocks = kFp4 ? 4 : 2;             // K blocks a unit
+  constexpr float kUndo = kFp4 ? 0x1p14f : 0x1p8f;  // the decoders' power of two
+  const unsigned lane = threadIdx.x & 31u, g = lane >> 2, q = lane & 3u;
+  const bool column0 = lane < 4;  // the lanes holding B's column 0 (the activation row)
+  // The rows' block scale codes of a unit, byte j for block j (FP4: a code a row and block; FP8:
+  // the 32-row tile's, the same for rows L/4 and L/4 + 8).
+  uint32_t sc[kRing<M>][M][2];
+  auto issue = [&](int slot, int64_t u) {
+    if (u < u1) {
+      FD_UNROLL
+      for (int m = 0; m < M; ++m) {
+        FD_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          uint8_t* dst = ring + slot * unit_bytes<M>() + ((m * 2 + h) * 8 + g) * kRowBytes + q * 16;
+          const uint8_t* r = lr.row[m][h];
+          if (r == nullptr) {
+            *reinterpret_cast<uint4*>(dst) = uint4{0u, 0u, 0u, 0u};
+            sc[slot][m][h] = 0x7F7F7F7Fu;
+            continue;
+          }
+          async_copy16(dst, r + u * 64 + q * 16);
+          const uint8_t* s = lr.scale[m][h] + u * kBlocks;
+          if constexpr (kFp4)
+            sc[slot][m][h] = __ldg(reinterpret_cast<const uint32_t*>(s));
+          else
+            sc[slot][m][h] = __ldg(s) | (static_cast<uint32_t>(__ldg(s + 1)) << 8);
+        }
+      }
+    }
+    async_commit();  // an empty group past the end keeps the wait's count right
+  };
+  FD_UNROLL
+  for (int s = 0; s < kRing<M> - 1; ++s) issue(s, u0 + s);
+  for (int64_t base = u0; base < u1; base += kRing<M>) {
+    FD_UNROLL
+    for (int s = 0; s < kRing<M>; ++s) {
+      const int64_t u = base + s;
+      if (u < u1) {  // the same for the whole warp
+        issue((s + kRing<M> - 1) % kRing<M>, u + kRing<M> - 1);
+        async_wait<kRing<M> - 1>();  // this lane's copies of unit u have landed ...
+        __syncwarp();                // ... and every lane's are visible
+        const uint8_t* unit = ring + s * unit_bytes<M>();
+        FD_UNROLL
+        for (int j = 0; j < kBlocks; ++j) {
+          const int64_t b = u * kBlocks + j;
+          uint4 bx = {0u, 0u, 0u, 0u};
+          if (column0) bx = *reinterpret_cast<const uint4*>(act + b * 32 + q * 8);
+          const float sx = act_scale[b] * kUndo;
+          FD_UNROLL
+          for (int m = 0; m < M; ++m) {
+            const uint8_t* r0 = unit + ((m * 2) * 8 + g) * kRowBytes;
+            const uint8_t* r1 = r0 + 8 * kRowBytes;
+            uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
+            if constexpr (kFp4) {
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
+            } else {
+              const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
+              const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
+              e4m3x8_to_f16(v0.x, v0.y, w0);
+              e4m3x8_to_f16(v1.x, v1.y, w1);
+            }
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
+            const uint32_t a1[4] = {w0[2], w1[2], w0[3], w1[3]}, b1[2] = {bx.z, bx.w};
+            mma_f16_16816(d, a0, b0);
+            mma_f16_16816(d, a1, b1);
+            acc[m][0] += d[0] * (e8m0_to_f32((sc[s][m][0] >> (8 * j)) & 0xFFu) * sx);
+            acc[m][1] += d[2] * (e8m0_to_f32((sc[s][m][1] >> (8 * j)) & 0xFFu) * sx);
+          }
+        }
+        __syncwarp();  // every lane done with the unit before its slot is refilled
+      }
+    }
+  }
+}
+
+// Row `row` of matrix m of an expert, and its scale row (FP8: its 32-row tile's); null past rows.
+__device__ __forceinline__ void lane_row(const ExpertEntry& ex, int m, int64_t row, int64_t rows,
+                                         int64_t k, const uint8_t** data, const uint8_t** scale) {
+  const bool fp4 = static_cast<WeightFormat>(ex.format[m]) == WeightFormat::Fp4Row;
+  *data = row < rows ? ex.data[m] + row * (fp4 ? k / 2 : k) : nullptr;
+  *scale = row < rows ? ex.scale[m] + (fp4 ? row : row / 32) * ex.scale_cols[m] : nullptr;
+}
+
+// grid (tile pairs, slots). kUp: the gate and up rows (w1, w3) of inter rows against x's row
+// (`in`, rows of in_stride values), SwiGLU, act_quant'ed into h (rows of h_stride values); else the
+// down rows (w2) of dim rows against h's slot row (`in`), into o [slots, dim].
+template <bool kUp>
+__global__ void __launch_bounds__(kTcThreads, kBlocksPerSm)
+    expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
+                     int64_t h_stride, float* o) {
+  constexpr int M = kUp ? 2 : 1;
+  FD_GRID_PROLOGUE();
+  __shared__ float quarter_sums[kTilesPerBlock][kQuarters][M][kTileRows];
+  // Dynamic: the rings (ring_bytes<M>()), then the activation row's values and scales
+  // (act_bytes(in_stride): sized by K, so that three blocks fit a multiprocessor).
+  FD_DYNAMIC_SMEM(uint8_t, rings);
+  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>());
+  float* act_scale = reinterpret_cast<float*>(act + in_stride);
+  const int64_t slot = grouped_slot(a).slot;
+  float weight;
+  const int64_t e = slot_expert(a, slot, &weight);
+  const ExpertEntry& ex = a.table[e];
+  const int64_t rows = kUp ? ex.inter : dim, k = kUp ? ex.dim : ex.inter;
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+  // Whole blocks: another device's expert, or no tile left for this block.
+  if (ex.data[0] == nullptr || static_cast<int64_t>(blockIdx.x) * kTilesPerBlock >= tiles) return;
+  const int64_t act_row_index = kUp ? slot / a.slots_per_row : slot;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const int tl = static_cast<int>(warp) / kQuarters, quarter = static_cast<int>(warp) % kQuarters;
+  const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + tl;
+  const bool fp4 = static_cast<WeightFormat>(ex.format[kUp ? 0 : 2]) == WeightFormat::Fp4Row;
+  const int64_t units = k / (fp4 ? 128 : 64), u0 = quarter * units / kQuarters,
+                u1 = (quarter + 1) * units / kQuarters;
+  uint8_t* ring = rings + warp * (kRing<M> * unit_bytes<M>());
+  // The activation row into shared memory first: read from global memory where each block's
+  // product needed it, its latency stalled every block (Nsight Compute: the down kernel's warps
+  // waited on it most of the time).
+  const uint16_t* act_row = in.values + act_row_index * in_stride;
+  for (int64_t c = threadIdx.x * 8; c < k; c += kTcThreads * 8) async_copy16(act + c, act_row + c);
+  for (int64_t b = threadIdx.x; b < k / 32; b += kTcThreads)
+    act_scale[b] = in.scales[act_row_index * (in_stride / 32) + b];
+  async_commit();
+  async_wait<0>();
+  __syncthreads();
+  float acc[M][2] = {};
+  if (tile < tiles) {
+    LaneRows<M> lr;
+    FD_UNROLL
+    for (int m = 0; m < M; ++m) {
+      FD_UNROLL
+      for (int hh = 0; hh < 2; ++hh)
+        lane_row(ex, kUp ? m : 2, tile * kTileRows + lane / 4 + 8 * hh, rows, k, &lr.row[m][hh],
+                 &lr.scale[m][hh]);
+    }
+    with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
+      if constexpr (kTcFormat<F>) tile_sums<F, M>(lr, u0, u1, act, act_scale, ring, acc);
+    });
+  }
+  if ((lane & 3u) == 0) {
+    FD_UNROLL
+    for (int m = 0; m < M; ++m) {
+      FD_UNROLL
+      for (int hh = 0; hh < 2; ++hh) quarter_sums[tl][quarter][m][lane / 4 + 8 * hh] = acc[m][hh];
+    }
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  // Warp 0: the block's 32 rows, lane L row 32 blockIdx.x + L.
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kBlockRows + lane;
+  float sum[M];
+  FD_UNROLL
+  for (int m = 0; m < M; ++m) {
+    sum[m] = 0.0f;
+    for (int s = 0; s < kQuarters; ++s) sum[m] += quarter_sums[lane / kTileRows][s][m][lane % 16];
+  }
+  if constexpr (kUp) {
+    // As the CUDA-core up kernel: gate and up rounded to BF16, clamped, SwiGLU, routing weight.
+    float g = round_bf16(sum[0]), u = round_bf16(sum[1]);
+    if (a.limit > 0.0f) {
+      u = fminf(fmaxf(u, -a.limit), a.limit);
+      g = fminf(g, a.limit);
+    }
+    float v = __fmul_rn(g / (1.0f + expf(-g)), u);
+    if (e != a.n_routed) v = __fmul_rn(v, weight);
+    v = i < rows ? round_bf16(v) : 0.0f;
+    // The down kernel's act_quant of this 32-column block of h (every lane takes part).
+    quantize_block(v, h.values + slot * h_stride + static_cast<int64_t>(blockIdx.x) * kBlockRows,
+                   h.scales + slot * (h_stride / 32) + blockIdx.x);
+  } else {
+    if (i < rows) o[slot * dim + i] = round_bf16(sum[0]);
+  }
+}
+
+// Shared memory of an activation row of k values (FP16 values, F32 block scales).
+constexpr int act_bytes(int64_t k) {
+  return static_cast<int>(k * 2 + k / 32 * 4);
+}
+
+// Lets Kernel take `bytes` of dynamic shared memory (past 48 KiB that needs an opt-in), once per
+// device.
+template <auto Kernel>
+void allow_dynamic_smem(int bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<bool> allowed[kDevices] = {};
+  int device = 0;
+  FD_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kDevices || allowed[device].load()) return;
+  FD_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  allowed[device].store(true);
+}
+
+}  // namespace
+
+bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
+  for (const ExpertEntry& e : table) {
+    if (e.data[0] == nullptr) continue;
+    for (int m = 0; m < 3; ++m) {
+      const auto f = static_cast<WeightFormat>(e.format[m]);
+      const int64_t k = m == 2 ? e.inter : e.dim;
+      const bool fp4 = f == WeightFormat::Fp4Row;
+      // Whole units of 64 bytes a row; FP4 scale rows read a word (4 blocks) at a time.
+      if ((!fp4 && f != WeightFormat::Fp8Block) || e.scale[m] == nullptr ||
+          k % (fp4 ? 128 : 64) != 0 || k > kMaxTcCols ||
+          reinterpret_cast<uintptr_t>(e.data[m]) % 16 != 0 ||
+          (fp4 && (e.scale_cols[m] % 4 != 0 || reinterpret_cast<uintptr_t>(e.scale[m]) % 4 != 0)))
+        return false;
+    }
+  }
+  return true;
+}
+
+void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
+                           int64_t max_inter, float* o) {
+  const unsigned slots = static_cast<unsigned>(a.n * a.parts_per_row);
+  const int64_t all_slots = a.n * a.slots_per_row;
+  Tensor xv = ctx.scratch(DType::BF16, Shape{a.n, dim});  // FP16 bits (2 bytes a value)
+  Tensor xs = ctx.scratch(DType::F32, Shape{a.n, dim / 32});
+  Tensor hv = ctx.scratch(DType::BF16, Shape{all_slots, max_inter});
+  Tensor hs = ctx.scratch(DType::F32, Shape{all_slots, max_inter / 32});
+  const TcActs x_acts{ptr<uint16_t>(xv), ptr<float>(xs)}, h_acts{ptr<uint16_t>(hv), ptr<float>(hs)};
+  FD_LAUNCH(quantize_acts_kernel, dim3(blocks_for(a.n * (dim / 32) * 32, kTcThreads)),
+            dim3(kTcThreads), 0, ctx.stream(), x, a.n, dim, x_acts);
+  const auto tile_pairs = [](int64_t rows) {
+    return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
+  };
+  const int up_smem = ring_bytes<2>() + act_bytes(dim),
+            down_smem = ring_bytes<1>() + act_bytes(max_inter);
+  allow_dynamic_smem<expert_tc_kernel<true>>(ring_bytes<2>() + act_bytes(kMaxTcCols));
+  allow_dynamic_smem<expert_tc_kernel<false>>(ring_bytes<1>() + act_bytes(kMaxTcCols));
+  FD_LAUNCH(expert_tc_kernel<true>, dim3(tile_pairs(max_inter), slots), dim3(kTcThreads),
+            static_cast<size_t>(up_smem), ctx.stream(), a, x_acts, dim, dim, h_acts, max_inter,
+            nullptr);
+  FD_LAUNCH(expert_tc_kernel<false>, dim3(tile_pairs(dim), slots), dim3(kTcThreads),
+            static_cast<size_t>(down_smem), ctx.stream(), a, h_acts, max_inter, dim, TcActs{},
+            int64_t{0}, o);
+}
+
+}  // namespace flashdesk::cuda
