@@ -4,6 +4,7 @@
 // and expansion of the streams with the reference's exact rounding order.
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 
 namespace flashdesk {
@@ -13,10 +14,14 @@ namespace {
 constexpr int kMaxHc = 4;
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // 24 mixes
 constexpr int kSums = kMaxMix + 1;              // + the sum of squares
-constexpr int kMixThreads = 256;
+// A thread reads 4 consecutive elements of a row and of each of the 24 fn rows with 16-byte
+// loads, all 25 in flight at once: the 2 MB of fn (V4.1: 24 x 4 x 5120 F32) in one round trip
+// over 40 blocks. One element a thread a load, in 256-thread blocks, took 13.8 µs a decode mix.
+constexpr int kMixThreads = 128;
+constexpr int kMixVec = 4;
 constexpr int kMixRows = 4;  // rows per tile (a warp each for the Sinkhorn)
 static_assert(kMixRows <= kMixThreads / 32);
-constexpr int64_t kSplitElems = 2 * kMixThreads;
+constexpr int64_t kSplitElems = kMixVec * kMixThreads;
 
 struct MixShape {
   int64_t n, flat, hc, n_mix, splits;
@@ -90,21 +95,34 @@ __global__ void __launch_bounds__(kMixThreads)
     if (row >= s.n) break;  // uniform over the block
     // Fully unrolled over the 25 sums, so acc stays in registers and the 24 fn loads of an
     // element are in flight together (a run-time index sent acc to local memory: 61 µs a call).
-    float acc[kSums];
+    // 32 sums (25 used) so that warp_sum_many hands lane j the warp's total of sum j.
+    float acc[32];
     FD_UNROLL
-    for (int j = 0; j < kSums; ++j) acc[j] = 0.0f;
-    for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-      const float x = X[row * s.flat + k];
-      acc[kMaxMix] += x * x;
+    for (int j = 0; j < 32; ++j) acc[j] = 0.0f;
+    const int64_t k = k0 + threadIdx.x * kMixVec;
+    const float* xr = X + row * s.flat;
+    if (k + kMixVec <= k1 && s.flat % kMixVec == 0) {  // rows of whole float4s
+      const float4 x = *reinterpret_cast<const float4*>(xr + k);
+      float4 f[kMaxMix];
       FD_UNROLL
       for (int j = 0; j < kMaxMix; ++j)
-        if (j < s.n_mix) acc[j] += x * fn[j * s.flat + k];
+        f[j] = j < s.n_mix ? *reinterpret_cast<const float4*>(fn + j * s.flat + k)
+                           : float4{0.0f, 0.0f, 0.0f, 0.0f};
+      acc[kMaxMix] = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+      FD_UNROLL
+      for (int j = 0; j < kMaxMix; ++j)
+        acc[j] = x.x * f[j].x + x.y * f[j].y + x.z * f[j].z + x.w * f[j].w;
+    } else {
+      for (int64_t e = k; e < k + kMixVec && e < k1; ++e) {
+        const float x = xr[e];
+        acc[kMaxMix] += x * x;
+        FD_UNROLL
+        for (int j = 0; j < kMaxMix; ++j)
+          if (j < s.n_mix) acc[j] += x * fn[j * s.flat + e];
+      }
     }
-    FD_UNROLL
-    for (int j = 0; j < kSums; ++j) {
-      const float v = warp_sum(acc[j]);
-      if (lane == 0) warp_sums[j][warp] = v;
-    }
+    const float warp_total = warp_sum_many<32>(acc);
+    if (lane < kSums) warp_sums[lane][warp] = warp_total;
     __syncthreads();
     if (threadIdx.x < kSums) {
       float v = 0.0f;
