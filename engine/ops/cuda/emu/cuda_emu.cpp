@@ -241,6 +241,20 @@ void mma_f16_16816(float* d, const uint32_t* a, const uint32_t* b) {
   warp_barrier();
 }
 
+namespace {
+// FD_EMU_ORDER=reverse runs a block's threads last to first between barriers: a kernel whose lane
+// reads what another lane wrote (shared memory, cp.async) without a barrier between gets the
+// other order of the two here too, so a missing __syncwarp or __syncthreads shows in one of the
+// two orders (the device promises neither).
+bool reverse_order() {
+  static const bool reverse = [] {
+    const char* v = std::getenv("FD_EMU_ORDER");
+    return v != nullptr && std::string(v) == "reverse";
+  }();
+  return reverse;
+}
+}  // namespace
+
 unsigned char* dynamic_smem() {
   return g_block->smem;
 }
@@ -287,7 +301,8 @@ void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::functio
         size_t remaining = threads;
         while (remaining > 0) {
           const uint64_t before = run.progress;
-          for (Fiber& f : run.fibers) {
+          for (unsigned i = 0; i < threads; ++i) {
+            Fiber& f = run.fibers[reverse_order() ? threads - 1 - i : i];
             if (f.done) continue;
             run.running = &f;
             swapcontext(&run.scheduler, &f.context);
