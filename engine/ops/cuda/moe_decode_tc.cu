@@ -30,8 +30,7 @@ constexpr int kTilesPerBlock = kTcWarps / kQuarters;
 constexpr int kBlockRows = kTilesPerBlock * kTileRows;  // 32: one K block of h for the down kernel
 constexpr int64_t kMaxTcCols = 8192;
 
-// ---- activations
-// ---------------------------------------------------------------------------------
+// ---- activations ----
 
 // Activations as the kernels read them: per 32-column block, the E4M3 values of act_quant as FP16
 // bits in the B fragments' order (lane group q's columns 8q .. 8q+7 as c0 c4 c1 c5 c2 c6 c3 c7,
@@ -41,7 +40,8 @@ struct TcActs {
   float* scales;     // [rows, k / 32]
 };
 
-// FP16 bits of v, an E4M3 value (normal in FP16, or zero).
+// FP16 bits of v, an E4M3 value (normal in FP16, or zero: e4m3_round clamps, as the CUDA-core
+// kernels' staging does).
 __device__ __forceinline__ uint16_t f16_bits_of_e4m3_value(float v) {
   const uint32_t u = __float_as_uint(v), sign = (u >> 16) & 0x8000u, mag = u & 0x7FFFFFFFu;
   return static_cast<uint16_t>(
@@ -68,8 +68,7 @@ __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, Tc
                  out.scales + row * (k / 32) + b);
 }
 
-// ---- weights
-// -------------------------------------------------------------------------------------
+// ---- weights ----
 
 // Eight FP4 (E2M1) codes (columns 8q .. 8q+7 of a block, column 8q + i in nibble i) as FP16
 // pairs of columns (i, i + 4), times 2^-14: a nibble's magnitude bits placed at FP16 bits 9..11
