@@ -165,9 +165,19 @@ float bf16_value(uint32_t bits16) {
   std::memcpy(&f, &w, 4);
   return f;
 }
-}  // namespace
 
-void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b) {
+// An FP16 value (1 sign, 5 exponent bits of bias 15, 10 mantissa bits).
+float f16_value(uint32_t bits) {
+  const uint32_t e = (bits >> 10) & 31u, m = bits & 1023u;
+  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+            : e == 31
+                ? (m ? std::nanf("") : INFINITY)
+                : std::ldexp(1.0f + static_cast<float>(m) / 1024.0f, static_cast<int>(e) - 15);
+  return (bits & 0x8000u) ? -v : v;
+}
+
+// d += A * B for the m16n8k16 fragments with 16-bit inputs read by value_of (BF16 or FP16).
+void mma_16816(float* d, const uint32_t* a, const uint32_t* b, float (*value_of)(uint32_t)) {
   BlockRun& run = *g_block;
   const ThreadContext& t = ctx();
   const unsigned base = t.warp * 32;
@@ -182,12 +192,12 @@ void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b) {
   auto a_at = [&](unsigned row, unsigned col) {
     const unsigned lane = (row % 8) * 4 + (col % 8) / 2;
     const unsigned reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
-    return bf16_value((run.fragments[base + lane][reg] >> (16 * (col % 2))) & 0xFFFFu);
+    return value_of((run.fragments[base + lane][reg] >> (16 * (col % 2))) & 0xFFFFu);
   };
   auto b_at = [&](unsigned k, unsigned col) {
     const unsigned lane = col * 4 + (k % 8) / 2;
     const unsigned reg = k >= 8 ? 5 : 4;
-    return bf16_value((run.fragments[base + lane][reg] >> (16 * (k % 2))) & 0xFFFFu);
+    return value_of((run.fragments[base + lane][reg] >> (16 * (k % 2))) & 0xFFFFu);
   };
   const unsigned g = t.lane / 4, c0 = 2 * (t.lane % 4);
   for (int i = 0; i < 4; ++i) {
@@ -197,48 +207,15 @@ void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b) {
     d[i] = acc;
   }
   warp_barrier();
-}
-
-namespace {
-// An FP16 value (1 sign, 5 exponent bits of bias 15, 10 mantissa bits).
-float f16_value(uint32_t bits) {
-  const uint32_t e = (bits >> 10) & 31u, m = bits & 1023u;
-  float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-            : e == 31
-                ? (m ? std::nanf("") : INFINITY)
-                : std::ldexp(1.0f + static_cast<float>(m) / 1024.0f, static_cast<int>(e) - 15);
-  return (bits & 0x8000u) ? -v : v;
 }
 }  // namespace
 
+void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b) {
+  mma_16816(d, a, b, bf16_value);
+}
+
 void mma_f16_16816(float* d, const uint32_t* a, const uint32_t* b) {
-  BlockRun& run = *g_block;
-  const ThreadContext& t = ctx();
-  const unsigned base = t.warp * 32;
-  auto& mine = run.fragments[base + t.lane];
-  for (int i = 0; i < 4; ++i) mine[static_cast<size_t>(i)] = a[i];
-  mine[4] = b[0];
-  mine[5] = b[1];
-  warp_barrier();
-  // The layout of mma_bf16_16816.
-  auto a_at = [&](unsigned row, unsigned col) {
-    const unsigned lane = (row % 8) * 4 + (col % 8) / 2;
-    const unsigned reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
-    return f16_value((run.fragments[base + lane][reg] >> (16 * (col % 2))) & 0xFFFFu);
-  };
-  auto b_at = [&](unsigned k, unsigned col) {
-    const unsigned lane = col * 4 + (k % 8) / 2;
-    const unsigned reg = k >= 8 ? 5 : 4;
-    return f16_value((run.fragments[base + lane][reg] >> (16 * (k % 2))) & 0xFFFFu);
-  };
-  const unsigned g = t.lane / 4, c0 = 2 * (t.lane % 4);
-  for (int i = 0; i < 4; ++i) {
-    const unsigned row = g + (i >= 2 ? 8 : 0), col = c0 + static_cast<unsigned>(i % 2);
-    float acc = d[i];
-    for (unsigned k = 0; k < 16; ++k) acc += a_at(row, k) * b_at(k, col);
-    d[i] = acc;
-  }
-  warp_barrier();
+  mma_16816(d, a, b, f16_value);
 }
 
 namespace {
