@@ -171,7 +171,8 @@ void run_linears(CudaBackend& be, const Options& o, Timer& timer, Table& table) 
 }
 
 // One MoE step (moe_experts) of n rows, 6 routed FP4 experts each (distinct over the rows) and
-// the FP8 shared expert; bytes: the distinct experts' weights.
+// the FP8 shared expert, on the tensor-core and on the CUDA-core kernels; bytes: the distinct
+// experts' weights.
 void run_moe(CudaBackend& be, Timer& timer, Table& table, int64_t n) {
   const int64_t dim = 5120, inter = 2304, E = 384, k = 6;
   Weights mk(be);
@@ -197,8 +198,15 @@ void run_moe(CudaBackend& be, Timer& timer, Table& table, int64_t n) {
   Tensor wt = mk.tensor(DType::F32, Shape{n, k}, {cb::Fill::F32, 0, 0.1f, 1.5f});
   Tensor x = mk.tensor(DType::F32, Shape{n, dim}, {cb::Fill::F32, 0, -2.0f, 2.0f});
   Tensor y = be.alloc(DType::F32, Shape{n, dim});
-  const double us = timer.median_us([&] { be.moe_experts(x, id, wt, experts, &shared, 7.0f, y); });
-  table.row("MoE step (6 routed FP4 + shared FP8)", "7 x 3 x 2304 x 5120", "FP4/FP8", n, us, bytes);
+  // The default kernels (the tensor cores), then the CUDA-core ones as the baseline of this run.
+  for (const bool tensor_cores : {true, false}) {
+    be.set_decode_experts_tensor_cores(tensor_cores);
+    const double us =
+        timer.median_us([&] { be.moe_experts(x, id, wt, experts, &shared, 7.0f, y); });
+    table.row(tensor_cores ? "MoE step (6 routed FP4 + shared FP8)" : "MoE step, CUDA-core kernels",
+              "7 x 3 x 2304 x 5120", "FP4/FP8", n, us, bytes);
+  }
+  be.set_decode_experts_tensor_cores(true);
 }
 
 std::vector<int64_t> parse_list(const std::string& text) {
