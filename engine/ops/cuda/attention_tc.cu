@@ -280,9 +280,7 @@ __global__ void __launch_bounds__(kThreads)
 template <int HG, int D>
 void launch_tc(cudaStream_t stream, const AttnArgs& a, const float* sink, float* out) {
   const size_t bytes = smem_layout(HG, D).bytes;
-  // The opt-in above 48 KiB is per device: set on every call (one call a layer's prefill).
-  FD_CUDA_CHECK(cudaFuncSetAttribute(
-      attn_tc_kernel<HG, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  allow_dynamic_smem<attn_tc_kernel<HG, D>>(bytes);
   FD_LAUNCH((attn_tc_kernel<HG, D>), dim3(static_cast<unsigned>(a.n)), dim3(kThreads), bytes,
             stream, a, sink, out);
 }

@@ -4,6 +4,7 @@
 // kernel and the caller's file and line. Included by the kernel files (*.cu) only.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 #ifdef FLASHDESK_CUDA_EMU
@@ -82,6 +83,21 @@ void launch_kernel(const char* name, const char* file, int line, void (*kernel)(
   if (e != cudaSuccess)
     cuda_call_failed(static_cast<int>(e), cudaGetErrorName(e), cudaGetErrorString(e), name, file,
                      line);
+}
+
+// Lets Kernel take up to `bytes` of dynamic shared memory on the current device (past 48 KiB that
+// needs an opt-in, which holds per kernel and device): set on the first launch that needs it and
+// again only when a launch needs more, not on every call.
+template <auto Kernel>
+void allow_dynamic_smem(size_t bytes) {
+  constexpr int kDevices = 64;
+  static std::atomic<size_t> allowed[kDevices] = {};
+  int device = 0;
+  FD_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 0 && device < kDevices && allowed[device].load() >= bytes) return;
+  FD_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(bytes)));
+  if (device >= 0 && device < kDevices) allowed[device].store(bytes);
 }
 
 }  // namespace flashdesk::cuda

@@ -397,10 +397,8 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   Tensor taken = ctx_->scratch(DType::U8, Shape{group, row});
   const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
                              shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken)};
-  if (shared)  // the opt-in above 48 KiB is per device: set on every call (one a layer)
-    FD_CUDA_CHECK(cudaFuncSetAttribute(cuda::indexer_select_kernel<true>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+  if (shared)
+    cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
   for (int64_t t0 = 0; t0 < n; t0 += group) {
     const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)));
     if (shared)

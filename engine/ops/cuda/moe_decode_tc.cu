@@ -11,8 +11,6 @@
 //   expert_tc_kernel<down>: the same over w2's dim rows, into o.
 // mma.sync with E4M3 inputs, tried first, is not a Hopper instruction: sm_90 runs it as FP16
 // products after converting both operands (F2FP), and it was slower than the CUDA-core kernels.
-#include <atomic>
-
 #include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
@@ -309,19 +307,6 @@ constexpr int act_bytes(int64_t k) {
   return static_cast<int>(k * 2 + k / 32 * 4);
 }
 
-// Lets Kernel take `bytes` of dynamic shared memory (past 48 KiB that needs an opt-in), once per
-// device.
-template <auto Kernel>
-void allow_dynamic_smem(int bytes) {
-  constexpr int kDevices = 64;
-  static std::atomic<bool> allowed[kDevices] = {};
-  int device = 0;
-  FD_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= kDevices || allowed[device].load()) return;
-  FD_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  allowed[device].store(true);
-}
-
 }  // namespace
 
 bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
@@ -358,8 +343,8 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
   };
   const int up_smem = ring_bytes<2>() + act_bytes(dim),
             down_smem = ring_bytes<1>() + act_bytes(max_inter);
-  allow_dynamic_smem<expert_tc_kernel<true>>(ring_bytes<2>() + act_bytes(kMaxTcCols));
-  allow_dynamic_smem<expert_tc_kernel<false>>(ring_bytes<1>() + act_bytes(kMaxTcCols));
+  allow_dynamic_smem<expert_tc_kernel<true>>(static_cast<size_t>(up_smem));
+  allow_dynamic_smem<expert_tc_kernel<false>>(static_cast<size_t>(down_smem));
   FD_LAUNCH(expert_tc_kernel<true>, dim3(tile_pairs(max_inter), slots), dim3(kTcThreads),
             static_cast<size_t>(up_smem), ctx.stream(), a, x_acts, dim, dim, h_acts, max_inter,
             nullptr);
