@@ -413,9 +413,12 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const bool grouped =
       n <= cuda::kGemvTokens && d <= cuda::kMaxExpertCols && max_inter <= cuda::kMaxExpertCols;
   const bool shared_apart = grouped && shared && n >= cuda::kSharedApartRows;
-  // The shared expert's slot in parts of about a routed expert's bytes (SlotArgs).
+  // The grouped slots on the tensor cores where every matrix fits them (moe_decode_tc.cuh), a
+  // slot in one part; else on the CUDA cores.
+  const bool decode_tc = grouped && decode_experts_tc_ && cuda::decode_experts_tc_fit(table);
+  // The shared expert's slot in parts of about a routed expert's bytes (SlotArgs; CUDA cores).
   int64_t shared_parts = 1;
-  if (shared && !shared_apart && first != experts.end() && balance_shared_expert_) {
+  if (shared && !shared_apart && !decode_tc && first != experts.end() && balance_shared_expert_) {
     const double ratio = static_cast<double>(shared->w1.data.nbytes()) /
                          static_cast<double>(std::max<size_t>((*first)->w1.data.nbytes(), 1));
     shared_parts = std::clamp<int64_t>(std::llround(ratio), 1, 8);
@@ -434,7 +437,9 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                    swiglu_limit,
                    shared_apart || !shared ? k : k + shared_parts,
                    shared_parts};
-  if (grouped) {
+  if (decode_tc) {
+    cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, max_inter, ptr<float>(o));
+  } else if (grouped) {
     // About a wave of blocks: each stages its slot's row once for its share of its part's row
     // tiles (parts: about a routed expert's bytes each, so the blocks finish together).
     const int64_t parts = n * a.parts_per_row;
@@ -454,24 +459,17 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     const unsigned up_blocks = blocks_for_tiles(up_tiles),
                    down_blocks = blocks_for_tiles(down_tiles);
     Tensor h = ctx_->scratch(DType::F32, Shape{n * slots_per_row, max_inter});
-    if (decode_experts_tc_ && cuda::decode_experts_tc_fit(table)) {
-      cuda::SlotArgs one_part = a;  // the tensor-core kernels run a slot in one part
-      one_part.shared_parts = 1;
-      one_part.parts_per_row = shared_apart || !shared ? k : k + 1;
-      cuda::run_decode_experts_tc(*ctx_, one_part, ptr<const float>(x), d, max_inter,
-                                  ptr<float>(o));
-    } else {
-      FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(parts)),
-                dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
-                ptr<float>(h));
-      FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(parts)),
-                dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(h), max_inter, d,
-                ptr<float>(o));
-    }
-    if (shared_apart)
-      cuda::shared_expert_rows(*ctx_, ptr<const float>(x), n, *shared, swiglu_limit,
-                               ptr<float>(o) + k * d, slots_per_row * d);
-  } else {
+    FD_LAUNCH(cuda::expert_up_kernel, dim3(up_blocks, static_cast<unsigned>(parts)),
+              dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(x), max_inter,
+              ptr<float>(h));
+    FD_LAUNCH(cuda::expert_down_kernel, dim3(down_blocks, static_cast<unsigned>(parts)),
+              dim3(cuda::kGemvThreads), 0, ctx_->stream(), a, ptr<const float>(h), max_inter, d,
+              ptr<float>(o));
+  }
+  if (shared_apart)
+    cuda::shared_expert_rows(*ctx_, ptr<const float>(x), n, *shared, swiglu_limit,
+                             ptr<float>(o) + k * d, slots_per_row * d);
+  if (!grouped) {
     // Rows per expert need the ids on the host.
     std::vector<int32_t> host_ids(static_cast<size_t>(n * k));
     std::vector<float> host_w(static_cast<size_t>(n * k));
