@@ -148,6 +148,7 @@ class CudaAttentionTest : public CudaOpTest {
     const std::pair<K, const char*> kernels[] = {{K::CudaCoresWhole, "cuda-cores whole"},
                                                  {K::CudaCoresQuarters, "cuda-cores quarters"},
                                                  {K::TensorCores, "tensor cores"},
+                                                 {K::TensorCoresSplit, "tensor cores split"},
                                                  {K::Auto, "auto"}};
     for (const auto& [k, name] : kernels) {
       gpu().set_attention_kernels(k);

@@ -259,11 +259,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// grid (n, heads): the halves combined, the sink added, out = bf16(acc / denominator).
-__global__ void attn_combine_kernel(AttnArgs a, const float* part_m, const float* part_s,
-                                    const float* part_acc, const float* sink, float* out) {
+// grid (n, heads): the parts (32-slot halves here, 64-slot blocks from attention_split_tc.cu)
+// combined, the sink added, out = bf16(acc / denominator).
+__global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* part_m,
+                                    const float* part_s, const float* part_acc, const float* sink,
+                                    float* out) {
   FD_GRID_PROLOGUE();
-  const int64_t t = blockIdx.x, h = blockIdx.y, halves = 2 * a.blocks;
+  const int64_t t = blockIdx.x, h = blockIdx.y;
   const float m = part_m[(t * halves + halves - 1) * a.heads + h];
   float denom = 0.0f;
   for (int64_t b = 0; b < halves; ++b) {
@@ -319,15 +321,51 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   const int64_t per_query =
       (cuda::kMaxQuarters * a.blocks * cuda::kBlockSlots + 2 * a.blocks * (d + 2)) * heads * 4;
   const int64_t chunk = std::max<int64_t>(1, (int64_t{64} << 20) / per_query);
-  // The head dim in 4 parts where the undivided kernels' CTAs would not fill the GPU twice
-  // (decode); otherwise the tensor-core kernel where it takes the shapes.
+  // Where the undivided kernels' CTAs would not fill the GPU twice (decode): the split tensor-core
+  // kernels, or the head dim in 4 parts on the CUDA cores; otherwise the tensor-core kernel of a
+  // CTA per query where it takes the shapes.
   using K = AttentionKernels;
   const int64_t undivided_ctas = std::min(chunk, n) * 2 * a.blocks * groups;
   const bool small = undivided_ctas < 2 * ctx_->multiprocessors();
-  const K kernels = attention_kernels_ != K::Auto ? attention_kernels_
-                    : small                       ? K::CudaCoresQuarters
-                    : attention_tensor_cores_     ? K::TensorCores
-                                                  : K::CudaCoresWhole;
+  const K kernels = attention_kernels_ != K::Auto      ? attention_kernels_
+                    : small && attention_tensor_cores_ ? K::TensorCoresSplit
+                    : small                            ? K::CudaCoresQuarters
+                    : attention_tensor_cores_          ? K::TensorCores
+                                                       : K::CudaCoresWhole;
+  if (kernels == K::TensorCoresSplit) {
+    // Decode: the tensor-core kernels split over the key list (attention_split_tc.cu), then the
+    // combine.
+    const int64_t list = a.blocks * cuda::kBlockSlots;
+    const int64_t split_per_query =
+        (list + (cuda::kSplitSlotParts + 2) * a.blocks + a.blocks * d) * heads * 4;
+    const int64_t split_chunk = std::max<int64_t>(1, (int64_t{64} << 20) / split_per_query);
+    bool launched = true;
+    for (int64_t t0 = 0; t0 < n && launched; t0 += split_chunk) {
+      const int64_t m = std::min(split_chunk, n - t0);
+      a.n = m;
+      a.q = ptr<const float>(q) + t0 * heads * d;
+      Tensor pos = ctx_->upload_span(
+          args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
+      a.positions = ptr<const int64_t>(pos);
+      a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
+      Tensor scores = ctx_->scratch(DType::F32, Shape{m, heads, list});
+      Tensor quarter_max =
+          ctx_->scratch(DType::F32, Shape{m, a.blocks * cuda::kSplitSlotParts, heads});
+      Tensor pm = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
+      Tensor ps = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
+      Tensor pa = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads, d});
+      const cuda::SplitScratch split{ptr<float>(scores), ptr<float>(quarter_max), ptr<float>(pm),
+                                     ptr<float>(ps), ptr<float>(pa)};
+      launched = cuda::attention_split_on_tensor_cores(ctx_->stream(), a, split);
+      if (launched)
+        FD_LAUNCH(cuda::attn_combine_kernel,
+                  dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
+                  dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,
+                  a.blocks, ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
+                  ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d);
+    }
+    if (launched) return;
+  }
   if (kernels == K::TensorCores) {
     Tensor pos = ctx_->upload_span(args.positions, DType::I64);
     a.n = n;
@@ -365,7 +403,7 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
       FD_LAUNCH(cuda::attn_combine_kernel,
                 dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
                 dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,
-                ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
+                2 * a.blocks, ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
                 ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d);
     }
   };

@@ -54,4 +54,21 @@ __device__ inline const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t 
 bool attention_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
                                float* out);
 
+// Where the split tensor-core kernels (attention_split_tc.cu) put one call's parts: scores
+// [n, heads, blocks * 64] and the maxima of each 16-slot quarter of a block [n, blocks * 4, heads]
+// between its two kernels, then per 64-slot block the running maximum and sum of p [n, blocks,
+// heads] and the value sums [n, blocks, heads, dim] that attention.cu's combine adds up.
+constexpr int kSplitSlotParts = 4;
+struct SplitScratch {
+  float* scores;
+  float* quarter_max;
+  float* part_m;
+  float* part_s;
+  float* part_acc;
+};
+
+// Decode-sized calls: the two split kernels launched (one CTA per query, 64-slot block and 16
+// heads), or false where the head dim is not one they take (64, 128, 256 or 512).
+bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s);
+
 }  // namespace flashdesk::cuda

@@ -15,6 +15,7 @@
 // the tensor cores' rounding of the FP32 sums differ (the same class of difference as the
 // CUDA-core kernels' split sums).
 #include "engine/ops/cuda/attention_args.cuh"
+#include "engine/ops/cuda/attention_keys.cuh"
 #include "engine/ops/cuda/mma.cuh"
 
 namespace flashdesk::cuda {
@@ -25,7 +26,6 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kMaxHeadGroups = 4;  // 64 heads
 constexpr int kKeyPad = 8;         // BF16 values after each staged row: rows 4 banks apart
 constexpr int kScorePad = 4;       // floats after each score row
-constexpr int kMaxInFlight = 8;    // 4-value key groups a thread loads before it decodes any
 
 // Shared memory of a CTA, in this order: Q [16 HG][D + pad] bf16, keys [64][D + pad] bf16,
 // P [16 HG][64 + pad] bf16, S [16 HG][64 + pad] f32, then per head m, den, c (f32).
@@ -49,72 +49,6 @@ __host__ __device__ inline Smem smem_layout(int hg, int dim) {
   l.c_off = l.den_off + static_cast<size_t>(rows) * 4;
   l.bytes = l.c_off + static_cast<size_t>(rows) * 4;
   return l;
-}
-
-// Block b's 64 keys of query t as BF16 rows (0 for empty slots); any[b & 1][w] says whether
-// warp w's 32 slots hold a key (two sets: a warp that has moved on to the next block's lookups
-// must not overwrite flags a slower warp has yet to read).
-template <int D>
-__device__ bool stage_block_keys(const AttnArgs& a, int64_t t, int64_t b, uint16_t* keys,
-                                 int key_stride, const uint8_t** rows, int* fp4s, int (*any)[2]) {
-  if (threadIdx.x < kBlockSlots) {
-    bool fp4 = false;
-    const uint8_t* row = slot_row(a, t, b * kBlockSlots + threadIdx.x, &fp4);
-    rows[threadIdx.x] = row;
-    fp4s[threadIdx.x] = fp4;
-    const unsigned has = __ballot_sync(kFullMask, row != nullptr);
-    if ((threadIdx.x & 31u) == 0) any[b & 1][threadIdx.x >> 5] = has != 0;
-  }
-  __syncthreads();
-  if (!any[b & 1][0] && !any[b & 1][1]) return false;
-  // Window rows (D + D / 32 bytes) are 4-byte aligned for D a multiple of 128; FP4 entries
-  // (9 D / 16 bytes) 2-byte aligned.
-  constexpr bool kWordRows = (D + D / 32) % 4 == 0;
-  constexpr int kGroupsPerRow = D / 4, kGroups = kBlockSlots * kGroupsPerRow;
-  constexpr int kInFlight = kGroups / kThreads < kMaxInFlight ? kGroups / kThreads : kMaxInFlight;
-  static_assert(kGroups % (kThreads * kInFlight) == 0, "whole rounds of key groups");
-  for (int g0 = 0; g0 < kGroups; g0 += kThreads * kInFlight) {
-    uint32_t raw[kInFlight];
-    uint8_t scale[kInFlight];
-    FD_UNROLL
-    for (int u = 0; u < kInFlight; ++u) {
-      const int g = g0 + u * kThreads + static_cast<int>(threadIdx.x);
-      const int s = g / kGroupsPerRow, d = g % kGroupsPerRow * 4;
-      const uint8_t* row = rows[s];
-      raw[u] = 0;
-      scale[u] = 0;
-      if (row && !fp4s[s]) {
-        raw[u] = kWordRows ? load_aligned<uint32_t>(row + d)
-                           : row[d] | (row[d + 1] << 8) | (row[d + 2] << 16) |
-                                 (uint32_t{row[d + 3]} << 24);
-        scale[u] = row[D + d / 32];
-      } else if (row) {
-        raw[u] = load_aligned<uint16_t>(row + d / 2);
-        scale[u] = row[D / 2 + d / 16];
-      }
-    }
-    FD_UNROLL
-    for (int u = 0; u < kInFlight; ++u) {
-      const int g = g0 + u * kThreads + static_cast<int>(threadIdx.x);
-      const int s = g / kGroupsPerRow, d = g % kGroupsPerRow * 4;
-      uint16_t v[4] = {0, 0, 0, 0};
-      if (rows[s] && !fp4s[s]) {
-        const float sc = e8m0_to_f32(scale[u]);
-        for (int i = 0; i < 4; ++i)
-          v[i] = f32_to_bf16_bits(e4m3_exact((raw[u] >> (8 * i)) & 0xFFu) * sc);
-      } else if (rows[s]) {
-        const float sc = e4m3_exact(scale[u]);
-        for (int i = 0; i < 4; ++i)
-          v[i] = f32_to_bf16_bits(e2m1_exact((raw[u] >> (4 * i)) & 0xFu) * sc);
-      }
-      uint2 w;
-      w.x = pack_bf16_pair(v[0], v[1]);
-      w.y = pack_bf16_pair(v[2], v[3]);
-      *reinterpret_cast<uint2*>(keys + s * key_stride + d) = w;
-    }
-  }
-  __syncthreads();
-  return true;
 }
 
 // grid (n): query blockIdx.x, HG groups of 16 heads, head dim D.
@@ -156,7 +90,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t b = 0; b < a.blocks; ++b) {
     // (The first call's barrier also publishes qs, m and den.) No key: the block changes nothing.
-    if (!stage_block_keys<D>(a, t, b, keys, l.key_stride, rows, fp4s, any)) continue;
+    if (!stage_block_keys<D, kThreads, 8>(a, t, b, keys, l.key_stride, rows, fp4s, any)) continue;
     // 1. S for slots 8 warp .. 8 warp + 7.
     {
       float s[HG][4];

@@ -90,16 +90,19 @@ CudaBackend::CudaBackend(int device) {
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
     balance_shared_expert_ = std::string(parts) == "1";
-  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores forces one attention path for every
-  // call (A/B runs of summation orders: the head dim whole or in four parts, or the tensor cores).
+  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
+  // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
+  // cores a CTA per query, or split over the key list).
   if (const char* k = std::getenv("FLASHDESK_CUDA_ATTENTION")) {
     const std::string v(k);
     FD_CHECK(
-        v == "auto" || v == "whole" || v == "quarters" || v == "tensor-cores",
-        "FLASHDESK_CUDA_ATTENTION must be auto, whole, quarters or tensor-cores, not '" + v + "'");
+        v == "auto" || v == "whole" || v == "quarters" || v == "tensor-cores" || v == "split",
+        "FLASHDESK_CUDA_ATTENTION must be auto, whole, quarters, tensor-cores or split, not '" + v +
+            "'");
     attention_kernels_ = v == "whole"          ? AttentionKernels::CudaCoresWhole
                          : v == "quarters"     ? AttentionKernels::CudaCoresQuarters
                          : v == "tensor-cores" ? AttentionKernels::TensorCores
+                         : v == "split"        ? AttentionKernels::TensorCoresSplit
                                                : AttentionKernels::Auto;
   }
 }

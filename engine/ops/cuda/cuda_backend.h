@@ -40,10 +40,17 @@ class CudaBackend final : public Backend {
   // Times the host waited for the stream so far (read() and synchronize(), the ops' own read-backs
   // included): what a small model on the GPU pays for most (docs/dspark.md "On the GPU").
   uint64_t host_syncs() const { return host_syncs_; }
-  // Which sparse attention kernels run: picked per call (Auto: the CUDA-core kernels with the head
-  // dim in 4 parts for decode-sized calls, the tensor-core kernel for prefill-sized ones where its
-  // shapes allow, else the CUDA-core kernels undivided), or forced (the tests run each).
-  enum class AttentionKernels { Auto, CudaCoresWhole, CudaCoresQuarters, TensorCores };
+  // Which sparse attention kernels run: picked per call (Auto: the tensor-core kernels split over
+  // the key list for decode-sized calls, the tensor-core kernel of a CTA per query for
+  // prefill-sized ones, where their shapes allow; else the CUDA-core kernels, the head dim in 4
+  // parts or undivided), or forced (the tests run each).
+  enum class AttentionKernels {
+    Auto,
+    CudaCoresWhole,
+    CudaCoresQuarters,
+    TensorCores,
+    TensorCoresSplit
+  };
   void set_attention_kernels(AttentionKernels k) { attention_kernels_ = k; }
   // The indexer's tie selection in shared memory where the row fits (default), or always in
   // global memory (the tests run both).
@@ -131,7 +138,7 @@ class CudaBackend final : public Backend {
   bool balance_shared_expert_ = false;
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
-  bool attention_tensor_cores_ = true;  // Auto's choice for prefill-sized calls
+  bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels
 
   CudaDeviceInfo info_;
   std::string name_;
