@@ -3,7 +3,10 @@
 #include "bench/cuda_layer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <numeric>
 #include <random>
 #include <set>
@@ -35,6 +38,7 @@ struct SyntheticLayer::Weights {
   Tensor bias;
   std::vector<ExpertWeights> experts;
   std::vector<const ExpertWeights*> expert_ptrs;  // stable, like MoeWeights::experts
+  std::deque<std::vector<uint8_t>> host_bytes;    // routed experts left in host memory (hybrid)
   std::optional<ExpertWeights> shared;
   double fixed_bytes = 0, expert_bytes = 0;  // per routed expert
 };
@@ -101,10 +105,35 @@ class WeightMaker {
   double bytes_ = 0;
 };
 
+// A routed expert's FP4 linear in host memory, left there by upload_linear (the hybrid
+// placement: the CUDA backend computes it on the CPU): random codes and UE8M0 scales spread as
+// WeightMaker's device fills spread them. `keep` holds the bytes as long as the layer.
+LinearWeight host_fp4(CudaBackend& be, std::deque<std::vector<uint8_t>>& keep, int64_t out,
+                      int64_t in, uint64_t seed, const char* name) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&] {  // xorshift64*: gigabytes of bytes in about a second
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    return x * 0x2545F4914F6CDD1Dull;
+  };
+  std::vector<uint8_t>& data = keep.emplace_back(static_cast<size_t>(out * in / 2));
+  for (size_t i = 0; i + 8 <= data.size(); i += 8) {
+    const uint64_t v = next();
+    std::memcpy(data.data() + i, &v, 8);
+  }
+  std::vector<uint8_t>& scale = keep.emplace_back(static_cast<size_t>(out * (in / 32)));
+  for (uint8_t& b : scale) b = static_cast<uint8_t>(127 - 4 + static_cast<int>(next() % 5) - 2);
+  const std::array<int64_t, 2> ws = {out, in / 2}, ss = {out, in / 32};
+  const TensorView w{name, DType::I8, ws, data.data(), data.size()};
+  const TensorView sv{name, DType::F8_E8M0, ss, scale.data(), scale.size()};
+  return be.upload_linear(w, &sv, /*in_host=*/true);
+}
+
 }  // namespace
 
 SyntheticLayer::SyntheticLayer(CudaBackend& be, const TextConfig& text, const LayerRole& role,
-                               int64_t seqs, int64_t context, uint64_t seed)
+                               int64_t seqs, int64_t context, uint64_t seed, bool host_experts)
     : be_(be),
       t_(text),
       role_(role),
@@ -145,10 +174,19 @@ SyntheticLayer::SyntheticLayer(CudaBackend& be, const TextConfig& text, const La
     w.shared = ExpertWeights{mk.fp8(inter, D, "shared.w1"), mk.fp8(inter, D, "shared.w3"),
                              mk.fp8(D, inter, "shared.w2")};
   w.fixed_bytes = mk.take_bytes();
-  for (int64_t e = 0; e < t_.n_routed_experts; ++e)
-    w.experts.push_back(
-        ExpertWeights{mk.fp4(inter, D, "w1"), mk.fp4(inter, D, "w3"), mk.fp4(D, inter, "w2")});
-  w.expert_bytes = mk.take_bytes() / static_cast<double>(t_.n_routed_experts);
+  for (int64_t e = 0; e < t_.n_routed_experts; ++e) {
+    if (host_experts) {
+      const uint64_t s = seed * 1000 + static_cast<uint64_t>(3 * e);
+      w.experts.push_back(ExpertWeights{host_fp4(be_, w.host_bytes, inter, D, s, "w1"),
+                                        host_fp4(be_, w.host_bytes, inter, D, s + 1, "w3"),
+                                        host_fp4(be_, w.host_bytes, D, inter, s + 2, "w2")});
+    } else {
+      w.experts.push_back(
+          ExpertWeights{mk.fp4(inter, D, "w1"), mk.fp4(inter, D, "w3"), mk.fp4(D, inter, "w2")});
+    }
+  }
+  w.expert_bytes = host_experts ? 3.0 * static_cast<double>(inter * D / 2 + inter * D / 32)
+                                : mk.take_bytes() / static_cast<double>(t_.n_routed_experts);
   for (const ExpertWeights& e : w.experts) w.expert_ptrs.push_back(&e);
   for (int64_t s = 0; s < seqs_; ++s) caches_.push_back(make_cache(context_, 1, seed + 100 + s));
   for (int k = 0; k < 4; ++k) {

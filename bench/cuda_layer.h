@@ -33,8 +33,10 @@ struct StepBytes {
 class SyntheticLayer {
  public:
   // Layer `role` of `text` with `seqs` sequences whose caches hold `context` positions.
+  // host_experts: the routed experts are random bytes in host memory, uploaded as the hybrid
+  // placement leaves them (the backend computes them on the CPU, docs/placement.md).
   SyntheticLayer(CudaBackend& be, const TextConfig& text, const LayerRole& role, int64_t seqs,
-                 int64_t context, uint64_t seed);
+                 int64_t context, uint64_t seed, bool host_experts = false);
   ~SyntheticLayer();
 
   // One decode step (one new token per sequence at position `context`) on input set `input`

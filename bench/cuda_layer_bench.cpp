@@ -36,6 +36,7 @@ struct Options {
   std::vector<int64_t> batches = {1, 8, 32};
   int64_t max_roles = 0;  // 0: every distinct role; else the first N (a profiler's short run)
   int device = 0;
+  bool host_experts = false;  // routed experts in host memory, computed on the CPU (hybrid)
 };
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -72,6 +73,8 @@ Options parse(int argc, char** argv) {
       o.copy_mb = std::stoll(v);
     else if (a == "--gemm-n")
       o.gemm_n = std::stoll(v);
+    else if (a == "--host-experts")
+      o.host_experts = v == "1";
     else
       throw std::invalid_argument("unknown option " + a);
   }
@@ -130,12 +133,17 @@ static int run_bench(int argc, char** argv) {
     while (static_cast<int64_t>(reps.size()) > o.max_roles) reps.erase(std::prev(reps.end()));
   // Rows are printed as they are measured: a run stopped by its time limit keeps what it has.
   std::map<std::pair<Signature, int64_t>, double> per_layer_us;
-  std::printf("## Decode, one layer (device time per step; wall includes the host's launches)\n\n");
+  std::printf(
+      "## Decode, one layer (device time per step; wall includes the host's launches)%s\n\n",
+      o.host_experts ? ", routed experts in host memory computed on the CPU (hybrid; MB "
+                       "read: the device's)"
+                     : "");
   std::printf("| role | batch | device µs | wall µs | kernels | MB read | GB/s | of copy BW |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const auto& [sig, role] : reps) {
     for (int64_t batch : o.batches) {
-      flashdesk::bench::SyntheticLayer layer(be, t, role, batch, o.context, 1000 + role.layer);
+      flashdesk::bench::SyntheticLayer layer(be, t, role, batch, o.context, 1000 + role.layer,
+                                             o.host_experts);
       for (int i = 0; i < 3; ++i) layer.decode(i);  // warm-up: buffers cached, heuristics set
       be.synchronize();
       const uint64_t k0 = cb::kernels_launched();
@@ -149,8 +157,12 @@ static int run_bench(int argc, char** argv) {
       const double wall_us =
           1e6 * flashdesk::bench::seconds_since(t0) / static_cast<double>(o.iters);
       const double device_us = 1e3 * ms / static_cast<double>(o.iters);
+      // Hybrid: the device's bytes only (the routed experts are read by the CPU).
       double bytes = 0;
-      for (int k = 0; k < 4; ++k) bytes += layer.decode_bytes(k).total() / 4.0;
+      for (int k = 0; k < 4; ++k) {
+        const flashdesk::bench::StepBytes b = layer.decode_bytes(k);
+        bytes += (o.host_experts ? b.total() - b.experts : b.total()) / 4.0;
+      }
       const double gbs = bytes / (device_us * 1e-6) / 1e9;
       std::printf("| %s | %lld | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
                   role_label(role).c_str(), static_cast<long long>(batch), device_us, wall_us,
