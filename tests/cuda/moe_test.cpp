@@ -137,7 +137,7 @@ TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
 
 TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3); on
-  // the E4M3 tensor cores where the device has them (moe_decode_tc.cuh), and on the CUDA cores
+  // the tensor cores (moe_decode_tc.cuh: the codes as FP16 products), and on the CUDA cores
   // with the shared slot in one part and in byte-balanced parts (FP8 against FP4: two).
   for (const int path : {0, 1, 2}) {
     const bool parts = path == 2;

@@ -324,6 +324,17 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   // Where the undivided kernels' CTAs would not fill the GPU twice (decode): the split tensor-core
   // kernels, or the head dim in 4 parts on the CUDA cores; otherwise the tensor-core kernel of a
   // CTA per query where it takes the shapes.
+  // Points `a` at queries [t0, t0 + m): their q rows, positions (uploaded: the tensor returned
+  // must live until the chunk's kernels are queued) and top-k rows.
+  auto bind_queries = [&](int64_t t0, int64_t m) {
+    a.n = m;
+    a.q = ptr<const float>(q) + t0 * heads * d;
+    Tensor pos = ctx_->upload_span(
+        args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
+    a.positions = ptr<const int64_t>(pos);
+    a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
+    return pos;
+  };
   using K = AttentionKernels;
   const int64_t undivided_ctas = std::min(chunk, n) * 2 * a.blocks * groups;
   const bool small = undivided_ctas < 2 * ctx_->multiprocessors();
@@ -342,12 +353,7 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
     bool launched = true;
     for (int64_t t0 = 0; t0 < n && launched; t0 += split_chunk) {
       const int64_t m = std::min(split_chunk, n - t0);
-      a.n = m;
-      a.q = ptr<const float>(q) + t0 * heads * d;
-      Tensor pos = ctx_->upload_span(
-          args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
-      a.positions = ptr<const int64_t>(pos);
-      a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
+      const Tensor pos = bind_queries(t0, m);
       Tensor scores = ctx_->scratch(DType::F32, Shape{m, heads, list});
       Tensor quarter_max =
           ctx_->scratch(DType::F32, Shape{m, a.blocks * cuda::kSplitSlotParts, heads});
@@ -367,11 +373,7 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
     if (launched) return;
   }
   if (kernels == K::TensorCores) {
-    Tensor pos = ctx_->upload_span(args.positions, DType::I64);
-    a.n = n;
-    a.q = ptr<const float>(q);
-    a.positions = ptr<const int64_t>(pos);
-    a.topk = args.topk ? ptr<const int32_t>(*args.topk) : nullptr;
+    const Tensor pos = bind_queries(0, n);
     if (cuda::attention_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
                                         ptr<float>(out)))
       return;
@@ -381,12 +383,7 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
     const size_t key_bytes = static_cast<size_t>(cuda::kHalf * (d / Q + 2)) * sizeof(uint16_t);
     for (int64_t t0 = 0; t0 < n; t0 += chunk) {
       const int64_t m = std::min(chunk, n - t0);
-      a.n = m;
-      a.q = ptr<const float>(q) + t0 * heads * d;
-      Tensor pos = ctx_->upload_span(
-          args.positions.subspan(static_cast<size_t>(t0), static_cast<size_t>(m)), DType::I64);
-      a.positions = ptr<const int64_t>(pos);
-      a.topk = args.topk ? ptr<const int32_t>(*args.topk) + t0 * a.kc : nullptr;
+      const Tensor pos = bind_queries(t0, m);
       Tensor parts = ctx_->scratch(DType::F32, Shape{Q, m, heads, a.blocks * cuda::kBlockSlots});
       Tensor pm = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});
       Tensor ps = ctx_->scratch(DType::F32, Shape{m, 2 * a.blocks, heads});

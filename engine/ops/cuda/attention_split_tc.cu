@@ -25,72 +25,6 @@ constexpr int kQuarterSlots = kBlockSlots / kSplitSlotParts;  // slots of a scor
 constexpr int kDimParts = 4;                                  // head-dim parts of a block CTA
 constexpr int kPad = 8;  // BF16 values after each staged row: rows 4 banks apart
 
-// Slots [first, first + Slots) of query t, dims [d_lo, d_lo + DP) of each, as BF16 rows
-// keys[Slots][DP + kPad] (0 for empty slots); false, for every thread, where no slot has a key.
-// Every thread issues all its loads before it decodes any (the rows are scattered over the caches:
-// their latency, not their bytes, is what staging costs). FP8 window rows (x UE8M0 per 32) and
-// FP4 entries (x E4M3 per 16) are exact in BF16.
-template <int Slots, int DP, int D>
-__device__ bool stage_key_part(const AttnArgs& a, int64_t t, int64_t first, int d_lo,
-                               uint16_t* keys, const uint8_t** rows, int* fp4s) {
-  constexpr int kStride = DP + kPad, kGroupsPerRow = DP / 4, kGroups = Slots * kGroupsPerRow;
-  constexpr int kPerThread = (kGroups + kThreads - 1) / kThreads;
-  // Window rows (D + D / 32 bytes) are 4-byte aligned for D a multiple of 128; FP4 entries
-  // (9 D / 16 bytes) 2-byte aligned.
-  constexpr bool kWordRows = (D + D / 32) % 4 == 0;
-  bool mine = false;
-  if (threadIdx.x < Slots) {
-    bool fp4 = false;
-    const uint8_t* row = slot_row(a, t, first + threadIdx.x, &fp4);
-    rows[threadIdx.x] = row;
-    fp4s[threadIdx.x] = fp4;
-    mine = row != nullptr;
-  }
-  if (!__syncthreads_or(mine)) return false;
-  uint32_t raw[kPerThread];
-  uint8_t scale[kPerThread];
-  FD_UNROLL
-  for (int u = 0; u < kPerThread; ++u) {
-    const int g = u * kThreads + static_cast<int>(threadIdx.x);
-    raw[u] = 0;
-    scale[u] = 0;
-    if (g >= kGroups) continue;
-    const int s = g / kGroupsPerRow, d = d_lo + g % kGroupsPerRow * 4;
-    const uint8_t* row = rows[s];
-    if (row && !fp4s[s]) {
-      raw[u] = kWordRows
-                   ? load_aligned<uint32_t>(row + d)
-                   : row[d] | (row[d + 1] << 8) | (row[d + 2] << 16) | (uint32_t{row[d + 3]} << 24);
-      scale[u] = row[D + d / 32];
-    } else if (row) {
-      raw[u] = load_aligned<uint16_t>(row + d / 2);
-      scale[u] = row[D / 2 + d / 16];
-    }
-  }
-  FD_UNROLL
-  for (int u = 0; u < kPerThread; ++u) {
-    const int g = u * kThreads + static_cast<int>(threadIdx.x);
-    if (g >= kGroups) continue;
-    const int s = g / kGroupsPerRow, dq = g % kGroupsPerRow * 4;
-    uint16_t v[4] = {0, 0, 0, 0};
-    if (rows[s] && !fp4s[s]) {
-      const float sc = e8m0_to_f32(scale[u]);
-      for (int i = 0; i < 4; ++i)
-        v[i] = f32_to_bf16_bits(e4m3_exact((raw[u] >> (8 * i)) & 0xFFu) * sc);
-    } else if (rows[s]) {
-      const float sc = e4m3_exact(scale[u]);
-      for (int i = 0; i < 4; ++i)
-        v[i] = f32_to_bf16_bits(e2m1_exact((raw[u] >> (4 * i)) & 0xFu) * sc);
-    }
-    uint2 w;
-    w.x = pack_bf16_pair(v[0], v[1]);
-    w.y = pack_bf16_pair(v[2], v[3]);
-    *reinterpret_cast<uint2*>(keys + s * kStride + dq) = w;
-  }
-  __syncthreads();
-  return true;
-}
-
 // grid (n, 4 blocks, head groups of 16): scores[t][h][16 quarter + slot] and
 // quarter_max[t][quarter][h] for quarter blockIdx.y (of 64-slot block blockIdx.y / 4).
 template <int D>
@@ -124,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int hr = static_cast<int>(threadIdx.x) / kQuarterSlots,
             slot = static_cast<int>(threadIdx.x) % kQuarterSlots;  // this thread's score
-  if (!stage_key_part<kQuarterSlots, D, D>(a, t, first, 0, keys, rows, fp4s)) {
+  if (!stage_key_part<kQuarterSlots, D, D, kThreads, kPad>(a, t, first, 0, keys, rows, fp4s)) {
     // No key in the quarter: every score -inf.
     if (h0 + hr < a.heads) scores[(t * a.heads + h0 + hr) * list + first + slot] = -INFINITY;
     if (threadIdx.x < kHeadsPerCta && h0 + threadIdx.x < a.heads)
@@ -215,7 +149,8 @@ __global__ void __launch_bounds__(kThreads)
     ps[hr * kPStride + lane] = f32_to_bf16_bits(p0);
     ps[hr * kPStride + lane + 32] = f32_to_bf16_bits(p1);
   }
-  if (!stage_key_part<kBlockSlots, kDims, D>(a, t, b * kBlockSlots, d_lo, keys, rows, fp4s)) {
+  if (!stage_key_part<kBlockSlots, kDims, D, kThreads, kPad>(a, t, b * kBlockSlots, d_lo, keys,
+                                                             rows, fp4s)) {
     // No key: p is 0 everywhere, and so is the block's value sum.
     for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims; i += kThreads) {
       const int64_t h = h0 + i / kDims;

@@ -4,8 +4,10 @@
 // kernel and the caller's file and line. Included by the kernel files (*.cu) only.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <mutex>
 
 #ifdef FLASHDESK_CUDA_EMU
 #include "engine/ops/cuda/emu/cuda_emu.h"
@@ -87,17 +89,22 @@ void launch_kernel(const char* name, const char* file, int line, void (*kernel)(
 
 // Lets Kernel take up to `bytes` of dynamic shared memory on the current device (past 48 KiB that
 // needs an opt-in, which holds per kernel and device): set on the first launch that needs it and
-// again only when a launch needs more, not on every call.
+// again only when a launch needs more, not on every call. The setting only grows (under a lock:
+// backends on other threads may launch the same kernel), so no launch finds it lowered.
 template <auto Kernel>
 void allow_dynamic_smem(size_t bytes) {
   constexpr int kDevices = 64;
   static std::atomic<size_t> allowed[kDevices] = {};
+  static std::mutex raising;
   int device = 0;
   FD_CUDA_CHECK(cudaGetDevice(&device));
-  if (device >= 0 && device < kDevices && allowed[device].load() >= bytes) return;
+  const bool known = device >= 0 && device < kDevices;
+  if (known && allowed[device].load() >= bytes) return;
+  std::lock_guard<std::mutex> lock(raising);
+  const size_t want = known ? std::max(bytes, allowed[device].load()) : bytes;
   FD_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(bytes)));
-  if (device >= 0 && device < kDevices) allowed[device].store(bytes);
+                                     static_cast<int>(want)));
+  if (known) allowed[device].store(want);
 }
 
 }  // namespace flashdesk::cuda
