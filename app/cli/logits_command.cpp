@@ -18,6 +18,7 @@
 #include "engine/model/cache_forcing.h"
 #include "engine/model/dump_recorder.h"
 #include "engine/model/model.h"
+#include "engine/ops/cuda/cuda_devices.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/runtime/chat_engine.h"
 #include "engine/runtime/rank_group.h"
@@ -167,8 +168,8 @@ cxxopts::Options logits_options() {
       "CPU (hybrid placement)",
       cxxopts::value<int64_t>()->default_value("-1"))(
       "ranks",
-      "split the model over N ranks of this process (CPU backends; heads, output "
-      "groups and experts per rank, as over N GPUs)",
+      "split the model over N ranks of this process (heads, output groups and experts per rank): "
+      "on the CPU backends, or with --backend cuda one rank a GPU (0..N-1) joined by NCCL",
       cxxopts::value<int>()->default_value("1"))(
       "backend", "cpu-reference (the plain reference), cpu (optimised, same bits), cuda or cuda:N",
       cxxopts::value<std::string>()->default_value("cpu-reference"))("h,help", "this help");
@@ -190,10 +191,12 @@ void check_logits_args(const cxxopts::ParseResult& args) {
     throw InvalidRequest("--block-caches needs --block-inputs (the caches come from that file)");
   const int ranks = args["ranks"].as<int>();
   if (ranks < 1 || ranks > 64) throw InvalidRequest("--ranks must be 1-64");
-  if (ranks > 1) {
+  if (ranks > 1 || args.count("ranks")) {
     const std::string backend = args["backend"].as<std::string>();
-    if (backend != "cpu" && backend != "cpu-reference")
-      throw InvalidRequest("--ranks runs on the CPU backends (cpu, cpu-reference), not " + backend);
+    if (backend != "cpu" && backend != "cpu-reference" && backend != "cuda")
+      throw InvalidRequest(
+          "--ranks runs on the CPU backends (cpu, cpu-reference) or on GPUs 0..N-1 (cuda), not " +
+          backend);
     for (const char* alone : {"dump", "block-inputs", "image", "all-positions", "decode-ids"})
       if (args.count(alone))
         throw InvalidRequest(std::string("--ranks does not combine with --") + alone);
@@ -361,8 +364,13 @@ int run_ranked(const cxxopts::ParseResult& args, std::shared_ptr<const Checkpoin
   const std::string backend = args["backend"].as<std::string>();
   const int threads = args["threads"].as<int>();
   const int per_rank = threads > 0 ? std::max(1, threads / ranks) : 1;
+  // On GPUs: rank r on cuda:r, the ranks joined by NCCL; on the CPU: threads of this process.
+  const bool gpus = backend == "cuda";
   RankGroup group(
-      ckpt, ranks, [&](int) { return make_backend(backend, per_rank); }, model_options);
+      ckpt, ranks,
+      [&](int r) { return make_backend(gpus ? "cuda:" + std::to_string(r) : backend, per_rank); },
+      model_options,
+      gpus ? RankGroup::CollectiveMaker(make_nccl_collectives) : RankGroup::CollectiveMaker());
   const auto P = static_cast<int64_t>(in.prompt.size());
   const int64_t V = group.config().text.vocab_size;
   std::vector<TensorData> out;
@@ -427,7 +435,8 @@ int run_logits(int argc, char** argv) {
   ModelOptions model_options;  // a published directory: the token map built from tokenizer.json
   model_options.engram_cache_dir = engram_cache_dir({});
   model_options.host_experts_from_layer = args["host-experts-from"].as<int64_t>();
-  if (args["ranks"].as<int>() > 1)
+  // --ranks given: the split path, also with one rank (on a GPU: NCCL with world 1).
+  if (args["ranks"].as<int>() > 1 || args.count("ranks"))
     return run_ranked(args, ckpt, in, steps, mode, model_options, model_dir);
   const auto backend = make_backend(args["backend"].as<std::string>(), args["threads"].as<int>());
   Model model(ckpt, *backend, model_options);

@@ -10,15 +10,28 @@
 namespace flashdesk {
 
 RankGroup::RankGroup(std::shared_ptr<const Checkpoint> ckpt, int ranks,
-                     const BackendMaker& make_backend, const ModelOptions& options)
+                     const BackendMaker& make_backend, const ModelOptions& options,
+                     const CollectiveMaker& make_collectives)
     : shared_(ranks) {
   if (ranks < 1 || ranks > 64)
     throw InvalidRequest("ranks: expected 1-64, got " + std::to_string(ranks));
   ranks_.resize(static_cast<size_t>(ranks));
+  std::vector<Backend*> backends;
+  for (Rank& rank : ranks_) {
+    rank.backend = make_backend(static_cast<int>(backends.size()));
+    backends.push_back(rank.backend.get());
+  }
+  std::vector<std::unique_ptr<Collective>> comms;
+  if (make_collectives) {
+    comms = make_collectives(backends);
+    FD_CHECK(comms.size() == ranks_.size(), "RankGroup: one collective a rank");
+  }
   for (int r = 0; r < ranks; ++r) {
-    Rank& rank = ranks_[static_cast<size_t>(r)];
-    rank.backend = make_backend(r);
-    rank.comm = std::make_unique<ThreadCollective>(shared_, r);
+    std::unique_ptr<Collective>& comm = ranks_[static_cast<size_t>(r)].comm;
+    if (make_collectives)
+      comm = std::move(comms[static_cast<size_t>(r)]);
+    else
+      comm = std::make_unique<ThreadCollective>(shared_, r);
   }
   // Each rank loads its own slice; in parallel, as a multi-GPU load would.
   on_every_rank([&](Rank& rank) {

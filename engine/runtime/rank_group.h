@@ -1,7 +1,8 @@
-// One model split over several ranks of this process (`--ranks N`): a thread, a CPU backend and
-// a slice of the weights per rank (engine/model/sharding.h: heads, output groups, experts), joined
-// by ThreadCollective. It runs the multi-device code path of the model on a machine without GPUs,
-// so CI checks that a split model computes what one device computes.
+// One model split over several ranks of this process (`--ranks N`): a thread, a backend and a
+// slice of the weights per rank (engine/model/sharding.h: heads, output groups, experts), joined by
+// an all-reduce: ThreadCollective between CPU backends (the multi-device code path of the model on
+// a machine without GPUs, so CI checks that a split model computes what one device computes), or
+// NCCL between CUDA backends on GPUs of their own (make_nccl_collectives).
 //
 // Every call runs on all ranks at once with the same arguments (each rank's thread joins before
 // the call returns) and answers with rank 0's result; all ranks hold the same logits. A rank that
@@ -21,8 +22,11 @@ namespace flashdesk {
 class RankGroup {
  public:
   using BackendMaker = std::function<std::unique_ptr<Backend>(int rank)>;
+  // The collectives of the ranks' backends, one a rank in rank order; empty: ThreadCollective.
+  using CollectiveMaker =
+      std::function<std::vector<std::unique_ptr<Collective>>(const std::vector<Backend*>&)>;
   RankGroup(std::shared_ptr<const Checkpoint> ckpt, int ranks, const BackendMaker& make_backend,
-            const ModelOptions& options = {});
+            const ModelOptions& options = {}, const CollectiveMaker& make_collectives = {});
   ~RankGroup();
   RankGroup(const RankGroup&) = delete;
   RankGroup& operator=(const RankGroup&) = delete;
@@ -38,7 +42,7 @@ class RankGroup {
  private:
   struct Rank {
     std::unique_ptr<Backend> backend;
-    std::unique_ptr<ThreadCollective> comm;
+    std::unique_ptr<Collective> comm;
     std::unique_ptr<Model> model;
     std::unique_ptr<SequenceState> state;
     std::vector<float> logits;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "engine/ops/cuda/cuda_devices.h"
 #include "engine/runtime/rank_group.h"
 #include "tests/engine/checkpoint_test_util.h"
 #include "tests/engine/model_test_util.h"
@@ -40,6 +41,32 @@ void expect_ranks_match_one_device(const std::filesystem::path& dir, int ranks, 
     EXPECT_LE(max_abs_diff(got[i], want[i]), 0.02 * max_abs(want[i]))
         << dir.filename() << " ranks " << ranks << " step " << i;
     EXPECT_GT(max_abs(got[i]), 0.0f);
+  }
+}
+
+// On a GPU: one rank through NCCL (world 1: every FFN's all-reduce runs as ncclAllReduce on the
+// backend's stream) gives the single-device model's bits on the same GPU, prefill and decode.
+// Skipped without a GPU and on the CPU emulation of the CUDA backend (no NCCL there).
+TEST(ShardedModel, OneGpuRankThroughNcclIsTheSingleDevice) {
+#ifdef FLASHDESK_CUDA_EMU
+  GTEST_SKIP() << "NCCL runs on a GPU; the CPU emulation has none";
+#endif
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  std::shared_ptr<const Checkpoint> ckpt =
+      Checkpoint::open(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny");
+  const auto ids = test_prompt(24, ckpt->config().text.vocab_size, 13);
+  std::unique_ptr<Backend> one_be = make_cuda_backend(0);
+  Model one(ckpt, *one_be);
+  SequenceState s = one.new_sequence();
+  std::vector<float> want = one.prefill(s, ids, PrefillOptions{});
+  RankGroup group(
+      ckpt, 1, [](int) { return make_cuda_backend(0); }, {}, make_nccl_collectives);
+  EXPECT_EQ(group.prefill(ids, PrefillOptions{}), want);
+  for (int step = 0; step < 3; ++step) {
+    const auto next =
+        static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
+    want = one.decode(s, next);
+    EXPECT_EQ(group.decode(next), want) << "decode step " << step;
   }
 }
 

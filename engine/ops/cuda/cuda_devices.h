@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/ops/backend.h"
+#include "engine/ops/collective.h"
 
 namespace flashdesk {
 
@@ -31,5 +32,11 @@ std::string describe(const CudaDeviceInfo& d);
 // The CUDA backend on GPU `device` (an index of cuda_devices()). Throws InvalidRequest naming the
 // reason when there is no such GPU.
 std::unique_ptr<Backend> make_cuda_backend(int device);
+// NCCL all-reduces between CUDA backends of this process, one rank a backend, each on its own GPU
+// (engine/ops/cuda/nccl_collective.cpp): collective r belongs to backends[r] and runs on its
+// stream. Throws InvalidRequest for a backend that is not a CUDA one or a GPU given twice, and
+// CudaError when NCCL cannot be loaded or set up.
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(
+    const std::vector<Backend*>& backends);
 
 }  // namespace flashdesk

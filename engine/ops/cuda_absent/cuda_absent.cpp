@@ -24,6 +24,10 @@ std::unique_ptr<Backend> make_cuda_backend(int) {
   throw InvalidRequest(cuda_unavailable_reason());
 }
 
+std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector<Backend*>&) {
+  throw InvalidRequest(cuda_unavailable_reason());
+}
+
 std::unique_ptr<VisionOps> make_cuda_vision_ops(Backend&) {
   return nullptr;  // no CUDA backend can exist in this build
 }
