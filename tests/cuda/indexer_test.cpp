@@ -148,6 +148,19 @@ TEST_F(CudaIndexerTest, TiesAsTorchBreaksThem) {
   check(2, 4, 64, 90, 16, 8, 6, true, false, 10, 7, 120);
 }
 
+// Rows held in registers, several entries a thread (the decode row's form: 16 a thread at
+// 16,384), their candidate block maxima taken from registers (whole blocks in a thread's run),
+// with ties at the k-th best and without. (The emulation's 99 KiB of shared memory holds rows of
+// up to about 6,000 entries; the 16,384-entry rows take this path on the GPU only.)
+TEST_F(CudaIndexerTest, RowsHeldInRegisters) {
+  check(2, 4, 64, 3000, 256, 4, 64, true, false, 13, 5, 4096);  // 4 a thread, blocks of 4
+  check(2, 4, 64, 3000, 256, 2, 64, true, false, 17, 5, 4096);  // two blocks a thread
+  check(1, 4, 64, 16384, 512, 8, 256, true, false, 14, 50);     // 16 a thread, ties
+  check(1, 4, 64, 16384, 512, 8, 300, true, false, 15);         // 16 a thread, no tie
+  check(1, 4, 64, 16385, 512, 8, 300, true, false, 18, 50);     // 17 a thread (a decode step's)
+  check(2, 4, 64, 5000, 300, 8, 40, false, true, 16, 7, 6000);  // 6 a thread, restricted
+}
+
 TEST_F(CudaIndexerTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
   check(1, 32, 128, 16384, 512, 8, 2048, true, false, 5);

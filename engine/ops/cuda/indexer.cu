@@ -3,13 +3,15 @@
 //     bf16(relu(d_h) * w_h), score = bf16(sum_h r_h in head order), over a row of select_width
 //     entries; entries not yet visible, past the cache or outside the Reindex restriction score
 //     -inf;
-//   selection: one block per query: a radix select (four 8-bit digits of an order-preserving key)
-//     finds the k-th best score. When fewer values equal it than are taken, the choice is plain
-//     and an ordered compaction writes the entries above it and its equals, in ascending order.
-//     Otherwise torch's choice among the equals is needed (docs/numerics.md "Top-k"): the block
-//     runs torch's selection step by step (torch_select_block.cuh, in shared memory where the row
-//     fits) over the row and marks the equals it takes, and the compaction takes those. The
-//     candidate blocks the same way over block maxima.
+//   selection: one block per query: a radix select (four 8-bit digits of an order-preserving key,
+//     two for rows of BF16 values) finds the k-th best score, over the row held in registers where
+//     it fits (up to 18 entries a thread; wider rows are read from memory at each pass). When fewer
+//     values equal it than are taken, the choice is plain and an ordered compaction writes the
+//     entries above it and its equals, in ascending order. Otherwise torch's choice among the
+//     equals is needed (docs/numerics.md "Top-k"): the block runs torch's selection step by step
+//     (torch_select_block.cuh, in shared memory where the row fits) over the row and marks the
+//     equals it takes, and the compaction takes those. The candidate blocks the same way over block
+//     maxima.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -170,10 +172,53 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// One step of the radix select, by the first warp: the highest digit whose count from the top
+// reaches `remaining` (digit 0 at the latest). Each lane sums 8 digits from the top, a scan finds
+// the lane, the lane its digit (one thread walking 256 digits cost more than the histogram).
+// Writes the prefix with that digit, what remains to be taken among its values and, after the
+// last digit (`last`), how many values equal the k-th best.
+__device__ inline void pick_digit(const int* hist, int shift, bool last, uint32_t prefix,
+                                  int remaining, uint32_t* prefix_s, int* remaining_s,
+                                  int* equal_s) {
+  const int lane = static_cast<int>(threadIdx.x);
+  int local = 0;
+  for (int v = 0; v < 8; ++v) local += hist[255 - 8 * lane - v];
+  int upto = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(kFullMask, upto, static_cast<unsigned>(o));
+    if (lane >= o) upto += y;
+  }
+  const unsigned reach = __ballot_sync(kFullMask, upto >= remaining);
+  const int first_lane = reach ? __ffs(reach) - 1 : 31;  // the lowest lane that reaches it
+  if (lane == first_lane) {
+    int above = upto - local, digit = 255 - 8 * lane;
+    for (;; --digit) {
+      if (digit == 0 || above + hist[digit] >= remaining) break;
+      above += hist[digit];
+    }
+    *prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
+    *remaining_s = remaining - above;
+    if (last) *equal_s = hist[digit];
+  }
+}
+
+// Adds each value's digit at `shift` to hist where its higher digits are `prefix` (under
+// `mask`). Warp-aggregated: index scores tie often and share their high digits, and 32 lanes
+// adding to one bin serialise; the lanes of one digit add their count once.
+__device__ __forceinline__ void count_digit(bool valid, uint32_t key, uint32_t mask,
+                                            uint32_t prefix, int shift, int* hist) {
+  unsigned digit = 256u;  // none
+  if (valid && (key & mask) == prefix) digit = (key >> shift) & 0xFFu;
+  const unsigned same = __match_any_sync(kFullMask, digit);
+  if (digit < 256u && (threadIdx.x & 31u) == static_cast<unsigned>(__ffs(same) - 1))
+    atomicAdd(&hist[digit], __popc(same));
+}
+
 // out[0, out_len) = the k best of vals[0, count) as torch.topk chooses them, in ascending index
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
 // positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
-// Called by every thread of the block.
+// Called by every thread of the block. Rows of at most kHeldPerThread values a thread go to
+// select_top_held instead.
 template <class Index>
 __device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
                            int64_t limit, int32_t* out, int64_t out_len, int* hist,
@@ -187,51 +232,13 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();
-    // Warp-aggregated counts: index scores tie often and share their high digits, and 32 lanes
-    // adding to one bin serialise; the lanes of one digit add their count once.
     for (int64_t base = 0; base < count; base += blockDim.x) {
       const int64_t s = base + threadIdx.x;
-      unsigned digit = 256u;  // none
-      if (s < count) {
-        const uint32_t key = order_key(vals[s]);
-        if ((key & mask) == prefix) digit = (key >> shift) & 0xFFu;
-      }
-      const unsigned same = __match_any_sync(kFullMask, digit);
-      if (digit < 256u && (threadIdx.x & 31u) == static_cast<unsigned>(__ffs(same) - 1))
-        atomicAdd(&hist[digit], __popc(same));
+      count_digit(s < count, s < count ? order_key(vals[s]) : 0u, mask, prefix, shift, hist);
     }
     __syncthreads();
-    // The highest digit whose count from the top reaches `remaining` (digit 0 at the latest),
-    // by the first warp: each lane sums 8 digits from the top, a scan finds the lane, the lane
-    // its digit (one thread walking 256 digits cost more than the histogram).
-    if (threadIdx.x < 32) {
-      const int lane = static_cast<int>(threadIdx.x);
-      int local = 0;
-      for (int v = 0; v < 8; ++v) local += hist[255 - 8 * lane - v];
-      int upto = local;
-      for (int o = 1; o < 32; o <<= 1) {
-        const int y = __shfl_up_sync(kFullMask, upto, static_cast<unsigned>(o));
-        if (lane >= o) upto += y;
-      }
-      const unsigned reach = __ballot_sync(kFullMask, upto >= remaining);
-      int first_lane = 31;  // the lowest lane that reaches it
-      for (int l = 0; l < 32; ++l)
-        if ((reach >> l) & 1u) {
-          first_lane = l;
-          break;
-        }
-      if (lane == first_lane) {
-        int above = upto - local, digit = 255 - 8 * lane;
-        for (;; --digit) {
-          if (digit == 0 || above + hist[digit] >= remaining) break;
-          above += hist[digit];
-        }
-        prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
-        remaining_s = remaining - above;
-        // After the last digit: how many values equal the k-th best.
-        if (shift == 0) equal_s = hist[digit];
-      }
-    }
+    if (threadIdx.x < 32)
+      pick_digit(hist, shift, shift == 0, prefix, remaining, &prefix_s, &remaining_s, &equal_s);
     __syncthreads();
     prefix = prefix_s;
     remaining = remaining_s;
@@ -278,6 +285,161 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   __syncthreads();
 }
 
+// A row held in registers: thread t holds values [t * per, (t + 1) * per) of a row of at most
+// kHeldPerThread * blockDim.x (18,432: a V4.1 decode row at a 16K context, 16,385 entries, 17
+// each; 24 a thread spilled registers). The row is read
+// from memory once, its loads all in flight together; the radix passes then count from registers,
+// and the ordered compaction is one block scan of the threads' counts (threads hold contiguous
+// runs, so thread order is index order). Reading the row from L2 at every pass, one load at a
+// time, and a block scan per 1024 entries were most of the decode selection's time.
+constexpr int kHeldPerThread = 18;
+
+struct HeldRow {
+  uint32_t key[kHeldPerThread];  // order_key of the values
+  int per, first;                // values a thread, this thread's first index
+  int count;                     // (32-bit: a held row is short, and 64-bit indices cost registers)
+  __device__ bool valid(int j) const { return j < per && first + j < count; }
+};
+
+// The value of an order key (order_key's inverse, but for -0, which reads as +0).
+__device__ __forceinline__ float key_value(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? key & 0x7FFFFFFFu : ~key);
+}
+
+__device__ inline void load_held(const float* vals, int64_t count, HeldRow& row) {
+  row.count = static_cast<int>(count);
+  row.per = (row.count + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  row.first = static_cast<int>(threadIdx.x) * row.per;
+  const bool vec = row.per % 4 == 0 && (reinterpret_cast<uintptr_t>(vals) & 15u) == 0;
+  FD_UNROLL
+  for (int j = 0; j < kHeldPerThread; j += 4) {
+    const int s = row.first + j;
+    if (vec && j + 4 <= kHeldPerThread && j < row.per && s + 4 <= row.count) {
+      const float4 f = *reinterpret_cast<const float4*>(vals + s);
+      row.key[j] = order_key(f.x);
+      row.key[j + 1] = order_key(f.y);
+      row.key[j + 2] = order_key(f.z);
+      row.key[j + 3] = order_key(f.w);
+    } else {
+      FD_UNROLL
+      for (int u = 0; u < 4; ++u)
+        if (j + u < kHeldPerThread)  // (the array's end: kHeldPerThread need not divide by 4)
+          row.key[j + u] = row.valid(j + u) ? order_key(vals[s + u]) : 0u;
+    }
+  }
+}
+
+// select_top over a held row (the same result); `vals` is the row in memory again, read only
+// where torch's selection runs.
+template <class Index>
+__device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool drop_neg_inf,
+                                int64_t limit, int32_t* out, int64_t out_len, int* hist,
+                                int* warp_totals, torch_select::Scored* pairs,
+                                const BlockSelectRoomOf<Index>& room, uint8_t* taken) {
+  __shared__ uint32_t prefix_s;
+  __shared__ int remaining_s, equal_s;
+  const int count = row.count, per = row.per;
+  uint32_t* key = row.key;
+  k = lmin(k, count);
+  // Rows of BF16 values (the index scores are rounded to BF16) need two digits: a BF16 value's
+  // key is fixed by its top 16 bits (low bits 0, or all ones for a negative value).
+  bool bf16 = true;
+  FD_UNROLL
+  for (int j = 0; j < kHeldPerThread; ++j)
+    if (row.valid(j)) bf16 = bf16 && (key[j] & 0xFFFFu) == ((key[j] >> 31) ? 0u : 0xFFFFu);
+  const int last_shift = __syncthreads_or(!bf16) ? 0 : 16;
+  uint32_t prefix = 0, mask = 0;
+  int remaining = static_cast<int>(k);
+  for (int shift = 24; shift >= last_shift; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+    __syncthreads();
+    FD_UNROLL
+    for (int j = 0; j < kHeldPerThread; ++j) {
+      if (j >= per) break;  // uniform over the block
+      count_digit(row.valid(j), key[j], mask, prefix, shift, hist);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32)
+      pick_digit(hist, shift, shift == last_shift, prefix, remaining, &prefix_s, &remaining_s,
+                 &equal_s);
+    __syncthreads();
+    prefix = prefix_s;
+    remaining = remaining_s;
+    mask |= 0xFFu << shift;
+    __syncthreads();
+  }
+  if (last_shift == 16) prefix |= (prefix >> 31) ? 0u : 0xFFFFu;
+  const uint32_t threshold = prefix;
+  const uint32_t neg_inf = order_key(-INFINITY);
+  const bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
+  if (tie) {
+    // The pairs in index order, written coalesced from a second read of the row, four loads in
+    // flight a thread (writing them from the held runs would put a warp's stores on one bank).
+    for (int64_t base = 0; base < count; base += 4 * static_cast<int64_t>(blockDim.x)) {
+      float v[4];
+      FD_UNROLL
+      for (int u = 0; u < 4; ++u) {
+        const int64_t s = base + u * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+        v[u] = s < count ? vals[s] : 0.0f;
+      }
+      FD_UNROLL
+      for (int u = 0; u < 4; ++u) {
+        const int64_t s = base + u * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+        if (s < count) {
+          pairs[s] = torch_select::Scored{v[u], static_cast<int32_t>(s)};
+          taken[s] = 0;
+        }
+      }
+    }
+    __syncthreads();
+    block_torch_select(pairs, count, k, room, warp_totals);
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
+      if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
+    // The held keys read again: holding them through torch's selection spilled registers.
+    load_held(vals, count, row);
+    __syncthreads();
+  }
+  // The ordered compaction: a thread's counts of values above the threshold and of its equals
+  // that are taken (torch's marks, or else every equal, of which the first `remaining` in index
+  // order count), one block scan of both (16-bit halves: a row has at most 16,384), then each
+  // thread writes its own in order.
+  const auto kind = [&](int j, bool& above, bool& equal) {
+    const int s = row.first + j;
+    const bool in = row.valid(j) && k > 0 && !(drop_neg_inf && key[j] == neg_inf);
+    above = in && key[j] > threshold;
+    equal = in && key[j] == threshold && (!tie || taken[s]);
+  };
+  int n_above = 0, n_equal = 0;
+  FD_UNROLL
+  for (int j = 0; j < kHeldPerThread; ++j) {
+    if (j >= per) break;
+    bool above, equal;
+    kind(j, above, equal);
+    n_above += above;
+    n_equal += equal;
+  }
+  int totals = 0;
+  const int before = block_exclusive_scan(n_above | (n_equal << 16), warp_totals, &totals);
+  const int equal_room = tie ? 1 << 30 : remaining;
+  int above_before = before & 0xFFFF, equal_before = before >> 16;
+  FD_UNROLL
+  for (int j = 0; j < kHeldPerThread; ++j) {
+    if (j >= per) break;
+    bool above, equal;
+    kind(j, above, equal);
+    if (above || (equal && equal_before < equal_room)) {
+      const int pos = above_before + (equal_before < equal_room ? equal_before : equal_room);
+      const int s = row.first + j;
+      if (pos < out_len) out[pos] = s < limit ? s : -1;
+    }
+    above_before += above;
+    equal_before += equal;
+  }
+  const int written = (totals & 0xFFFF) + ((totals >> 16) < equal_room ? totals >> 16 : equal_room);
+  for (int64_t i = written + threadIdx.x; i < out_len; i += blockDim.x) out[i] = -1;
+  __syncthreads();
+}
+
 // One block per query (rows t0 + blockIdx.x): top-k entries, then (with candidates) the
 // candidate blocks, whose scores are taken before the top-k. kShared: torch's selection works in
 // shared memory (shared_select_bytes(width) of it), else in `tie`'s global rows.
@@ -305,21 +467,62 @@ __global__ void __launch_bounds__(kSelectThreads)
     room = {lists, lists + a.width};
   }
   float* bs = candidates ? block_scores + t * a.n_blocks : nullptr;
+  // Rows held in registers in the shared-memory kernel only (the global one, for rows too wide
+  // for shared memory, spilled registers with both forms in it).
+  const bool held = kShared && a.width <= static_cast<int64_t>(kHeldPerThread) * blockDim.x;
+  HeldRow row;
+  if (held) load_held(sc, a.width, row);
   if (candidates) {
     const int64_t visible = lmin(a.visible[t], a.entries);
-    for (int64_t b = threadIdx.x; b < a.n_blocks; b += blockDim.x) {
-      float m = -INFINITY;
-      for (int64_t s = b * a.block_size; s < lmin((b + 1) * a.block_size, a.width); ++s)
-        m = fmaxf(m, sc[s]);
-      bs[b] = (visible >= 1 && b == (visible - 1) / a.block_size) ? INFINITY : m;
+    const auto block_score = [&](int64_t b, float m) {
+      return (visible >= 1 && b == (visible - 1) / a.block_size) ? INFINITY : m;
+    };
+    if (held && row.per % a.block_size == 0) {
+      // Whole blocks in this thread's run: their maxima from registers (as order keys: the same
+      // maximum as fmaxf but for NaN, which scores never are).
+      for (int64_t j0 = 0; j0 < row.per; j0 += a.block_size) {
+        const int64_t b = (row.first + j0) / a.block_size;  // (j0: a multiple of the block)
+        if (b >= a.n_blocks) break;
+        uint32_t m = order_key(-INFINITY);
+        FD_UNROLL
+        for (int j = 0; j < kHeldPerThread; ++j)
+          if (j >= j0 && j < j0 + a.block_size && row.valid(j) && row.key[j] > m) m = row.key[j];
+        bs[b] = block_score(b, key_value(m));
+      }
+    } else {
+      for (int64_t b = threadIdx.x; b < a.n_blocks; b += blockDim.x) {
+        const int64_t s0 = b * a.block_size, s1 = lmin(s0 + a.block_size, a.width);
+        float m = -INFINITY;
+        if (a.block_size <= 8) {  // the model's 8: the block's loads in flight together
+          float v[8];
+          FD_UNROLL
+          for (int i = 0; i < 8; ++i) v[i] = s0 + i < s1 ? sc[s0 + i] : -INFINITY;
+          FD_UNROLL
+          for (int i = 0; i < 8; ++i) m = fmaxf(m, v[i]);
+        } else {
+          for (int64_t s = s0; s < s1; ++s) m = fmaxf(m, sc[s]);
+        }
+        bs[b] = block_score(b, m);
+      }
     }
     __syncthreads();
   }
-  select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, room,
-             taken);
+  if (held)
+    select_top_held(row, sc, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs,
+                    room, taken);
+  else
+    select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, room,
+               taken);
   if (!candidates) return;
-  select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals, pairs,
-             room, taken);
+  if (kShared && a.n_blocks <= static_cast<int64_t>(kHeldPerThread) * blockDim.x) {
+    HeldRow blocks;
+    load_held(bs, a.n_blocks, blocks);
+    select_top_held(blocks, bs, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals,
+                    pairs, room, taken);
+  } else {
+    select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals, pairs,
+               room, taken);
+  }
 }
 
 }  // namespace

@@ -5,9 +5,10 @@
 //   - introselect's partition (libstdc++'s unguarded Hoare partition): its j-th swap exchanges the
 //     j-th element from the left where the left scan stops (not before the pivot) with the j-th
 //     from the right where the right scan stops (the pivot not before it), as long as the first
-//     lies left of the second. Both stop lists come from block scans of the untouched range: the
-//     scans of swap j only cross elements no earlier swap moved, and the element a swap puts
-//     behind a scan stops it where the other list would. The swaps are disjoint, so they run at
+//     lies left of the second. Both stop lists come from one pass over the untouched range (warp
+//     ballots over contiguous segments, placed by a scan of the warps' counts): the scans of swap
+//     j only cross elements no earlier swap moved, and the element a swap puts behind a scan
+//     stops it where the other list would. The swaps are disjoint, so they run at
 //     once, and the cut is where the scans meet. The median-of-three pivot, the insertion sort of
 //     the last <= 3 elements and the bookkeeping stay on one thread (constant work).
 //   - heap select (torch's partial_sort when 64 k <= n, and introselect's depth-limit fallback):
@@ -40,47 +41,101 @@ namespace block_select_detail {
 using torch_select::Scored;
 
 // torch_select::partition_around(pairs + first, pairs + last, pairs + pivot) by the block; every
-// thread returns the cut (an index into pairs).
+// thread returns the cut (an index into pairs). Each warp lists the stops of its own contiguous
+// segment of the range with ballots (a count pass, a scan of the 32 warp totals, a write pass), so
+// a partition waits at four block barriers whatever its length: a block-wide scan per 1024
+// elements put three barriers on every step of the old form, and the decode row's 16,384
+// entries took about 50 of them per partition (docs/cuda-backend.md).
 template <class Index>
 __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
-                                    const BlockSelectRoomOf<Index>& room, int* warp_totals) {
+                                    const BlockSelectRoomOf<Index>& room) {
   __shared__ int64_t cut_s;
   __shared__ int swaps_s;
+  __shared__ int64_t left_from[32], right_from[32];  // each warp's first list position
+  __shared__ int64_t n_left_s, n_right_s;
   const Scored p = pairs[pivot];
   const int64_t len = last - first;
-  int64_t n_left = 0, n_right = 0;
-  for (int64_t base = 0; base < len; base += blockDim.x) {
-    const int64_t i = base + threadIdx.x;
-    // Left stops counted from `first` upwards, right stops from `last - 1` downwards, in one scan
-    // (two 16-bit counts: a step has at most 1024 of each).
-    const bool stop_l = i < len && !torch_select::before(pairs[first + i], p);
-    const bool stop_r = i < len && !torch_select::before(p, pairs[last - 1 - i]);
-    int total = 0;
-    const int before =
-        block_exclusive_scan((stop_l ? 1 : 0) | (stop_r ? 1 << 16 : 0), warp_totals, &total);
-    if (stop_l) room.left[n_left + (before & 0xFFFF)] = static_cast<Index>(first + i);
-    if (stop_r) room.right[n_right + (before >> 16)] = static_cast<Index>(last - 1 - i);
-    n_left += total & 0xFFFF;
-    n_right += total >> 16;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  // Left stops counted from `first` upwards, right stops from `last - 1` downwards: position i of
+  // the scan is element first + i for the left list and last - 1 - i for the right one.
+  // (32-bit: a 64-bit division is a long instruction sequence, run by every thread.)
+  const int64_t seg =
+      (static_cast<int64_t>((static_cast<uint32_t>(len) + warps - 1) / warps) + 31) / 32 * 32;
+  const int64_t i0 = static_cast<int64_t>(warp) * seg, i1 = lmin(len, i0 + seg);
+  const auto stops = [&](int64_t i, bool& stop_l, bool& stop_r) {
+    const bool in = i < i1;
+    stop_l = in && !torch_select::before(pairs[first + i], p);
+    stop_r = in && !torch_select::before(p, pairs[last - 1 - i]);
+  };
+  int64_t count_l = 0, count_r = 0;
+  for (int64_t base = i0; base < i1; base += 32) {  // uniform over the warp
+    bool stop_l, stop_r;
+    stops(base + lane, stop_l, stop_r);
+    count_l += __popc(__ballot_sync(kFullMask, stop_l));
+    count_r += __popc(__ballot_sync(kFullMask, stop_r));
+  }
+  if (lane == 0) {
+    left_from[warp] = count_l;
+    right_from[warp] = count_r;
   }
   __syncthreads();
-  // Swap j happens while left[j] < right[j]; left ascends and right descends, so those j are a
-  // prefix: its length (the number of swaps) by binary search.
-  if (threadIdx.x == 0) {
-    int64_t lo = 0, hi = lmin(n_left, n_right);  // the first j with left[j] >= right[j]
-    while (lo < hi) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      if (room.left[mid] < room.right[mid])
-        lo = mid + 1;
-      else
-        hi = mid;
+  if (warp == 0) {  // exclusive sums of the warp counts, in warp order
+    int64_t l = lane < warps ? left_from[lane] : 0, r = lane < warps ? right_from[lane] : 0;
+    const int64_t own_l = l, own_r = r;
+    for (unsigned o = 1; o < 32; o <<= 1) {
+      const int64_t yl = __shfl_up_sync(kFullMask, l, o), yr = __shfl_up_sync(kFullMask, r, o);
+      if (lane >= o) l += yl, r += yr;
     }
-    const int64_t swaps = lo;
-    // The scans meet where the left one stops after the last swap: at its next stop, or at the
-    // element the last swap moved to the right side (a left stop), whichever comes first.
-    const int64_t next_left = swaps < n_left ? room.left[swaps] : last;
-    cut_s = swaps > 0 ? lmin(next_left, room.right[swaps - 1]) : next_left;
-    swaps_s = static_cast<int>(swaps);
+    if (lane < warps) {
+      left_from[lane] = l - own_l;
+      right_from[lane] = r - own_r;
+    }
+    if (lane == warps - 1) {
+      n_left_s = l;
+      n_right_s = r;
+    }
+  }
+  __syncthreads();
+  int64_t at_l = left_from[warp], at_r = right_from[warp];
+  const unsigned lower = (1u << lane) - 1u;
+  for (int64_t base = i0; base < i1; base += 32) {
+    const int64_t i = base + lane;
+    bool stop_l, stop_r;
+    stops(i, stop_l, stop_r);
+    const unsigned mask_l = __ballot_sync(kFullMask, stop_l),
+                   mask_r = __ballot_sync(kFullMask, stop_r);
+    if (stop_l) room.left[at_l + __popc(mask_l & lower)] = static_cast<Index>(first + i);
+    if (stop_r) room.right[at_r + __popc(mask_r & lower)] = static_cast<Index>(last - 1 - i);
+    at_l += __popc(mask_l);
+    at_r += __popc(mask_r);
+  }
+  const int64_t n_left = n_left_s, n_right = n_right_s;
+  __syncthreads();
+  // Swap j happens while left[j] < right[j]; left ascends and right descends, so those j are a
+  // prefix: its length (the number of swaps) by a search on the first warp, 32 probes a round
+  // (a binary search on one thread waited on ~14 dependent shared-memory loads a partition).
+  if (warp == 0) {
+    int64_t lo = 0, hi = lmin(n_left, n_right);  // the first j with left[j] >= right[j]
+    while (lo < hi) {                            // uniform over the warp
+      const int64_t step = (hi - lo + 31) / 32, j = lo + lane * step;
+      const bool met = j < hi && room.left[j] >= room.right[j];
+      const unsigned mask = __ballot_sync(kFullMask, met);
+      if (mask == 0) {
+        lo += lmin(31, (hi - 1 - lo) / step) * step + 1;  // past the last probe
+      } else {
+        const int hit = __ffs(mask) - 1;
+        hi = lo + hit * step;  // a probe that met; the ones before it did not
+        if (hit > 0) lo += (hit - 1) * step + 1;
+      }
+    }
+    if (lane == 0) {
+      const int64_t swaps = lo;
+      // The scans meet where the left one stops after the last swap: at its next stop, or at the
+      // element the last swap moved to the right side (a left stop), whichever comes first.
+      const int64_t next_left = swaps < n_left ? room.left[swaps] : last;
+      cut_s = swaps > 0 ? lmin(next_left, room.right[swaps - 1]) : next_left;
+      swaps_s = static_cast<int>(swaps);
+    }
   }
   __syncthreads();
   const int64_t cut = cut_s;
@@ -152,7 +207,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
                                          pairs + last - 1);
     }
     __syncthreads();
-    const int64_t cut = d::partition(pairs, first + 1, last, first, room, warp_totals);
+    const int64_t cut = d::partition(pairs, first + 1, last, first, room);
     if (cut <= nth)
       first = cut;
     else
