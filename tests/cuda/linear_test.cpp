@@ -158,28 +158,35 @@ class CudaLinearTest : public CudaOpTest {
     const std::vector<float> x = random_bf16(static_cast<size_t>(n * in), seed + 2, 2.0f);
     Pair xt = both_f32(Shape{n, in}, x);
     if (x_offset != 0) xt.gpu = f32_at(gpu(), Shape{n, in}, x, x_offset);
-    Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
     Tensor yc = cpu().alloc(DType::F32, Shape{n, out});
     const LinearMode mode{LinearInput::ActQuantFp8, o};
-    gpu().linear(xt.gpu, wg, mode, yg);
     cpu().linear(xt.cpu, wc, mode, yc);
     std::vector<float> want, terms;
     reference_by_blocks(x, n, hw, want, terms);
-    std::vector<float> got = from_gpu<float>(yg);
-    const std::string what =
-        std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) + " " +
-        std::to_string(out) + "x" + std::to_string(in) +
-        (w_offset + x_offset
-             ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
-             : "");
-    if (o == LinearOutput::Bf16) {
-      expect_linear_close(got, want, terms, what + " vs definition");
-    } else {
-      for (float& v : got) v = round_bf16(v);  // the definition's FP32 sum, compared in BF16
-      expect_linear_close(got, want, terms, what + " (F32 out) vs definition");
+    // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh).
+    for (const bool tc : {false, true}) {
+      gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
+                                : CudaBackend::GemvKernels::CudaCores);
+      Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
+      gpu().linear(xt.gpu, wg, mode, yg);
+      gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
+      std::vector<float> got = from_gpu<float>(yg);
+      const std::string what =
+          std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
+          " " + std::to_string(out) + "x" + std::to_string(in) +
+          (w_offset + x_offset
+               ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
+               : "") +
+          (tc ? " (tensor cores where they fit)" : " (CUDA cores)");
+      if (o == LinearOutput::Bf16) {
+        expect_linear_close(got, want, terms, what + " vs definition");
+      } else {
+        for (float& v : got) v = round_bf16(v);  // the definition's FP32 sum, compared in BF16
+        expect_linear_close(got, want, terms, what + " (F32 out) vs definition");
+      }
+      expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
+                          what + " vs cpu-reference");
     }
-    expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
-                        what + " vs cpu-reference");
   }
 
   // BF16 / F32 weights, input as is: against cpu-reference.
@@ -220,6 +227,16 @@ TEST_F(CudaLinearTest, Fp8GemvAndGemmFollowTheBlockDefinition) {
   check_quantised(WeightFormat::Fp8Block, 2, 100, 33, LinearOutput::Bf16, 2);  // K % 4 != 0
   check_quantised(WeightFormat::Fp8Block, 12, 100, 33, LinearOutput::Bf16, 3);
   check_quantised(WeightFormat::Fp8Block, 5, 2304, 70, LinearOutput::F32, 4);  // K splits
+}
+
+// Shapes the tensor-core GEMV takes (K a multiple of 64): 1 to 8 rows, a partial last row tile,
+// K split across blocks (few rows, long K; at 8 rows also by the staging budget).
+TEST_F(CudaLinearTest, Fp8GemvOnTheTensorCores) {
+  for (int64_t n : {1, 2, 5, 8})
+    check_quantised(WeightFormat::Fp8Block, n, 256, 70, LinearOutput::Bf16, 60);
+  check_quantised(WeightFormat::Fp8Block, 3, 4096, 40, LinearOutput::F32, 61);
+  check_quantised(WeightFormat::Fp8Block, 8, 4096, 100, LinearOutput::Bf16, 62);
+  check_quantised(WeightFormat::Fp8Block, 1, 640, 2000, LinearOutput::Bf16, 63);
 }
 
 TEST_F(CudaLinearTest, Fp4GemvAndGemmFollowTheBlockDefinition) {

@@ -86,6 +86,16 @@ CudaBackend::CudaBackend(int device) {
              "FLASHDESK_CUDA_MOE_DECODE must be tc or cuda-cores, not '" + v + "'");
     decode_experts_tc_ = v == "tc";
   }
+  // FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores (default auto): which kernels run the dense FP8
+  // linears of up to 8 rows where both can (the benchmarks' A/B).
+  if (const char* d = std::getenv("FLASHDESK_CUDA_GEMV")) {
+    const std::string v(d);
+    FD_CHECK(v == "auto" || v == "tc" || v == "cuda-cores",
+             "FLASHDESK_CUDA_GEMV must be auto, tc or cuda-cores, not '" + v + "'");
+    set_gemv_kernels(v == "tc"           ? GemvKernels::TensorCores
+                     : v == "cuda-cores" ? GemvKernels::CudaCores
+                                         : GemvKernels::Auto);
+  }
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
@@ -111,6 +121,13 @@ CudaBackend::~CudaBackend() {
   // Pending work may still read tensors the caller has dropped; let it finish before the stream
   // and the pool's cache go away.
   if (ctx_) cudaStreamSynchronize(ctx_->stream());
+}
+
+void CudaBackend::set_gemv_kernels(GemvKernels k) {
+  using C = cuda::DeviceContext::GemvKernels;
+  ctx_->set_gemv_kernels(k == GemvKernels::TensorCores ? C::TensorCores
+                         : k == GemvKernels::CudaCores ? C::CudaCores
+                                                       : C::Auto);
 }
 
 void CudaBackend::synchronize() {

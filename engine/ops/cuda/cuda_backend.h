@@ -61,6 +61,11 @@ class CudaBackend final : public Backend {
   // shapes allow (moe_decode_tc.cuh; the default) or on the CUDA cores (the tests compare the
   // two; FLASHDESK_CUDA_MOE_DECODE=cuda-cores).
   void set_decode_experts_tensor_cores(bool on) { decode_experts_tc_ = on; }
+  // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
+  // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
+  // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.
+  enum class GemvKernels { Auto, TensorCores, CudaCores };
+  void set_gemv_kernels(GemvKernels k);
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }

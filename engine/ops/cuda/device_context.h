@@ -46,6 +46,13 @@ class DeviceContext {
   // the kernels one after another, so they can all share the buffer.
   unsigned* arrival_counters(int64_t count);
 
+  // Which kernels run dense FP8 GEMVs: the tensor cores (gemv_tc.cuh) where they fit, the CUDA
+  // cores, or by row count (Auto); the backend's switch, here because the linear paths see the
+  // context only.
+  enum class GemvKernels { Auto, TensorCores, CudaCores };
+  GemvKernels gemv_kernels() const { return gemv_kernels_; }
+  void set_gemv_kernels(GemvKernels k) { gemv_kernels_ = k; }
+
  private:
   int device_;
   cudaDeviceProp props_{};
@@ -59,6 +66,7 @@ class DeviceContext {
   };
   std::map<const void*, Cached> cached_;
   Tensor counters_;
+  GemvKernels gemv_kernels_ = GemvKernels::Auto;
 };
 
 // Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS

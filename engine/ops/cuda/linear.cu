@@ -4,6 +4,7 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/dequant.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
+#include "engine/ops/cuda/gemv_tc.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/linear.cuh"
 
@@ -258,6 +259,15 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   FD_CHECK(job.n >= 1 && job.n <= kGemvTokens, w.name + ": GEMV takes 1..8 rows");
   FD_CHECK(w.format != WeightFormat::Fp4Row || job.k % 32 == 0,
            w.name + ": FP4 rows must be whole 32-column blocks");
+  // The tensor cores from a few rows on: their cost hardly grows with the rows, but at one row
+  // (and at two for the small matrices) the CUDA-core GEMV, without the activations' separate
+  // quantisation launch, is faster (H200: wo_b 26.3 against 37.5 µs at one row, 97.0 against
+  // 40.9 at eight; wq_a 12.0 against 14.7 at two; docs/cuda-backend.md).
+  const bool few_rows = job.n == 1 || (job.n == 2 && job.out_g * job.k < (int64_t{16} << 20));
+  using K = DeviceContext::GemvKernels;
+  const K kernels = ctx.gemv_kernels();
+  if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) && gemv_tc_fits(job))
+    return gemv_tc(ctx, job);
   GemvParams p{};
   p.x = job.x;
   p.x_stride = job.x_stride;

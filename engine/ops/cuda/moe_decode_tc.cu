@@ -16,6 +16,7 @@
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/mma.cuh"
 #include "engine/ops/cuda/moe_decode_tc.cuh"
+#include "engine/ops/cuda/tc_codes.cuh"
 
 namespace flashdesk::cuda {
 namespace {
@@ -30,32 +31,6 @@ constexpr int64_t kMaxTcCols = 8192;
 
 // ---- activations ----
 
-// Activations as the kernels read them: per 32-column block, the E4M3 values of act_quant as FP16
-// bits in the B fragments' order (lane group q's columns 8q .. 8q+7 as c0 c4 c1 c5 c2 c6 c3 c7,
-// so one 16-byte read gives both k16 products' fragments), and the block's scale.
-struct TcActs {
-  uint16_t* values;  // [rows, k]
-  float* scales;     // [rows, k / 32]
-};
-
-// FP16 bits of v, an E4M3 value (normal in FP16, or zero: e4m3_round clamps, as the CUDA-core
-// kernels' staging does).
-__device__ __forceinline__ uint16_t f16_bits_of_e4m3_value(float v) {
-  const uint32_t u = __float_as_uint(v), sign = (u >> 16) & 0x8000u, mag = u & 0x7FFFFFFFu;
-  return static_cast<uint16_t>(
-      mag == 0 ? sign : sign | (((mag >> 23) - 112u) << 10) | ((mag >> 13) & 0x3FFu));
-}
-
-// One warp, lane j holding column j of a 32-column block: act_quant (the CPU's to the bit:
-// docs/numerics.md "Linear layers"), each value stored at its fragment position in `values32`.
-__device__ __forceinline__ void quantize_block(float v, uint16_t* values32, float* scale) {
-  const unsigned lane = threadIdx.x & 31u;
-  const float s = e8m0_to_f32(fp8_scale_code(warp_max(fabsf(v))));
-  const unsigned j = lane % 8;
-  values32[(lane / 8) * 8 + (j % 4) * 2 + j / 4] = f16_bits_of_e4m3_value(e4m3_round(v, 1.0f / s));
-  if (lane == 0) *scale = s;
-}
-
 // x [rows, k] (row stride k) into `out`, a warp per 32-column block.
 __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, TcActs out) {
   FD_GRID_PROLOGUE();
@@ -64,29 +39,6 @@ __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, Tc
   const int64_t row = w / (k / 32), b = w % (k / 32);
   quantize_block(x[row * k + b * 32 + (threadIdx.x & 31u)], out.values + row * k + b * 32,
                  out.scales + row * (k / 32) + b);
-}
-
-// ---- weights ----
-
-// Eight FP4 (E2M1) codes (columns 8q .. 8q+7 of a block, column 8q + i in nibble i) as FP16
-// pairs of columns (i, i + 4), times 2^-14: a nibble's magnitude bits placed at FP16 bits 9..11
-// are its value times 2^-14 (the 0.5 code a subnormal), its sign at bit 15.
-__device__ __forceinline__ void e2m1x8_to_f16(uint32_t w, uint32_t (&r)[4]) {
-  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
-  r[0] = ((w << 9) & kMag) | ((w << 12) & kSign);
-  r[1] = ((w << 5) & kMag) | ((w << 8) & kSign);
-  r[2] = ((w << 1) & kMag) | ((w << 4) & kSign);
-  r[3] = ((w >> 3) & kMag) | (w & kSign);
-}
-
-// Eight FP8 (E4M3) codes (columns 8q .. 8q+3 in lo, 8q+4 .. 8q+7 in hi) as FP16 pairs of columns
-// (i, i + 4), times 2^-8: the code's magnitude bits at FP16 bits 7..13, its sign at 15.
-__device__ __forceinline__ void e4m3x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&r)[4]) {
-  FD_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t x = __byte_perm(lo, hi, static_cast<unsigned>(((4 + i) << 8) | i));
-    r[i] = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
-  }
 }
 
 // The weights reach shared memory in units of 64 bytes of each of the warp's rows (FP4: 4 K
@@ -309,6 +261,12 @@ constexpr int act_bytes(int64_t k) {
 
 }  // namespace
 
+void quantize_acts_tc(DeviceContext& ctx, const float* x, int64_t rows, int64_t k, TcActs out) {
+  if (rows * k == 0) return;
+  FD_LAUNCH(quantize_acts_kernel, dim3(blocks_for(rows * (k / 32) * 32, kTcThreads)),
+            dim3(kTcThreads), 0, ctx.stream(), x, rows, k, out);
+}
+
 bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   for (const ExpertEntry& e : table) {
     if (e.data[0] == nullptr) continue;
@@ -336,8 +294,7 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
   Tensor hv = ctx.scratch(DType::BF16, Shape{all_slots, max_inter});
   Tensor hs = ctx.scratch(DType::F32, Shape{all_slots, max_inter / 32});
   const TcActs x_acts{ptr<uint16_t>(xv), ptr<float>(xs)}, h_acts{ptr<uint16_t>(hv), ptr<float>(hs)};
-  FD_LAUNCH(quantize_acts_kernel, dim3(blocks_for(a.n * (dim / 32) * 32, kTcThreads)),
-            dim3(kTcThreads), 0, ctx.stream(), x, a.n, dim, x_acts);
+  quantize_acts_tc(ctx, x, a.n, dim, x_acts);
   const auto tile_pairs = [](int64_t rows) {
     return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
   };
