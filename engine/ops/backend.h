@@ -185,6 +185,13 @@ class Backend {
                         Tensor& post, Tensor& comb) = 0;
   // u [n, D] = bf16(sum_j pre[j] * X_j).
   virtual void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) = 0;
+  // u = rms_norm(hc_collapse(X, pre)) with `weight`: a sublayer's input, which a backend may
+  // compute in one pass (the same values as the two ops).
+  virtual void hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor* weight, float eps,
+                                Tensor& u) {
+    hc_collapse(X, pre, u);
+    rms_norm(u, weight, eps, u);
+  }
   // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j); out must not alias X.
   virtual void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                          Tensor& out) = 0;

@@ -39,6 +39,16 @@ class CudaHcTest : public CudaOpTest {
     gpu().hc_collapse(X.gpu, pre2.gpu, u.gpu);
     cpu().hc_collapse(X.cpu, pre2.cpu, u.cpu);
     expect_identical(from_gpu<float>(u.gpu), from_cpu<float>(u.cpu), "collapse");
+    // Collapse and RMSNorm in one op: the values of the two ops on the GPU, to the bit, and
+    // within an ulp of cpu-reference's (the norm's FP32 sum in another order).
+    const Pair norm_w =
+        both_f32(Shape{d}, random_uniform(static_cast<size_t>(d), seed + 4, 0.5f, 1.5f));
+    Tensor fused = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().hc_collapse_norm(X.gpu, pre2.gpu, &norm_w.gpu, 1e-6f, fused);
+    gpu().rms_norm(u.gpu, &norm_w.gpu, 1e-6f, u.gpu);
+    expect_identical(from_gpu<float>(fused), from_gpu<float>(u.gpu), "collapse + norm, fused");
+    cpu().rms_norm(u.cpu, &norm_w.cpu, 1e-6f, u.cpu);
+    expect_bf16_close(from_gpu<float>(fused), from_cpu<float>(u.cpu), 1, 0.0, "collapse + norm");
     Pair y = both_f32(Shape{n, d}, random_bf16(static_cast<size_t>(n * d), seed + 3));
     Pair out = both_alloc(DType::F32, Shape{n, hc, d});
     gpu().hc_expand(X.gpu, y.gpu, post2.gpu, comb2.gpu, out.gpu);

@@ -103,6 +103,8 @@ class CudaBackend final : public Backend {
   void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre, Tensor& post,
                 Tensor& comb) override;
   void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) override;
+  void hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor* weight, float eps,
+                        Tensor& u) override;
   void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                  Tensor& out) override;
 
