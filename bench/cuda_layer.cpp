@@ -424,16 +424,14 @@ Tensor SyntheticLayer::step(const Tensor& X, const Tensor& pre_in,
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
   be_.hc_mixes(X, w.hc_attn, hs, pre_a, post_a, comb_a);
   Tensor u = f32(Shape{n, D});
-  be_.hc_collapse(X, pre_in, u);
-  be_.rms_norm(u, &w.attn_norm, eps, u);
+  be_.hc_collapse_norm(X, pre_in, &w.attn_norm, eps, u);
   Tensor a = attention(u, positions, seqs, first_position, prefill);
   Tensor X1 = f32(Shape{n, hc, D});
   be_.hc_expand(X, a, post_a, comb_a, X1);
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
   be_.hc_mixes(X1, w.hc_ffn, hs, pre_f, post_f, comb_f);
   Tensor u2 = f32(Shape{n, D});
-  be_.hc_collapse(X1, pre_a, u2);
-  be_.rms_norm(u2, &w.ffn_norm, eps, u2);
+  be_.hc_collapse_norm(X1, pre_a, &w.ffn_norm, eps, u2);
   Tensor y = moe(u2, nullptr);
   Tensor X2 = f32(Shape{n, hc, D});
   be_.hc_expand(X1, y, post_f, comb_f, X2);

@@ -3,6 +3,8 @@
 // reference writes as two roundings are kept apart (__fmul_rn), so results differ from the CPU
 // only where a sum's order does.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "engine/ops/cuda/cuda_backend.h"
@@ -198,7 +200,12 @@ void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Ten
   // rms_norm's launch shape for these rows; where it would not take its held kernel (prefill
   // rows, wide rows) the two ops run as they are.
   const int64_t threads = std::clamp<int64_t>((d / 4 + 31) / 32 * 32, 32, 1024);
-  if (n == 0 || n >= ctx_->multiprocessors() || d > cuda::kNormHeld * threads)
+  // FLASHDESK_CUDA_FUSED_NORM=0 runs the two kernels (the benchmarks' A/B).
+  static const bool fused = [] {
+    const char* v = std::getenv("FLASHDESK_CUDA_FUSED_NORM");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  if (!fused || n == 0 || n >= ctx_->multiprocessors() || d > cuda::kNormHeld * threads)
     return Backend::hc_collapse_norm(X, pre, weight, eps, u);
   cuda::DeviceGuard g(ctx_->device());
   FD_LAUNCH(cuda::hc_collapse_norm_kernel, dim3(static_cast<unsigned>(n)),

@@ -22,10 +22,6 @@ constexpr int kMixVec = 4;
 constexpr int kMixRows = 4;  // rows per tile (a warp each for the Sinkhorn)
 static_assert(kMixRows <= kMixThreads / 32);
 constexpr int64_t kSplitElems = kMixVec * kMixThreads;
-// The splits a tile's tail stages in shared memory at once (V4.1: 40, from 4 x 5120 values), and
-// the loads each thread has in flight while staging them.
-constexpr int64_t kStagedSplits = 48;
-constexpr int kStageLoads = 8;
 
 struct MixShape {
   int64_t n, flat, hc, n_mix, splits;
@@ -89,7 +85,6 @@ __global__ void __launch_bounds__(kMixThreads)
   FD_GRID_PROLOGUE();
   __shared__ float warp_sums[kSums][kMixThreads / 32];
   __shared__ float row_sums[kMixRows][kSums];
-  __shared__ float staged[kMixRows][kStagedSplits][kSums];  // the tail's partials
   __shared__ unsigned is_last;
   const int64_t split = blockIdx.x, tile = blockIdx.y;
   const int64_t k0 = split * kSplitElems,
@@ -144,37 +139,9 @@ __global__ void __launch_bounds__(kMixThreads)
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  // Combine the splits in order, one thread per (row, sum). The tile's partials first reach
-  // shared memory with every thread's loads in flight together (up to kStagedSplits splits): eight
-  // splits' loads at a time were five dependent L2 round trips of a decode mix's tail (and one at
-  // a time, 40).
-  const int64_t tile_rows = lmin(kMixRows, s.n - tile * kMixRows);
-  if (s.splits <= kStagedSplits) {
-    const int64_t count = tile_rows * s.splits * kSums;  // contiguous: the tile's rows in order
-    const float* src = partial + tile * kMixRows * s.splits * kSums;
-    float* dst = &staged[0][0][0];
-    for (int64_t i0 = 0; i0 < count; i0 += kStageLoads * kMixThreads) {
-      float t[kStageLoads];
-      FD_UNROLL
-      for (int u = 0; u < kStageLoads; ++u) {
-        const int64_t i = i0 + u * kMixThreads + threadIdx.x;
-        t[u] = i < count ? __ldcg(src + i) : 0.0f;
-      }
-      FD_UNROLL
-      for (int u = 0; u < kStageLoads; ++u) {
-        const int64_t i = i0 + u * kMixThreads + threadIdx.x;
-        if (i < count) dst[i] = t[u];
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x < kMixRows * kSums) {
-      const int r = threadIdx.x / kSums, j = threadIdx.x % kSums;
-      float v = 0.0f;
-      if (r < tile_rows)
-        for (int64_t sp = 0; sp < s.splits; ++sp) v += dst[(r * s.splits + sp) * kSums + j];
-      row_sums[r][j] = v;
-    }
-  } else if (threadIdx.x < kMixRows * kSums) {
+  // Combine the splits in order, one thread per (row, sum); the loads of eight splits are issued
+  // together (one at a time, 40 L2 round trips were several µs of a decode step).
+  if (threadIdx.x < kMixRows * kSums) {
     const int r = threadIdx.x / kSums, j = threadIdx.x % kSums;
     const int64_t row = tile * kMixRows + r;
     float v = 0.0f;
