@@ -124,10 +124,7 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::set_gemv_kernels(GemvKernels k) {
-  using C = cuda::DeviceContext::GemvKernels;
-  ctx_->set_gemv_kernels(k == GemvKernels::TensorCores ? C::TensorCores
-                         : k == GemvKernels::CudaCores ? C::CudaCores
-                                                       : C::Auto);
+  ctx_->set_gemv_kernels(k);
 }
 
 void CudaBackend::synchronize() {

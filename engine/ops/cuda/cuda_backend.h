@@ -17,6 +17,7 @@
 
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
+#include "engine/ops/cuda/gemv_kernels.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -64,7 +65,7 @@ class CudaBackend final : public Backend {
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.
-  enum class GemvKernels { Auto, TensorCores, CudaCores };
+  using GemvKernels = cuda::GemvKernels;
   void set_gemv_kernels(GemvKernels k);
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).

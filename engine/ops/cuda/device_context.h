@@ -12,6 +12,7 @@
 #include "engine/ops/cuda/blas.h"
 #include "engine/ops/cuda/cuda_handles.h"
 #include "engine/ops/cuda/device_memory.h"
+#include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/tensor.h"
 
 namespace flashdesk::cuda {
@@ -46,10 +47,7 @@ class DeviceContext {
   // the kernels one after another, so they can all share the buffer.
   unsigned* arrival_counters(int64_t count);
 
-  // Which kernels run dense FP8 GEMVs: the tensor cores (gemv_tc.cuh) where they fit, the CUDA
-  // cores, or by row count (Auto); the backend's switch, here because the linear paths see the
-  // context only.
-  enum class GemvKernels { Auto, TensorCores, CudaCores };
+  // The backend's GEMV kernel switch, here because the linear paths see the context only.
   GemvKernels gemv_kernels() const { return gemv_kernels_; }
   void set_gemv_kernels(GemvKernels k) { gemv_kernels_ = k; }
 

@@ -287,10 +287,10 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
 
 // A row held in registers: thread t holds values [t * per, (t + 1) * per) of a row of at most
 // kHeldPerThread * blockDim.x (18,432: a V4.1 decode row at a 16K context, 16,385 entries, 17
-// each; 24 a thread spilled registers). The row is read
-// from memory once, its loads all in flight together; the radix passes then count from registers,
-// and the ordered compaction is one block scan of the threads' counts (threads hold contiguous
-// runs, so thread order is index order). Reading the row from L2 at every pass, one load at a
+// each; 24 a thread spilled registers). The row is read from memory once, its loads all in
+// flight together; the radix passes then count from registers, and the ordered compaction is one
+// block scan of the threads' counts (threads hold contiguous runs, so thread order is index
+// order). Reading the row from L2 at every pass, one load at a
 // time, and a block scan per 1024 entries were most of the decode selection's time.
 constexpr int kHeldPerThread = 18;
 
@@ -401,7 +401,7 @@ __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool 
   }
   // The ordered compaction: a thread's counts of values above the threshold and of its equals
   // that are taken (torch's marks, or else every equal, of which the first `remaining` in index
-  // order count), one block scan of both (16-bit halves: a row has at most 16,384), then each
+  // order count), one block scan of both (16-bit halves: a held row has at most 18,432), then each
   // thread writes its own in order.
   const auto kind = [&](int j, bool& above, bool& equal) {
     const int s = row.first + j;

@@ -264,7 +264,7 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   // quantisation launch, is faster (H200: wo_b 26.3 against 37.5 µs at one row, 97.0 against
   // 40.9 at eight; wq_a 12.0 against 14.7 at two; docs/cuda-backend.md).
   const bool few_rows = job.n == 1 || (job.n == 2 && job.out_g * job.k < (int64_t{16} << 20));
-  using K = DeviceContext::GemvKernels;
+  using K = GemvKernels;
   const K kernels = ctx.gemv_kernels();
   if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) && gemv_tc_fits(job))
     return gemv_tc(ctx, job);
