@@ -215,7 +215,8 @@ void DsparkDrafter::read_back(const Results& res, bool with_logits, DraftBlock& 
 
 Tensor DsparkDrafter::norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm) {
   Tensor u = f32(Shape{X.rows(), text_.hidden_size});
-  be_.hc_collapse_norm(X, pre, &norm, static_cast<float>(text_.rms_norm_eps), u);
+  be_.hc_collapse(X, pre, u);
+  be_.rms_norm(u, &norm, static_cast<float>(text_.rms_norm_eps), u);
   return u;
 }
 
