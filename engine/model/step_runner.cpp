@@ -161,22 +161,32 @@ void StepRunner::run_block(int64_t layer) {
   record_target_features(layer);
   const int64_t n = n_rows_;
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
-  be_.hc_mixes(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
-  observe(layer, "hc_attn_pre", pre_a);
-  observe(layer, "hc_attn_post", post_a);
-  observe(layer, "hc_attn_comb", comb_a);
+  // A sublayer's mixes are read only by its expansion (post, comb) and the next sublayer's input
+  // (pre): a backend may compute them beside the sublayer's body.
+  Backend::Beside mixes = be_.hc_mixes_beside(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
+  if (obs_) {
+    be_.join(mixes);
+    observe(layer, "hc_attn_pre", pre_a);
+    observe(layer, "hc_attn_post", post_a);
+    observe(layer, "hc_attn_comb", comb_a);
+  }
   Tensor a = attention(layer, attn_input(X_, pre_, L.attn_norm), compressed_done);
   if (obs_) obs_->on_attn_out(layer, rows_, to_host(a));
+  be_.join(mixes);
   Tensor X1 = f32(Shape{n, hc, D});
   be_.hc_expand(X_, a, post_a, comb_a, X1);
 
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
-  be_.hc_mixes(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
-  observe(layer, "hc_ffn_pre", pre_f);
-  observe(layer, "hc_ffn_post", post_f);
-  observe(layer, "hc_ffn_comb", comb_f);
+  mixes = be_.hc_mixes_beside(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
+  if (obs_) {
+    be_.join(mixes);
+    observe(layer, "hc_ffn_pre", pre_f);
+    observe(layer, "hc_ffn_post", post_f);
+    observe(layer, "hc_ffn_comb", comb_f);
+  }
   Tensor y = moe(layer, attn_input(X1, pre_a, L.ffn_norm));
   if (obs_) obs_->on_ffn_out(layer, rows_, to_host(y));
+  be_.join(mixes);
   Tensor X2 = f32(Shape{n, hc, D});
   be_.hc_expand(X1, y, post_f, comb_f, X2);
   X_ = X2;

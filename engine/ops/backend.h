@@ -183,15 +183,21 @@ class Backend {
   // §4.1).
   virtual void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
                         Tensor& post, Tensor& comb) = 0;
+  // hc_mixes that a backend may run beside the ops issued after it (a sublayer's body does not
+  // read its mixes: docs/model-spec.md §4.1): pre, post and comb may be read, and X, pre, post and
+  // comb released, only after join(the returned handle). Default: computed in place.
+  struct Beside {
+    int64_t id = -1;  // the backend's own record of the work; -1: nothing to join
+  };
+  virtual Beside hc_mixes_beside(const Tensor& X, const HcParams& p, const HcSettings& s,
+                                 Tensor& pre, Tensor& post, Tensor& comb) {
+    hc_mixes(X, p, s, pre, post, comb);
+    return Beside{};
+  }
+  // Orders every op issued after this call after the work `w` stands for.
+  virtual void join(Beside w) { (void)w; }
   // u [n, D] = bf16(sum_j pre[j] * X_j).
   virtual void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) = 0;
-  // u = rms_norm(hc_collapse(X, pre)) with `weight`: a sublayer's input, which a backend may
-  // compute in one pass (the same values as the two ops).
-  virtual void hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor* weight, float eps,
-                                Tensor& u) {
-    hc_collapse(X, pre, u);
-    rms_norm(u, weight, eps, u);
-  }
   // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j); out must not alias X.
   virtual void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                          Tensor& out) = 0;

@@ -103,9 +103,10 @@ class CudaBackend final : public Backend {
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows, Tensor& X) override;
   void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre, Tensor& post,
                 Tensor& comb) override;
+  Beside hc_mixes_beside(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
+                         Tensor& post, Tensor& comb) override;
+  void join(Beside w) override;
   void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) override;
-  void hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor* weight, float eps,
-                        Tensor& u) override;
   void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                  Tensor& out) override;
 

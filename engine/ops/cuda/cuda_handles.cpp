@@ -46,6 +46,10 @@ void Event::synchronize() const {
   FD_CUDA_CHECK(cudaEventSynchronize(event_));
 }
 
+void Event::wait_in(cudaStream_t stream) const {
+  FD_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+}
+
 float Event::elapsed_ms_since(const Event& start) const {
   float ms = 0.0f;
   FD_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, event_));

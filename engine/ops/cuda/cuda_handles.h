@@ -27,6 +27,8 @@ class Event {
   Event& operator=(const Event&) = delete;
   void record(cudaStream_t stream);
   void synchronize() const;
+  // Work issued to `stream` after this call waits for the work the last record() captured.
+  void wait_in(cudaStream_t stream) const;
   // Milliseconds from `start` to this event (both recorded and complete).
   float elapsed_ms_since(const Event& start) const;
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/ops/cuda/beside_lane.h"
 #include "engine/ops/cuda/blas.h"
 #include "engine/ops/cuda/cuda_handles.h"
 #include "engine/ops/cuda/device_memory.h"
@@ -28,6 +29,7 @@ class DeviceContext {
   DevicePool& pool() { return *pool_; }
   WeightArena& weights() { return weights_; }
   Blas& blas() { return blas_; }
+  BesideLane& beside() { return beside_; }
 
   // A device tensor from the pool; contents undefined.
   Tensor scratch(DType dtype, Shape shape);
@@ -65,6 +67,7 @@ class DeviceContext {
   std::map<const void*, Cached> cached_;
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
+  BesideLane beside_{*pool_};  // last: destroyed first, while the pool is there
 };
 
 // Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS

@@ -3,8 +3,10 @@
 // as long as the model. Both hand out Memory objects (tensor.h) that are not host-accessible.
 //
 // Reuse is safe without events because every op of a backend runs on its one stream: a buffer
-// freed on the host and handed out again is only touched by later work of the same stream.
-// Non-goals: several streams sharing a pool, defragmentation.
+// freed on the host and handed out again is only touched by later work of the same stream. The
+// beside lane (beside_lane.h) is the one exception and keeps to it: its work waits for everything
+// issued to the stream before it, uses scratch of its own, and is joined before the tensors it
+// reads or writes are released. Non-goals: several streams sharing a pool, defragmentation.
 #pragma once
 
 #include <cstddef>

@@ -3,8 +3,6 @@
 // reference writes as two roundings are kept apart (__fmul_rn), so results differ from the CPU
 // only where a sum's order does.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "engine/ops/cuda/cuda_backend.h"
@@ -54,41 +52,6 @@ __global__ void rms_norm_held_kernel(const float* x, const float* w, float eps, 
     if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < d) ss += v[u] * v[u];
   const float r = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
   float* out = y + blockIdx.x * d;
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-    if (j >= d) continue;
-    const float nv = __fmul_rn(v[u], r);
-    out[j] = round_bf16(w ? __fmul_rn(wv[u], nv) : nv);
-  }
-}
-
-// hc_collapse and rms_norm_held in one kernel (decode rows): thread t collapses the values
-// rms_norm_held would load, j = t + u * blockDim.x, each as hc_collapse_kernel does (FP32 in
-// stream order, rounded to BF16), then normalises them as rms_norm_held does, with the same
-// launch shape: the same values as the two kernels, one launch and one pass over X fewer.
-__global__ void hc_collapse_norm_kernel(const float* X, const float* pre, int64_t hc,
-                                        const float* w, float eps, int64_t d, float* y) {
-  FD_GRID_PROLOGUE();
-  __shared__ float scratch[32];
-  const int64_t row = blockIdx.x;
-  float v[kNormHeld], wv[kNormHeld];
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-    wv[u] = w && j < d ? w[j] : 0.0f;
-    float acc = 0.0f;
-    if (j < d)
-      for (int64_t k = 0; k < hc; ++k)
-        acc = __fadd_rn(acc, __fmul_rn(pre[row * hc + k], X[(row * hc + k) * d + j]));
-    v[u] = j < d ? round_bf16(acc) : 0.0f;
-  }
-  float ss = 0.0f;
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u)
-    if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < d) ss += v[u] * v[u];
-  const float r = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
-  float* out = y + row * d;
   FD_UNROLL
   for (int u = 0; u < kNormHeld; ++u) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
@@ -189,29 +152,6 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, Ten
             dim3(static_cast<unsigned>(n)), dim3(static_cast<unsigned>(threads)), 0, ctx_->stream(),
             ptr<const float>(x), weight ? ptr<const float>(*weight) : nullptr, eps, d,
             ptr<float>(y));
-}
-
-void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor* weight,
-                                   float eps, Tensor& u) {
-  const int64_t n = X.rows(), hc = pre.dim(1), d = X.shape().row_numel() / hc;
-  check_shape(u, Shape{n, d}, "hc_collapse_norm out");
-  FD_CHECK(pre.rows() == n, "hc_collapse_norm: pre rows");
-  if (weight) check_shape(*weight, Shape{d}, "hc_collapse_norm weight");
-  // rms_norm's launch shape for these rows; where it would not take its held kernel (prefill
-  // rows, wide rows) the two ops run as they are.
-  const int64_t threads = std::clamp<int64_t>((d / 4 + 31) / 32 * 32, 32, 1024);
-  // FLASHDESK_CUDA_FUSED_NORM=0 runs the two kernels (the benchmarks' A/B).
-  static const bool fused = [] {
-    const char* v = std::getenv("FLASHDESK_CUDA_FUSED_NORM");
-    return v == nullptr || std::string(v) != "0";
-  }();
-  if (!fused || n == 0 || n >= ctx_->multiprocessors() || d > cuda::kNormHeld * threads)
-    return Backend::hc_collapse_norm(X, pre, weight, eps, u);
-  cuda::DeviceGuard g(ctx_->device());
-  FD_LAUNCH(cuda::hc_collapse_norm_kernel, dim3(static_cast<unsigned>(n)),
-            dim3(static_cast<unsigned>(threads)), 0, ctx_->stream(), ptr<const float>(X),
-            ptr<const float>(pre), hc, weight ? ptr<const float>(*weight) : nullptr, eps, d,
-            ptr<float>(u));
 }
 
 void CudaBackend::rope(Tensor& x, int64_t head_dim, std::span<const int64_t> positions,

@@ -415,4 +415,57 @@ __device__ __forceinline__ void stream_tiles(int64_t tiles, RowsOf&& rows_of, St
   }
 }
 
+// One activation row: the warp's (tile, step) items (tiles blockIdx.x, + gridDim.x, ...; steps of
+// 32 * VW columns) streamed as one sequence with U items' loads in flight, the next tile's loads
+// issued while the current tile is summed and emitted. With one row the products are few, so what
+// bounds the time is how many bytes are in flight without a gap: stream_tiles waits for each
+// tile's first loads after the previous tile's sums (docs/cuda-backend.md "Kernels").
+template <WeightFormat F, int R, int U, bool kScaled, class RowsOf, class Stage, class Emit>
+__device__ __forceinline__ void stream_tiles_one_row(int64_t tiles, RowsOf&& rows_of, Stage&& stage,
+                                                     Emit&& emit, int64_t col0, int64_t k,
+                                                     int64_t cols, const float* xs) {
+  using C = Chunk<F>;
+  const int64_t steps = (cols + C::W - 1) / C::W, lane_col = (threadIdx.x & 31u) * C::VW;
+  const float* xl = xs + (threadIdx.x & 31u) * 4;
+  // The load cursor runs U items ahead of the sums.
+  int64_t load_tile = blockIdx.x, load_step_index = 0;
+  WarpRows<R> rows = rows_of(load_tile);
+  auto load_next = [&](uint4* raw, uint32_t* sc) {
+    if (load_tile >= tiles) return;
+    const int64_t c = load_step_index * C::W + lane_col;
+    load_step<F, R>(rows, k, c < cols ? col0 + c : k, raw, sc);
+    if (++load_step_index == steps) {
+      load_step_index = 0;
+      load_tile += gridDim.x;
+      if (load_tile < tiles) rows = rows_of(load_tile);
+    }
+  };
+  uint4 raw[U][R];
+  uint32_t sc[U][R];
+  FD_UNROLL
+  for (int u = 0; u < U; ++u) load_next(raw[u], sc[u]);
+  stage();
+  __syncthreads();
+  int64_t tile = blockIdx.x, step = 0;
+  float acc[R];
+  FD_UNROLL
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  while (tile < tiles) {
+    FD_UNROLL
+    for (int u = 0; u < U; ++u) {
+      if (tile >= tiles) break;  // the same for the whole warp
+      if (step * C::W + lane_col < cols)
+        add_step<F, R, 1, kScaled>(raw[u], sc[u], xl + step * C::W, 0, 1, acc);
+      load_next(raw[u], sc[u]);
+      if (++step == steps) {
+        emit(tile, acc);
+        FD_UNROLL
+        for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+        step = 0;
+        tile += gridDim.x;
+      }
+    }
+  }
+}
+
 }  // namespace flashdesk::cuda

@@ -43,23 +43,22 @@ __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, Tc
 
 // The weights reach shared memory in units of 64 bytes of each of the warp's rows (FP4: 4 K
 // blocks, FP8: 2): lane L copies bytes 16 (L%4) .. of row L/4 (+ 8) with cp.async, coalesced, and
-// a ring of kRing<M> units keeps kRing<M> - 1 of them in flight while the warp multiplies an
-// earlier one. Reading 4 or 8 bytes a lane straight from global memory in the fragments' order
-// scattered each load over 8 rows (the L1 requests, not the bytes, bound it). Rows sit 80 bytes
-// apart, so the fragments' 4-byte reads hit distinct banks. Three blocks a multiprocessor (at most
-// 85 registers a thread): the up kernel's rings 3 units deep (60 KiB a block), the down kernel's 4
-// (40 KiB).
-constexpr int kBlocksPerSm = 3;
-template <int M>
-constexpr int kRing = M == 2 ? 3 : 4;
+// a ring of Ring units keeps Ring - 1 of them in flight while the warp multiplies an earlier one.
+// Reading 4 or 8 bytes a lane straight from global memory in the fragments' order scattered each
+// load over 8 rows (the L1 requests, not the bytes, bound it). Rows sit 80 bytes apart, so the
+// fragments' 4-byte reads hit distinct banks. Several rows: three blocks a multiprocessor (at most
+// 85 registers a thread), the up kernel's rings 3 units deep (60 KiB a block), the down kernel's 4
+// (40 KiB); one row: four blocks (64 registers), the up kernel's rings 2 deep.
 constexpr int kRowBytes = 80;
 template <int M>
 constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
   return M * 2 * 8 * kRowBytes;
 }
+// The rings' depth (units a warp holds) and the blocks a multiprocessor are a kernel's template
+// parameters (launch_experts_tc picks them by the rows).
 template <int M>
-constexpr int ring_bytes() {  // a block's rings
-  return kTcWarps * kRing<M> * unit_bytes<M>();
+constexpr int ring_bytes(int ring) {  // a block's rings
+  return kTcWarps * ring * unit_bytes<M>();
 }
 
 // The two rows (L/4 and L/4 + 8 of a tile) of each of M matrices a lane reads, and their scale
@@ -75,9 +74,12 @@ constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Bl
 
 // acc[m][h] += the tile's sums of matrix m, row L/4 + 8h, over K units [u0, u1) (meaningful in
 // lanes L%4 == 0: column 0 of D), against the activation row `act` (values, scales).
-template <WeightFormat F, int M>
+// `ready()` runs once the first units' copies are issued (every warp of the block calls it, with
+// or without units: it holds the block barrier after which the activation row may be read).
+template <WeightFormat F, int M, int Ring, class Ready>
 __device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const uint16_t* act,
-                          const float* act_scale, uint8_t* ring, float (&acc)[M][2]) {
+                          const float* act_scale, uint8_t* ring, float (&acc)[M][2],
+                          Ready&& ready) {
   constexpr bool kFp4 = F == WeightFormat::Fp4Row;
   constexpr int kBlocks = kFp4 ? 4 : 2;             // K blocks a unit
   constexpr float kUndo = kFp4 ? 0x1p14f : 0x1p8f;  // the decoders' power of two
@@ -85,7 +87,7 @@ __device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const u
   const bool column0 = lane < 4;  // the lanes holding B's column 0 (the activation row)
   // The rows' block scale codes of a unit, byte j for block j (FP4: a code a row and block; FP8:
   // the 32-row tile's, the same for rows L/4 and L/4 + 8).
-  uint32_t sc[kRing<M>][M][2];
+  uint32_t sc[Ring][M][2];
   auto issue = [&](int slot, int64_t u) {
     if (u < u1) {
       FD_UNROLL
@@ -111,15 +113,16 @@ __device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const u
     async_commit();  // an empty group past the end keeps the wait's count right
   };
   FD_UNROLL
-  for (int s = 0; s < kRing<M> - 1; ++s) issue(s, u0 + s);
-  for (int64_t base = u0; base < u1; base += kRing<M>) {
+  for (int s = 0; s < Ring - 1; ++s) issue(s, u0 + s);
+  ready();
+  for (int64_t base = u0; base < u1; base += Ring) {
     FD_UNROLL
-    for (int s = 0; s < kRing<M>; ++s) {
+    for (int s = 0; s < Ring; ++s) {
       const int64_t u = base + s;
       if (u < u1) {  // the same for the whole warp
-        issue((s + kRing<M> - 1) % kRing<M>, u + kRing<M> - 1);
-        async_wait<kRing<M> - 1>();  // this lane's copies of unit u have landed ...
-        __syncwarp();                // ... and every lane's are visible
+        issue((s + Ring - 1) % Ring, u + Ring - 1);
+        async_wait<Ring - 1>();  // this lane's copies of unit u have landed ...
+        __syncwarp();            // ... and every lane's are visible
         const uint8_t* unit = ring + s * unit_bytes<M>();
         FD_UNROLL
         for (int j = 0; j < kBlocks; ++j) {
@@ -167,17 +170,17 @@ __device__ __forceinline__ void lane_row(const ExpertEntry& ex, int m, int64_t r
 // grid (tile pairs, slots). kUp: the gate and up rows (w1, w3) of inter rows against x's row
 // (`in`, rows of in_stride values), SwiGLU, act_quant'ed into h (rows of h_stride values); else the
 // down rows (w2) of dim rows against h's slot row (`in`), into o [slots, dim].
-template <bool kUp>
-__global__ void __launch_bounds__(kTcThreads, kBlocksPerSm)
+template <bool kUp, int Ring, int kBlocks>
+__global__ void __launch_bounds__(kTcThreads, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
                      int64_t h_stride, float* o) {
   constexpr int M = kUp ? 2 : 1;
   FD_GRID_PROLOGUE();
   __shared__ float quarter_sums[kTilesPerBlock][kQuarters][M][kTileRows];
-  // Dynamic: the rings (ring_bytes<M>()), then the activation row's values and scales
-  // (act_bytes(in_stride): sized by K, so that three blocks fit a multiprocessor).
+  // Dynamic: the rings (ring_bytes<M>(Ring)), then the activation row's values and scales
+  // (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
   FD_DYNAMIC_SMEM(uint8_t, rings);
-  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>());
+  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring));
   float* act_scale = reinterpret_cast<float*>(act + in_stride);
   const int64_t slot = grouped_slot(a).slot;
   float weight;
@@ -194,31 +197,38 @@ __global__ void __launch_bounds__(kTcThreads, kBlocksPerSm)
   const bool fp4 = static_cast<WeightFormat>(ex.format[kUp ? 0 : 2]) == WeightFormat::Fp4Row;
   const int64_t units = k / (fp4 ? 128 : 64), u0 = quarter * units / kQuarters,
                 u1 = (quarter + 1) * units / kQuarters;
-  uint8_t* ring = rings + warp * (kRing<M> * unit_bytes<M>());
-  // The activation row into shared memory first: read from global memory where each block's
-  // product needed it, its latency stalled every block (Nsight Compute: the down kernel's warps
-  // waited on it most of the time).
+  uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
+  // The activation row into shared memory: read from global memory where each block's product
+  // needed it, its latency stalled every block (Nsight Compute: the down kernel's warps waited on
+  // it most of the time). Its copies go out first, the ring's first units right behind them, and
+  // the wait for the row (every group but the ring's Ring - 1) overlaps their latencies.
   const uint16_t* act_row = in.values + act_row_index * in_stride;
   for (int64_t c = threadIdx.x * 8; c < k; c += kTcThreads * 8) async_copy16(act + c, act_row + c);
   for (int64_t b = threadIdx.x; b < k / 32; b += kTcThreads)
     act_scale[b] = in.scales[act_row_index * (in_stride / 32) + b];
   async_commit();
-  async_wait<0>();
-  __syncthreads();
+  const auto act_ready = [] {
+    async_wait<Ring - 1>();
+    __syncthreads();
+  };
   float acc[M][2] = {};
-  if (tile < tiles) {
-    LaneRows<M> lr;
+  LaneRows<M> lr;
+  FD_UNROLL
+  for (int m = 0; m < M; ++m) {
     FD_UNROLL
-    for (int m = 0; m < M; ++m) {
-      FD_UNROLL
-      for (int hh = 0; hh < 2; ++hh)
-        lane_row(ex, kUp ? m : 2, tile * kTileRows + lane / 4 + 8 * hh, rows, k, &lr.row[m][hh],
-                 &lr.scale[m][hh]);
-    }
-    with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
-      if constexpr (kTcFormat<F>) tile_sums<F, M>(lr, u0, u1, act, act_scale, ring, acc);
-    });
+    for (int hh = 0; hh < 2; ++hh)
+      lane_row(ex, kUp ? m : 2, tile * kTileRows + lane / 4 + 8 * hh, rows, k, &lr.row[m][hh],
+               &lr.scale[m][hh]);
   }
+  bool streamed = false;
+  with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
+    if constexpr (kTcFormat<F>) {
+      // A warp past the last tile (rows null) streams no units but holds the barrier.
+      tile_sums<F, M, Ring>(lr, tile < tiles ? u0 : u1, u1, act, act_scale, ring, acc, act_ready);
+      streamed = true;
+    }
+  });
+  if (!streamed) act_ready();
   if ((lane & 3u) == 0) {
     FD_UNROLL
     for (int m = 0; m < M; ++m) {
@@ -285,6 +295,35 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   return true;
 }
 
+template <bool kUp, int Ring, int kBlocks>
+void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
+                      int64_t dim, TcActs h, int64_t h_stride, float* o, unsigned tile_pairs,
+                      unsigned slots) {
+  const int smem = ring_bytes < kUp ? 2 : 1 > (Ring) + act_bytes(in_stride);
+  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks>>(static_cast<size_t>(smem));
+  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks>), dim3(tile_pairs, slots), dim3(kTcThreads),
+            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o);
+}
+
+// One row: four blocks a multiprocessor, the up kernel's rings 2 deep (its 504 blocks of a V4.1
+// step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More rows
+// keep three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
+void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
+                       int64_t dim, int64_t max_inter, float* o, unsigned up_pairs,
+                       unsigned down_pairs, unsigned slots) {
+  if (a.n == 1) {
+    launch_expert_tc<true, 2, 4>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, up_pairs,
+                                 slots);
+    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, down_pairs,
+                                  slots);
+  } else {
+    launch_expert_tc<true, 3, 3>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, up_pairs,
+                                 slots);
+    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, down_pairs,
+                                  slots);
+  }
+}
+
 void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
                            int64_t max_inter, float* o) {
   const unsigned slots = static_cast<unsigned>(a.n * a.parts_per_row);
@@ -298,16 +337,8 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
   const auto tile_pairs = [](int64_t rows) {
     return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
   };
-  const int up_smem = ring_bytes<2>() + act_bytes(dim),
-            down_smem = ring_bytes<1>() + act_bytes(max_inter);
-  allow_dynamic_smem<expert_tc_kernel<true>>(static_cast<size_t>(up_smem));
-  allow_dynamic_smem<expert_tc_kernel<false>>(static_cast<size_t>(down_smem));
-  FD_LAUNCH(expert_tc_kernel<true>, dim3(tile_pairs(max_inter), slots), dim3(kTcThreads),
-            static_cast<size_t>(up_smem), ctx.stream(), a, x_acts, dim, dim, h_acts, max_inter,
-            nullptr);
-  FD_LAUNCH(expert_tc_kernel<false>, dim3(tile_pairs(dim), slots), dim3(kTcThreads),
-            static_cast<size_t>(down_smem), ctx.stream(), a, h_acts, max_inter, dim, TcActs{},
-            int64_t{0}, o);
+  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, tile_pairs(max_inter),
+                    tile_pairs(dim), slots);
 }
 
 }  // namespace flashdesk::cuda

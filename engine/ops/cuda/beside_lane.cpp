@@ -1,0 +1,52 @@
+// The beside lane (beside_lane.h).
+#include "engine/ops/cuda/beside_lane.h"
+
+#include <algorithm>
+
+#include "engine/util/error.h"
+
+namespace flashdesk::cuda {
+
+BesideLane::~BesideLane() {
+  // The lane's scratch goes back to the pool: its kernels must be done with it.
+  cudaStreamSynchronize(stream_.get());
+}
+
+cudaStream_t BesideLane::begin(cudaStream_t main) {
+  fork_.record(main);
+  fork_.wait_in(stream_.get());
+  return stream_.get();
+}
+
+int64_t BesideLane::end() {
+  const int64_t id = next_id_++;
+  done_[static_cast<size_t>(id % kEvents)].record(stream_.get());
+  return id;
+}
+
+void BesideLane::join(int64_t id, cudaStream_t main) {
+  FD_CHECK(id >= 0 && id < next_id_ && id >= next_id_ - kEvents,
+           "beside lane: join of work " + std::to_string(id) + " that is not outstanding");
+  done_[static_cast<size_t>(id % kEvents)].wait_in(main);
+}
+
+float* BesideLane::partial(int64_t floats) {
+  if (!partial_.defined() || partial_.numel() < floats) {
+    stream_.synchronize();
+    const int64_t n = std::max<int64_t>(4096, (floats + 4095) / 4096 * 4096);
+    partial_ = Tensor(pool_.allocate(static_cast<size_t>(n) * 4), 0, DType::F32, Shape{n});
+  }
+  return static_cast<float*>(static_cast<void*>(partial_.bytes()));
+}
+
+unsigned* BesideLane::counters(int64_t count) {
+  if (!counters_.defined() || counters_.numel() < count) {
+    stream_.synchronize();
+    const int64_t n = std::max<int64_t>(1024, (count + 1023) / 1024 * 1024);
+    counters_ = Tensor(pool_.allocate(static_cast<size_t>(n) * 4), 0, DType::I32, Shape{n});
+    FD_CUDA_CHECK(cudaMemsetAsync(counters_.bytes(), 0, counters_.nbytes(), stream_.get()));
+  }
+  return static_cast<unsigned*>(static_cast<void*>(counters_.bytes()));
+}
+
+}  // namespace flashdesk::cuda
