@@ -344,16 +344,20 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   const int64_t n = x.rows(), D = t_.head_dim, H = t_.num_attention_heads;
   const int64_t per_seq = n / static_cast<int64_t>(seqs.size()), W = t_.sliding_window;
   const float eps = static_cast<float>(t_.rms_norm_eps);
+  // As project_attention_inputs: the key/value row beside the query's linears.
+  be_.beside_begin();
+  Tensor kv = be_.alloc(DType::F32, Shape{n, D});
+  be_.linear(x, w.wkv, kQuantLinear, kv);
+  be_.rms_norm(kv, &w.kv_norm, eps, kv);
+  be_.rope(kv, D, positions, inv_freq_, false);
+  const Backend::Beside kv_section = be_.beside_end();
   Tensor qr = be_.alloc(DType::F32, Shape{n, t_.q_lora_rank});
   be_.linear(x, w.wq_a, kQuantLinear, qr);
   be_.rms_norm(qr, &w.q_norm, eps, qr);
   Tensor q = be_.alloc(DType::F32, Shape{n, H, D});
   be_.linear(qr, w.wq_b, kQuantLinear, q);
   be_.rope(q, D, positions, inv_freq_, false);
-  Tensor kv = be_.alloc(DType::F32, Shape{n, D});
-  be_.linear(x, w.wkv, kQuantLinear, kv);
-  be_.rms_norm(kv, &w.kv_norm, eps, kv);
-  be_.rope(kv, D, positions, inv_freq_, false);
+  be_.join(kv_section);
   Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
   be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
   if (w.c_wkv) compress(x, seqs, first_position);

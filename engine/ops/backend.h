@@ -116,6 +116,19 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
 
+  // -- beside sections --
+  // Ops issued between beside_begin() and beside_end() may run beside the ops issued after the
+  // section, until join(the handle beside_end returned): what the section writes may be read,
+  // and what it reads or writes released, only after the join. No host reads (read,
+  // synchronize) inside a section, and no nested sections. Default: the ops run in place.
+  struct Beside {
+    int64_t id = -1;  // the backend's own record of the section; -1: nothing to join
+  };
+  virtual void beside_begin() {}
+  virtual Beside beside_end() { return Beside{}; }
+  // Orders every op issued after this call after the section `w`.
+  virtual void join(Beside w) { (void)w; }
+
   // -- memory --
   virtual Tensor alloc(DType dtype, Shape shape) = 0;  // contents undefined
   Tensor zeros(DType dtype, Shape shape);
@@ -183,19 +196,10 @@ class Backend {
   // §4.1).
   virtual void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
                         Tensor& post, Tensor& comb) = 0;
-  // hc_mixes that a backend may run beside the ops issued after it (a sublayer's body does not
-  // read its mixes: docs/model-spec.md §4.1): pre, post and comb may be read, and X, pre, post and
-  // comb released, only after join(the returned handle). Default: computed in place.
-  struct Beside {
-    int64_t id = -1;  // the backend's own record of the work; -1: nothing to join
-  };
-  virtual Beside hc_mixes_beside(const Tensor& X, const HcParams& p, const HcSettings& s,
-                                 Tensor& pre, Tensor& post, Tensor& comb) {
-    hc_mixes(X, p, s, pre, post, comb);
-    return Beside{};
-  }
-  // Orders every op issued after this call after the work `w` stands for.
-  virtual void join(Beside w) { (void)w; }
+  // hc_mixes in a beside section: a sublayer's body does not read its own mixes
+  // (docs/model-spec.md §4.1), its expansion and the next sublayer's input do.
+  Beside hc_mixes_beside(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
+                         Tensor& post, Tensor& comb);
   // u [n, D] = bf16(sum_j pre[j] * X_j).
   virtual void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) = 0;
   // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j); out must not alias X.
@@ -253,5 +257,13 @@ class Backend {
                              const Tensor& k_weight, std::span<const uint8_t> masked_rows,
                              float eps) = 0;
 };
+
+inline Backend::Beside Backend::hc_mixes_beside(const Tensor& X, const HcParams& p,
+                                                const HcSettings& s, Tensor& pre, Tensor& post,
+                                                Tensor& comb) {
+  beside_begin();
+  hc_mixes(X, p, s, pre, post, comb);
+  return beside_end();
+}
 
 }  // namespace flashdesk

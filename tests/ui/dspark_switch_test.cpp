@@ -4,6 +4,7 @@
 // shows the accepted drafts per verify, the choice survives a restart, and the 0/1 that earlier
 // versions stored still read as Off/On.
 #include <QComboBox>
+#include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -42,13 +43,24 @@ struct SwitchApp {
   bool wait_model() const {
     return QTest::qWaitFor([&] { return window->modelName().startsWith("Model:"); }, kLoadMs);
   }
-  // Runs `start` and waits for the turn it starts; the turn's stats.
+  // Runs `start` and waits until the window has shown the turn it starts; the turn's stats, none
+  // when the window did not start one. The spy sees answerFinished in the worker's thread; the
+  // window shows the answer (and stops generating) only when the GUI thread delivers it.
   template <class Start>
   TurnStats turn(Start start) const {
     QSignalSpy finished(controller->worker(), &ChatWorker::answerFinished);
     start();
-    if (!QTest::qWaitFor([&] { return finished.count() == 1; }, kTurnMs)) return {};
+    if (!window->generating()) return {};
+    const auto shown = [&] { return finished.count() == 1 && !window->generating(); };
+    if (!QTest::qWaitFor(shown, kTurnMs)) return {};
     return finished.at(0).at(1).value<TurnStats>();
+  }
+  // Regenerate once the window offers it: the last turn shown there, and after a restart the
+  // chat opened, which the worker does after the model load that wait_model() sees.
+  TurnStats regenerate() const {
+    const auto* button = window->findChild<QPushButton*>(QStringLiteral("regenerate"));
+    if (!QTest::qWaitFor([&] { return button->isEnabled(); }, kLoadMs)) return {};
+    return turn([&] { window->regenerate(); });
   }
   QString last_answer() const {
     const MessageView* view = window->messageView();
@@ -110,7 +122,7 @@ class DsparkSwitchTest : public QObject {
       choose(dialog, SpeculativeChoice::kOn);
       dialog->accept();
       QCOMPARE(app.window->appSettings().speculative, SpeculativeChoice::kOn);
-      const TurnStats on = app.turn([&] { app.window->regenerate(); });
+      const TurnStats on = app.regenerate();
       QVERIFY(on.speculative);
       QVERIFY(on.verifies > 0);
       QCOMPARE(on.generated_tokens, off.generated_tokens);
@@ -134,7 +146,7 @@ class DsparkSwitchTest : public QObject {
       choose(dialog, SpeculativeChoice::kOff);
       dialog->accept();
       QCOMPARE(app.window->appSettings().speculative, SpeculativeChoice::kOff);
-      const TurnStats off = app.turn([&] { app.window->regenerate(); });
+      const TurnStats off = app.regenerate();
       QVERIFY(off.generated_tokens > 1);
       QVERIFY(!off.speculative);
       QCOMPARE(app.last_answer(), plain);

@@ -2,6 +2,7 @@
 #include "engine/ops/cuda/beside_lane.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/util/error.h"
 
@@ -12,10 +13,9 @@ BesideLane::~BesideLane() {
   cudaStreamSynchronize(stream_.get());
 }
 
-cudaStream_t BesideLane::begin(cudaStream_t main) {
+void BesideLane::begin(cudaStream_t main) {
   fork_.record(main);
   fork_.wait_in(stream_.get());
-  return stream_.get();
 }
 
 int64_t BesideLane::end() {
@@ -26,17 +26,9 @@ int64_t BesideLane::end() {
 
 void BesideLane::join(int64_t id, cudaStream_t main) {
   FD_CHECK(id >= 0 && id < next_id_ && id >= next_id_ - kEvents,
-           "beside lane: join of work " + std::to_string(id) + " that is not outstanding");
+           "beside lane: join of section " + std::to_string(id) + " that is not outstanding");
   done_[static_cast<size_t>(id % kEvents)].wait_in(main);
-}
-
-float* BesideLane::partial(int64_t floats) {
-  if (!partial_.defined() || partial_.numel() < floats) {
-    stream_.synchronize();
-    const int64_t n = std::max<int64_t>(4096, (floats + 4095) / 4096 * 4096);
-    partial_ = Tensor(pool_.allocate(static_cast<size_t>(n) * 4), 0, DType::F32, Shape{n});
-  }
-  return static_cast<float*>(static_cast<void*>(partial_.bytes()));
+  std::erase_if(parked_, [&](const auto& p) { return p.first <= id; });
 }
 
 unsigned* BesideLane::counters(int64_t count) {

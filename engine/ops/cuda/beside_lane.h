@@ -1,11 +1,14 @@
-// The beside lane of a CudaBackend (Backend::hc_mixes_beside): a second stream for work that the
-// ops issued after it do not read until Backend::join, so that it runs while they do (a decode
-// sublayer's mHC mixes beside its attention or experts). The pool and the arrival counters are
-// ordered by the main stream only, so the lane keeps its own scratch and counters.
+// The beside lane of a CudaBackend (Backend::beside_begin / beside_end / join): a second stream
+// for work that the ops issued after it do not read until the join, so that it runs while they
+// do (a sublayer's mHC mixes beside its body, the KV projection beside the query's). The pool
+// and the arrival counters are ordered by the main stream only, so the lane keeps the scratch
+// its work allocated until the join and has counters of its own.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "engine/ops/cuda/cuda_handles.h"
 #include "engine/ops/cuda/device_memory.h"
@@ -20,28 +23,32 @@ class BesideLane {
   BesideLane(const BesideLane&) = delete;
   BesideLane& operator=(const BesideLane&) = delete;
 
-  // The lane's stream, ordered after everything issued to `main` so far.
-  cudaStream_t begin(cudaStream_t main);
-  // Marks the end of the work issued to the lane since begin(); the id join() takes.
+  cudaStream_t stream() const { return stream_.get(); }
+  // A section of work on the lane, ordered after everything issued to `main` so far.
+  void begin(cudaStream_t main);
+  // Ends the section; the id join() takes.
   int64_t end();
-  // Work issued to `main` after this call waits for the lane's work up to `id`.
+  // Work issued to `main` after this call waits for the lane's sections up to `id`; their
+  // scratch goes back to the pool (later work of `main` is ordered after them).
   void join(int64_t id, cudaStream_t main);
 
-  // Lane-owned scratch of at least `floats` F32 values and `count` zeroed arrival counters (the
-  // kernels set the counters they use back to zero). Growing waits for the lane's earlier work.
-  float* partial(int64_t floats);
+  // Scratch allocated by the open section, held until its join.
+  void park(Tensor t) { parked_.emplace_back(next_id_, std::move(t)); }
+  // At least `count` zeroed arrival counters (the kernels set the counters they use back to
+  // zero). Growing waits for the lane's earlier work.
   unsigned* counters(int64_t count);
 
  private:
-  // Ids outstanding at once before an event is recorded again; a sublayer joins its mixes before
-  // the next sublayer forks, so two would do.
+  // Sections outstanding at once before an event is recorded again; the model joins a section
+  // before it opens the second one after it.
   static constexpr int64_t kEvents = 8;
   DevicePool& pool_;
   Stream stream_;
   Event fork_;
   std::array<Event, kEvents> done_;
   int64_t next_id_ = 0;
-  Tensor partial_, counters_;
+  std::vector<std::pair<int64_t, Tensor>> parked_;  // (section, scratch)
+  Tensor counters_;
 };
 
 }  // namespace flashdesk::cuda

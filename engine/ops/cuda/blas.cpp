@@ -88,6 +88,13 @@ void Blas::ensure_handle() {
   FD_CUBLAS_CHECK(api.set_stream(h, stream_));
 }
 
+void Blas::use_stream(cudaStream_t stream) {
+  if (stream == stream_) return;
+  stream_ = stream;
+  if (handle_)
+    FD_CUBLAS_CHECK(cublas_api().set_stream(static_cast<cublasHandle_t>(handle_), stream_));
+}
+
 void Blas::gemm_nt(const GemmArgs& a) {
   ensure_handle();
   const CublasApi& api = cublas_api();

@@ -35,6 +35,8 @@ class Blas {
   Blas& operator=(const Blas&) = delete;
 
   void gemm_nt(const GemmArgs& a);
+  // The stream the products go to from now on (the context's current one).
+  void use_stream(cudaStream_t stream);
 
  private:
   void ensure_handle();

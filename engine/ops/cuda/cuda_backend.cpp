@@ -120,7 +120,7 @@ CudaBackend::CudaBackend(int device) {
 CudaBackend::~CudaBackend() {
   // Pending work may still read tensors the caller has dropped; let it finish before the stream
   // and the pool's cache go away.
-  if (ctx_) cudaStreamSynchronize(ctx_->stream());
+  if (ctx_) cudaStreamSynchronize(ctx_->main_stream());
 }
 
 void CudaBackend::set_gemv_kernels(GemvKernels k) {
@@ -128,9 +128,28 @@ void CudaBackend::set_gemv_kernels(GemvKernels k) {
 }
 
 void CudaBackend::synchronize() {
+  FD_CHECK(!ctx_->beside_open(), "synchronize inside a beside section");
   ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
-  FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
+  ctx_->synchronize();
+}
+
+// Sections run on the context's beside lane (beside_lane.h): every op issues to the context's
+// current stream.
+void CudaBackend::beside_begin() {
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->beside_begin();
+}
+
+Backend::Beside CudaBackend::beside_end() {
+  cuda::DeviceGuard g(ctx_->device());
+  return Beside{ctx_->beside_end()};
+}
+
+void CudaBackend::join(Beside w) {
+  if (w.id < 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->join(w.id);
 }
 
 size_t CudaBackend::weight_bytes() const {
@@ -164,6 +183,7 @@ void CudaBackend::write(Tensor& dst, const void* src, size_t bytes) {
 void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
   expect_device(src, "read");
   FD_CHECK(bytes == src.nbytes(), "read: byte count mismatch");
+  FD_CHECK(!ctx_->beside_open(), "read inside a beside section");
   ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
   if (bytes)

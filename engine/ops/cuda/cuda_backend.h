@@ -35,6 +35,9 @@ class CudaBackend final : public Backend {
   const CudaDeviceInfo& device() const { return info_; }
   cuda::DeviceContext& context() { return *ctx_; }
   // Waits for every op issued so far (ops are asynchronous; read() waits by itself).
+  void beside_begin() override;
+  Beside beside_end() override;
+  void join(Beside w) override;
   void synchronize();
   // moe_experts calls whose routed experts were in host memory and ran on the CPU.
   uint64_t host_moe_calls() const { return host_moe_calls_; }
@@ -103,9 +106,7 @@ class CudaBackend final : public Backend {
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& rows, Tensor& X) override;
   void hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre, Tensor& post,
                 Tensor& comb) override;
-  Beside hc_mixes_beside(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
-                         Tensor& post, Tensor& comb) override;
-  void join(Beside w) override;
+
   void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) override;
   void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                  Tensor& out) override;

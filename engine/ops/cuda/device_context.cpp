@@ -91,7 +91,31 @@ DeviceContext::DeviceContext(int device)
 
 Tensor DeviceContext::scratch(DType dtype, Shape shape) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  return Tensor(pool_->allocate(bytes), 0, dtype, shape);
+  Tensor t(pool_->allocate(bytes), 0, dtype, shape);
+  if (beside_open_) beside_.park(t);
+  return t;
+}
+
+void DeviceContext::beside_begin() {
+  FD_CHECK(!beside_open_, "beside_begin: a section is already open");
+  beside_.begin(stream_.get());
+  beside_open_ = true;
+}
+
+int64_t DeviceContext::beside_end() {
+  FD_CHECK(beside_open_, "beside_end: no section is open");
+  beside_open_ = false;
+  return beside_.end();
+}
+
+void DeviceContext::join(int64_t id) {
+  FD_CHECK(!beside_open_, "join: a section is open");
+  beside_.join(id, stream_.get());
+}
+
+void DeviceContext::synchronize() {
+  stream_.synchronize();
+  FD_CUDA_CHECK(cudaStreamSynchronize(beside_.stream()));
 }
 
 Tensor DeviceContext::upload_host(DType dtype, Shape shape, const void* data) {
@@ -117,6 +141,7 @@ Tensor DeviceContext::upload_cached(const void* key, const void* data, size_t by
 }
 
 unsigned* DeviceContext::arrival_counters(int64_t count) {
+  if (beside_open_) return beside_.counters(count);
   if (!counters_.defined() || counters_.numel() < count) {
     // Grown in whole pages; the old buffer goes back to the pool in stream order.
     const int64_t n = std::max<int64_t>(4096, (count + 4095) / 4096 * 4096);

@@ -24,14 +24,27 @@ class DeviceContext {
 
   int device() const { return device_; }
   const cudaDeviceProp& props() const { return props_; }
-  cudaStream_t stream() const { return stream_.get(); }
+  // The stream the ops issue to: the main one, or the beside lane's while a section is open.
+  cudaStream_t stream() const { return beside_open_ ? beside_.stream() : stream_.get(); }
+  cudaStream_t main_stream() const { return stream_.get(); }
   int multiprocessors() const { return props_.multiProcessorCount; }
   DevicePool& pool() { return *pool_; }
   WeightArena& weights() { return weights_; }
-  Blas& blas() { return blas_; }
-  BesideLane& beside() { return beside_; }
+  Blas& blas() {
+    blas_.use_stream(stream());
+    return blas_;
+  }
 
-  // A device tensor from the pool; contents undefined.
+  // Backend::beside_begin / beside_end / join (beside_lane.h).
+  void beside_begin();
+  int64_t beside_end();
+  void join(int64_t id);
+  bool beside_open() const { return beside_open_; }
+  // Waits for the main stream and the beside lane.
+  void synchronize();
+
+  // A device tensor from the pool; contents undefined (held by the beside lane until its join
+  // where a section is open).
   Tensor scratch(DType dtype, Shape shape);
   // A device copy of host values, ordered on the stream (the host buffer may be reused at once).
   Tensor upload_host(DType dtype, Shape shape, const void* data);
@@ -68,6 +81,7 @@ class DeviceContext {
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   BesideLane beside_{*pool_};  // last: destroyed first, while the pool is there
+  bool beside_open_ = false;
 };
 
 // Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS

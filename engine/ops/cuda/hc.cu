@@ -223,63 +223,23 @@ __global__ void hc_expand_kernel(const float* X, const float* y, const float* po
 using cuda::blocks_for;
 using cuda::ptr;
 
-namespace cuda {
-namespace {
-
-// The mixes kernel on `stream`, its split sums in `partial` ([n, splits, kSums] floats at least)
-// and its arrival counters in `done` (zero, one a row tile).
-void launch_hc_mixes(cudaStream_t stream, const Tensor& X, const HcParams& p, const MixShape& shape,
-                     float* partial, unsigned* done, Tensor& pre, Tensor& post, Tensor& comb) {
-  const int64_t tiles = (shape.n + kMixRows - 1) / kMixRows;
-  FD_LAUNCH(hc_mix_kernel, dim3(static_cast<unsigned>(shape.splits), static_cast<unsigned>(tiles)),
-            dim3(kMixThreads), 0, stream, ptr<const float>(X), ptr<const float>(p.fn),
-            ptr<const float>(p.base), ptr<const float>(p.scale), shape, partial, done,
-            ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
-}
-
-MixShape mix_shape(const Tensor& X, const HcSettings& s) {
-  const int64_t n = X.rows(), flat = X.shape().row_numel();
-  MixShape shape{n, flat, s.hc, (2 + s.hc) * s.hc, 0, s.norm_eps, s.hc_eps, s.sinkhorn_iters};
-  shape.splits = (flat + kSplitElems - 1) / kSplitElems;
-  return shape;
-}
-
-}  // namespace
-}  // namespace cuda
-
 void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings& s, Tensor& pre,
                            Tensor& post, Tensor& comb) {
   check_hc_mix_args(X, p, s, pre, post, comb);
   FD_CHECK(s.hc >= 1 && s.hc <= cuda::kMaxHc, "hc_mixes: hc above 4 is not supported on CUDA");
-  if (X.rows() == 0) return;
+  const int64_t n = X.rows(), flat = X.shape().row_numel();
+  if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  const cuda::MixShape shape = cuda::mix_shape(X, s);
-  Tensor partial = ctx_->scratch(DType::F32, Shape{shape.n, shape.splits, cuda::kSums});
-  unsigned* done = ctx_->arrival_counters((shape.n + cuda::kMixRows - 1) / cuda::kMixRows);
-  cuda::launch_hc_mixes(ctx_->stream(), X, p, shape, ptr<float>(partial), done, pre, post, comb);
-}
-
-// On the beside lane: a decode mix's ~11 µs (mostly the Sinkhorn's dependent chain on one warp)
-// then overlaps the sublayer's first kernels instead of preceding them.
-Backend::Beside CudaBackend::hc_mixes_beside(const Tensor& X, const HcParams& p,
-                                             const HcSettings& s, Tensor& pre, Tensor& post,
-                                             Tensor& comb) {
-  check_hc_mix_args(X, p, s, pre, post, comb);
-  FD_CHECK(s.hc >= 1 && s.hc <= cuda::kMaxHc, "hc_mixes: hc above 4 is not supported on CUDA");
-  if (X.rows() == 0) return Beside{};
-  cuda::DeviceGuard g(ctx_->device());
-  const cuda::MixShape shape = cuda::mix_shape(X, s);
-  cuda::BesideLane& lane = ctx_->beside();
-  float* partial = lane.partial(shape.n * shape.splits * cuda::kSums);
-  unsigned* done = lane.counters((shape.n + cuda::kMixRows - 1) / cuda::kMixRows);
-  cuda::launch_hc_mixes(lane.begin(ctx_->stream()), X, p, shape, partial, done, pre, post, comb);
-  return Beside{lane.end()};
-}
-
-void CudaBackend::join(Beside w) {
-  if (w.id < 0) return;
-  cuda::DeviceGuard g(ctx_->device());
-  ctx_->beside().join(w.id, ctx_->stream());
+  cuda::MixShape shape{n, flat, s.hc, (2 + s.hc) * s.hc, 0, s.norm_eps, s.hc_eps, s.sinkhorn_iters};
+  shape.splits = (flat + cuda::kSplitElems - 1) / cuda::kSplitElems;
+  const int64_t tiles = (n + cuda::kMixRows - 1) / cuda::kMixRows;
+  Tensor partial = ctx_->scratch(DType::F32, Shape{n, shape.splits, cuda::kSums});
+  unsigned* done = ctx_->arrival_counters(tiles);
+  FD_LAUNCH(cuda::hc_mix_kernel,
+            dim3(static_cast<unsigned>(shape.splits), static_cast<unsigned>(tiles)),
+            dim3(cuda::kMixThreads), 0, ctx_->stream(), ptr<const float>(X), ptr<const float>(p.fn),
+            ptr<const float>(p.base), ptr<const float>(p.scale), shape, ptr<float>(partial), done,
+            ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
 }
 
 void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {

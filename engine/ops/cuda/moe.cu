@@ -35,9 +35,6 @@ namespace {
 constexpr int kRouteThreads = 256;
 constexpr int kRoutePerLane = 16;  // experts per lane of the route kernel's selecting warp
 constexpr int64_t kMaxRouteExperts = 32 * kRoutePerLane;
-// Routed experts per token: the router's picks and the sum kernel's slot order are held per warp
-// lane.
-constexpr int kMaxTopK = 32;
 constexpr int64_t kMaxExpertCols = 8192;  // staged activation columns of the grouped kernels
 // Rows per warp and chunks in flight per lane per row, 8 sixteen-byte loads in flight per lane
 // in both kernels: the up kernel reads kUpRows inter rows of w1 and the same of w3 two chunks
@@ -141,31 +138,13 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
 // the ids itself, with dependent global loads, took 9.5 µs of a decode layer on the H200.
 __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float* y) {
   FD_GRID_PROLOGUE();
-  __shared__ int32_t order[kMaxTopK];  // slot of the r-th smallest id; -1: not on this device
+  __shared__ int32_t order[kMaxTopK];
   const int64_t t = blockIdx.y;
-  if (threadIdx.x < 32) {
-    const unsigned lane = threadIdx.x;
-    const int32_t id = lane < a.k ? a.ids[t * a.k + lane] : 0;
-    int rank = 0;  // equal ids (only the -1 of a row with no finite score) by lane: ranks unique
-    for (int j = 0; j < static_cast<int>(a.k); ++j) {
-      const int32_t other = __shfl_sync(kFullMask, id, j);
-      rank += other < id || (other == id && j < static_cast<int>(lane));
-    }
-    const bool here = id >= 0 && id < a.n_routed && a.table[id].data[0] != nullptr;
-    if (lane < a.k) order[rank] = here ? static_cast<int32_t>(lane) : -1;
-  }
+  if (threadIdx.x < 32) rank_row_slots(a, t, order);
   __syncthreads();
   const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= dim) return;
-  const float* row = o + t * a.slots_per_row * dim + d;
-  float acc = 0.0f;
-  FD_UNROLL
-  for (int r = 0; r < kMaxTopK; ++r) {
-    if (r >= a.k) break;
-    if (order[r] >= 0) acc += row[order[r] * dim];
-  }
-  if (a.has_shared) acc += row[a.k * dim];
-  y[t * dim + d] = acc;
+  y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim);
 }
 
 // grid (dim tile blocks, grouped slots): o[slot][d] = bf16(w2_d . act_quant(h[slot])), a block
@@ -437,8 +416,11 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                    swiglu_limit,
                    shared_apart || !shared ? k : k + shared_parts,
                    shared_parts};
+  // The tensor-core down kernel sums the rows itself where every slot is in its grid.
+  const bool summed = decode_tc && !shared_apart;
   if (decode_tc) {
-    cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, max_inter, ptr<float>(o));
+    cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, max_inter, ptr<float>(o),
+                                summed ? ptr<float>(y) : nullptr);
   } else if (grouped) {
     // About a wave of blocks: each stages its slot's row once for its share of its part's row
     // tiles (parts: about a routed expert's bytes each, so the blocks finish together).
@@ -531,9 +513,10 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
       run(*shared, rows, nullptr, slot_rows);
     }
   }
-  FD_LAUNCH(cuda::expert_sum_kernel,
-            dim3(static_cast<unsigned>(blocks_for(d, 256)), static_cast<unsigned>(n)), dim3(256), 0,
-            ctx_->stream(), a, ptr<const float>(o), d, ptr<float>(y));
+  if (!summed)
+    FD_LAUNCH(cuda::expert_sum_kernel,
+              dim3(static_cast<unsigned>(blocks_for(d, 256)), static_cast<unsigned>(n)), dim3(256),
+              0, ctx_->stream(), a, ptr<const float>(o), d, ptr<float>(y));
 }
 
 void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,

@@ -167,13 +167,44 @@ __device__ __forceinline__ void lane_row(const ExpertEntry& ex, int m, int64_t r
   *scale = row < rows ? ex.scale[m] + (fp4 ? row : row / 32) * ex.scale_cols[m] : nullptr;
 }
 
+// Where the down kernel sums a row's slots (y null: it does not; expert_sum_kernel does).
+struct RowSums {
+  float* y;        // [n, dim]
+  unsigned* done;  // [n, column blocks] arrival counters, zero
+};
+
+// The last of a row's slot blocks at this block's 32 columns to finish (every slot of the row is
+// a block of the grid: a.parts_per_row == a.slots_per_row) sums the row's slot outputs there into
+// y, in expert_sum_kernel's order and with its values: one launch a decode step fewer. Warp 0.
+__device__ void sum_row_when_last(const SlotArgs& a, const RowSums& s, int64_t slot, const float* o,
+                                  int64_t dim) {
+  __shared__ int32_t order[kMaxTopK];
+  const unsigned lane = threadIdx.x & 31u;
+  const int64_t t = slot / a.slots_per_row;
+  __threadfence();  // this block's outputs visible before it counts itself in
+  __syncwarp();
+  unsigned last = 0;
+  if (lane == 0) {
+    unsigned* count = s.done + t * gridDim.x + blockIdx.x;
+    last = atomicAdd(count, 1u) == static_cast<unsigned>(a.parts_per_row - 1);
+    if (last) *count = 0;  // zero again for the next kernel (arrival_counters)
+  }
+  if (!__shfl_sync(kFullMask, last, 0)) return;
+  __threadfence();
+  rank_row_slots(a, t, order);
+  const int64_t d = static_cast<int64_t>(blockIdx.x) * kBlockRows + lane;
+  if (d < dim)
+    s.y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim);
+}
+
 // grid (tile pairs, slots). kUp: the gate and up rows (w1, w3) of inter rows against x's row
 // (`in`, rows of in_stride values), SwiGLU, act_quant'ed into h (rows of h_stride values); else the
-// down rows (w2) of dim rows against h's slot row (`in`), into o [slots, dim].
+// down rows (w2) of dim rows against h's slot row (`in`), into o [slots, dim], and the rows' sums
+// into sums.y where that is set.
 template <bool kUp, int Ring, int kBlocks>
 __global__ void __launch_bounds__(kTcThreads, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
-                     int64_t h_stride, float* o) {
+                     int64_t h_stride, float* o, RowSums sums) {
   constexpr int M = kUp ? 2 : 1;
   FD_GRID_PROLOGUE();
   __shared__ float quarter_sums[kTilesPerBlock][kQuarters][M][kTileRows];
@@ -188,8 +219,12 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   const ExpertEntry& ex = a.table[e];
   const int64_t rows = kUp ? ex.inter : dim, k = kUp ? ex.dim : ex.inter;
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-  // Whole blocks: another device's expert, or no tile left for this block.
-  if (ex.data[0] == nullptr || static_cast<int64_t>(blockIdx.x) * kTilesPerBlock >= tiles) return;
+  // Whole blocks: another device's expert, or no tile left for this block (still counted in
+  // where the down kernel sums the rows).
+  if (ex.data[0] == nullptr || static_cast<int64_t>(blockIdx.x) * kTilesPerBlock >= tiles) {
+    if (!kUp && sums.y != nullptr && threadIdx.x < 32) sum_row_when_last(a, sums, slot, o, dim);
+    return;
+  }
   const int64_t act_row_index = kUp ? slot / a.slots_per_row : slot;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const int tl = static_cast<int>(warp) / kQuarters, quarter = static_cast<int>(warp) % kQuarters;
@@ -261,6 +296,7 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
                    h.scales + slot * (h_stride / 32) + blockIdx.x);
   } else {
     if (i < rows) o[slot * dim + i] = round_bf16(sum[0]);
+    if (sums.y != nullptr) sum_row_when_last(a, sums, slot, o, dim);
   }
 }
 
@@ -297,35 +333,35 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
 
 template <bool kUp, int Ring, int kBlocks>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
-                      int64_t dim, TcActs h, int64_t h_stride, float* o, unsigned tile_pairs,
-                      unsigned slots) {
+                      int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
+                      unsigned tile_pairs, unsigned slots) {
   const int smem = ring_bytes < kUp ? 2 : 1 > (Ring) + act_bytes(in_stride);
   allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks>>(static_cast<size_t>(smem));
   FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks>), dim3(tile_pairs, slots), dim3(kTcThreads),
-            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o);
+            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums);
 }
 
 // One row: four blocks a multiprocessor, the up kernel's rings 2 deep (its 504 blocks of a V4.1
 // step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More rows
 // keep three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
-                       int64_t dim, int64_t max_inter, float* o, unsigned up_pairs,
+                       int64_t dim, int64_t max_inter, float* o, RowSums sums, unsigned up_pairs,
                        unsigned down_pairs, unsigned slots) {
   if (a.n == 1) {
-    launch_expert_tc<true, 2, 4>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, up_pairs,
-                                 slots);
-    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, down_pairs,
+    launch_expert_tc<true, 2, 4>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
+                                 up_pairs, slots);
+    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_pairs,
                                   slots);
   } else {
-    launch_expert_tc<true, 3, 3>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, up_pairs,
-                                 slots);
-    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, down_pairs,
+    launch_expert_tc<true, 3, 3>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
+                                 up_pairs, slots);
+    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_pairs,
                                   slots);
   }
 }
 
 void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
-                           int64_t max_inter, float* o) {
+                           int64_t max_inter, float* o, float* y) {
   const unsigned slots = static_cast<unsigned>(a.n * a.parts_per_row);
   const int64_t all_slots = a.n * a.slots_per_row;
   Tensor xv = ctx.scratch(DType::BF16, Shape{a.n, dim});  // FP16 bits (2 bytes a value)
@@ -337,7 +373,13 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
   const auto tile_pairs = [](int64_t rows) {
     return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
   };
-  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, tile_pairs(max_inter),
+  RowSums sums{};
+  if (y != nullptr) {
+    FD_CHECK(a.parts_per_row == a.slots_per_row,
+             "decode experts: the rows' sums need every slot of a row in the grid");
+    sums = RowSums{y, ctx.arrival_counters(a.n * tile_pairs(dim))};
+  }
+  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, tile_pairs(max_inter),
                     tile_pairs(dim), slots);
 }
 

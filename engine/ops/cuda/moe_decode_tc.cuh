@@ -23,8 +23,10 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table);
 
 // h[slot] = bf16(silu(min(g, L)) * clamp(u, +-L) * weight) over the slots of `a` (one part a
 // slot: a.shared_parts == 1), then o[slot] = bf16(w2 . act_quant(h[slot])) (F32 [slots, dim]),
-// as the CUDA-core kernels compute them; x [n, dim].
+// as the CUDA-core kernels compute them; x [n, dim]. y (optional, [n, dim]): each row's slots
+// summed as expert_sum_kernel does (moe.cu), by the down kernel; every slot of a row must be in
+// `a` (a.parts_per_row == a.slots_per_row).
 void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
-                           int64_t max_inter, float* o);
+                           int64_t max_inter, float* o, float* y);
 
 }  // namespace flashdesk::cuda

@@ -6,10 +6,14 @@
 #include <cstdint>
 
 #include "engine/ops/cuda/cuda_compat.cuh"
+#include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/moe_table.cuh"
 #include "engine/ops/weights.h"
 
 namespace flashdesk::cuda {
+
+// Routed experts per token: the router's picks and the sums' slot order are held per warp lane.
+constexpr int kMaxTopK = 32;
 
 struct SlotArgs {
   const ExpertEntry* table;  // [n_routed + 1]: the shared expert last
@@ -52,6 +56,38 @@ __device__ __forceinline__ int64_t slot_expert(const SlotArgs& a, int64_t s, flo
   }
   *weight = 1.0f;
   return a.n_routed;
+}
+
+// The order in which row t's slot outputs are summed (the definition's): order[r] = the slot
+// column of the row's r-th smallest routed id, -1 where that expert is not on this device (equal
+// ids, only the -1 of a row with no finite score, by column). One warp calls it; the order is
+// visible to that warp after it returns (to the block after a barrier).
+__device__ __forceinline__ void rank_row_slots(const SlotArgs& a, int64_t t, int32_t* order) {
+  const unsigned lane = threadIdx.x & 31u;
+  const int32_t id = lane < a.k ? a.ids[t * a.k + lane] : 0;
+  int rank = 0;
+  for (int j = 0; j < static_cast<int>(a.k); ++j) {
+    const int32_t other = __shfl_sync(kFullMask, id, j);
+    rank += other < id || (other == id && j < static_cast<int>(lane));
+  }
+  const bool here = id >= 0 && id < a.n_routed && a.table[id].data[0] != nullptr;
+  if (lane < a.k) order[rank] = here ? static_cast<int32_t>(lane) : -1;
+  __syncwarp();
+}
+
+// The ordered sum at one column: `row` points at the row's slot 0 output at that column (slots
+// `dim` apart); the routed outputs in `order`, then the shared expert's. Read through L2 (other
+// blocks may have written them in the same kernel), every load issued before the sums.
+__device__ __forceinline__ float ordered_slot_sum(const SlotArgs& a, const int32_t* order,
+                                                  const float* row, int64_t dim) {
+  float acc = 0.0f;
+  FD_UNROLL
+  for (int r = 0; r < kMaxTopK; ++r) {
+    if (r >= a.k) break;
+    if (order[r] >= 0) acc += __ldcg(row + order[r] * dim);
+  }
+  if (a.has_shared) acc += __ldcg(row + a.k * dim);
+  return acc;
 }
 
 // fn.template operator()<F>() for the run-time format `format`.

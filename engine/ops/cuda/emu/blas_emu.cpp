@@ -21,6 +21,10 @@ Blas::~Blas() = default;
 
 void Blas::ensure_handle() {}
 
+void Blas::use_stream(cudaStream_t stream) {
+  stream_ = stream;
+}
+
 void Blas::gemm_nt(const GemmArgs& a) {
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t r = 0; r < a.rows; ++r)
