@@ -89,6 +89,9 @@ TEST_F(CudaHcTest, MixesCollapseAndExpandMatchTheReference) {
   check_mixes(1, 4, 64, 1);
   check_mixes(6, 4, 200, 2);  // two row tiles, a partial split
   check_mixes(3, 2, 96, 3);
+  // Prefill-sized: 32-row tiles, the last one partial; rows not a multiple of four elements (the
+  // scalar paths of the collapse and the expansion).
+  check_mixes(257, 3, 30, 6);
 }
 
 TEST_F(CudaHcTest, FullShapes) {

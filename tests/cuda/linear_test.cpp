@@ -263,6 +263,9 @@ TEST_F(CudaLinearTest, MisalignedRowsTailsAndSplits) {
   check_quantised(WeightFormat::Fp8Block, 1, 1100, 70, LinearOutput::F32, 41);  // 1100 % 16 = 12
   check_quantised(WeightFormat::Fp8Block, 8, 1100, 17, LinearOutput::Bf16, 42, 8, 8);
   check_quantised(WeightFormat::Fp4Row, 2, 1088, 40, LinearOutput::Bf16, 43, 4, 12);
+  // GEMM-sized (more than 8 rows): the BF16 staging's scalar path (K % 4 != 0, a shifted input).
+  check_quantised(WeightFormat::Fp8Block, 12, 1030, 20, LinearOutput::Bf16, 47);
+  check_quantised(WeightFormat::Fp8Block, 12, 512, 40, LinearOutput::Bf16, 48, 0, 4);
   for (int64_t n : {1, 2, 5}) {
     check_plain(WeightFormat::Bf16, n, 264, 40, kBf16Linear, 44, 2, 4);
     check_plain(WeightFormat::Bf16, n, 1030, 9, kF32Linear, 45);  // 1030 % 8 = 6

@@ -173,12 +173,16 @@ TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
 }
 
 // Prefill-sized steps with FP4 experts of dim a multiple of 128 and inter of 64: the routed
-// experts in one launch per stage on the tensor cores (moe_grouped.h), tiles of up to 64 rows of
-// an expert (150 rows x top-2 of 4 experts: 75 rows an expert, a full and a partial tile), then
-// the same with the per-expert cuBLAS products the kernels replace.
+// experts in one launch per stage on the tensor cores (moe_grouped.h), tiles of up to 128 rows of
+// an expert (150 rows x top-2 of 4 experts: 75 rows an expert, one tile whose second half of
+// warps has rows; 150 rows x both of 2 experts: a full tile and a partial one), CTAs of four column
+// warps (dim 128 or 384) and of eight (dim a multiple of 256, inter of 128), then the same with the
+// per-expert cuBLAS products the kernels replace.
 TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
   check_experts(40, 256, 128, 8, 2, 8, true, false, 70);  // flash-tiny's shapes
   check_experts(150, 128, 64, 4, 2, 4, true, false, 71);
+  check_experts(150, 384, 192, 2, 2, 2, true, false, 73);
+  check_experts(150, 512, 256, 2, 2, 2, true, false, 74);
   check_experts(150, 128, 64, 4, 2, 4, false, false, 72);  // no shared expert
   gpu().set_grouped_moe(false);
   check_experts(40, 256, 128, 8, 2, 8, true, false, 70);

@@ -19,12 +19,16 @@ constexpr int kSums = kMaxMix + 1;              // + the sum of squares
 // over 40 blocks. One element a thread a load, in 256-thread blocks, took 13.8 µs a decode mix.
 constexpr int kMixThreads = 128;
 constexpr int kMixVec = 4;
-constexpr int kMixRows = 4;  // rows per tile (a warp each for the Sinkhorn)
-static_assert(kMixRows <= kMixThreads / 32);
+// Rows per tile: 4 for a few rows (decode: a warp each for the Sinkhorn); 32 for a prefill, whose
+// blocks then read the fn elements once per 32 rows (at 4, an 8K-token prefill's blocks read 4 GB
+// of fn from L2: 1.8 ms a call).
+constexpr int kFewRows = 4;
+constexpr int kManyRows = 32;
+constexpr int64_t kManyRowsFrom = 256;  // rows of a call that take the 32-row tiles
 constexpr int64_t kSplitElems = kMixVec * kMixThreads;
 
 struct MixShape {
-  int64_t n, flat, hc, n_mix, splits;
+  int64_t n, flat, hc, n_mix, splits, tile_rows;
   float norm_eps, hc_eps;
   int64_t iters;
 };
@@ -83,7 +87,7 @@ __global__ void __launch_bounds__(kMixThreads)
                   MixShape s, float* partial, unsigned* done, float* pre, float* post,
                   float* comb) {
   __shared__ float warp_sums[kSums][kMixThreads / 32];
-  __shared__ float row_sums[kMixRows][kSums];
+  __shared__ float row_sums[kManyRows][kSums];
   __shared__ unsigned is_last;
   const int64_t split = blockIdx.x, tile = blockIdx.y;
   const int64_t k0 = split * kSplitElems,
@@ -100,8 +104,8 @@ __global__ void __launch_bounds__(kMixThreads)
     f[j] = whole && j < s.n_mix ? *reinterpret_cast<const float4*>(fn + j * s.flat + k)
                                 : float4{0.0f, 0.0f, 0.0f, 0.0f};
   fd_wait_prior_grid();
-  for (int r = 0; r < kMixRows; ++r) {
-    const int64_t row = tile * kMixRows + r;
+  for (int r = 0; r < s.tile_rows; ++r) {
+    const int64_t row = tile * s.tile_rows + r;
     if (row >= s.n) break;  // uniform over the block
     // Fully unrolled over the 25 sums, so acc stays in registers and the 24 fn loads of an
     // element are in flight together (a run-time index sent acc to local memory: 61 µs a call).
@@ -145,9 +149,9 @@ __global__ void __launch_bounds__(kMixThreads)
   __threadfence();
   // Combine the splits in order, one thread per (row, sum); the loads of eight splits are issued
   // together (one at a time, 40 L2 round trips were several µs of a decode step).
-  if (threadIdx.x < kMixRows * kSums) {
-    const int r = threadIdx.x / kSums, j = threadIdx.x % kSums;
-    const int64_t row = tile * kMixRows + r;
+  for (int64_t i = threadIdx.x; i < s.tile_rows * kSums; i += blockDim.x) {
+    const int64_t r = i / kSums, j = i % kSums;
+    const int64_t row = tile * s.tile_rows + r;
     float v = 0.0f;
     if (row < s.n) {
       const float* src = partial + row * s.splits * kSums + j;
@@ -164,57 +168,123 @@ __global__ void __launch_bounds__(kMixThreads)
     row_sums[r][j] = v;
   }
   __syncthreads();
-  // One warp per row of the tile (the Sinkhorn's lanes).
-  if (warp >= kMixRows) return;
-  const int64_t row = tile * kMixRows + warp;
-  if (row >= s.n) return;  // uniform over the warp
-  const float* m = row_sums[warp];
-  const float r = 1.0f / sqrtf(m[kMaxMix] / static_cast<float>(s.flat) + s.norm_eps);
-  const int64_t hc = s.hc;
-  if (lane < hc) {
-    pre[row * hc + lane] =
-        sigmoid(__fadd_rn(__fmul_rn(m[lane] * r, scale[0]), base[lane])) + s.hc_eps;
-    post[row * hc + lane] =
-        2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + lane] * r, scale[1]), base[hc + lane]));
+  // A warp per row of the tile (the Sinkhorn's lanes).
+  for (int64_t r = warp; r < s.tile_rows; r += kMixThreads / 32) {
+    const int64_t row = tile * s.tile_rows + r;
+    if (row >= s.n) return;  // uniform over the warp
+    const float* m = row_sums[r];
+    const float rs = 1.0f / sqrtf(m[kMaxMix] / static_cast<float>(s.flat) + s.norm_eps);
+    const int64_t hc = s.hc;
+    if (lane < hc) {
+      pre[row * hc + lane] =
+          sigmoid(__fadd_rn(__fmul_rn(m[lane] * rs, scale[0]), base[lane])) + s.hc_eps;
+      post[row * hc + lane] =
+          2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + lane] * rs, scale[1]), base[hc + lane]));
+    }
+    float* out = comb + row * hc * hc;
+    switch (hc) {  // hc <= kMaxHc, checked by the caller
+      case 1:
+        comb_of_row<1>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
+        break;
+      case 2:
+        comb_of_row<2>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
+        break;
+      case 3:
+        comb_of_row<3>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
+        break;
+      default:
+        comb_of_row<4>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
+    }
   }
-  float* out = comb + row * hc * hc;
-  switch (hc) {  // hc <= kMaxHc, checked by the caller
-    case 1:
-      return comb_of_row<1>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
-    case 2:
-      return comb_of_row<2>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
-    case 3:
-      return comb_of_row<3>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
-    default:
-      return comb_of_row<4>(m, r, scale, base, s.iters, s.hc_eps, lane, out);
+}
+
+// Four consecutive elements of a row a thread, rows gridDim.y apart: one element a thread, with
+// 64-bit divisions for its row, ran at 0.45-0.8 TB/s on an 8K-token prefill. `vec`: d a multiple
+// of 4 and the tensors 16-byte aligned.
+struct Quad {
+  float v[4];
+};
+__device__ __forceinline__ Quad load_quad(const float* p, int64_t left, bool vec) {
+  Quad q;
+  if (vec) {
+    const float4 f = *reinterpret_cast<const float4*>(p);
+    q.v[0] = f.x, q.v[1] = f.y, q.v[2] = f.z, q.v[3] = f.w;
+  } else {
+    FD_UNROLL
+    for (int e = 0; e < 4; ++e) q.v[e] = e < left ? p[e] : 0.0f;
+  }
+  return q;
+}
+__device__ __forceinline__ void store_quad(float* p, const Quad& q, int64_t left, bool vec) {
+  if (vec) {
+    *reinterpret_cast<float4*>(p) = float4{q.v[0], q.v[1], q.v[2], q.v[3]};
+  } else {
+    FD_UNROLL
+    for (int e = 0; e < 4; ++e)
+      if (e < left) p[e] = q.v[e];
   }
 }
 
 // u [n, d] = bf16(sum_j pre[j] * X_j), FP32 sum over j in order.
 __global__ void hc_collapse_kernel(const float* X, const float* pre, int64_t n, int64_t hc,
-                                   int64_t d, float* u) {
+                                   int64_t d, bool vec, float* u) {
   FD_GRID_PROLOGUE();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n * d) return;
-  const int64_t row = i / d, e = i % d;
-  float acc = 0.0f;
-  for (int64_t j = 0; j < hc; ++j)
-    acc = __fadd_rn(acc, __fmul_rn(pre[row * hc + j], X[(row * hc + j) * d + e]));
-  u[i] = round_bf16(acc);
+  const int64_t e0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (e0 >= d) return;
+  for (int64_t row = blockIdx.y; row < n; row += gridDim.y) {
+    Quad acc = {{0.0f, 0.0f, 0.0f, 0.0f}};
+    FD_UNROLL
+    for (int j = 0; j < kMaxHc; ++j) {
+      if (j >= hc) break;
+      const Quad x = load_quad(X + (row * hc + j) * d + e0, d - e0, vec);
+      const float p = pre[row * hc + j];
+      FD_UNROLL
+      for (int e = 0; e < 4; ++e) acc.v[e] = __fadd_rn(acc.v[e], __fmul_rn(p, x.v[e]));
+    }
+    FD_UNROLL
+    for (int e = 0; e < 4; ++e) acc.v[e] = round_bf16(acc.v[e]);
+    store_quad(u + row * d + e0, acc, d - e0, vec);
+  }
 }
 
-// out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j).
+// out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j), every stream k of a thread's four elements
+// from one read of the hc streams.
 __global__ void hc_expand_kernel(const float* X, const float* y, const float* post,
-                                 const float* comb, int64_t n, int64_t hc, int64_t d, float* out) {
+                                 const float* comb, int64_t n, int64_t hc, int64_t d, bool vec,
+                                 float* out) {
   FD_GRID_PROLOGUE();
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n * hc * d) return;
-  const int64_t e = i % d, k = (i / d) % hc, row = i / (d * hc);
-  const float* c = comb + row * hc * hc;
-  float acc = 0.0f;
-  for (int64_t j = 0; j < hc; ++j)
-    acc = __fadd_rn(acc, __fmul_rn(c[j * hc + k], X[(row * hc + j) * d + e]));
-  out[i] = round_bf16(__fadd_rn(__fmul_rn(post[row * hc + k], y[row * d + e]), acc));
+  const int64_t e0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (e0 >= d) return;
+  for (int64_t row = blockIdx.y; row < n; row += gridDim.y) {
+    Quad x[kMaxHc] = {};
+    FD_UNROLL
+    for (int j = 0; j < kMaxHc; ++j)
+      if (j < hc) x[j] = load_quad(X + (row * hc + j) * d + e0, d - e0, vec);
+    const Quad yq = load_quad(y + row * d + e0, d - e0, vec);
+    const float* c = comb + row * hc * hc;
+    FD_UNROLL
+    for (int k = 0; k < kMaxHc; ++k) {
+      if (k >= hc) break;
+      Quad o;
+      FD_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        float acc = 0.0f;
+        FD_UNROLL
+        for (int j = 0; j < kMaxHc; ++j)
+          if (j < hc) acc = __fadd_rn(acc, __fmul_rn(c[j * hc + k], x[j].v[e]));
+        o.v[e] = round_bf16(__fadd_rn(__fmul_rn(post[row * hc + k], yq.v[e]), acc));
+      }
+      store_quad(out + (row * hc + k) * d + e0, o, d - e0, vec);
+    }
+  }
+}
+
+// The grid of the two kernels above.
+dim3 quad_grid(int64_t n, int64_t d) {
+  return dim3(blocks_for((d + 3) / 4, 256), static_cast<unsigned>(n < 65535 ? n : 65535));
+}
+bool aligned16(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.bytes()) % 16 == 0;
 }
 
 }  // namespace
@@ -230,9 +300,11 @@ void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings&
   const int64_t n = X.rows(), flat = X.shape().row_numel();
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  cuda::MixShape shape{n, flat, s.hc, (2 + s.hc) * s.hc, 0, s.norm_eps, s.hc_eps, s.sinkhorn_iters};
+  cuda::MixShape shape{n, flat,       s.hc,     (2 + s.hc) * s.hc, 0,
+                       0, s.norm_eps, s.hc_eps, s.sinkhorn_iters};
   shape.splits = (flat + cuda::kSplitElems - 1) / cuda::kSplitElems;
-  const int64_t tiles = (n + cuda::kMixRows - 1) / cuda::kMixRows;
+  shape.tile_rows = n >= cuda::kManyRowsFrom ? cuda::kManyRows : cuda::kFewRows;
+  const int64_t tiles = (n + shape.tile_rows - 1) / shape.tile_rows;
   Tensor partial = ctx_->scratch(DType::F32, Shape{n, shape.splits, cuda::kSums});
   unsigned* done = ctx_->arrival_counters(tiles);
   FD_LAUNCH(cuda::hc_mix_kernel,
@@ -246,10 +318,12 @@ void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {
   const int64_t n = X.rows(), hc = pre.dim(1), d = X.shape().row_numel() / hc;
   check_shape(u, Shape{n, d}, "hc_collapse out");
   FD_CHECK(pre.rows() == n, "hc_collapse: pre rows");
+  FD_CHECK(hc <= cuda::kMaxHc, "hc_collapse: hc above 4 is not supported on CUDA");
   if (n * d == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  FD_LAUNCH(cuda::hc_collapse_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(),
-            ptr<const float>(X), ptr<const float>(pre), n, hc, d, ptr<float>(u));
+  const bool vec = d % 4 == 0 && cuda::aligned16(X) && cuda::aligned16(u);
+  FD_LAUNCH(cuda::hc_collapse_kernel, cuda::quad_grid(n, d), dim3(256), 0, ctx_->stream(),
+            ptr<const float>(X), ptr<const float>(pre), n, hc, d, vec, ptr<float>(u));
 }
 
 void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post,
@@ -258,11 +332,13 @@ void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post
   check_shape(y, Shape{n, d}, "hc_expand y");
   check_shape(comb, Shape{n, hc, hc}, "hc_expand comb");
   FD_CHECK(out.numel() == X.numel() && out.bytes() != X.bytes(), "hc_expand: out must not alias X");
+  FD_CHECK(hc <= cuda::kMaxHc, "hc_expand: hc above 4 is not supported on CUDA");
   if (n * d == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  FD_LAUNCH(cuda::hc_expand_kernel, dim3(blocks_for(n * hc * d, 256)), dim3(256), 0, ctx_->stream(),
+  const bool vec = d % 4 == 0 && cuda::aligned16(X) && cuda::aligned16(y) && cuda::aligned16(out);
+  FD_LAUNCH(cuda::hc_expand_kernel, cuda::quad_grid(n, d), dim3(256), 0, ctx_->stream(),
             ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
-            ptr<const float>(comb), n, hc, d, ptr<float>(out));
+            ptr<const float>(comb), n, hc, d, vec, ptr<float>(out));
 }
 
 }  // namespace flashdesk

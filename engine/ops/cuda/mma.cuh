@@ -48,6 +48,25 @@ __device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)
 #endif
 }
 
+// Four 8 x 8 matrices of 16-bit values from shared memory (ldmatrix.x4): lane l gives the address
+// of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); r[j] gets the two values at row l / 4,
+// columns 2 (l % 4) and 2 (l % 4) + 1 of matrix j, which is an mma fragment register's layout.
+// Every lane of the warp calls it.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#ifdef FLASHDESK_CUDA_EMU
+  const unsigned lane = fd_emu::ctx().lane;
+  for (unsigned j = 0; j < 4; ++j) {
+    const uint64_t from = fd_emu::warp_exchange(reinterpret_cast<uintptr_t>(row), 8 * j + lane / 4);
+    r[j] = reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(from))[lane % 4];
+  }
+#else
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+#endif
+}
+
 // Two BF16 values (bit patterns) as one fragment register, `lo` at the lower index.
 __device__ __forceinline__ uint32_t pack_bf16_pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);

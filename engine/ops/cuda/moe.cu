@@ -452,20 +452,22 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
     cuda::shared_expert_rows(*ctx_, ptr<const float>(x), n, *shared, swiglu_limit,
                              ptr<float>(o) + k * d, slots_per_row * d);
   if (!grouped) {
-    // Rows per expert need the ids on the host.
-    std::vector<int32_t> host_ids(static_cast<size_t>(n * k));
-    std::vector<float> host_w(static_cast<size_t>(n * k));
-    read(ids, host_ids.data(), host_ids.size() * 4);
-    read(weights, host_w.data(), host_w.size() * 4);
-    for (int32_t id : host_ids) FD_CHECK(id >= 0 && id < E, "moe: expert id out of range");
-    // Every routed expert in one launch per stage on the tensor cores where the formats allow.
+    // Every routed expert in one launch per stage on the tensor cores where the formats allow,
+    // grouped on the device; else per-expert GEMMs, whose rows need the ids on the host.
     const bool tensor_cores = grouped_moe_ && cuda::grouped_experts_fit(table, E, d);
+    std::vector<int32_t> host_ids;
+    std::vector<float> host_w;
     if (tensor_cores) {
-      const cuda::ExpertRowPlan plan =
-          cuda::plan_expert_rows(host_ids, host_w, k, slots_per_row, E);
-      cuda::run_grouped_experts(*ctx_, ptr<const cuda::ExpertEntry>(dev_table), plan,
-                                ptr<const float>(x), n, d, table[0].inter, swiglu_limit,
-                                ptr<float>(o));
+      cuda::run_grouped_experts(*ctx_, ptr<const cuda::ExpertEntry>(dev_table),
+                                ptr<const int32_t>(ids), ptr<const float>(weights), k,
+                                slots_per_row, E, ptr<const float>(x), n, d, table[0].inter,
+                                swiglu_limit, ptr<float>(o));
+    } else {
+      host_ids.resize(static_cast<size_t>(n * k));
+      host_w.resize(static_cast<size_t>(n * k));
+      read(ids, host_ids.data(), host_ids.size() * 4);
+      read(weights, host_w.data(), host_w.size() * 4);
+      for (int32_t id : host_ids) FD_CHECK(id >= 0 && id < E, "moe: expert id out of range");
     }
     auto run = [&](const ExpertWeights& ex, const std::vector<int64_t>& rows,
                    const std::vector<float>* row_weight, const std::vector<int64_t>& slot_rows) {
