@@ -70,13 +70,25 @@ CudaBackend::CudaBackend(int device) {
   name_ = "cuda:" + std::to_string(device);
   ctx_ = std::make_unique<cuda::DeviceContext>(device);
   // FLASHDESK_CUDA_TENSOR_CORES=none|attention|moe|all (default all): which prefill paths run on
-  // the tensor cores, for comparing them with the CUDA-core and cuBLAS paths they replace.
+  // the tensor cores, for comparing them with the CUDA-core and cuBLAS paths they replace (the
+  // indexer's scores only with all).
   if (const char* tc = std::getenv("FLASHDESK_CUDA_TENSOR_CORES")) {
     const std::string v(tc);
     FD_CHECK(v == "none" || v == "attention" || v == "moe" || v == "all",
              "FLASHDESK_CUDA_TENSOR_CORES must be none, attention, moe or all, not '" + v + "'");
     attention_tensor_cores_ = v == "attention" || v == "all";
     grouped_moe_ = v == "moe" || v == "all";
+    if (v != "all") indexer_kernels_ = IndexerKernels::CudaCores;
+  }
+  // FLASHDESK_CUDA_INDEXER=auto|tensor-cores|cuda-cores (default auto): which kernel scores the
+  // indexer's rows (the benchmarks' A/B).
+  if (const char* k = std::getenv("FLASHDESK_CUDA_INDEXER")) {
+    const std::string v(k);
+    FD_CHECK(v == "auto" || v == "tensor-cores" || v == "cuda-cores",
+             "FLASHDESK_CUDA_INDEXER must be auto, tensor-cores or cuda-cores, not '" + v + "'");
+    indexer_kernels_ = v == "tensor-cores" ? IndexerKernels::TensorCores
+                       : v == "cuda-cores" ? IndexerKernels::CudaCores
+                                           : IndexerKernels::Auto;
   }
   // FLASHDESK_CUDA_MOE_DECODE=tc|cuda-cores (default tc): which kernels run the decode experts
   // where both can (the benchmarks' A/B).

@@ -59,6 +59,14 @@ class CudaBackend final : public Backend {
   // The indexer's tie selection in shared memory where the row fits (default), or always in
   // global memory (the tests run both).
   void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
+  // Which kernel scores the indexer's rows: by row count (Auto: the tensor cores for
+  // prefill-sized calls where the shape fits, indexer_tc.cu), the tensor cores wherever the shape
+  // fits, or the CUDA cores (FLASHDESK_CUDA_INDEXER=auto|tensor-cores|cuda-cores; the tests
+  // compare the two to the bit).
+  enum class IndexerKernels { Auto, TensorCores, CudaCores };
+  void set_indexer_kernels(IndexerKernels k) { indexer_kernels_ = k; }
+  // The rows indexer_select selects from, [n, max(entries, select_width)] F32 (for the tests).
+  Tensor indexer_scores(const IndexerArgs& args);
   // The decode experts' FP8 shared slot in byte-balanced parts (FLASHDESK_CUDA_MOE_PARTS=1).
   void set_balance_shared_expert(bool on) { balance_shared_expert_ = on; }
   // Whether the decode experts (up to 8 rows) run on the tensor cores where their formats and
@@ -143,6 +151,7 @@ class CudaBackend final : public Backend {
   uint64_t host_syncs_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
+  IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;

@@ -2,7 +2,7 @@
 //   scores: one thread per (query, entry): d_h = bf16(q_h . k) over the FP4 key, r_h =
 //     bf16(relu(d_h) * w_h), score = bf16(sum_h r_h in head order), over a row of select_width
 //     entries; entries not yet visible, past the cache or outside the Reindex restriction score
-//     -inf;
+//     -inf (prefill-sized calls: indexer_tc.cu, the same scores on the tensor cores);
 //   selection: one block per query: a radix select (four 8-bit digits of an order-preserving key,
 //     two for rows of BF16 values) finds the k-th best score, over the row held in registers where
 //     it fits (up to 18 entries a thread; wider rows are read from memory at each pass). When fewer
@@ -18,6 +18,7 @@
 
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/indexer_args.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/torch_select_block.cuh"
 #include "engine/ops/kv_format.h"
@@ -33,16 +34,6 @@ constexpr int kMaxIndexHeads = 64;
 // prefill's q staging four times the traffic).
 constexpr int kScoreThreads = 512;
 constexpr int kSelectThreads = 1024;
-
-struct IdxArgs {
-  const float* q;        // [n, heads, dim]
-  const float* weights;  // [n, heads]
-  const int64_t* visible;
-  const uint8_t* keys;     // Fp4Key rows
-  const uint8_t* allowed;  // [n, n_blocks] or null
-  int64_t n, heads, dim, entries, block_size, n_blocks;
-  int64_t width;  // the row the selection is over: >= entries, the rest -inf
-};
 
 // Per selecting block: torch's selection's working row, its index lists and the marks of the
 // equals it takes. The shared-memory kernel keeps the row and the lists in shared memory and
@@ -531,21 +522,34 @@ __global__ void __launch_bounds__(kSelectThreads)
 using cuda::blocks_for;
 using cuda::ptr;
 
-void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) {
-  check_indexer_args(args, topk);
+namespace {
+
+// Calls of at least this many query rows score on the tensor cores (IndexerKernels::Auto): a
+// CTA there takes 2 to 8 queries and walks their rows, where the CUDA-core kernel spreads a
+// decode row's entries over blocks.
+constexpr int64_t kTensorCoreMinRows = 64;
+
+// A call's score rows [n, width] and what the selection reads beside them (the uploaded visible
+// counts, the Reindex restriction as a block mask), queued on the context's stream.
+struct ScoreRows {
+  cuda::IdxArgs a{};
+  Tensor visible, allowed, scores;
+};
+
+ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
+                     CudaBackend::IndexerKernels kernels) {
+  cuda::DeviceContext& ctx = backend.context();
   const Tensor& q = *args.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = args.keys.n_entries;
-  const int64_t k = topk.dim(1), width = std::max(E, args.select_width);
+  const int64_t width = std::max(E, args.select_width);
   FD_CHECK(heads <= cuda::kMaxIndexHeads, "indexer: at most 64 heads on CUDA");
-  FD_CHECK(k <= width, "indexer: top-k wider than the row");
-  if (n == 0) return;
-  cuda::DeviceGuard g(ctx_->device());
   const int64_t bs = args.block_size, n_blocks = (width + bs - 1) / bs;
-  cuda::IdxArgs a{};
+  ScoreRows r;
+  cuda::IdxArgs& a = r.a;
   a.q = ptr<const float>(q);
   a.weights = ptr<const float>(*args.weights);
-  Tensor visible = ctx_->upload_span(args.n_visible, DType::I64);
-  a.visible = ptr<const int64_t>(visible);
+  r.visible = ctx.upload_span(args.n_visible, DType::I64);
+  a.visible = ptr<const int64_t>(r.visible);
   a.keys = E ? ptr<const uint8_t>(*args.keys.rows) : nullptr;
   a.n = n;
   a.heads = heads;
@@ -554,24 +558,53 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   a.block_size = bs;
   a.n_blocks = n_blocks;
   a.width = width;
-  Tensor allowed;
   if (args.restrict_blocks && width > 0) {
-    allowed = ctx_->scratch(DType::U8, Shape{n, n_blocks});
-    fill_zero(allowed);
+    r.allowed = ctx.scratch(DType::U8, Shape{n, n_blocks});
+    backend.fill_zero(r.allowed);
     const int64_t c = args.restrict_blocks->dim(1);
     if (n * c > 0)
       FD_LAUNCH(cuda::restriction_mask_kernel, dim3(blocks_for(n * c, 256)), dim3(256), 0,
-                ctx_->stream(), ptr<const int32_t>(*args.restrict_blocks), n, c, n_blocks,
-                ptr<uint8_t>(allowed));
-    a.allowed = ptr<const uint8_t>(allowed);
+                ctx.stream(), ptr<const int32_t>(*args.restrict_blocks), n, c, n_blocks,
+                ptr<uint8_t>(r.allowed));
+    a.allowed = ptr<const uint8_t>(r.allowed);
   }
-  Tensor scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(width, 1)});
-  if (width > 0)
-    FD_LAUNCH(heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
-              dim3(blocks_for(width * cuda::kLanesPerEntry, cuda::kScoreThreads),
-                   static_cast<unsigned>(n)),
-              dim3(cuda::kScoreThreads), static_cast<size_t>(heads * (d + 4)) * sizeof(float),
-              ctx_->stream(), a, ptr<float>(scores));
+  r.scores = ctx.scratch(DType::F32, Shape{n, std::max<int64_t>(width, 1)});
+  if (width == 0 || n == 0) return r;
+  using K = CudaBackend::IndexerKernels;
+  const bool tc = kernels == K::TensorCores || (kernels == K::Auto && n >= kTensorCoreMinRows);
+  if (tc && cuda::indexer_scores_tc_fits(a)) {
+    cuda::indexer_scores_tc(ctx, a, ptr<float>(r.scores));
+    return r;
+  }
+  FD_LAUNCH(
+      heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
+      dim3(blocks_for(width * cuda::kLanesPerEntry, cuda::kScoreThreads), static_cast<unsigned>(n)),
+      dim3(cuda::kScoreThreads), static_cast<size_t>(heads * (d + 4)) * sizeof(float), ctx.stream(),
+      a, ptr<float>(r.scores));
+  return r;
+}
+
+}  // namespace
+
+Tensor CudaBackend::indexer_scores(const IndexerArgs& args) {
+  const int64_t n = args.q->rows();
+  cuda::DeviceGuard g(ctx_->device());
+  // indexer_select's shape rules, a one-column top-k standing in for its output.
+  check_indexer_args(args, ctx_->scratch(DType::I32, Shape{n, 1}));
+  return score_rows(*this, args, indexer_kernels_).scores;
+}
+
+void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) {
+  check_indexer_args(args, topk);
+  const int64_t n = args.q->rows(), E = args.keys.n_entries;
+  const int64_t k = topk.dim(1), width = std::max(E, args.select_width);
+  FD_CHECK(k <= width, "indexer: top-k wider than the row");
+  if (n == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  const ScoreRows rows = score_rows(*this, args, indexer_kernels_);
+  const cuda::IdxArgs& a = rows.a;
+  const Tensor& scores = rows.scores;
+  const int64_t n_blocks = a.n_blocks;
   const int64_t c = candidates ? candidates->dim(1) : 0;
   Tensor block_scores;
   if (candidates) {
