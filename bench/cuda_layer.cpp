@@ -455,17 +455,23 @@ void SyntheticLayer::decode(int input) {
 }
 
 void SyntheticLayer::prefill(int64_t tokens) {
-  auto cache = make_cache(0, tokens, 999);
-  std::vector<SeqCache*> seqs = {cache.get()};
-  cache->n_entries = 0;
   const int64_t hc = t_.hc_mult, D = t_.hidden_size;
-  Tensor X = be_.alloc(DType::F32, Shape{tokens, hc, D});
-  cuda_bench::fill(be_, X, FillSpec{Fill::F32, 5, -1.0f, 1.0f});
-  Tensor pre = be_.alloc(DType::F32, Shape{tokens, hc});
-  cuda_bench::fill(be_, pre, FillSpec{Fill::F32, 6, 0.1f, 0.5f});
+  if (!prefill_cache_ || prefill_tokens_ != tokens) {
+    prefill_cache_ = make_cache(0, tokens, 999);
+    prefill_tokens_ = tokens;
+    prefill_x_ = be_.alloc(DType::F32, Shape{tokens, hc, D});
+    cuda_bench::fill(be_, prefill_x_, FillSpec{Fill::F32, 5, -1.0f, 1.0f});
+    prefill_pre_ = be_.alloc(DType::F32, Shape{tokens, hc});
+    cuda_bench::fill(be_, prefill_pre_, FillSpec{Fill::F32, 6, 0.1f, 0.5f});
+  }
+  SeqCache& c = *prefill_cache_;
+  c.ring_positions.assign(c.ring_positions.size(), -1);  // an empty sequence again
+  c.n_entries = 0;
+  c.n_pending = 0;
+  std::vector<SeqCache*> seqs = {&c};
   std::vector<int64_t> positions(static_cast<size_t>(tokens));
   std::iota(positions.begin(), positions.end(), int64_t{0});
-  step(X, pre, positions, seqs, 0, true);
+  step(prefill_x_, prefill_pre_, positions, seqs, 0, true);
 }
 
 StepBytes SyntheticLayer::decode_bytes(int input) {

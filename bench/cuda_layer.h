@@ -43,7 +43,10 @@ class SyntheticLayer {
   // (of 4, rotated so routing and L2 contents change between steps). Caches are not advanced:
   // every step sees the same context.
   void decode(int input);
-  // One prefill step of `tokens` tokens of one sequence from position 0 (empty caches).
+  // One prefill step of `tokens` tokens of one sequence from position 0 (empty caches). The
+  // first call of a token count makes the caches and inputs (random fills, and a Reuse or Reindex
+  // layer's ids drawn on the host: tens of ms that are not the layer's); later calls only reset
+  // their positions, so a timed call after a warm-up times the layer alone.
   void prefill(int64_t tokens);
   // Bytes a decode step on input set `input` reads (reads the routed ids back: not timed).
   StepBytes decode_bytes(int input);
@@ -70,6 +73,9 @@ class SyntheticLayer {
   int64_t seqs_, context_;
   std::unique_ptr<Weights> w_;
   std::vector<std::unique_ptr<SeqCache>> caches_;
+  std::unique_ptr<SeqCache> prefill_cache_;  // prefill()'s, for prefill_tokens_ tokens
+  int64_t prefill_tokens_ = 0;
+  Tensor prefill_x_, prefill_pre_;
   std::vector<Tensor> inputs_, pre_in_;  // 4 input sets [seqs, hc, D] and the incoming pre
   std::vector<float> inv_freq_;
 };

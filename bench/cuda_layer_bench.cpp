@@ -7,6 +7,7 @@
 //   cuda_layer_bench [--config FILE] [--context N] [--batches 1,8,32] [--iters N]
 //                    [--prefill N (0: none)] [--device N] [--copy-mb N] [--gemm-n N]
 //                    [--max-roles N (the first N roles only, no extrapolation: for a profiler)]
+//                    [--role N (role N alone, counted from 0 in the tables' order; for a profiler)]
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +35,7 @@ struct Options {
   int64_t context = 16384, iters = 20, prefill = 8192;
   int64_t copy_mb = 2048, gemm_n = 8192;  // sizes of the ceiling measurements
   std::vector<int64_t> batches = {1, 8, 32};
+  int64_t role = -1;      // -1: every role (or the first max_roles); else that one alone
   int64_t max_roles = 0;  // 0: every distinct role; else the first N (a profiler's short run)
   int device = 0;
   bool host_experts = false;  // routed experts in host memory, computed on the CPU (hybrid)
@@ -69,6 +71,8 @@ Options parse(int argc, char** argv) {
       o.device = std::stoi(v);
     else if (a == "--max-roles")
       o.max_roles = std::stoll(v);
+    else if (a == "--role")
+      o.role = std::stoll(v);
     else if (a == "--copy-mb")
       o.copy_mb = std::stoll(v);
     else if (a == "--gemm-n")
@@ -131,6 +135,12 @@ static int run_bench(int argc, char** argv) {
   }
   if (o.max_roles > 0)
     while (static_cast<int64_t>(reps.size()) > o.max_roles) reps.erase(std::prev(reps.end()));
+  if (o.role >= 0) {
+    if (o.role >= static_cast<int64_t>(reps.size()))
+      throw std::invalid_argument("--role past the " + std::to_string(reps.size()) + " roles");
+    const auto keep = *std::next(reps.begin(), o.role);
+    reps = {keep};
+  }
   // Rows are printed as they are measured: a run stopped by its time limit keeps what it has.
   std::map<std::pair<Signature, int64_t>, double> per_layer_us;
   std::printf(
@@ -171,7 +181,7 @@ static int run_bench(int argc, char** argv) {
       per_layer_us[{sig, batch}] = std::max(device_us, wall_us);
     }
   }
-  if (o.max_roles == 0) {
+  if (o.max_roles == 0 && o.role < 0) {
     std::printf(
         "\n## Extrapolated decode of the %lld main layers (max of device and wall time per "
         "layer; embedding, final norm and head not included)\n\n",

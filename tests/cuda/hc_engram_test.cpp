@@ -89,9 +89,12 @@ TEST_F(CudaHcTest, MixesCollapseAndExpandMatchTheReference) {
   check_mixes(1, 4, 64, 1);
   check_mixes(6, 4, 200, 2);  // two row tiles, a partial split
   check_mixes(3, 2, 96, 3);
-  // Prefill-sized: 32-row tiles, the last one partial; rows not a multiple of four elements (the
-  // scalar paths of the collapse and the expansion).
+  // Prefill-sized: the CUDA-core kernel's 32-row tiles, the last one partial, with rows not a
+  // multiple of four elements (the scalar paths of the collapse and the expansion); the
+  // tensor-core mixes (rows a multiple of 64 elements), the last 64-row tile partial, the row in
+  // two splits (the emulation's four multiprocessors).
   check_mixes(257, 3, 30, 6);
+  check_mixes(260, 4, 64, 8);
 }
 
 TEST_F(CudaHcTest, FullShapes) {

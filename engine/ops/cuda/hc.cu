@@ -5,15 +5,13 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/gemv_device.cuh"
+#include "engine/ops/cuda/hc_mix.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 
 namespace flashdesk {
 namespace cuda {
 namespace {
 
-constexpr int kMaxHc = 4;
-constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // 24 mixes
-constexpr int kSums = kMaxMix + 1;              // + the sum of squares
 // A thread reads 4 consecutive elements of a row and of each of the 24 fn rows with 16-byte
 // loads, all 25 in flight at once: the 2 MB of fn (V4.1: 24 x 4 x 5120 F32) in one round trip
 // over 40 blocks. One element a thread a load, in 256-thread blocks, took 13.8 µs a decode mix.
@@ -26,59 +24,6 @@ constexpr int kFewRows = 4;
 constexpr int kManyRows = 32;
 constexpr int64_t kManyRowsFrom = 256;  // rows of a call that take the 32-row tiles
 constexpr int64_t kSplitElems = kMixVec * kMixThreads;
-
-struct MixShape {
-  int64_t n, flat, hc, n_mix, splits, tile_rows;
-  float norm_eps, hc_eps;
-  int64_t iters;
-};
-
-__device__ float sigmoid(float x) {
-  return 1.0f / (1.0f + expf(-x));
-}
-
-// Sinkhorn of MODEL-REFERENCE §4.1 on one HC x HC matrix, spread over the lanes of a warp: lane
-// j * HC + k holds element (j, k) and gathers its row or column with shuffles, summing it in the
-// CPU reference's order (k, or j, ascending), so every value is the reference's to the bit. One
-// thread running the 20 rounds alone (its 640 divisions in a chain) took most of a decode step's
-// 45 µs mix on the H200. Every lane of the warp calls this; lanes past HC * HC compute garbage.
-template <int HC>
-__device__ float sinkhorn_lane(float v, int64_t iters, float eps, unsigned lane) {
-  const int j = static_cast<int>(lane) / HC, k = static_cast<int>(lane) % HC;
-  auto row_sum = [&](float x) {
-    float sum = 0.0f;
-    FD_UNROLL
-    for (int kk = 0; kk < HC; ++kk) sum += __shfl_sync(kFullMask, x, j * HC + kk);
-    return sum;
-  };
-  auto col_sum = [&](float x) {
-    float sum = 0.0f;
-    FD_UNROLL
-    for (int jj = 0; jj < HC; ++jj) sum += __shfl_sync(kFullMask, x, jj * HC + k);
-    return sum;
-  };
-  float mx = v;
-  FD_UNROLL
-  for (int kk = 0; kk < HC; ++kk) mx = fmaxf(mx, __shfl_sync(kFullMask, v, j * HC + kk));
-  v = expf(v - mx);
-  v = v / row_sum(v) + eps;
-  v /= col_sum(v) + eps;
-  for (int64_t it = 1; it < iters; ++it) {
-    v /= row_sum(v) + eps;
-    v /= col_sum(v) + eps;
-  }
-  return v;
-}
-
-// comb of one row by one warp: the HC x HC logits from the mixes m (scaled by r), Sinkhorn, stored.
-template <int HC>
-__device__ void comb_of_row(const float* m, float r, const float* scale, const float* base,
-                            int64_t iters, float eps, unsigned lane, float* out) {
-  const int e = static_cast<int>(lane) < HC * HC ? static_cast<int>(lane) : 0;
-  float c = __fadd_rn(__fmul_rn(m[2 * HC + e] * r, scale[2]), base[2 * HC + e]);
-  c = sinkhorn_lane<HC>(c, iters, eps, lane);
-  if (static_cast<int>(lane) < HC * HC) out[lane] = c;
-}
 
 // The 25 sums of one row tile over one split of the flat dimension, written to
 // partial[row][split][kSums]; the last block of the tile to finish combines every split.
@@ -139,63 +84,7 @@ __global__ void __launch_bounds__(kMixThreads)
     }
     __syncthreads();
   }
-  __threadfence();
-  if (threadIdx.x == 0) {
-    is_last = atomicAdd(&done[tile], 1u) == s.splits - 1;
-    if (is_last) done[tile] = 0;  // zero again for the next kernel (arrival_counters)
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // Combine the splits in order, one thread per (row, sum); the loads of eight splits are issued
-  // together (one at a time, 40 L2 round trips were several µs of a decode step).
-  for (int64_t i = threadIdx.x; i < s.tile_rows * kSums; i += blockDim.x) {
-    const int64_t r = i / kSums, j = i % kSums;
-    const int64_t row = tile * s.tile_rows + r;
-    float v = 0.0f;
-    if (row < s.n) {
-      const float* src = partial + row * s.splits * kSums + j;
-      for (int64_t sp0 = 0; sp0 < s.splits; sp0 += 8) {
-        float t[8];
-        FD_UNROLL
-        for (int u = 0; u < 8; ++u)
-          t[u] = sp0 + u < s.splits ? __ldcg(src + (sp0 + u) * kSums) : 0.0f;
-        FD_UNROLL
-        for (int u = 0; u < 8; ++u)
-          if (sp0 + u < s.splits) v += t[u];
-      }
-    }
-    row_sums[r][j] = v;
-  }
-  __syncthreads();
-  // A warp per row of the tile (the Sinkhorn's lanes).
-  for (int64_t r = warp; r < s.tile_rows; r += kMixThreads / 32) {
-    const int64_t row = tile * s.tile_rows + r;
-    if (row >= s.n) return;  // uniform over the warp
-    const float* m = row_sums[r];
-    const float rs = 1.0f / sqrtf(m[kMaxMix] / static_cast<float>(s.flat) + s.norm_eps);
-    const int64_t hc = s.hc;
-    if (lane < hc) {
-      pre[row * hc + lane] =
-          sigmoid(__fadd_rn(__fmul_rn(m[lane] * rs, scale[0]), base[lane])) + s.hc_eps;
-      post[row * hc + lane] =
-          2.0f * sigmoid(__fadd_rn(__fmul_rn(m[hc + lane] * rs, scale[1]), base[hc + lane]));
-    }
-    float* out = comb + row * hc * hc;
-    switch (hc) {  // hc <= kMaxHc, checked by the caller
-      case 1:
-        comb_of_row<1>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
-        break;
-      case 2:
-        comb_of_row<2>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
-        break;
-      case 3:
-        comb_of_row<3>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
-        break;
-      default:
-        comb_of_row<4>(m, rs, scale, base, s.iters, s.hc_eps, lane, out);
-    }
-  }
+  finish_mix_tile(s, tile, partial, done, base, scale, row_sums, &is_last, pre, post, comb);
 }
 
 // Four consecutive elements of a row a thread, rows gridDim.y apart: one element a thread, with
@@ -300,8 +189,19 @@ void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings&
   const int64_t n = X.rows(), flat = X.shape().row_numel();
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  cuda::MixShape shape{n, flat,       s.hc,     (2 + s.hc) * s.hc, 0,
-                       0, s.norm_eps, s.hc_eps, s.sinkhorn_iters};
+  cuda::MixShape shape{};
+  shape.n = n;
+  shape.flat = flat;
+  shape.hc = s.hc;
+  shape.n_mix = (2 + s.hc) * s.hc;
+  shape.norm_eps = s.norm_eps;
+  shape.hc_eps = s.hc_eps;
+  shape.iters = s.sinkhorn_iters;
+  // A prefill's rows on the tensor cores where the shape allows.
+  if (cuda::run_hc_mixes_tc(*ctx_, ptr<const float>(X), ptr<const float>(p.fn),
+                            ptr<const float>(p.base), ptr<const float>(p.scale), shape,
+                            ptr<float>(pre), ptr<float>(post), ptr<float>(comb)))
+    return;
   shape.splits = (flat + cuda::kSplitElems - 1) / cuda::kSplitElems;
   shape.tile_rows = n >= cuda::kManyRowsFrom ? cuda::kManyRows : cuda::kFewRows;
   const int64_t tiles = (n + shape.tile_rows - 1) / shape.tile_rows;

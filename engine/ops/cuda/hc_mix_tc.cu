@@ -1,0 +1,189 @@
+// The mHC mixes of a prefill on the tensor cores (hc_mix.cuh; the CUDA-core kernel of hc.cu takes
+// a few rows). The 24 dot products of a row with fn are a GEMM [rows, flat] x [flat, 24]: a CTA
+// takes 64 rows and a split of flat (at most four CTAs a multiprocessor in all), four warps of 16
+// rows by the 24 mixes (three 8-wide mma tiles). X and fn are F32, so each is split into three BF16
+// planes (hi, mid, lo: their sum is the F32 value exactly) and the products of the planes whose
+// orders add up to at most 2 are summed (hi.hi, hi.mid, mid.hi, hi.lo, mid.mid, lo.hi; the three
+// left out are below 2^-24 of the product): each is exact in FP32, only the order of the FP32 sums
+// differs from the CUDA-core kernel's (the mixes are compared within 1e-4, as that kernel's split
+// sums are). A 64-wide chunk's products go into fresh accumulators and are added on the CUDA cores
+// (the tensor cores truncate as they accumulate). The sum of squares is formed on the CUDA cores
+// while staging. The split sums then go through the shared end (finish_mix_tile): the last block of
+// a row tile combines the splits in order and runs the Sinkhorn. One CUDA-core block a 32-row tile
+// and 512-wide split took 1.4 ms an 8K-token prefill's call, bound by its per-row reductions.
+#include <algorithm>
+
+#include "engine/ops/cuda/hc_mix.cuh"
+#include "engine/ops/cuda/mma.cuh"
+
+namespace flashdesk::cuda {
+namespace {
+
+constexpr int kRows = 64;            // rows of a tile
+constexpr int kThreads = 128;        // four warps of 16 rows
+constexpr int kChunk = 64;           // flat elements a step
+constexpr int kStride = kChunk + 8;  // BF16 a staged row: ldmatrix rows on distinct banks
+constexpr int kPlanes = 3;
+constexpr int kMixRowsPadded = 32;  // B rows staged (mixes past n_mix zero)
+constexpr int kMixTiles = kMaxMix / 8;
+constexpr int kXPlaneElems = kRows * kStride, kFPlaneElems = kMixRowsPadded * kStride;
+constexpr size_t kSmemBytes = kPlanes * (kXPlaneElems + kFPlaneElems) * sizeof(uint16_t);
+static_assert(kRows * kSums * sizeof(float) <= kSmemBytes, "row sums alias the staging");
+
+// x as three BF16 values whose sum is x (exact for finite x: each step's remainder is exact in
+// F32 and has 8 fewer significant bits).
+__device__ __forceinline__ void split_bf16x3(float x, uint16_t (&p)[kPlanes]) {
+  p[0] = f32_to_bf16_bits(x);
+  const float r = x - bf16_bits_to_f32(p[0]);
+  p[1] = f32_to_bf16_bits(r);
+  p[2] = f32_to_bf16_bits(r - bf16_bits_to_f32(p[1]));
+}
+
+__global__ void __launch_bounds__(kThreads)
+    hc_mix_tc_kernel(const float* X, const float* fn, const float* base, const float* scale,
+                     MixShape s, float* partial, unsigned* done, float* pre, float* post,
+                     float* comb) {
+  FD_GRID_PROLOGUE();
+  __shared__ __align__(16) unsigned char smem[kSmemBytes];
+  __shared__ unsigned is_last;
+  uint16_t* const xs = reinterpret_cast<uint16_t*>(smem);  // [kPlanes][kRows][kStride]
+  uint16_t* const fs = xs + kPlanes * kXPlaneElems;        // [kPlanes][32][kStride]
+  const int64_t split = blockIdx.x, tile = blockIdx.y;
+  const int64_t k0 = split * s.split_len,
+                k1 = k0 + s.split_len < s.flat ? k0 + s.split_len : s.flat;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, c = 2 * (lane & 3);
+
+  // The fn rows past the mixes stay zero.
+  for (int i = tid; i < kPlanes * kFPlaneElems; i += kThreads) fs[i] = 0;
+
+  // This thread's staging: 32 values of row tid / 2 (rows past the call read as zero) and three
+  // groups of four fn values (the chunk's 24 x 64 values as 384 groups).
+  const int x_row = tid >> 1, x_off = (tid & 1) * 32;
+  const int64_t row = tile * kRows + x_row;
+  const float* x_src = row < s.n ? X + row * s.flat + x_off : nullptr;
+  float4 xr[8], fr[3];
+  auto load = [&](int64_t kc) {
+    FD_UNROLL
+    for (int i = 0; i < 8; ++i)
+      xr[i] = x_src ? *reinterpret_cast<const float4*>(x_src + kc + 4 * i)
+                    : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    FD_UNROLL
+    for (int i = 0; i < 3; ++i) {
+      const int q = tid + kThreads * i, m = q / 16, col = 4 * (q % 16);
+      fr[i] = m < s.n_mix ? *reinterpret_cast<const float4*>(fn + m * s.flat + kc + col)
+                          : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    }
+  };
+  float squares = 0.0f;  // this thread's part of its row's sum of squares
+  auto stage = [&] {
+    FD_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const float v[4] = {xr[i].x, xr[i].y, xr[i].z, xr[i].w};
+      uint16_t p[4][kPlanes];
+      FD_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        squares += v[e] * v[e];
+        split_bf16x3(v[e], p[e]);
+      }
+      FD_UNROLL
+      for (int pl = 0; pl < kPlanes; ++pl)
+        *reinterpret_cast<uint2*>(xs + pl * kXPlaneElems + x_row * kStride + x_off + 4 * i) =
+            uint2{pack_bf16_pair(p[0][pl], p[1][pl]), pack_bf16_pair(p[2][pl], p[3][pl])};
+    }
+    FD_UNROLL
+    for (int i = 0; i < 3; ++i) {
+      const int q = tid + kThreads * i, m = q / 16, col = 4 * (q % 16);
+      if (m >= s.n_mix) continue;
+      const float v[4] = {fr[i].x, fr[i].y, fr[i].z, fr[i].w};
+      uint16_t p[4][kPlanes];
+      FD_UNROLL
+      for (int e = 0; e < 4; ++e) split_bf16x3(v[e], p[e]);
+      FD_UNROLL
+      for (int pl = 0; pl < kPlanes; ++pl)
+        *reinterpret_cast<uint2*>(fs + pl * kFPlaneElems + m * kStride + col) =
+            uint2{pack_bf16_pair(p[0][pl], p[1][pl]), pack_bf16_pair(p[2][pl], p[3][pl])};
+    }
+  };
+
+  float acc[kMixTiles][4] = {};
+  const int a_frag = (16 * warp + (lane & 15)) * kStride + (lane >> 4) * 8;
+  const int b_frag = (((lane >> 4) & 1) * 8 + (lane & 7)) * kStride + ((lane >> 3) & 1) * 8;
+  load(k0);
+  for (int64_t kc = k0; kc < k1; kc += kChunk) {
+    __syncthreads();  // the previous chunk's fragments are read
+    stage();
+    __syncthreads();
+    if (kc + kChunk < k1) load(kc + kChunk);
+    float part[kMixTiles][4] = {};
+    FD_UNROLL
+    for (int kk = 0; kk < kChunk; kk += 16) {
+      uint32_t a[kPlanes][4], b[kPlanes][4][2];
+      FD_UNROLL
+      for (int pl = 0; pl < kPlanes; ++pl) {
+        ldmatrix_x4(a[pl], xs + pl * kXPlaneElems + a_frag + kk);
+        FD_UNROLL
+        for (int np = 0; np < 2; ++np) {
+          uint32_t r[4];
+          ldmatrix_x4(r, fs + pl * kFPlaneElems + b_frag + 16 * np * kStride + kk);
+          b[pl][2 * np][0] = r[0];
+          b[pl][2 * np][1] = r[1];
+          b[pl][2 * np + 1][0] = r[2];
+          b[pl][2 * np + 1][1] = r[3];
+        }
+      }
+      FD_UNROLL
+      for (int i = 0; i < kPlanes; ++i) FD_UNROLL
+      for (int j = 0; i + j < kPlanes; ++j) FD_UNROLL
+      for (int nt = 0; nt < kMixTiles; ++nt) mma_bf16_16816(part[nt], a[i], b[j][nt]);
+    }
+    FD_UNROLL
+    for (int nt = 0; nt < kMixTiles; ++nt) FD_UNROLL
+    for (int e = 0; e < 4; ++e) acc[nt][e] += part[nt][e];
+  }
+
+  // The split's sums: rows 16 warp + g (+ 8), mixes 8 nt + c (+ 1); the squares from the row's
+  // two staging threads.
+  FD_UNROLL
+  for (int half = 0; half < 2; ++half) {
+    const int64_t r = tile * kRows + 16 * warp + g + 8 * half;
+    if (r >= s.n) continue;
+    float* dst = partial + (r * s.splits + split) * kSums;
+    FD_UNROLL
+    for (int nt = 0; nt < kMixTiles; ++nt) FD_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      const int m = 8 * nt + c + e;
+      if (m < s.n_mix) dst[m] = acc[nt][2 * half + e];
+    }
+  }
+  squares += __shfl_xor_sync(kFullMask, squares, 1);
+  if ((tid & 1) == 0 && row < s.n) partial[(row * s.splits + split) * kSums + kMaxMix] = squares;
+  __syncthreads();  // the staging is free for the row sums
+  finish_mix_tile(s, tile, partial, done, base, scale, reinterpret_cast<float(*)[kSums]>(smem),
+                  &is_last, pre, post, comb);
+}
+
+}  // namespace
+
+bool run_hc_mixes_tc(DeviceContext& ctx, const float* X, const float* fn, const float* base,
+                     const float* scale, const MixShape& shape, float* pre, float* post,
+                     float* comb) {
+  if (shape.n < kTcMixRowsFrom || shape.flat % kChunk != 0 || shape.n_mix > kMaxMix) return false;
+  MixShape s = shape;
+  s.tile_rows = kRows;
+  const int64_t tiles = (s.n + kRows - 1) / kRows, chunks = s.flat / kChunk;
+  // At most four CTAs a multiprocessor, one wave (an 8K-token prefill's 128 tiles in 4 splits of
+  // 5120: 5 splits, 1.2 waves, took 0.73 ms a call).
+  const int64_t want =
+      std::clamp<int64_t>(4 * static_cast<int64_t>(ctx.multiprocessors()) / tiles, 1, chunks);
+  s.split_len = (chunks + want - 1) / want * kChunk;
+  s.splits = (s.flat + s.split_len - 1) / s.split_len;
+  Tensor partial = ctx.scratch(DType::F32, Shape{s.n, s.splits, kSums});
+  unsigned* done = ctx.arrival_counters(tiles);
+  FD_LAUNCH(hc_mix_tc_kernel, dim3(static_cast<unsigned>(s.splits), static_cast<unsigned>(tiles)),
+            dim3(kThreads), 0, ctx.stream(), X, fn, base, scale, s, ptr<float>(partial), done, pre,
+            post, comb);
+  return true;
+}
+
+}  // namespace flashdesk::cuda
