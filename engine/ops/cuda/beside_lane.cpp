@@ -32,13 +32,9 @@ void BesideLane::join(int64_t id, cudaStream_t main) {
 }
 
 unsigned* BesideLane::counters(int64_t count) {
-  if (!counters_.defined() || counters_.numel() < count) {
-    stream_.synchronize();
-    const int64_t n = std::max<int64_t>(1024, (count + 1023) / 1024 * 1024);
-    counters_ = Tensor(pool_.allocate(static_cast<size_t>(n) * 4), 0, DType::I32, Shape{n});
-    FD_CUDA_CHECK(cudaMemsetAsync(counters_.bytes(), 0, counters_.nbytes(), stream_.get()));
-  }
-  return static_cast<unsigned*>(static_cast<void*>(counters_.bytes()));
+  // The old buffer goes back to the pool: the lane's kernels must be done with it.
+  if (counters_.defined() && counters_.numel() < count) stream_.synchronize();
+  return grow_arrival_counters(counters_, count, pool_, stream_.get());
 }
 
 }  // namespace flashdesk::cuda

@@ -142,13 +142,7 @@ Tensor DeviceContext::upload_cached(const void* key, const void* data, size_t by
 
 unsigned* DeviceContext::arrival_counters(int64_t count) {
   if (beside_open_) return beside_.counters(count);
-  if (!counters_.defined() || counters_.numel() < count) {
-    // Grown in whole pages; the old buffer goes back to the pool in stream order.
-    const int64_t n = std::max<int64_t>(4096, (count + 4095) / 4096 * 4096);
-    counters_ = scratch(DType::I32, Shape{n});
-    FD_CUDA_CHECK(cudaMemsetAsync(counters_.bytes(), 0, counters_.nbytes(), stream()));
-  }
-  return static_cast<unsigned*>(static_cast<void*>(counters_.bytes()));
+  return grow_arrival_counters(counters_, count, *pool_, stream_.get());
 }
 
 }  // namespace flashdesk::cuda

@@ -1,6 +1,7 @@
 // The caching device pool and the weight arena of the CUDA backend.
 #include "engine/ops/cuda/device_memory.h"
 
+#include <algorithm>
 #include <string>
 
 #include "engine/ops/cuda/cuda_handles.h"
@@ -159,6 +160,16 @@ std::shared_ptr<Memory> WeightArena::allocate(size_t bytes) {
   chunk_used_ += need;
   used_ += need;
   return m;
+}
+
+unsigned* grow_arrival_counters(Tensor& held, int64_t count, DevicePool& pool,
+                                cudaStream_t stream) {
+  if (!held.defined() || held.numel() < count) {
+    const int64_t n = std::max<int64_t>(4096, (count + 4095) / 4096 * 4096);
+    held = Tensor(pool.allocate(static_cast<size_t>(n) * 4), 0, DType::I32, Shape{n});
+    FD_CUDA_CHECK(cudaMemsetAsync(held.bytes(), 0, held.nbytes(), stream));
+  }
+  return static_cast<unsigned*>(static_cast<void*>(held.bytes()));
 }
 
 }  // namespace flashdesk::cuda

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/ops/cuda/cuda_runtime_compat.h"
 #include "engine/ops/tensor.h"
 
 namespace flashdesk::cuda {
@@ -61,5 +62,11 @@ class WeightArena {
   std::shared_ptr<Memory> chunk_;
   size_t chunk_used_ = 0, used_ = 0;
 };
+
+// Arrival counters (DeviceContext::arrival_counters, the beside lane's own): `held` grown to at
+// least `count` counters in whole pages of 4096, the new buffer zeroed on `stream`. The old buffer
+// goes back to the pool, whose later users the main stream orders: a caller on another stream
+// waits for its own earlier work first.
+unsigned* grow_arrival_counters(Tensor& held, int64_t count, DevicePool& pool, cudaStream_t stream);
 
 }  // namespace flashdesk::cuda

@@ -168,14 +168,6 @@ __global__ void hc_expand_kernel(const float* X, const float* y, const float* po
   }
 }
 
-// The grid of the two kernels above.
-dim3 quad_grid(int64_t n, int64_t d) {
-  return dim3(blocks_for((d + 3) / 4, 256), static_cast<unsigned>(n < 65535 ? n : 65535));
-}
-bool aligned16(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.bytes()) % 16 == 0;
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -221,8 +213,8 @@ void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {
   FD_CHECK(hc <= cuda::kMaxHc, "hc_collapse: hc above 4 is not supported on CUDA");
   if (n * d == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  const bool vec = d % 4 == 0 && cuda::aligned16(X) && cuda::aligned16(u);
-  FD_LAUNCH(cuda::hc_collapse_kernel, cuda::quad_grid(n, d), dim3(256), 0, ctx_->stream(),
+  const bool vec = d % 4 == 0 && cuda::aligned16(X.bytes()) && cuda::aligned16(u.bytes());
+  FD_LAUNCH(cuda::hc_collapse_kernel, cuda::four_column_grid(n, d), dim3(256), 0, ctx_->stream(),
             ptr<const float>(X), ptr<const float>(pre), n, hc, d, vec, ptr<float>(u));
 }
 
@@ -235,8 +227,9 @@ void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post
   FD_CHECK(hc <= cuda::kMaxHc, "hc_expand: hc above 4 is not supported on CUDA");
   if (n * d == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  const bool vec = d % 4 == 0 && cuda::aligned16(X) && cuda::aligned16(y) && cuda::aligned16(out);
-  FD_LAUNCH(cuda::hc_expand_kernel, cuda::quad_grid(n, d), dim3(256), 0, ctx_->stream(),
+  const bool vec = d % 4 == 0 && cuda::aligned16(X.bytes()) && cuda::aligned16(y.bytes()) &&
+                   cuda::aligned16(out.bytes());
+  FD_LAUNCH(cuda::hc_expand_kernel, cuda::four_column_grid(n, d), dim3(256), 0, ctx_->stream(),
             ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
             ptr<const float>(comb), n, hc, d, vec, ptr<float>(out));
 }

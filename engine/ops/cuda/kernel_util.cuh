@@ -165,6 +165,17 @@ inline unsigned blocks_for(int64_t work, int64_t per_block) {
   return static_cast<unsigned>((work + per_block - 1) / per_block);
 }
 
+// The grid of the row kernels that take four columns a thread in 256-thread blocks and rows
+// gridDim.y apart (up to 65,535 rows a launch's y): no 64-bit division for a thread's row.
+inline dim3 four_column_grid(int64_t rows, int64_t cols) {
+  return dim3(blocks_for((cols + 3) / 4, 256), static_cast<unsigned>(rows < 1       ? 1
+                                                                     : rows < 65535 ? rows
+                                                                                    : 65535));
+}
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 template <class T>
 T* ptr(const Tensor& t) {
   return reinterpret_cast<T*>(t.bytes());

@@ -220,15 +220,6 @@ __global__ void round_rows_kernel(float* y, int64_t n, int64_t cols, int64_t str
   }
 }
 
-// The grid of the two kernels above: four columns a thread, up to 65,535 rows a launch's y.
-dim3 four_column_grid(int64_t n, int64_t cols) {
-  return dim3(blocks_for((cols + 3) / 4, 256),
-              static_cast<unsigned>(std::clamp<int64_t>(n, 1, 65535)));
-}
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // How a job is cut: row tiles of kGemvWarps * WarpShape::R rows; the K dimension split into whole
 // warp steps when the tiles of all groups would give less than a wave of resident blocks, or when
 // a split's activation rows would not fit the staging memory; then about a wave of blocks, each

@@ -338,8 +338,8 @@ namespace {
 // grid y, at most 65,535 a launch (a prompt of ~1.4M tokens at top-6); blocks past the planned
 // count leave at once.
 template <int C>
-void launch_grouped(DeviceContext& ctx, GroupedArgs& a, int64_t max_tiles, int64_t pairs,
-                    int64_t dim, int64_t inter, float* o) {
+void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t max_tiles, int64_t pairs,
+                    int64_t dim, int64_t inter, float* h, float* o) {
   using S = TcShape<C>;
   allow_dynamic_smem<grouped_expert_tc_kernel<true, C>>(S::kSmemBytes);
   allow_dynamic_smem<grouped_expert_tc_kernel<false, C>>(S::kSmemBytes);
@@ -351,7 +351,7 @@ void launch_grouped(DeviceContext& ctx, GroupedArgs& a, int64_t max_tiles, int64
   };
   launch(grouped_expert_tc_kernel<true, C>, static_cast<unsigned>(inter / (S::kWeights / 2)));
   Tensor hq = ctx.scratch(DType::BF16, Shape{pairs, inter});
-  act_quant_to_bf16(ctx, a.out, pairs, inter, ptr<uint16_t>(hq));
+  act_quant_to_bf16(ctx, h, pairs, inter, ptr<uint16_t>(hq));
   a.a = ptr<const uint16_t>(hq);
   a.k = inter;
   a.out = o;
@@ -404,9 +404,9 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int
   // Eight column warps where the shapes allow: half the pairs' reads a product (up 10.4 -> 9.9
   // ms an 8K-token prefill of V4.1's experts, down equal), else four.
   if (dim % TcShape<8>::kWeights == 0 && inter % (TcShape<8>::kWeights / 2) == 0)
-    launch_grouped<8>(ctx, a, max_tiles, pairs, dim, inter, o);
+    launch_grouped<8>(ctx, a, max_tiles, pairs, dim, inter, ptr<float>(h), o);
   else
-    launch_grouped<4>(ctx, a, max_tiles, pairs, dim, inter, o);
+    launch_grouped<4>(ctx, a, max_tiles, pairs, dim, inter, ptr<float>(h), o);
 }
 
 }  // namespace flashdesk::cuda
