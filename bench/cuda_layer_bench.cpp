@@ -8,9 +8,12 @@
 //                    [--prefill N (0: none)] [--device N] [--copy-mb N] [--gemm-n N]
 //                    [--max-roles N (the first N roles only, no extrapolation: for a profiler)]
 //                    [--role N (role N alone, counted from 0 in the tables' order; for a profiler)]
+//                    [--graph 0|1 (decode steps as step graphs too: captured and launched, and
+//                     the last one launched again without capture; default 1)]
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -39,6 +42,7 @@ struct Options {
   int64_t max_roles = 0;  // 0: every distinct role; else the first N (a profiler's short run)
   int device = 0;
   bool host_experts = false;  // routed experts in host memory, computed on the CPU (hybrid)
+  bool graph = true;          // also time decode steps as step graphs
 };
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -79,6 +83,8 @@ Options parse(int argc, char** argv) {
       o.gemm_n = std::stoll(v);
     else if (a == "--host-experts")
       o.host_experts = v == "1";
+    else if (a == "--graph")
+      o.graph = v == "1";
     else
       throw std::invalid_argument("unknown option " + a);
   }
@@ -148,8 +154,27 @@ static int run_bench(int argc, char** argv) {
       o.host_experts ? ", routed experts in host memory computed on the CPU (hybrid; MB "
                        "read: the device's)"
                      : "");
-  std::printf("| role | batch | device µs | wall µs | kernels | MB read | GB/s | of copy BW |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  if (o.graph)
+    std::printf(
+        "Launches: each kernel launched by the host; graph: the step captured and launched as a "
+        "step graph (engine/ops/cuda/step_graph.h; the host's capture and update included in "
+        "wall); replay: the last step's graph launched again without capture (what the step "
+        "costs when its per-step values are on the device). GB/s and the share of copy BW from "
+        "the larger of device and wall time of the engine's path (graph where on).\n\n");
+  std::printf(
+      "| role | batch | device µs | wall µs | graph device µs | graph wall µs | replay µs | "
+      "kernels | MB read | GB/s | of copy BW |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  // Device and wall µs per step of `iters` steps issued by `step(i)`.
+  auto time_steps = [&](const std::function<void(int64_t)>& step) {
+    be.synchronize();
+    const auto t0 = flashdesk::bench::Clock::now();
+    const double ms = cb::device_ms(be, [&] {
+      for (int64_t i = 0; i < o.iters; ++i) step(i);
+    });
+    const double wall_us = 1e6 * flashdesk::bench::seconds_since(t0) / static_cast<double>(o.iters);
+    return std::pair<double, double>{1e3 * ms / static_cast<double>(o.iters), wall_us};
+  };
   for (const auto& [sig, role] : reps) {
     for (int64_t batch : o.batches) {
       flashdesk::bench::SyntheticLayer layer(be, t, role, batch, o.context, 1000 + role.layer,
@@ -159,33 +184,49 @@ static int run_bench(int argc, char** argv) {
       const uint64_t k0 = cb::kernels_launched();
       layer.decode(3);
       const uint64_t kernels = cb::kernels_launched() - k0;
-      be.synchronize();
-      const auto t0 = flashdesk::bench::Clock::now();
-      const double ms = cb::device_ms(be, [&] {
-        for (int64_t i = 0; i < o.iters; ++i) layer.decode(static_cast<int>(i));
-      });
-      const double wall_us =
-          1e6 * flashdesk::bench::seconds_since(t0) / static_cast<double>(o.iters);
-      const double device_us = 1e3 * ms / static_cast<double>(o.iters);
+      const auto [device_us, wall_us] =
+          time_steps([&](int64_t i) { layer.decode(static_cast<int>(i)); });
+      double g_device = 0, g_wall = 0, replay = 0;
+      if (o.graph) {
+        be.set_step_graphs(true);
+        auto graph_step = [&](int64_t i) {
+          be.step_graph_begin();
+          layer.decode(static_cast<int>(i));
+          be.step_graph_end();
+        };
+        for (int i = 0; i < 4; ++i) graph_step(i);  // each input set's graph made once
+        std::tie(g_device, g_wall) = time_steps(graph_step);
+        if (!o.host_experts) replay = time_steps([&](int64_t) { be.relaunch_last_step(); }).first;
+        be.set_step_graphs(false);
+      }
       // Hybrid: the device's bytes only (the routed experts are read by the CPU).
       double bytes = 0;
       for (int k = 0; k < 4; ++k) {
         const flashdesk::bench::StepBytes b = layer.decode_bytes(k);
         bytes += (o.host_experts ? b.total() - b.experts : b.total()) / 4.0;
       }
-      const double gbs = bytes / (device_us * 1e-6) / 1e9;
-      std::printf("| %s | %lld | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
-                  role_label(role).c_str(), static_cast<long long>(batch), device_us, wall_us,
-                  static_cast<unsigned long long>(kernels), bytes / 1e6, gbs,
-                  100.0 * gbs * 1e9 / copy_bw);
-      per_layer_us[{sig, batch}] = std::max(device_us, wall_us);
+      const double step_us = o.graph ? std::max(g_device, g_wall) : std::max(device_us, wall_us);
+      const double gbs = bytes / (step_us * 1e-6) / 1e9;
+      std::printf(
+          "| %s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
+          role_label(role).c_str(), static_cast<long long>(batch), device_us, wall_us, g_device,
+          g_wall, replay, static_cast<unsigned long long>(kernels), bytes / 1e6, gbs,
+          100.0 * gbs * 1e9 / copy_bw);
+      per_layer_us[{sig, batch}] = step_us;
     }
+  }
+  if (o.graph) {
+    const flashdesk::cuda::StepGraphCounts& c = be.step_graph_counts();
+    std::printf("\nStep graphs: %llu launched, %llu instantiated, %llu updated in place.\n",
+                static_cast<unsigned long long>(c.launches),
+                static_cast<unsigned long long>(c.instantiations),
+                static_cast<unsigned long long>(c.updates));
   }
   if (o.max_roles == 0 && o.role < 0) {
     std::printf(
         "\n## Extrapolated decode of the %lld main layers (max of device and wall time per "
-        "layer; embedding, final norm and head not included)\n\n",
-        static_cast<long long>(t.num_hidden_layers));
+        "layer%s; embedding, final norm and head not included)\n\n",
+        static_cast<long long>(t.num_hidden_layers), o.graph ? ", step graphs" : "");
     std::printf("| batch | ms / step | tokens/s |\n| ---: | ---: | ---: |\n");
     for (int64_t batch : o.batches) {
       double us = 0;

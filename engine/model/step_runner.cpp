@@ -100,11 +100,29 @@ void StepRunner::all_reduce_and_round(Tensor& t) {
   be_.round_bf16(t);
 }
 
+namespace {
+// Steps of up to this many rows (decode, speculative verification, short appends) are issued as
+// one step graph (Backend::step_graph_begin): many small kernels whose launches cost about what
+// they do. Longer ones are few large kernels, and each new row count would be a new graph.
+constexpr int64_t kGraphRows = 64;
+}  // namespace
+
 void StepRunner::run() {
-  embed();
-  const int64_t n_layers = text_.num_hidden_layers;
-  for (int64_t layer = 0; layer < n_layers && n_rows_ > 0; ++layer) run_block(layer);
-  compute_logits();
+  // An observed step reads tensors after every block: it stays a sequence of launches.
+  const bool graph = n_rows_ <= kGraphRows && !obs_;
+  if (graph) be_.step_graph_begin();
+  Tensor logits;
+  try {
+    embed();
+    const int64_t n_layers = text_.num_hidden_layers;
+    for (int64_t layer = 0; layer < n_layers && n_rows_ > 0; ++layer) run_block(layer);
+    logits = compute_logits();
+  } catch (...) {
+    if (graph) be_.step_graph_abort();
+    throw;
+  }
+  if (graph) be_.step_graph_end();
+  take_logits(logits);
 }
 
 void StepRunner::embed() {
@@ -229,7 +247,7 @@ void StepRunner::shrink_to_decoder_rows() {
   for (auto& m : candidates_) m.clear();
 }
 
-void StepRunner::compute_logits() {
+Tensor StepRunner::compute_logits() {
   std::vector<int64_t> sel;
   for (const SeqRows& s : seqs_) {
     SequenceStep& st = batch_[static_cast<size_t>(s.seq)];
@@ -242,7 +260,7 @@ void StepRunner::compute_logits() {
       st.logit_positions.push_back(s.first_position + j);
     }
   }
-  if (sel.empty()) return;
+  if (sel.empty()) return Tensor();
   const int64_t n = static_cast<int64_t>(sel.size()), hc = text_.hc_mult, D = text_.hidden_size;
   const int64_t V = text_.vocab_size;
   Tensor X = f32(Shape{n, hc, D}), pre = f32(Shape{n, hc});
@@ -251,6 +269,12 @@ void StepRunner::compute_logits() {
   Tensor h = attn_input(X, pre, w_.norm);
   Tensor logits = f32(Shape{n, V});
   be_.linear(h, w_.head, kF32Linear, logits);
+  return logits;
+}
+
+void StepRunner::take_logits(const Tensor& logits) {
+  if (!logits.defined()) return;
+  const int64_t n = logits.rows(), V = text_.vocab_size;
   std::vector<float> host(static_cast<size_t>(n * V));
   be_.read(logits, host.data(), host.size() * sizeof(float));
   int64_t at = 0;

@@ -36,7 +36,8 @@ class StepRunner {
   std::vector<uint8_t> image_rows() const;  // per row: 1 = image-span token; empty if none
   void run_block(int64_t layer);
   void shrink_to_decoder_rows();
-  void compute_logits();
+  Tensor compute_logits();  // the wanted rows' logits on the device (undefined: none)
+  void take_logits(const Tensor& logits);
   void override_input(int64_t layer);
   Tensor attn_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
 

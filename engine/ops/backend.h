@@ -129,6 +129,15 @@ class Backend {
   // Orders every op issued after this call after the section `w`.
   virtual void join(Beside w) { (void)w; }
 
+  // -- step graphs --
+  // The ops issued between step_graph_begin() and step_graph_end() may be recorded and launched
+  // as one unit (the CUDA backend's graphs): what the caller sees does not change, host reads in
+  // between included (they wait for the work before them, which is launched first). No nesting;
+  // a step left by an exception ends with step_graph_abort(). Default: the ops run as issued.
+  virtual void step_graph_begin() {}
+  virtual void step_graph_end() {}
+  virtual void step_graph_abort() {}
+
   // -- memory --
   virtual Tensor alloc(DType dtype, Shape shape) = 0;  // contents undefined
   Tensor zeros(DType dtype, Shape shape);

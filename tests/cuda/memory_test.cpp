@@ -78,6 +78,39 @@ TEST_F(CudaMemoryTest, PoolReusesFreedBlocksWithoutTouchingLiveOnes) {
   EXPECT_EQ(from_gpu<uint8_t>(live), keep);
 }
 
+// A step graph (step_graph.h) keeps the order the host issued: a host buffer overwritten after
+// its write() was issued still gives the old values (staged), a beside section's work is joined,
+// a read inside the step sees the work before it (the step is cut there), and the work after the
+// cut runs. The second step of the same ops updates the graphs in place.
+TEST_F(CudaMemoryTest, StepGraphsKeepTheIssuedOrderAcrossBesideSectionsAndReads) {
+  gpu().set_step_graphs(true);
+  const int64_t n = 1000;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> v = random_bf16(n, 40 + round);
+    const std::vector<float> first = v;
+    Tensor a = gpu().alloc(DType::F32, Shape{n}), b = gpu().alloc(DType::F32, Shape{n});
+    Tensor c = gpu().alloc(DType::F32, Shape{n});
+    gpu().step_graph_begin();
+    gpu().write(a, v.data(), v.size() * sizeof(float));
+    for (float& x : v) x += 1.0f;  // after the write was issued, before the graph runs
+    gpu().beside_begin();
+    gpu().copy(a, b);
+    const Backend::Beside section = gpu().beside_end();
+    gpu().join(section);
+    gpu().scale(b, 2.0f);
+    const std::vector<float> doubled = from_gpu<float>(b);  // a read inside the step: a cut
+    gpu().write(a, v.data(), v.size() * sizeof(float));
+    gpu().copy(a, c);
+    gpu().step_graph_end();
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(doubled[i], 2.0f * first[i]) << i;
+    EXPECT_EQ(from_gpu<float>(c), v);
+  }
+  const cuda::StepGraphCounts& counts = gpu().step_graph_counts();
+  EXPECT_EQ(counts.launches, 4u);  // two parts a step
+  EXPECT_EQ(counts.instantiations, 2u);
+  EXPECT_EQ(counts.updates, 2u);
+}
+
 TEST_F(CudaMemoryTest, BackendNamesItsDevice) {
   EXPECT_EQ(gpu().name(), "cuda:0");
   EXPECT_FALSE(gpu().device().name.empty());

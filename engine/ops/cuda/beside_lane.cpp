@@ -27,14 +27,29 @@ int64_t BesideLane::end() {
 void BesideLane::join(int64_t id, cudaStream_t main) {
   FD_CHECK(id >= 0 && id < next_id_ && id >= next_id_ - kEvents,
            "beside lane: join of section " + std::to_string(id) + " that is not outstanding");
-  done_[static_cast<size_t>(id % kEvents)].wait_in(main);
+  if (id > merged_through_) done_[static_cast<size_t>(id % kEvents)].wait_in(main);
+  joined_through_ = std::max(joined_through_, id);
   std::erase_if(parked_, [&](const auto& p) { return p.first <= id; });
 }
 
-unsigned* BesideLane::counters(int64_t count) {
+unsigned* BesideLane::counters(int64_t count, bool capturing) {
   // The old buffer goes back to the pool: the lane's kernels must be done with it.
-  if (counters_.defined() && counters_.numel() < count) stream_.synchronize();
+  if (counters_.defined() && counters_.numel() < count) {
+    if (capturing)
+      park(counters_);
+    else
+      stream_.synchronize();
+  }
   return grow_arrival_counters(counters_, count, pool_, stream_.get());
+}
+
+void BesideLane::merge_into(cudaStream_t main) {
+  const int64_t last = next_id_ - 1;
+  if (last > joined_through_ && last > merged_through_ && last >= capture_first_) {
+    merge_.record(stream_.get());
+    merge_.wait_in(main);
+  }
+  if (last >= capture_first_) merged_through_ = std::max(merged_through_, last);
 }
 
 }  // namespace flashdesk::cuda

@@ -35,8 +35,16 @@ class BesideLane {
   // Scratch allocated by the open section, held until its join.
   void park(Tensor t) { parked_.emplace_back(next_id_, std::move(t)); }
   // At least `count` zeroed arrival counters (the kernels set the counters they use back to
-  // zero). Growing waits for the lane's earlier work.
-  unsigned* counters(int64_t count);
+  // zero). Growing waits for the lane's earlier work (while a step graph is captured, nothing
+  // runs yet: the old buffer is held until the section's join instead).
+  unsigned* counters(int64_t count, bool capturing = false);
+
+  // Step graphs (step_graph.h): a capture of `main` began; sections from here on belong to it.
+  void capture_started() { capture_first_ = next_id_; }
+  // Before a capture of `main` ends: `main` waits for the sections of this capture not yet
+  // joined (a capture must end with every stream it forked joined); their later joins need no
+  // wait of their own (they are in a graph launched before anything that joins them).
+  void merge_into(cudaStream_t main);
 
  private:
   // Sections outstanding at once before an event is recorded again; the model joins a section
@@ -47,6 +55,10 @@ class BesideLane {
   Event fork_;
   std::array<Event, kEvents> done_;
   int64_t next_id_ = 0;
+  int64_t joined_through_ = -1;  // join() waited for the sections up to here
+  int64_t merged_through_ = -1;  // merge_into() ordered the sections up to here
+  int64_t capture_first_ = 0;    // first section of the current capture
+  Event merge_;
   std::vector<std::pair<int64_t, Tensor>> parked_;  // (section, scratch)
   Tensor counters_;
 };

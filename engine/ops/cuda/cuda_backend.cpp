@@ -108,6 +108,12 @@ CudaBackend::CudaBackend(int device) {
                      : v == "cuda-cores" ? GemvKernels::CudaCores
                                          : GemvKernels::Auto);
   }
+  // FLASHDESK_CUDA_GRAPH=0|1 (default 0): decode-sized steps as CUDA graphs (step_graph.h).
+  if (const char* g = std::getenv("FLASHDESK_CUDA_GRAPH")) {
+    const std::string v(g);
+    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_GRAPH must be 0 or 1, not '" + v + "'");
+    step_graphs_ = v == "1";
+  }
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
@@ -132,6 +138,7 @@ CudaBackend::CudaBackend(int device) {
 CudaBackend::~CudaBackend() {
   // Pending work may still read tensors the caller has dropped; let it finish before the stream
   // and the pool's cache go away.
+  if (ctx_ && ctx_->in_step()) ctx_->step_abort();
   if (ctx_) cudaStreamSynchronize(ctx_->main_stream());
 }
 
@@ -144,6 +151,33 @@ void CudaBackend::synchronize() {
   ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->synchronize();
+}
+
+void CudaBackend::step_graph_begin() {
+  if (!step_graphs_) return;
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->step_begin();
+}
+
+void CudaBackend::step_graph_end() {
+  if (!ctx_->in_step()) return;
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->step_end();
+}
+
+const cuda::StepGraphCounts& CudaBackend::step_graph_counts() const {
+  return ctx_->graph_counts();
+}
+
+void CudaBackend::relaunch_last_step() {
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->relaunch_last_step();
+}
+
+void CudaBackend::step_graph_abort() {
+  if (!ctx_->in_step()) return;
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->step_abort();
 }
 
 // Sections run on the context's beside lane (beside_lane.h): every op issues to the context's
@@ -189,7 +223,8 @@ void CudaBackend::write(Tensor& dst, const void* src, size_t bytes) {
   FD_CHECK(bytes == dst.nbytes(), "write: byte count mismatch");
   cuda::DeviceGuard g(ctx_->device());
   if (bytes)
-    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes(), src, bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes(), ctx_->host_source(src, bytes), bytes,
+                                  cudaMemcpyHostToDevice, ctx_->stream()));
 }
 
 void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
@@ -198,9 +233,11 @@ void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
   FD_CHECK(!ctx_->beside_open(), "read inside a beside section");
   ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
+  ctx_->host_wait_begin();  // inside a step graph: launches what was captured so far
   if (bytes)
     FD_CUDA_CHECK(cudaMemcpyAsync(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream()));
   FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
+  ctx_->host_wait_end();
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {

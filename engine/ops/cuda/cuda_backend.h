@@ -6,8 +6,9 @@
 // decode FP8/FP4 in registers, MoE experts of a token in one grouped launch, attention split over
 // the KV then combined); prefill through cuBLAS BF16 GEMMs on dequantised tiles; all work on one
 // stream of one device, so nothing here assumes the process has one GPU.
-// Non-goals (next steps, docs/cuda-backend.md): CUDA graphs for a decode step, several GPUs,
-// host-memory placement of experts, tensor-core kernels of our own, the vision ops.
+// Decode-sized steps run as CUDA graphs (step_graph.h), captured each step and updated in place.
+// Non-goals (next steps, docs/cuda-backend.md): replaying a step's graph without capturing it
+// (per-step values in device memory), several GPUs.
 // This header has no CUDA types: the op files (*.cu) reach the device through context().
 #pragma once
 
@@ -18,6 +19,7 @@
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
 #include "engine/ops/cuda/gemv_kernels.h"
+#include "engine/ops/cuda/step_graph_counts.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -38,6 +40,17 @@ class CudaBackend final : public Backend {
   void beside_begin() override;
   Beside beside_end() override;
   void join(Beside w) override;
+  // Step graphs (step_graph.h), where enabled (FLASHDESK_CUDA_GRAPH=0|1, default 0 until measured
+  // on a GPU).
+  void step_graph_begin() override;
+  void step_graph_end() override;
+  void step_graph_abort() override;
+  void set_step_graphs(bool on) { step_graphs_ = on; }
+  bool step_graphs() const { return step_graphs_; }
+  const cuda::StepGraphCounts& step_graph_counts() const;
+  // Launches the last step's graph again without capturing it (benchmarks: what a step costs the
+  // device without the host's capture; the last step must have had no host wait inside).
+  void relaunch_last_step();
   void synchronize();
   // moe_experts calls whose routed experts were in host memory and ran on the CPU.
   uint64_t host_moe_calls() const { return host_moe_calls_; }
@@ -149,6 +162,7 @@ class CudaBackend final : public Backend {
   Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
   uint64_t host_syncs_ = 0;
+  bool step_graphs_ = false;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;

@@ -31,6 +31,7 @@ class Event {
   void wait_in(cudaStream_t stream) const;
   // Milliseconds from `start` to this event (both recorded and complete).
   float elapsed_ms_since(const Event& start) const;
+  cudaEvent_t get() const { return event_; }
 
  private:
   cudaEvent_t event_ = nullptr;

@@ -114,15 +114,55 @@ void DeviceContext::join(int64_t id) {
 }
 
 void DeviceContext::synchronize() {
+  host_wait_begin();
   stream_.synchronize();
   FD_CUDA_CHECK(cudaStreamSynchronize(beside_.stream()));
+  host_wait_end();
+}
+
+void DeviceContext::step_begin() {
+  FD_CHECK(!beside_open_, "step graph: a beside section is open");
+  graph_.begin(stream_.get());
+  beside_.capture_started();
+  pool_->hold_frees(true);
+}
+
+void DeviceContext::step_end() {
+  FD_CHECK(!beside_open_, "step graph: a beside section is open at the step's end");
+  if (graph_.capturing()) beside_.merge_into(stream_.get());
+  graph_.end(stream_.get());
+  pool_->hold_frees(false);
+}
+
+void DeviceContext::step_abort() {
+  beside_open_ = false;
+  graph_.abort(stream_.get());
+  pool_->hold_frees(false);
+}
+
+void DeviceContext::host_wait_begin() {
+  if (!graph_.capturing()) return;
+  FD_CHECK(!beside_open_, "step graph: a host wait inside a beside section");
+  beside_.merge_into(stream_.get());  // a capture ends with every stream it forked joined
+  graph_.suspend(stream_.get());
+}
+
+void DeviceContext::host_wait_end() {
+  if (!graph_.in_step() || graph_.capturing()) return;
+  graph_.resume(stream_.get());
+  beside_.capture_started();
 }
 
 Tensor DeviceContext::upload_host(DType dtype, Shape shape, const void* data) {
   Tensor t = scratch(dtype, shape);
-  if (t.nbytes() > 0)
-    FD_CUDA_CHECK(cudaMemcpyAsync(t.bytes(), data, t.nbytes(), cudaMemcpyHostToDevice, stream()));
+  if (t.nbytes() == 0) return t;
+  const void* src = host_source(data, t.nbytes());
+  FD_CUDA_CHECK(cudaMemcpyAsync(t.bytes(), src, t.nbytes(), cudaMemcpyHostToDevice, stream()));
   return t;
+}
+
+const void* DeviceContext::host_source(const void* data, size_t bytes) {
+  return graph_.capturing() ? graph_.stage(data, bytes) : data;
 }
 
 }  // namespace flashdesk::cuda
@@ -141,7 +181,7 @@ Tensor DeviceContext::upload_cached(const void* key, const void* data, size_t by
 }
 
 unsigned* DeviceContext::arrival_counters(int64_t count) {
-  if (beside_open_) return beside_.counters(count);
+  if (beside_open_) return beside_.counters(count, graph_.capturing());
   return grow_arrival_counters(counters_, count, *pool_, stream_.get());
 }
 

@@ -14,6 +14,7 @@
 #include "engine/ops/cuda/cuda_handles.h"
 #include "engine/ops/cuda/device_memory.h"
 #include "engine/ops/cuda/gemv_kernels.h"
+#include "engine/ops/cuda/step_graph.h"
 #include "engine/ops/tensor.h"
 
 namespace flashdesk::cuda {
@@ -43,11 +44,26 @@ class DeviceContext {
   // Waits for the main stream and the beside lane.
   void synchronize();
 
+  // Step graphs (step_graph.h): the ops between step_begin and step_end are captured and launched
+  // as graphs. A host wait inside a step goes between host_wait_begin (launches what was captured
+  // so far) and host_wait_end (captures the rest).
+  void step_begin();
+  void step_end();
+  void step_abort();
+  bool in_step() const { return graph_.in_step(); }
+  void host_wait_begin();
+  void host_wait_end();
+  const StepGraphCounts& graph_counts() const { return graph_.counts(); }
+  void relaunch_last_step() { graph_.relaunch_last(stream_.get()); }
+
   // A device tensor from the pool; contents undefined (held by the beside lane until its join
   // where a section is open).
   Tensor scratch(DType dtype, Shape shape);
   // A device copy of host values, ordered on the stream (the host buffer may be reused at once).
   Tensor upload_host(DType dtype, Shape shape, const void* data);
+  // Where a host-to-device copy of `bytes` at `data` issued now should read from: `data`, or while
+  // a step is captured a pinned copy (a captured copy reads its source when the graph runs).
+  const void* host_source(const void* data, size_t bytes);
   template <class T>
   Tensor upload_span(std::span<const T> v, DType dtype) {
     return upload_host(dtype, Shape{static_cast<int64_t>(v.size())}, v.data());
@@ -80,8 +96,9 @@ class DeviceContext {
   std::map<const void*, Cached> cached_;
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
-  BesideLane beside_{*pool_};  // last: destroyed first, while the pool is there
+  BesideLane beside_{*pool_};  // destroyed before the pool
   bool beside_open_ = false;
+  StepGraph graph_;  // last: its executable graphs go first
 };
 
 // Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS

@@ -117,13 +117,18 @@ std::shared_ptr<Memory> DevicePool::allocate(size_t bytes, bool exact) {
 void DevicePool::release(void* ptr, size_t block) {
   std::unique_lock<std::mutex> lock(mu_);
   live_ -= block;
-  if (cached_ + block <= cached_limit_) {
+  if (cached_ + block <= cached_limit_ || hold_frees_) {
     free_[block].push_back(ptr);
     cached_ += block;
     return;
   }
   lock.unlock();
   free_on(device_, {ptr});  // called from a destructor: nothing may throw
+}
+
+void DevicePool::hold_frees(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_frees_ = on;
 }
 
 void DevicePool::trim() {

@@ -34,6 +34,10 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
   std::shared_ptr<Memory> allocate(size_t bytes, bool exact = false);
   void release(void* ptr, size_t block_bytes);  // called by the Memory objects it handed out
   void trim();                                  // gives every cached block back to the driver
+  // While a step graph is captured, freed blocks stay cached past the limit: cudaFree would wait
+  // for the device, which a capture forbids (the cache may then stay above its limit until blocks
+  // are reused).
+  void hold_frees(bool on);
   size_t cached_bytes() const;
   size_t live_bytes() const;
 
@@ -46,6 +50,7 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // block size -> cached blocks
   size_t cached_ = 0, live_ = 0;
+  bool hold_frees_ = false;
 };
 
 // Weights: sub-allocated from large chunks that are freed when their last tensor dies.

@@ -236,7 +236,16 @@ unsigned char* dynamic_smem() {
   return g_block->smem;
 }
 
+// Work issued while a stream is "captured" (the emulated graphs' node count).
+size_t g_captured_work = 0;
+bool g_capturing = false;
+
+void note_work() {
+  if (g_capturing) ++g_captured_work;
+}
+
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body) {
+  note_work();
   const unsigned threads = block.x * block.y * block.z;
   if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
     g_last_error = cudaErrorInvalidValue;
@@ -425,10 +434,12 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t) {
+  fd_emu::note_work();
   return cudaMemcpy(dst, src, bytes, kind);
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  fd_emu::note_work();
   if (bytes) std::memset(p, value, bytes);
   return cudaSuccess;
 }
@@ -483,5 +494,57 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   *ms = std::chrono::duration<float, std::milli>(reinterpret_cast<EmuEvent*>(end)->at -
                                                  reinterpret_cast<EmuEvent*>(start)->at)
             .count();
+  return cudaSuccess;
+}
+
+namespace {
+struct EmuGraph {
+  size_t nodes;
+};
+}  // namespace
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
+  if (fd_emu::g_capturing) return cudaErrorInvalidValue;
+  fd_emu::g_capturing = true;
+  fd_emu::g_captured_work = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
+  if (!fd_emu::g_capturing) return cudaErrorInvalidValue;
+  fd_emu::g_capturing = false;
+  *graph = reinterpret_cast<cudaGraph_t>(new EmuGraph{fd_emu::g_captured_work});
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t*, size_t* count) {
+  *count = reinterpret_cast<EmuGraph*>(graph)->nodes;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  *exec = reinterpret_cast<cudaGraphExec_t>(new EmuGraph{*reinterpret_cast<EmuGraph*>(graph)});
+  return cudaSuccess;
+}
+
+// Same node count: the emulation's stand-in for the same topology.
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                cudaGraphExecUpdateResultInfo*) {
+  return reinterpret_cast<EmuGraph*>(exec)->nodes == reinterpret_cast<EmuGraph*>(graph)->nodes
+             ? cudaSuccess
+             : cudaErrorInvalidValue;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete reinterpret_cast<EmuGraph*>(graph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete reinterpret_cast<EmuGraph*>(exec);
   return cudaSuccess;
 }

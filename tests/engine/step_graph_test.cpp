@@ -1,0 +1,89 @@
+// Step graphs on the CUDA backend (engine/ops/cuda/step_graph.h): decode steps captured and
+// launched as CUDA graphs give the logits of the same steps launched kernel by kernel, to the bit
+// (the same kernels on the same inputs), also where a host read cuts a step into several graphs
+// (routed experts in host memory); and the graphs of later steps are updated in place, not
+// instantiated anew. Skipped without a CUDA device (the cuda-emu build runs it on the emulation,
+// where only the bookkeeping and the staging of host values are real).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "engine/ops/cuda/cuda_devices.h"
+#include "tests/engine/model_test_util.h"
+#ifdef FLASHDESK_HAVE_CUDA
+#include "engine/ops/cuda/cuda_backend.h"
+#endif
+
+namespace flashdesk::test {
+namespace {
+
+#ifdef FLASHDESK_HAVE_CUDA
+constexpr int kSteps = 10;
+
+// Prefill (longer than a graph step) then kSteps decode steps of fixed tokens; every step's
+// logits.
+std::vector<std::vector<float>> run_steps(CudaBackend& be, bool graphs, int64_t host_from) {
+  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(every_role_model_dir());
+  const auto ids = test_prompt(80 + kSteps, ckpt->config().text.vocab_size, 5);
+  be.set_step_graphs(graphs);
+  ModelOptions o;
+  o.host_experts_from_layer = host_from;
+  Model m(ckpt, be, o);
+  SequenceState s = m.new_sequence();
+  std::vector<std::vector<float>> out;
+  out.push_back(m.prefill(s, std::span(ids).first(80), PrefillOptions{}));
+  for (int i = 0; i < kSteps; ++i) out.push_back(m.decode(s, ids[80 + i]));
+  return out;
+}
+
+void expect_same_bits(const std::vector<std::vector<float>>& a,
+                      const std::vector<std::vector<float>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size()) << "step " << i;
+    EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)), 0)
+        << "step " << i << ": logits differ (max diff " << max_abs_diff(a[i], b[i]) << ")";
+  }
+}
+#endif
+
+TEST(StepGraphs, DecodeStepsGiveTheLogitsOfPlainLaunches) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  CudaBackend plain(0), graphed(0);
+  const auto want = run_steps(plain, false, -1);
+  const auto got = run_steps(graphed, true, -1);
+  expect_same_bits(want, got);
+  EXPECT_EQ(plain.step_graph_counts().launches, 0u);
+  const cuda::StepGraphCounts& c = graphed.step_graph_counts();
+  // One graph a decode step (the prefill's 80 rows are past the graph limit).
+  EXPECT_EQ(c.launches, static_cast<uint64_t>(kSteps));
+  // Steps of the same kernels reuse an executable graph: the compressors of the every-role
+  // model run every few steps, so a handful of topologies, each instantiated once.
+  EXPECT_GT(c.updates, 0u);
+  EXPECT_LT(c.instantiations, static_cast<uint64_t>(kSteps) / 2);
+  EXPECT_EQ(c.updates + c.instantiations, c.launches);
+#endif
+}
+
+TEST(StepGraphs, HostReadsInsideAStepCutItIntoGraphs) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  // Routed experts of layers 1 on in host memory: each such layer reads its input back.
+  CudaBackend plain(0), graphed(0);
+  const auto want = run_steps(plain, false, 1);
+  const auto got = run_steps(graphed, true, 1);
+  expect_same_bits(want, got);
+  EXPECT_GT(graphed.host_moe_calls(), 0u);
+  const cuda::StepGraphCounts& c = graphed.step_graph_counts();
+  EXPECT_GT(c.launches, 2u * kSteps) << "each step cut at its host reads";
+  EXPECT_GT(c.updates, c.instantiations);
+#endif
+}
+
+}  // namespace
+}  // namespace flashdesk::test
