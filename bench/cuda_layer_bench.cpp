@@ -160,7 +160,7 @@ static int run_bench(int argc, char** argv) {
         "step graph (engine/ops/cuda/step_graph.h; the host's capture and update included in "
         "wall); replay: the last step's graph launched again without capture (what the step "
         "costs when its per-step values are on the device). GB/s and the share of copy BW from "
-        "the larger of device and wall time of the engine's path (graph where on).\n\n");
+        "the larger of device and wall time of the launches (the engine's default path).\n\n");
   std::printf(
       "| role | batch | device µs | wall µs | graph device µs | graph wall µs | replay µs | "
       "kernels | MB read | GB/s | of copy BW |\n");
@@ -205,7 +205,7 @@ static int run_bench(int argc, char** argv) {
         const flashdesk::bench::StepBytes b = layer.decode_bytes(k);
         bytes += (o.host_experts ? b.total() - b.experts : b.total()) / 4.0;
       }
-      const double step_us = o.graph ? std::max(g_device, g_wall) : std::max(device_us, wall_us);
+      const double step_us = std::max(device_us, wall_us);
       const double gbs = bytes / (step_us * 1e-6) / 1e9;
       std::printf(
           "| %s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
@@ -225,8 +225,8 @@ static int run_bench(int argc, char** argv) {
   if (o.max_roles == 0 && o.role < 0) {
     std::printf(
         "\n## Extrapolated decode of the %lld main layers (max of device and wall time per "
-        "layer%s; embedding, final norm and head not included)\n\n",
-        static_cast<long long>(t.num_hidden_layers), o.graph ? ", step graphs" : "");
+        "layer; embedding, final norm and head not included)\n\n",
+        static_cast<long long>(t.num_hidden_layers));
     std::printf("| batch | ms / step | tokens/s |\n| ---: | ---: | ---: |\n");
     for (int64_t batch : o.batches) {
       double us = 0;
