@@ -62,8 +62,8 @@ void StepGraph::begin(cudaStream_t main) {
   staging_[current_].reset();
   used_[current_] = true;
   segment_ = 0;
+  start_capture(main);  // first: a capture that does not start leaves no step open
   in_step_ = true;
-  start_capture(main);
 }
 
 void StepGraph::launch_segment(cudaStream_t main) {
