@@ -403,6 +403,16 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
 Tensor SyntheticLayer::moe(const Tensor& x, Tensor* ids_out) {
   const Weights& w = *w_;
   const int64_t n = x.rows(), E = t_.n_routed_experts, k = t_.num_experts_per_tok;
+  const float limit = static_cast<float>(t_.swiglu_limit);
+  const bool ahead = w.shared && be_.shared_expert_beside_router(*w.shared, n);  // as ffn_layer.cpp
+  Tensor shared_y;
+  Backend::Beside shared_done;
+  if (ahead) {
+    shared_y = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
+    be_.beside_begin();
+    be_.moe_shared_expert(x, *w.shared, limit, shared_y);
+    shared_done = be_.beside_end();
+  }
   Tensor logits = be_.alloc(DType::F32, Shape{n, E});
   be_.linear(x, w.gate, kF32Linear, logits);
   Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = be_.alloc(DType::F32, Shape{n, k});
@@ -410,8 +420,12 @@ Tensor SyntheticLayer::moe(const Tensor& x, Tensor* ids_out) {
                          static_cast<float>(t_.routed_scaling_factor), t_.norm_topk_prob};
   be_.moe_route(logits, w.bias, nullptr, {}, rs, ids, weights);
   Tensor y = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
-  be_.moe_experts(x, ids, weights, w.expert_ptrs, w.shared ? &*w.shared : nullptr,
-                  static_cast<float>(t_.swiglu_limit), y);
+  if (ahead) {
+    be_.join(shared_done);
+    be_.moe_routed_experts_plus(x, ids, weights, w.expert_ptrs, shared_y, limit, y);
+  } else {
+    be_.moe_experts(x, ids, weights, w.expert_ptrs, w.shared ? &*w.shared : nullptr, limit, y);
+  }
   be_.round_bf16(y);
   if (ids_out) *ids_out = ids;
   return y;

@@ -9,6 +9,18 @@ namespace flashdesk {
 Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
   const MoeWeights& M = w_.layers[static_cast<size_t>(layer)].ffn;
   const int64_t n = n_rows_, E = text_.n_routed_experts, k = text_.num_experts_per_tok;
+  const float limit = static_cast<float>(text_.swiglu_limit);
+  // The shared expert's term beside the gate and the router where the backend gains from it
+  // (Backend::shared_expert_beside_router): it does not depend on the routing.
+  const bool ahead = M.shared && be_.shared_expert_beside_router(*M.shared, n);
+  Tensor shared_y;
+  Backend::Beside shared_done;
+  if (ahead) {
+    shared_y = f32(Shape{n, text_.hidden_size});
+    be_.beside_begin();
+    be_.moe_shared_expert(x, *M.shared, limit, shared_y);
+    shared_done = be_.beside_end();
+  }
   Tensor logits = f32(Shape{n, E});
   be_.linear(x, M.gate, kF32Linear, logits);
   Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = f32(Shape{n, k});
@@ -19,8 +31,12 @@ Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
                 weights);
   if (obs_) obs_->on_experts(layer, rows_, to_host(ids), to_host(weights));
   Tensor y = f32(Shape{n, text_.hidden_size});
-  be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr,
-                  static_cast<float>(text_.swiglu_limit), y);
+  if (ahead) {
+    be_.join(shared_done);
+    be_.moe_routed_experts_plus(x, ids, weights, M.experts, shared_y, limit, y);
+  } else {
+    be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr, limit, y);
+  }
   all_reduce_and_round(y);
   return y;
 }

@@ -3,6 +3,7 @@
 #include "engine/ops/backend.h"
 
 #include <string>
+#include <vector>
 
 namespace flashdesk {
 
@@ -10,6 +11,28 @@ Tensor Backend::zeros(DType dtype, Shape shape) {
   Tensor t = alloc(dtype, shape);
   fill_zero(t);
   return t;
+}
+
+void Backend::moe_shared_expert(const Tensor& x, const ExpertWeights& shared, float swiglu_limit,
+                                Tensor& y) {
+  // One routed slot a row whose expert lives elsewhere (skipped): y = the shared term.
+  const int64_t n = x.rows();
+  const Tensor ids = zeros(DType::I32, Shape{n, 1}), weights = zeros(DType::F32, Shape{n, 1});
+  const std::vector<const ExpertWeights*> none(1, nullptr);
+  moe_experts(x, ids, weights, none, &shared, swiglu_limit, y);
+}
+
+void Backend::moe_routed_experts_plus(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                      std::span<const ExpertWeights* const> experts,
+                                      const Tensor& shared_y, float swiglu_limit, Tensor& y) {
+  FD_CHECK(shared_y.shape() == y.shape() && shared_y.dtype() == DType::F32,
+           "moe: the shared term must be F32 of the output's shape");
+  moe_experts(x, ids, weights, experts, nullptr, swiglu_limit, y);
+  std::vector<float> routed(static_cast<size_t>(y.numel())), term(routed.size());
+  read(y, routed.data(), routed.size() * sizeof(float));
+  read(shared_y, term.data(), term.size() * sizeof(float));
+  for (size_t i = 0; i < routed.size(); ++i) routed[i] += term[i];
+  write(y, routed.data(), routed.size() * sizeof(float));
 }
 
 namespace {

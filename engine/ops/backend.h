@@ -254,6 +254,26 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            std::span<const ExpertWeights* const> experts,
                            const ExpertWeights* shared, float swiglu_limit, Tensor& y) = 0;
+  // The shared expert beside the router. It does not depend on the routing, so where a backend
+  // gains from it (shared_expert_beside_router: the CUDA backend at decode sizes, where the gate
+  // and the router leave the GPU's bandwidth idle) the model computes its term first, in a beside
+  // section, and the routed experts afterwards with that term added last, in moe_experts' order
+  // (the term's own sums may run in another order than moe_experts' shared slot: the CUDA backend
+  // splits its K differently when it runs alone).
+  virtual bool shared_expert_beside_router(const ExpertWeights& shared, int64_t rows) const {
+    (void)shared;
+    (void)rows;
+    return false;
+  }
+  // y [n, D] F32 = the shared expert's term of x (moe_experts' last). Default: moe_experts with no
+  // routed expert.
+  virtual void moe_shared_expert(const Tensor& x, const ExpertWeights& shared, float swiglu_limit,
+                                 Tensor& y);
+  // y = moe_experts(x, ids, weights, experts, no shared expert) + shared_y, added last. Default:
+  // that sum through the host.
+  virtual void moe_routed_experts_plus(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                       std::span<const ExpertWeights* const> experts,
+                                       const Tensor& shared_y, float swiglu_limit, Tensor& y);
 
   // -- Engram --
   // e [n, cols * width] = dequantised table rows ids [n, cols] (row-major), concatenated per row.

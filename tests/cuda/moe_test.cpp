@@ -92,25 +92,43 @@ class CudaMoeTest : public CudaOpTest {
       expect_identical(from_gpu<float>(yg), want, what);
     else
       expect_bf16_close(from_gpu<float>(yg), want, 4.0, rms(want), what);
+    if (!with_shared) return;
+    // The shared expert's term first (beside the router in the model), then the routed experts
+    // with it added last: the CUDA kernels where shared_expert_beside_router says so, else the
+    // Backend defaults; the CPU's defaults give moe_experts' bits.
+    Tensor ys = gpu().alloc(DType::F32, Shape{n, d}), ya = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().moe_shared_expert(x.gpu, shared.first, limit, ys);
+    gpu().moe_routed_experts_plus(x.gpu, id.gpu, w.gpu, eg, ys, limit, ya);
+    expect_bf16_close(from_gpu<float>(ya), want, 4.0, rms(want), what + ", shared term ahead");
+    Tensor cs = cpu().alloc(DType::F32, Shape{n, d}), ca = cpu().alloc(DType::F32, Shape{n, d});
+    cpu().moe_shared_expert(x.cpu, shared.second, limit, cs);
+    cpu().moe_routed_experts_plus(x.cpu, id.cpu, w.cpu, ec, cs, limit, ca);
+    expect_identical(from_cpu<float>(ca), want, what + ", shared term ahead on the CPU");
   }
 };
 
 TEST_F(CudaMoeTest, RouteMatchesTheReference) {
-  const int64_t n = 5, E = 40, k = 6;
-  Pair logits = both_f32(Shape{n, E}, random_uniform(static_cast<size_t>(n * E), 1, -4.0f, 4.0f));
-  Pair bias = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 2, -0.3f, 0.3f));
-  Pair bias_img = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 3, -0.3f, 0.3f));
-  const std::vector<uint8_t> image = {0, 1, 1, 0, 0};
-  for (bool with_image : {false, true}) {
-    const RouteSettings s{k, 1.3f, 2.5f, true};
-    Pair ids = both_alloc(DType::I32, Shape{n, k}), w = both_alloc(DType::F32, Shape{n, k});
-    const std::span<const uint8_t> rows =
-        with_image ? std::span<const uint8_t>(image) : std::span<const uint8_t>();
-    gpu().moe_route(logits.gpu, bias.gpu, &bias_img.gpu, rows, s, ids.gpu, w.gpu);
-    cpu().moe_route(logits.cpu, bias.cpu, &bias_img.cpu, rows, s, ids.cpu, w.cpu);
-    expect_identical(from_gpu<int32_t>(ids.gpu), from_cpu<int32_t>(ids.cpu), "route ids");
-    const std::vector<float> wg = from_gpu<float>(w.gpu), wc = from_cpu<float>(w.cpu);
-    for (size_t i = 0; i < wg.size(); ++i) EXPECT_NEAR(wg[i], wc[i], 1e-6 * std::fabs(wc[i])) << i;
+  // The route kernel ranks each expert over the row in quads where E is a multiple of 4 (40,
+  // 384), one value at a time elsewhere (42).
+  for (const int64_t E : {40, 42, 384}) {
+    const int64_t n = 5, k = 6;
+    Pair logits = both_f32(Shape{n, E}, random_uniform(static_cast<size_t>(n * E), 1, -4.0f, 4.0f));
+    Pair bias = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 2, -0.3f, 0.3f));
+    Pair bias_img = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 3, -0.3f, 0.3f));
+    const std::vector<uint8_t> image = {0, 1, 1, 0, 0};
+    for (bool with_image : {false, true}) {
+      const RouteSettings s{k, 1.3f, 2.5f, true};
+      Pair ids = both_alloc(DType::I32, Shape{n, k}), w = both_alloc(DType::F32, Shape{n, k});
+      const std::span<const uint8_t> rows =
+          with_image ? std::span<const uint8_t>(image) : std::span<const uint8_t>();
+      gpu().moe_route(logits.gpu, bias.gpu, &bias_img.gpu, rows, s, ids.gpu, w.gpu);
+      cpu().moe_route(logits.cpu, bias.cpu, &bias_img.cpu, rows, s, ids.cpu, w.cpu);
+      expect_identical(from_gpu<int32_t>(ids.gpu), from_cpu<int32_t>(ids.cpu),
+                       "route ids, E = " + std::to_string(E));
+      const std::vector<float> wg = from_gpu<float>(w.gpu), wc = from_cpu<float>(w.cpu);
+      for (size_t i = 0; i < wg.size(); ++i)
+        EXPECT_NEAR(wg[i], wc[i], 1e-6 * std::fabs(wc[i])) << i;
+    }
   }
 }
 
@@ -118,7 +136,7 @@ TEST_F(CudaMoeTest, RouteMatchesTheReference) {
 // and their order (which the normalising sum follows) must be torch's, over both of its paths
 // (nth_element with 40 experts, partial_sort with 384).
 TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
-  for (const int64_t E : {40, 384}) {
+  for (const int64_t E : {40, 42, 384}) {
     const int64_t n = 16, k = 6;
     std::vector<float> l = random_uniform(static_cast<size_t>(n * E), 4, 0.0f, 4.0f);
     for (float& v : l) v = std::floor(v) - 1.5f;
@@ -137,11 +155,13 @@ TEST_F(CudaMoeTest, RouteTiesAsTorchBreaksThem) {
 
 TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3); on
-  // the tensor cores (moe_decode_tc.cuh: the codes as FP16 products), and on the CUDA cores
-  // with the shared slot in one part and in byte-balanced parts (FP8 against FP4: two).
-  for (const int path : {0, 1, 2}) {
+  // the tensor cores (moe_decode_tc.cuh: the codes as FP16 products) with the FP8 shared slot in
+  // two parts over K (FP8 against FP4) and in one, and on the CUDA cores with the shared slot in
+  // one part and in byte-balanced parts of its rows.
+  for (const int path : {0, 1, 2, 3}) {
     const bool parts = path == 2;
-    gpu().set_decode_experts_tensor_cores(path == 0);
+    gpu().set_decode_experts_tensor_cores(path == 0 || path == 3);
+    gpu().set_split_shared_expert_tc(path == 0);
     gpu().set_balance_shared_expert(parts);
     for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
     check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
@@ -155,6 +175,7 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
     check_experts(2, 384, 256, 10, 3, 4, false, true, 31);
   }
   gpu().set_balance_shared_expert(false);
+  gpu().set_split_shared_expert_tc(true);
   gpu().set_decode_experts_tensor_cores(true);
 }
 
@@ -166,6 +187,23 @@ TEST_F(CudaMoeTest, RoutedExpertsInHostMemoryRunOnTheCpu) {
   check_experts(2, 96, 64, 10, 3, 4, false, true, 50, true);   // no shared expert: bit-identical
   check_experts(12, 256, 64, 8, 2, 8, true, false, 60, true);  // the every-role shapes
   check_experts(1, 256, 64, 8, 2, 8, true, false, 61, true);
+}
+
+// The shared expert's term ahead of the routing (StepRunner::moe), when switched on: taken at
+// decode sizes where the tensor-core kernels fit it (one or two rows), not from three rows on (it
+// runs as GEMVs there); the values as moe_experts' (check_experts compares both with the CPU).
+TEST_F(CudaMoeTest, SharedExpertBesideTheRouterAtDecodeSizes) {
+  auto shared = expert(false, 256, 128, 90);
+  EXPECT_FALSE(gpu().shared_expert_beside_router(shared.first, 1));  // off by default
+  gpu().set_shared_expert_ahead(true);
+  EXPECT_TRUE(gpu().shared_expert_beside_router(shared.first, 1));
+  EXPECT_TRUE(gpu().shared_expert_beside_router(shared.first, 2));
+  EXPECT_FALSE(gpu().shared_expert_beside_router(shared.first, 3));
+  EXPECT_FALSE(cpu().shared_expert_beside_router(shared.second, 1));
+  for (int64_t n : {1, 2}) check_experts(n, 256, 128, 8, 2, 3, true, false, 91 + uint32_t(n));
+  check_experts(1, 256, 128, 8, 2, 3, true, false, 95, true);  // routed experts in host memory
+  gpu().set_shared_expert_ahead(false);
+  EXPECT_FALSE(gpu().shared_expert_beside_router(shared.first, 1));
 }
 
 TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {

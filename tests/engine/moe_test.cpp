@@ -152,6 +152,25 @@ TEST_P(MoeExpertsTest, SumOfWeightedExpertsAndSharedMatchesDoublePrecision) {
   for (int64_t e = 0; e < kD; ++e) EXPECT_LE(std::fabs(g2[kD + e] - only[e]), bf16_ulp(only[e]));
 }
 
+// The shared expert's term computed first (beside the router where a backend gains from it,
+// StepRunner::moe) and the routed experts then with it added last give moe_experts' values: the
+// Backend defaults on the CPU backends, to the bit.
+TEST_P(MoeExpertsTest, SharedTermAheadThenRoutedGivesTheSameSum) {
+  const int64_t n = 3;
+  std::vector<ExpertWeights> ex = {expert(true, 1), expert(true, 4), expert(true, 7)};
+  ExpertWeights shared = expert(false, 10);
+  const Tensor x = f32(Shape{n, kD}, bf16_values(static_cast<size_t>(n * kD), 9, 2.0f));
+  const Tensor ids = make(DType::I32, Shape{n, 2}, std::vector<int32_t>{2, 0, 1, 2, 0, 1});
+  const Tensor w = f32(Shape{n, 2}, {0.5f, 1.25f, 1.0f, 0.25f, 0.75f, 0.75f});
+  const std::vector<const ExpertWeights*> ptrs = {&ex[0], &ex[1], &ex[2]};
+  Tensor whole = be().alloc(DType::F32, Shape{n, kD}), term = be().alloc(DType::F32, Shape{n, kD}),
+         ahead = be().alloc(DType::F32, Shape{n, kD});
+  be().moe_experts(x, ids, w, ptrs, &shared, 1.5f, whole);
+  be().moe_shared_expert(x, shared, 1.5f, term);
+  be().moe_routed_experts_plus(x, ids, w, ptrs, term, 1.5f, ahead);
+  EXPECT_EQ(host<float>(ahead), host<float>(whole));
+}
+
 FD_BACKEND_TEST_SUITE(MoeTest);
 FD_BACKEND_TEST_SUITE(MoeExpertsTest);
 

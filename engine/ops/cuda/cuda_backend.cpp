@@ -118,6 +118,20 @@ CudaBackend::CudaBackend(int device) {
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
     balance_shared_expert_ = std::string(parts) == "1";
+  // FLASHDESK_CUDA_MOE_SPLIT=0|1 (default 1): the tensor-core decode experts run the FP8 shared
+  // slot as parts over K, each about a routed FP4 expert's bytes (the benchmarks' A/B).
+  // FLASHDESK_CUDA_SHARED_AHEAD=0|1 (default 0): at decode sizes the model computes the shared
+  // expert beside the gate and the router (Backend::shared_expert_beside_router).
+  if (const char* ahead = std::getenv("FLASHDESK_CUDA_SHARED_AHEAD")) {
+    const std::string v(ahead);
+    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_SHARED_AHEAD must be 0 or 1, not '" + v + "'");
+    shared_ahead_ = v == "1";
+  }
+  if (const char* split = std::getenv("FLASHDESK_CUDA_MOE_SPLIT")) {
+    const std::string v(split);
+    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_MOE_SPLIT must be 0 or 1, not '" + v + "'");
+    split_shared_tc_ = v == "1";
+  }
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).

@@ -82,6 +82,8 @@ class CudaBackend final : public Backend {
   Tensor indexer_scores(const IndexerArgs& args);
   // The decode experts' FP8 shared slot in byte-balanced parts (FLASHDESK_CUDA_MOE_PARTS=1).
   void set_balance_shared_expert(bool on) { balance_shared_expert_ = on; }
+  // The decode experts' shared slot split over K on the tensor cores (moe_decode_tc.cu).
+  void set_split_shared_expert_tc(bool on) { split_shared_tc_ = on; }
   // Whether the decode experts (up to 8 rows) run on the tensor cores where their formats and
   // shapes allow (moe_decode_tc.cuh; the default) or on the CUDA cores (the tests compare the
   // two; FLASHDESK_CUDA_MOE_DECODE=cuda-cores).
@@ -146,6 +148,15 @@ class CudaBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                    std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
                    float swiglu_limit, Tensor& y) override;
+  bool shared_expert_beside_router(const ExpertWeights& shared, int64_t rows) const override;
+  void moe_shared_expert(const Tensor& x, const ExpertWeights& shared, float swiglu_limit,
+                         Tensor& y) override;
+  void moe_routed_experts_plus(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                               std::span<const ExpertWeights* const> experts,
+                               const Tensor& shared_y, float swiglu_limit, Tensor& y) override;
+  // The shared expert beside the router at decode sizes (FLASHDESK_CUDA_SHARED_AHEAD=1; off by
+  // default: measured slower, docs/cuda-backend.md).
+  void set_shared_expert_ahead(bool on) { shared_ahead_ = on; }
 
   void engram_gather(const QuantTable& table, std::span<const int64_t> ids, Tensor& e) override;
   void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight, const Tensor& k_weight,
@@ -154,6 +165,10 @@ class CudaBackend final : public Backend {
  private:
   // Routed experts left in host memory (upload_linear in_host): computed by the CPU backend
   // below, the shared expert on the device, y = their sum in the definition's order.
+  // moe_experts, or with shared null and shared_out set the routed sum plus that term last.
+  void moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                        std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
+                        const float* shared_out, float swiglu_limit, Tensor& y);
   void moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            std::span<const ExpertWeights* const> experts,
                            const ExpertWeights* shared, float swiglu_limit, Tensor& y);
@@ -169,6 +184,8 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
+  bool split_shared_tc_ = true;  // FLASHDESK_CUDA_MOE_SPLIT
+  bool shared_ahead_ = false;    // FLASHDESK_CUDA_SHARED_AHEAD
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels

@@ -22,7 +22,7 @@ void count_kernel_launch();  // device_context.h
 // Whether launches on the current device may start before the previous kernel of their stream
 // has finished (programmatic dependent launch: Hopper and later, FLASHDESK_CUDA_PDL not 0).
 bool programmatic_launch_enabled();
-// Whether the decode GEMVs issue their first weight loads before that wait (not when
+// Whether the decode GEMVs and experts issue their first weight loads before that wait (not when
 // FLASHDESK_CUDA_PDL=noprefetch).
 bool gemv_weights_before_wait();
 }  // namespace flashdesk::cuda

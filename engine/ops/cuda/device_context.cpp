@@ -41,7 +41,8 @@ void count_kernel_launch() {
 namespace {
 
 // FLASHDESK_CUDA_PDL, read once: 0 turns the launch overlap off, noprefetch keeps it but makes
-// the GEMVs wait before their first loads (the benchmarks' A/B switches); anything else: on.
+// the GEMVs and the decode experts wait before their first loads (the benchmarks' A/B switches);
+// anything else: on.
 enum class LaunchOverlap { Off, On, NoPrefetch };
 LaunchOverlap launch_overlap_setting() {
   static const LaunchOverlap setting = [] {

@@ -16,8 +16,12 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // `break` sends them to local memory). The emulation's compiler has no such pragma.
 #ifdef FLASHDESK_CUDA_EMU
 #define FD_UNROLL
+#define FD_UNROLL_BY(n)
 #else
 #define FD_UNROLL _Pragma("unroll")
+// Unrolled n times (a loop of run-time length: more loads in flight).
+#define FD_UNROLL_PRAGMA(x) _Pragma(#x)
+#define FD_UNROLL_BY(n) FD_UNROLL_PRAGMA(unroll n)
 #endif
 
 // Butterfly sums and maxima over the 32 lanes: every lane ends with the same value, combined in
@@ -52,6 +56,23 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   for (unsigned w = 1; w < warps; ++w) m = fmaxf(m, scratch[w]);
   __syncthreads();
   return m;
+}
+
+// Whether the calling warp's block is the last of `arrivals` to count itself in at *count, which
+// the last one sets back to zero for the next kernel (DeviceContext::arrival_counters). A whole
+// warp calls it after its writes; when it returns true, what the others wrote before counting
+// themselves in is visible to reads through L2 (__ldcg).
+__device__ inline bool warp_arrives_last(unsigned* count, unsigned arrivals) {
+  __threadfence();
+  __syncwarp();
+  unsigned last = 0;
+  if ((threadIdx.x & 31u) == 0) {
+    last = atomicAdd(count, 1u) == arrivals - 1u;
+    if (last) *count = 0;
+  }
+  last = __shfl_sync(kFullMask, last, 0);
+  if (last) __threadfence();
+  return last != 0;
 }
 
 // A value and its index for arg-max reductions; i < 0: none yet.

@@ -32,9 +32,9 @@ namespace flashdesk {
 namespace cuda {
 namespace {
 
-constexpr int kRouteThreads = 256;
-constexpr int kRoutePerLane = 16;  // experts per lane of the route kernel's selecting warp
-constexpr int64_t kMaxRouteExperts = 32 * kRoutePerLane;
+// The route kernel: a thread per expert (at most kMaxRouteExperts a row).
+constexpr int kRouteThreads = 512;
+constexpr int64_t kMaxRouteExperts = kRouteThreads;
 constexpr int64_t kMaxExpertCols = 8192;  // staged activation columns of the grouped kernels
 // Rows per warp and chunks in flight per lane per row, 8 sixteen-byte loads in flight per lane
 // in both kernels: the up kernel reads kUpRows inter rows of w1 and the same of w3 two chunks
@@ -144,7 +144,7 @@ __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float
   __syncthreads();
   const int64_t d = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (d >= dim) return;
-  y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim);
+  y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim, t, d);
 }
 
 // grid (dim tile blocks, grouped slots): o[slot][d] = bf16(w2_d . act_quant(h[slot])), a block
@@ -197,8 +197,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   FD_GRID_PROLOGUE();
   FD_DYNAMIC_SMEM(float, score);
   float* biased = score + E;
-  __shared__ int32_t chosen[kMaxTopK];
-  __shared__ int tie_seen;
+  __shared__ int32_t chosen[kMaxTopK + 1];
   const int64_t t = blockIdx.x;
   const float* b = (image_rows && image_rows[t] && bias_image) ? bias_image : bias;
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
@@ -209,58 +208,77 @@ __global__ void __launch_bounds__(kRouteThreads)
     biased[e] = score[e] + b[e];
   }
   __syncthreads();
-  // The k best by repeated warp maxima on the first warp, each lane holding experts lane, lane +
-  // 32, ... in registers (ties to the lower expert), and one more: when no two of them are
-  // equal, torch's sorted topk returns exactly these in this order. No block barrier and no
-  // global memory between rounds: block-wide rounds and a tail reading its own global writes
-  // back took 11.8 µs a call on the H200.
-  if (threadIdx.x < 32) {
-    const int lane = static_cast<int>(threadIdx.x);
-    const float nan = __int_as_float(0x7FC00000);
-    float v[kRoutePerLane];
-    FD_UNROLL
-    for (int j = 0; j < kRoutePerLane; ++j) v[j] = j * 32 + lane < E ? biased[j * 32 + lane] : nan;
-    bool tie = false;
-    float previous = 0.0f;
-    for (int64_t r = 0; r < lmin(k + 1, E); ++r) {
-      Best mine{0.0f, -1};
-      FD_UNROLL
-      for (int j = 0; j < kRoutePerLane; ++j)
-        if (v[j] == v[j]) mine = better(mine, Best{v[j], j * 32 + lane});
-      const Best top = warp_best(mine);
-      tie = tie || (r > 0 && top.v == previous);
-      previous = top.v;
-      if (lane == 0 && r < k) chosen[r] = top.i;
-      FD_UNROLL
-      for (int j = 0; j < kRoutePerLane; ++j)
-        if (j * 32 + lane == top.i) v[j] = nan;  // taken
+  // The k + 1 best by rank: thread e counts the experts ahead of its own (a larger biased score,
+  // or an equal one at a lower index) over the row in shared memory, and a rank <= k puts it in
+  // `chosen` at that place. With no two of them equal, torch's sorted topk returns exactly these
+  // k in this order. NaN scores take no place and count for no one. One warp finding the k + 1
+  // best by repeated warp maxima was a chain of ~1,000 dependent instructions: 13 µs a call on
+  // the H200 (Nsight Compute), where every thread counting in parallel reads the row once.
+  for (int64_t r = threadIdx.x; r <= k; r += blockDim.x) chosen[r] = -1;
+  __syncthreads();
+  const int64_t e = threadIdx.x;
+  if (e < E && biased[e] == biased[e]) {
+    const float mine = biased[e];
+    int rank = 0;
+    const int64_t e4 = e & ~int64_t{3}, whole = E & ~int64_t{3};
+    const float4* quads =
+        reinterpret_cast<const float4*>(biased);  // 16-byte aligned: E % 4 == 0 below
+    if (E % 4 == 0) {
+      // Quads before e's: equal values count (lower indices); after it: only larger ones.
+      FD_UNROLL_BY(4)
+      for (int64_t j = 0; j < e4; j += 4) {
+        const float4 o = quads[j / 4];
+        rank += (o.x >= mine) + (o.y >= mine) + (o.z >= mine) + (o.w >= mine);
+      }
+      FD_UNROLL_BY(4)
+      for (int64_t j = e4 + 4; j < whole; j += 4) {
+        const float4 o = quads[j / 4];
+        rank += (o.x > mine) + (o.y > mine) + (o.z > mine) + (o.w > mine);
+      }
+      for (int64_t j = e4; j < e4 + 4; ++j)
+        if (j != e) rank += j < e ? biased[j] >= mine : biased[j] > mine;
+    } else {
+      for (int64_t j = 0; j < E; ++j)
+        if (j != e) rank += j < e ? biased[j] >= mine : biased[j] > mine;
     }
-    if (lane == 0) tie_seen = tie;
+    if (rank <= k) chosen[rank] = static_cast<int32_t>(e);
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  if (tie_seen) {
-    // torch's choice and order among equal scores (docs/numerics.md "Top-k").
-    auto* pairs = reinterpret_cast<torch_select::Scored*>(biased + E);
-    for (int64_t e = 0; e < E; ++e)
-      pairs[e] = torch_select::Scored{score[e] + b[e], static_cast<int32_t>(e)};
-    torch_select::select(pairs, E, k, true);
-    for (int64_t j = 0; j < k; ++j) chosen[j] = pairs[j].index;
+  // The first warp finishes, lane j taking the j-th pick (k <= 32: one thread walking the
+  // picks was a chain of dependent shared-memory reads).
+  if (threadIdx.x >= 32) return;
+  const int lane = static_cast<int>(threadIdx.x);
+  // Ties among the k + 1 best: torch's choice and order among equal scores (docs/numerics.md
+  // "Top-k").
+  const bool equal_to_previous = lane >= 1 && lane <= k && lane < E && chosen[lane] >= 0 &&
+                                 chosen[lane - 1] >= 0 &&
+                                 biased[chosen[lane]] == biased[chosen[lane - 1]];
+  if (__ballot_sync(kFullMask, equal_to_previous) != 0u) {
+    if (lane == 0) {
+      auto* pairs = reinterpret_cast<torch_select::Scored*>(biased + E);
+      for (int64_t j = 0; j < E; ++j)
+        pairs[j] = torch_select::Scored{score[j] + b[j], static_cast<int32_t>(j)};
+      torch_select::select(pairs, E, k, true);
+      for (int64_t j = 0; j < k; ++j) chosen[j] = pairs[j].index;
+    }
+    __syncwarp();
   }
-  float w_row[kMaxTopK];
-  for (int64_t j = 0; j < k; ++j) w_row[j] = chosen[j] >= 0 ? score[chosen[j]] : 0.0f;
+  const int32_t id = lane < k ? chosen[lane] : -1;
+  float w = id >= 0 ? score[id] : 0.0f;
   // torch's order for k = 6 (torch_row_sum, engine/util/torch_topk.h), else index order.
   float sum = 0.0f;
   if (k == 6) {
-    sum = ((((w_row[0] + w_row[4]) + w_row[5]) + w_row[1]) + w_row[2]) + w_row[3];
+    float v[6];
+    FD_UNROLL
+    for (int j = 0; j < 6; ++j) v[j] = __shfl_sync(kFullMask, w, j);
+    sum = ((((v[0] + v[4]) + v[5]) + v[1]) + v[2]) + v[3];
   } else {
-    for (int64_t j = 0; j < k; ++j) sum += w_row[j];
+    for (int j = 0; j < static_cast<int>(k); ++j) sum += __shfl_sync(kFullMask, w, j);
   }
-  for (int64_t j = 0; j < k; ++j) {
-    float w = w_row[j];
+  if (lane < k) {
     if (norm && k > 1) w /= sum + 1e-20f;
-    ids[t * k + j] = chosen[j];
-    weights[t * k + j] = w * scale;
+    ids[t * k + lane] = id;
+    weights[t * k + lane] = w * scale;
   }
 }
 
@@ -362,6 +380,75 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Tens
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                               std::span<const ExpertWeights* const> experts,
                               const ExpertWeights* shared, float swiglu_limit, Tensor& y) {
+  moe_experts_with(x, ids, weights, experts, shared, nullptr, swiglu_limit, y);
+}
+
+bool CudaBackend::shared_expert_beside_router(const ExpertWeights& shared, int64_t rows) const {
+  const cuda::ExpertEntry entry = cuda::entry_of(&shared);
+  return shared_ahead_ && decode_experts_tc_ && rows <= cuda::kGemvTokens &&
+         rows < cuda::kSharedApartRows && shared.w1.in <= cuda::kMaxExpertCols &&
+         shared.w1.out <= cuda::kMaxExpertCols && !shared.w1.data.host_accessible() &&
+         cuda::decode_experts_tc_fit(std::span<const cuda::ExpertEntry>(&entry, 1));
+}
+
+void CudaBackend::moe_shared_expert(const Tensor& x, const ExpertWeights& shared,
+                                    float swiglu_limit, Tensor& y) {
+  const int64_t n = x.rows(), d = x.dim(1);
+  check_shape(y, Shape{n, d}, "moe shared term");
+  if (!shared_expert_beside_router(shared, n))
+    return Backend::moe_shared_expert(x, shared, swiglu_limit, y);
+  if (n == 0) return;
+  FD_CHECK(shared.w1.in == d && shared.w2.out == d, "moe: the shared expert does not match x");
+  cuda::DeviceGuard g(ctx_->device());
+  // The shared expert as the only slot of each row (no routed column), in parts over K that
+  // fill about a wave of the up kernel (alone in half a wave it streamed at 1.0-1.4 TB/s and
+  // held the routed experts back); its output rows are y itself (no sum: the term is the
+  // slot's output, as moe_experts adds it).
+  const cuda::ExpertEntry entry = cuda::entry_of(&shared);
+  Tensor table = ctx_->upload_cached(&shared, &entry, sizeof(entry));
+  const int64_t pairs = (shared.w1.out + 31) / 32;
+  const int64_t capacity = 4 * static_cast<int64_t>(ctx_->multiprocessors());
+  const int64_t parts = std::clamp<int64_t>(capacity / std::max<int64_t>(1, pairs * n), 1, 8);
+  cuda::SlotArgs a{ptr<const cuda::ExpertEntry>(table),
+                   nullptr,
+                   nullptr,
+                   n,
+                   0,
+                   1,
+                   0,
+                   1,
+                   swiglu_limit,
+                   parts,
+                   parts};
+  cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, shared.w1.out, ptr<float>(y),
+                              nullptr);
+}
+
+void CudaBackend::moe_routed_experts_plus(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                          std::span<const ExpertWeights* const> experts,
+                                          const Tensor& shared_y, float swiglu_limit, Tensor& y) {
+  check_shape(shared_y, y.shape(), "moe shared term");
+  check_dtype(shared_y, DType::F32, "moe shared term");
+  const auto first = std::find_if(experts.begin(), experts.end(),
+                                  [](const ExpertWeights* ex) { return ex != nullptr; });
+  if (first != experts.end() && (*first)->w1.data.host_accessible()) {
+    // The routed sum from the CPU, then the term added after it.
+    if (x.rows() == 0) return;
+    Tensor routed = ctx_->scratch(DType::F32, y.shape());
+    moe_experts_on_host(x, ids, weights, experts, nullptr, swiglu_limit, routed);
+    cuda::DeviceGuard g(ctx_->device());
+    copy(shared_y, y);
+    FD_LAUNCH(cuda::add_routed_kernel, dim3(blocks_for(y.numel(), 256)), dim3(256), 0,
+              ctx_->stream(), ptr<const float>(routed), y.numel(), ptr<float>(y));
+    return;
+  }
+  moe_experts_with(x, ids, weights, experts, nullptr, ptr<const float>(shared_y), swiglu_limit, y);
+}
+
+void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                   std::span<const ExpertWeights* const> experts,
+                                   const ExpertWeights* shared, const float* shared_out,
+                                   float swiglu_limit, Tensor& y) {
   const int64_t n = x.rows(), d = x.dim(1), k = ids.dim(1);
   const int64_t E = static_cast<int64_t>(experts.size());
   check_shape(y, Shape{n, d}, "moe out");
@@ -392,15 +479,18 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   const bool grouped =
       n <= cuda::kGemvTokens && d <= cuda::kMaxExpertCols && max_inter <= cuda::kMaxExpertCols;
   const bool shared_apart = grouped && shared && n >= cuda::kSharedApartRows;
-  // The grouped slots on the tensor cores where every matrix fits them (moe_decode_tc.cuh), a
-  // slot in one part; else on the CUDA cores.
+  // The grouped slots on the tensor cores where every matrix fits them (moe_decode_tc.cuh); else
+  // on the CUDA cores.
   const bool decode_tc = grouped && decode_experts_tc_ && cuda::decode_experts_tc_fit(table);
-  // The shared expert's slot in parts of about a routed expert's bytes (SlotArgs; CUDA cores).
+  // The shared expert's slot in parts of about a routed expert's bytes (SlotArgs): on the tensor
+  // cores each part takes a share of K (split_shared_tc_), on the CUDA cores a share of the rows
+  // (opt-in, balance_shared_expert_).
   int64_t shared_parts = 1;
-  if (shared && !shared_apart && !decode_tc && first != experts.end() && balance_shared_expert_) {
+  if (shared && !shared_apart && first != experts.end() &&
+      (decode_tc ? split_shared_tc_ : balance_shared_expert_)) {
     const double ratio = static_cast<double>(shared->w1.data.nbytes()) /
                          static_cast<double>(std::max<size_t>((*first)->w1.data.nbytes(), 1));
-    shared_parts = std::clamp<int64_t>(std::llround(ratio), 1, 8);
+    shared_parts = std::clamp<int64_t>(std::llround(ratio), 1, decode_tc ? 4 : 8);
   }
   Tensor o = ctx_->scratch(DType::F32, Shape{n * slots_per_row, d});
   Tensor dev_table =
@@ -415,7 +505,8 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
                    shared != nullptr,
                    swiglu_limit,
                    shared_apart || !shared ? k : k + shared_parts,
-                   shared_parts};
+                   shared_parts,
+                   shared_out};
   // The tensor-core down kernel sums the rows itself where every slot is in its grid.
   const bool summed = decode_tc && !shared_apart;
   if (decode_tc) {

@@ -33,7 +33,10 @@ constexpr int64_t kMaxTcCols = 8192;
 
 // x [rows, k] (row stride k) into `out`, a warp per 32-column block.
 __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, TcActs out) {
-  FD_GRID_PROLOGUE();
+  // Wait, then let the next grid launch: the up kernel reads the router's ids before its own
+  // wait (expert_tc_kernel), which is safe only once this kernel's predecessors have completed.
+  fd_wait_prior_grid();
+  fd_allow_dependents();
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (w >= rows * (k / 32)) return;  // whole warps
   const int64_t row = w / (k / 32), b = w % (k / 32);
@@ -61,13 +64,23 @@ constexpr int ring_bytes(int ring) {  // a block's rings
   return kTcWarps * ring * unit_bytes<M>();
 }
 
-// The two rows (L/4 and L/4 + 8 of a tile) of each of M matrices a lane reads, and their scale
-// rows; null past the matrix.
+// What a lane reads of each of M matrices: the rows it copies into the ring (copy_row() and
+// copy_row() + 8 of a tile) and the scale rows of the two rows whose sums it holds (L/4 and L/4 +
+// 8); null past the matrix. The copies go chunk-major: lane L copies the 16-byte chunk L/8 of row
+// L%8, so a copy's eight lanes of one shared-memory phase write one chunk of eight rows 80 bytes
+// apart, on distinct banks. Row-major (row L/4, chunk L%4) two rows' chunks met on a bank in every
+// phase (Nsight Compute: 51% of the up kernel's shared wavefronts in excess).
 template <int M>
 struct LaneRows {
   const uint8_t* row[M][2];
   const uint8_t* scale[M][2];
 };
+__device__ __forceinline__ unsigned copy_row() {
+  return threadIdx.x % 8u;
+}
+__device__ __forceinline__ unsigned copy_chunk() {
+  return (threadIdx.x % 32u) / 8u;
+}
 
 template <WeightFormat F>
 constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Block;
@@ -94,14 +107,17 @@ __device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const u
       for (int m = 0; m < M; ++m) {
         FD_UNROLL
         for (int h = 0; h < 2; ++h) {
-          uint8_t* dst = ring + slot * unit_bytes<M>() + ((m * 2 + h) * 8 + g) * kRowBytes + q * 16;
+          uint8_t* dst = ring + slot * unit_bytes<M>() +
+                         ((m * 2 + h) * 8 + copy_row()) * kRowBytes + copy_chunk() * 16;
           const uint8_t* r = lr.row[m][h];
-          if (r == nullptr) {
+          if (r != nullptr)
+            async_copy16(dst, r + u * 64 + copy_chunk() * 16);
+          else
             *reinterpret_cast<uint4*>(dst) = uint4{0u, 0u, 0u, 0u};
+          if (lr.scale[m][h] == nullptr) {
             sc[slot][m][h] = 0x7F7F7F7Fu;
             continue;
           }
-          async_copy16(dst, r + u * 64 + q * 16);
           const uint8_t* s = lr.scale[m][h] + u * kBlocks;
           if constexpr (kFp4)
             sc[slot][m][h] = __ldg(reinterpret_cast<const uint32_t*>(s));
@@ -173,55 +189,84 @@ struct RowSums {
   unsigned* done;  // [n, column blocks] arrival counters, zero
 };
 
-// The last of a row's slot blocks at this block's 32 columns to finish (every slot of the row is
-// a block of the grid: a.parts_per_row == a.slots_per_row) sums the row's slot outputs there into
-// y, in expert_sum_kernel's order and with its values: one launch a decode step fewer. Warp 0.
+// The last of a row's slot blocks at this block's 32 columns to finish (every part of every slot
+// of the row is a block of the grid) sums the row's slot outputs there into y, in
+// expert_sum_kernel's order and with its values: one launch a decode step fewer. Warp 0.
 __device__ void sum_row_when_last(const SlotArgs& a, const RowSums& s, int64_t slot, const float* o,
                                   int64_t dim) {
   __shared__ int32_t order[kMaxTopK];
   const unsigned lane = threadIdx.x & 31u;
   const int64_t t = slot / a.slots_per_row;
-  __threadfence();  // this block's outputs visible before it counts itself in
-  __syncwarp();
-  unsigned last = 0;
-  if (lane == 0) {
-    unsigned* count = s.done + t * gridDim.x + blockIdx.x;
-    last = atomicAdd(count, 1u) == static_cast<unsigned>(a.parts_per_row - 1);
-    if (last) *count = 0;  // zero again for the next kernel (arrival_counters)
-  }
-  if (!__shfl_sync(kFullMask, last, 0)) return;
-  __threadfence();
+  if (!warp_arrives_last(s.done + t * gridDim.x + blockIdx.x,
+                         static_cast<unsigned>(a.parts_per_row)))
+    return;
   rank_row_slots(a, t, order);
   const int64_t d = static_cast<int64_t>(blockIdx.x) * kBlockRows + lane;
   if (d < dim)
-    s.y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim);
+    s.y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim, t, d);
 }
 
-// grid (tile pairs, slots). kUp: the gate and up rows (w1, w3) of inter rows against x's row
+// Where the parts of a slot split over K (the FP8 shared expert, PartSums) leave their sums: the
+// last of a tile pair's parts to finish adds them in part order and carries on as a whole slot.
+struct PartSums {
+  float* partial;  // [n, parts, M, rows rounded up to kBlockRows]
+  unsigned* done;  // [n, tile pairs] arrival counters, zero
+};
+
+// The expert of slot s as slot_expert reads it, but through L2: the kernels read the router's
+// ids and weights before their wait for the previous grid (what makes that safe:
+// expert_tc_kernel), when a line of them cached in L1 could be stale.
+__device__ __forceinline__ int64_t slot_expert_l2(const SlotArgs& a, int64_t s, float* weight) {
+  const int64_t t = s / a.slots_per_row, j = s % a.slots_per_row;
+  if (j < a.k) {
+    *weight = __ldcg(a.weights + t * a.k + j);
+    return __ldcg(a.ids + t * a.k + j);
+  }
+  *weight = 1.0f;
+  return a.n_routed;
+}
+
+// grid (tile pairs, slot parts). kUp: the gate and up rows (w1, w3) of inter rows against x's row
 // (`in`, rows of in_stride values), SwiGLU, act_quant'ed into h (rows of h_stride values); else the
 // down rows (w2) of dim rows against h's slot row (`in`), into o [slots, dim], and the rows' sums
-// into sums.y where that is set.
+// into sums.y where that is set. A slot in several parts (a.shared_parts: the FP8 shared
+// expert, whose rows are twice a routed FP4 expert's bytes) has each part take its share of the
+// K units; its blocks then stream what a routed slot's do, where one part a slot left the up
+// kernel's single wave waiting on the shared expert's blocks.
+//
+// early: the weights' first units are issued before the wait for the previous grid (programmatic
+// dependent launch, cuda_compat.cuh), so they load while that grid finishes. They are chosen by
+// the router's ids, written two grids back for the up kernel (the router, then
+// quantize_acts_kernel) and three for the down kernel; both predecessors let this grid launch
+// only after their own wait, so by the time it runs the router has completed.
 template <bool kUp, int Ring, int kBlocks>
 __global__ void __launch_bounds__(kTcThreads, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
-                     int64_t h_stride, float* o, RowSums sums) {
+                     int64_t h_stride, float* o, RowSums sums, PartSums parts, int early) {
   constexpr int M = kUp ? 2 : 1;
-  FD_GRID_PROLOGUE();
+  // Wait, then let the next grid launch (the down kernel reads the ids before its wait).
+  const auto wait_then_allow = [] {
+    fd_wait_prior_grid();
+    fd_allow_dependents();
+  };
+  if (!early) wait_then_allow();
   __shared__ float quarter_sums[kTilesPerBlock][kQuarters][M][kTileRows];
   // Dynamic: the rings (ring_bytes<M>(Ring)), then the activation row's values and scales
   // (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
   FD_DYNAMIC_SMEM(uint8_t, rings);
   uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring));
   float* act_scale = reinterpret_cast<float*>(act + in_stride);
-  const int64_t slot = grouped_slot(a).slot;
+  const SlotPart sp = grouped_slot(a);
+  const int64_t slot = sp.slot;
   float weight;
-  const int64_t e = slot_expert(a, slot, &weight);
+  const int64_t e = slot_expert_l2(a, slot, &weight);
   const ExpertEntry& ex = a.table[e];
   const int64_t rows = kUp ? ex.inter : dim, k = kUp ? ex.dim : ex.inter;
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   // Whole blocks: another device's expert, or no tile left for this block (still counted in
   // where the down kernel sums the rows).
   if (ex.data[0] == nullptr || static_cast<int64_t>(blockIdx.x) * kTilesPerBlock >= tiles) {
+    if (early) wait_then_allow();
     if (!kUp && sums.y != nullptr && threadIdx.x < 32) sum_row_when_last(a, sums, slot, o, dim);
     return;
   }
@@ -230,20 +275,24 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   const int tl = static_cast<int>(warp) / kQuarters, quarter = static_cast<int>(warp) % kQuarters;
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + tl;
   const bool fp4 = static_cast<WeightFormat>(ex.format[kUp ? 0 : 2]) == WeightFormat::Fp4Row;
-  const int64_t units = k / (fp4 ? 128 : 64), u0 = quarter * units / kQuarters,
-                u1 = (quarter + 1) * units / kQuarters;
+  // This part's K units, then this warp's quarter of them.
+  const int64_t units = k / (fp4 ? 128 : 64), p0 = sp.part * units / sp.parts,
+                p1 = (sp.part + 1) * units / sp.parts, u0 = p0 + quarter * (p1 - p0) / kQuarters,
+                u1 = p0 + (quarter + 1) * (p1 - p0) / kQuarters;
   uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
-  // The activation row into shared memory: read from global memory where each block's product
-  // needed it, its latency stalled every block (Nsight Compute: the down kernel's warps waited on
-  // it most of the time). Its copies go out first, the ring's first units right behind them, and
-  // the wait for the row (every group but the ring's Ring - 1) overlaps their latencies.
+  // The activation row into shared memory once the ring's first units are in flight (read from
+  // global memory where each block's product needed it, its latency stalled every block: Nsight
+  // Compute had the down kernel's warps waiting on it most of the time). It is the previous
+  // grid's output, so its copies wait for that grid where the weights did not.
   const uint16_t* act_row = in.values + act_row_index * in_stride;
-  for (int64_t c = threadIdx.x * 8; c < k; c += kTcThreads * 8) async_copy16(act + c, act_row + c);
-  for (int64_t b = threadIdx.x; b < k / 32; b += kTcThreads)
-    act_scale[b] = in.scales[act_row_index * (in_stride / 32) + b];
-  async_commit();
-  const auto act_ready = [] {
-    async_wait<Ring - 1>();
+  const auto act_ready = [&] {
+    if (early) wait_then_allow();
+    for (int64_t c = threadIdx.x * 8; c < k; c += kTcThreads * 8)
+      async_copy16(act + c, act_row + c);
+    for (int64_t b = threadIdx.x; b < k / 32; b += kTcThreads)
+      act_scale[b] = in.scales[act_row_index * (in_stride / 32) + b];
+    async_commit();
+    async_wait<0>();
     __syncthreads();
   };
   float acc[M][2] = {};
@@ -251,9 +300,13 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   FD_UNROLL
   for (int m = 0; m < M; ++m) {
     FD_UNROLL
-    for (int hh = 0; hh < 2; ++hh)
-      lane_row(ex, kUp ? m : 2, tile * kTileRows + lane / 4 + 8 * hh, rows, k, &lr.row[m][hh],
+    for (int hh = 0; hh < 2; ++hh) {
+      const uint8_t* unused;
+      lane_row(ex, kUp ? m : 2, tile * kTileRows + copy_row() + 8 * hh, rows, k, &lr.row[m][hh],
+               &unused);
+      lane_row(ex, kUp ? m : 2, tile * kTileRows + lane / 4 + 8 * hh, rows, k, &unused,
                &lr.scale[m][hh]);
+    }
   }
   bool streamed = false;
   with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
@@ -280,6 +333,25 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   for (int m = 0; m < M; ++m) {
     sum[m] = 0.0f;
     for (int s = 0; s < kQuarters; ++s) sum[m] += quarter_sums[lane / kTileRows][s][m][lane % 16];
+  }
+  if (sp.parts > 1) {
+    // This part's sums out; the tile pair's last part adds the parts' in part order.
+    const int64_t t = slot / a.slots_per_row, padded = gridDim.x * kBlockRows;
+    const auto partial = [&](int64_t p, int m) {
+      return parts.partial + ((t * sp.parts + p) * M + m) * padded + i;
+    };
+    FD_UNROLL
+    for (int m = 0; m < M; ++m) __stcg(partial(sp.part, m), sum[m]);
+    if (!warp_arrives_last(parts.done + t * gridDim.x + blockIdx.x,
+                           static_cast<unsigned>(sp.parts))) {
+      if (!kUp && sums.y != nullptr) sum_row_when_last(a, sums, slot, o, dim);
+      return;
+    }
+    FD_UNROLL
+    for (int m = 0; m < M; ++m) {
+      sum[m] = 0.0f;
+      for (int64_t p = 0; p < sp.parts; ++p) sum[m] += __ldcg(partial(p, m));
+    }
   }
   if constexpr (kUp) {
     // As the CUDA-core up kernel: gate and up rounded to BF16, clamped, SwiGLU, routing weight.
@@ -334,29 +406,32 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
 template <bool kUp, int Ring, int kBlocks>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
                       int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
-                      unsigned tile_pairs, unsigned slots) {
+                      PartSums parts, unsigned tile_pairs, unsigned slots) {
   const int smem = ring_bytes < kUp ? 2 : 1 > (Ring) + act_bytes(in_stride);
   allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks>>(static_cast<size_t>(smem));
+  const int early = gemv_weights_before_wait() ? 1 : 0;
   FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks>), dim3(tile_pairs, slots), dim3(kTcThreads),
-            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums);
+            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
+            parts, early);
 }
 
 // One row: four blocks a multiprocessor, the up kernel's rings 2 deep (its 504 blocks of a V4.1
 // step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More rows
 // keep three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
-                       int64_t dim, int64_t max_inter, float* o, RowSums sums, unsigned up_pairs,
-                       unsigned down_pairs, unsigned slots) {
+                       int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums up_parts,
+                       PartSums down_parts, unsigned up_pairs, unsigned down_pairs,
+                       unsigned slots) {
   if (a.n == 1) {
     launch_expert_tc<true, 2, 4>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
-                                 up_pairs, slots);
-    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_pairs,
-                                  slots);
+                                 up_parts, up_pairs, slots);
+    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_parts,
+                                  down_pairs, slots);
   } else {
     launch_expert_tc<true, 3, 3>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
-                                 up_pairs, slots);
-    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_pairs,
-                                  slots);
+                                 up_parts, up_pairs, slots);
+    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_parts,
+                                  down_pairs, slots);
   }
 }
 
@@ -373,14 +448,27 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
   const auto tile_pairs = [](int64_t rows) {
     return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
   };
+  const unsigned up_pairs = tile_pairs(max_inter), down_pairs = tile_pairs(dim);
+  // Counters: the rows' sums' [n, down pairs], then the parts' [n, pairs] behind them (each
+  // kernel zeroes what it used, so the up kernel's can sit where the down kernel's are).
+  const int64_t row_counters = y != nullptr ? a.n * down_pairs : 0;
+  unsigned* counters = ctx.arrival_counters(row_counters + a.n * std::max(up_pairs, down_pairs));
   RowSums sums{};
   if (y != nullptr) {
-    FD_CHECK(a.parts_per_row == a.slots_per_row,
+    FD_CHECK(a.parts_per_row == a.k + (a.has_shared ? a.shared_parts : 0),
              "decode experts: the rows' sums need every slot of a row in the grid");
-    sums = RowSums{y, ctx.arrival_counters(a.n * tile_pairs(dim))};
+    sums = RowSums{y, counters};
   }
-  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, tile_pairs(max_inter),
-                    tile_pairs(dim), slots);
+  PartSums up_parts{}, down_parts{};
+  if (a.has_shared && a.shared_parts > 1 && a.parts_per_row > a.k) {
+    Tensor partial = ctx.scratch(
+        DType::F32,
+        Shape{a.n * a.shared_parts * 2, std::max<int64_t>(up_pairs, down_pairs) * kBlockRows});
+    up_parts = PartSums{ptr<float>(partial), counters + row_counters};
+    down_parts = up_parts;
+  }
+  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, up_parts, down_parts, up_pairs,
+                    down_pairs, slots);
 }
 
 }  // namespace flashdesk::cuda

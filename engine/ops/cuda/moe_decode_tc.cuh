@@ -21,11 +21,11 @@ namespace flashdesk::cuda {
 // most 8192, rows 16-byte aligned.
 bool decode_experts_tc_fit(std::span<const ExpertEntry> table);
 
-// h[slot] = bf16(silu(min(g, L)) * clamp(u, +-L) * weight) over the slots of `a` (one part a
-// slot: a.shared_parts == 1), then o[slot] = bf16(w2 . act_quant(h[slot])) (F32 [slots, dim]),
-// as the CUDA-core kernels compute them; x [n, dim]. y (optional, [n, dim]): each row's slots
-// summed as expert_sum_kernel does (moe.cu), by the down kernel; every slot of a row must be in
-// `a` (a.parts_per_row == a.slots_per_row).
+// h[slot] = bf16(silu(min(g, L)) * clamp(u, +-L) * weight) over the slots of `a` (the shared
+// slot in a.shared_parts parts over K, whose sums are added in part order), then o[slot] =
+// bf16(w2 . act_quant(h[slot])) (F32 [slots, dim]), as the CUDA-core kernels compute them; x [n,
+// dim]. y (optional, [n, dim]): each row's slots summed as expert_sum_kernel does (moe.cu), by the
+// down kernel; every slot of a row must be in `a` (the shared one not set apart).
 void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
                            int64_t max_inter, float* o, float* y);
 

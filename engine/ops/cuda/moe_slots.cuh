@@ -28,6 +28,9 @@ struct SlotArgs {
   // same bytes. With one part a slot, V4.1's FP8 shared expert kept its blocks busy twice as long
   // as the FP4 routed ones while the wave waited on them (1.2-1.8 TB/s).
   int64_t parts_per_row, shared_parts;
+  // The shared expert's term computed ahead ([n, dim], CudaBackend::moe_routed_experts_plus), added
+  // last by the sums in place of a shared slot's output; null: none.
+  const float* shared_out = nullptr;
 };
 
 // The slot of the grouped kernels' blockIdx.y, and which part of its row tiles it takes.
@@ -75,11 +78,13 @@ __device__ __forceinline__ void rank_row_slots(const SlotArgs& a, int64_t t, int
   __syncwarp();
 }
 
-// The ordered sum at one column: `row` points at the row's slot 0 output at that column (slots
-// `dim` apart); the routed outputs in `order`, then the shared expert's. Read through L2 (other
-// blocks may have written them in the same kernel), every load issued before the sums.
+// The ordered sum of row t at column d: `row` points at the row's slot 0 output at that column
+// (slots `dim` apart); the routed outputs in `order`, then the shared expert's (its slot's, or the
+// term computed ahead). Read through L2 (other blocks may have written them in the same kernel),
+// every load issued before the sums.
 __device__ __forceinline__ float ordered_slot_sum(const SlotArgs& a, const int32_t* order,
-                                                  const float* row, int64_t dim) {
+                                                  const float* row, int64_t dim, int64_t t,
+                                                  int64_t d) {
   float acc = 0.0f;
   FD_UNROLL
   for (int r = 0; r < kMaxTopK; ++r) {
@@ -87,6 +92,7 @@ __device__ __forceinline__ float ordered_slot_sum(const SlotArgs& a, const int32
     if (order[r] >= 0) acc += __ldcg(row + order[r] * dim);
   }
   if (a.has_shared) acc += __ldcg(row + a.k * dim);
+  if (a.shared_out != nullptr) acc += __ldcg(a.shared_out + t * dim + d);
   return acc;
 }
 

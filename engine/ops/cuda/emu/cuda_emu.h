@@ -338,6 +338,10 @@ template <class T>
 T __ldcg(const T* p) {
   return *p;
 }
+template <class T>
+void __stcg(T* p, T v) {
+  *p = v;
+}
 // prmt.b32 as CUDA's __byte_perm: byte i of the result is byte (s >> 4i) & 7 of {y, x}.
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const uint64_t both = (static_cast<uint64_t>(y) << 32) | x;
