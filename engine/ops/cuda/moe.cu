@@ -409,17 +409,17 @@ void CudaBackend::moe_shared_expert(const Tensor& x, const ExpertWeights& shared
   const int64_t pairs = (shared.w1.out + 31) / 32;
   const int64_t capacity = 4 * static_cast<int64_t>(ctx_->multiprocessors());
   const int64_t parts = std::clamp<int64_t>(capacity / std::max<int64_t>(1, pairs * n), 1, 8);
-  cuda::SlotArgs a{ptr<const cuda::ExpertEntry>(table),
-                   nullptr,
-                   nullptr,
-                   n,
-                   0,
-                   1,
-                   0,
-                   1,
-                   swiglu_limit,
-                   parts,
-                   parts};
+  const cuda::SlotArgs a{.table = ptr<const cuda::ExpertEntry>(table),
+                         .ids = nullptr,
+                         .weights = nullptr,
+                         .n = n,
+                         .k = 0,
+                         .slots_per_row = 1,
+                         .n_routed = 0,
+                         .has_shared = 1,
+                         .limit = swiglu_limit,
+                         .parts_per_row = parts,
+                         .shared_parts = parts};
   cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, shared.w1.out, ptr<float>(y),
                               nullptr);
 }
