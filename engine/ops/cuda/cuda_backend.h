@@ -163,15 +163,17 @@ class CudaBackend final : public Backend {
                      std::span<const uint8_t> masked_rows, float eps) override;
 
  private:
-  // Routed experts left in host memory (upload_linear in_host): computed by the CPU backend
-  // below, the shared expert on the device, y = their sum in the definition's order.
-  // moe_experts, or with shared null and shared_out set the routed sum plus that term last.
+  // moe_experts, or with shared null and shared_y set the routed sum plus that term last.
   void moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,
                         std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
-                        const float* shared_out, float swiglu_limit, Tensor& y);
+                        const Tensor* shared_y, float swiglu_limit, Tensor& y);
+  // Routed experts left in host memory (upload_linear in_host): computed by the CPU backend
+  // below, the shared expert's term on the device (or shared_y, computed ahead), y = their sum
+  // in the definition's order.
   void moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            std::span<const ExpertWeights* const> experts,
-                           const ExpertWeights* shared, float swiglu_limit, Tensor& y);
+                           const ExpertWeights* shared, const Tensor* shared_y, float swiglu_limit,
+                           Tensor& y);
   // The CPU backend (all cores, made on first use) that runs what stays in host memory: routed
   // experts of hybrid layers, Engram table rows.
   Backend& host_backend();

@@ -429,25 +429,12 @@ void CudaBackend::moe_routed_experts_plus(const Tensor& x, const Tensor& ids, co
                                           const Tensor& shared_y, float swiglu_limit, Tensor& y) {
   check_shape(shared_y, y.shape(), "moe shared term");
   check_dtype(shared_y, DType::F32, "moe shared term");
-  const auto first = std::find_if(experts.begin(), experts.end(),
-                                  [](const ExpertWeights* ex) { return ex != nullptr; });
-  if (first != experts.end() && (*first)->w1.data.host_accessible()) {
-    // The routed sum from the CPU, then the term added after it.
-    if (x.rows() == 0) return;
-    Tensor routed = ctx_->scratch(DType::F32, y.shape());
-    moe_experts_on_host(x, ids, weights, experts, nullptr, swiglu_limit, routed);
-    cuda::DeviceGuard g(ctx_->device());
-    copy(shared_y, y);
-    FD_LAUNCH(cuda::add_routed_kernel, dim3(blocks_for(y.numel(), 256)), dim3(256), 0,
-              ctx_->stream(), ptr<const float>(routed), y.numel(), ptr<float>(y));
-    return;
-  }
-  moe_experts_with(x, ids, weights, experts, nullptr, ptr<const float>(shared_y), swiglu_limit, y);
+  moe_experts_with(x, ids, weights, experts, nullptr, &shared_y, swiglu_limit, y);
 }
 
 void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                    std::span<const ExpertWeights* const> experts,
-                                   const ExpertWeights* shared, const float* shared_out,
+                                   const ExpertWeights* shared, const Tensor* shared_y,
                                    float swiglu_limit, Tensor& y) {
   const int64_t n = x.rows(), d = x.dim(1), k = ids.dim(1);
   const int64_t E = static_cast<int64_t>(experts.size());
@@ -461,7 +448,7 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
   const auto first = std::find_if(experts.begin(), experts.end(),
                                   [](const ExpertWeights* ex) { return ex != nullptr; });
   if (first != experts.end() && (*first)->w1.data.host_accessible())
-    return moe_experts_on_host(x, ids, weights, experts, shared, swiglu_limit, y);
+    return moe_experts_on_host(x, ids, weights, experts, shared, shared_y, swiglu_limit, y);
   cuda::DeviceGuard g(ctx_->device());
   // The pointer table (uploaded again only when the experts change).
   std::vector<cuda::ExpertEntry> table(static_cast<size_t>(E + 1));
@@ -506,7 +493,7 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
                    swiglu_limit,
                    shared_apart || !shared ? k : k + shared_parts,
                    shared_parts,
-                   shared_out};
+                   shared_y ? ptr<const float>(*shared_y) : nullptr};
   // The tensor-core down kernel sums the rows itself where every slot is in its grid.
   const bool summed = decode_tc && !shared_apart;
   if (decode_tc) {
@@ -614,7 +601,8 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
 
 void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                       std::span<const ExpertWeights* const> experts,
-                                      const ExpertWeights* shared, float swiglu_limit, Tensor& y) {
+                                      const ExpertWeights* shared, const Tensor* shared_y,
+                                      float swiglu_limit, Tensor& y) {
   for (const ExpertWeights* ex : experts)
     FD_CHECK(!ex || ex->w1.data.host_accessible(),
              "moe: a layer's routed experts must all be in host memory or all on the device");
@@ -626,16 +614,18 @@ void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const 
     return h;
   };
   const Tensor xh = to_host(x), idh = to_host(ids), wh = to_host(weights);
-  // The shared expert alone on the device (every routed entry skipped: y = 0 + shared), queued
-  // before the CPU starts on the routed experts so the two run at once; the routed sum is then
-  // added before it, as the definition orders them.
+  // The shared expert's term in y: alone on the device (every routed entry skipped: y = 0 +
+  // shared), queued before the CPU starts on the routed experts so the two run at once, or the
+  // term computed ahead. The routed sum is then added before it, as the definition orders them.
   if (shared) {
     const std::vector<const ExpertWeights*> none(experts.size(), nullptr);
     moe_experts(x, ids, weights, none, shared, swiglu_limit, y);
+  } else if (shared_y) {
+    copy(*shared_y, y);
   }
   Tensor yh = host.alloc(DType::F32, y.shape());
   host.moe_experts(xh, idh, wh, experts, nullptr, swiglu_limit, yh);  // the routed sum
-  if (!shared) {
+  if (!shared && !shared_y) {
     write(y, yh.bytes(), yh.nbytes());
     return;
   }

@@ -213,19 +213,6 @@ struct PartSums {
   unsigned* done;  // [n, tile pairs] arrival counters, zero
 };
 
-// The expert of slot s as slot_expert reads it, but through L2: the kernels read the router's
-// ids and weights before their wait for the previous grid (what makes that safe:
-// expert_tc_kernel), when a line of them cached in L1 could be stale.
-__device__ __forceinline__ int64_t slot_expert_l2(const SlotArgs& a, int64_t s, float* weight) {
-  const int64_t t = s / a.slots_per_row, j = s % a.slots_per_row;
-  if (j < a.k) {
-    *weight = __ldcg(a.weights + t * a.k + j);
-    return __ldcg(a.ids + t * a.k + j);
-  }
-  *weight = 1.0f;
-  return a.n_routed;
-}
-
 // grid (tile pairs, slot parts). kUp: the gate and up rows (w1, w3) of inter rows against x's row
 // (`in`, rows of in_stride values), SwiGLU, act_quant'ed into h (rows of h_stride values); else the
 // down rows (w2) of dim rows against h's slot row (`in`), into o [slots, dim], and the rows' sums
@@ -259,7 +246,7 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   const SlotPart sp = grouped_slot(a);
   const int64_t slot = sp.slot;
   float weight;
-  const int64_t e = slot_expert_l2(a, slot, &weight);
+  const int64_t e = slot_expert(a, slot, &weight);
   const ExpertEntry& ex = a.table[e];
   const int64_t rows = kUp ? ex.inter : dim, k = kUp ? ex.dim : ex.inter;
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
@@ -419,18 +406,17 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More rows
 // keep three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
-                       int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums up_parts,
-                       PartSums down_parts, unsigned up_pairs, unsigned down_pairs,
-                       unsigned slots) {
+                       int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
+                       unsigned up_pairs, unsigned down_pairs, unsigned slots) {
   if (a.n == 1) {
     launch_expert_tc<true, 2, 4>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
-                                 up_parts, up_pairs, slots);
-    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_parts,
+                                 parts, up_pairs, slots);
+    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, parts,
                                   down_pairs, slots);
   } else {
     launch_expert_tc<true, 3, 3>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
-                                 up_parts, up_pairs, slots);
-    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, down_parts,
+                                 parts, up_pairs, slots);
+    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, parts,
                                   down_pairs, slots);
   }
 }
@@ -459,16 +445,15 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
              "decode experts: the rows' sums need every slot of a row in the grid");
     sums = RowSums{y, counters};
   }
-  PartSums up_parts{}, down_parts{};
+  PartSums parts{};  // the up and down kernels run one after the other: one set serves both
   if (a.has_shared && a.shared_parts > 1 && a.parts_per_row > a.k) {
     Tensor partial = ctx.scratch(
         DType::F32,
         Shape{a.n * a.shared_parts * 2, std::max<int64_t>(up_pairs, down_pairs) * kBlockRows});
-    up_parts = PartSums{ptr<float>(partial), counters + row_counters};
-    down_parts = up_parts;
+    parts = PartSums{ptr<float>(partial), counters + row_counters};
   }
-  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, up_parts, down_parts, up_pairs,
-                    down_pairs, slots);
+  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, parts, up_pairs, down_pairs,
+                    slots);
 }
 
 }  // namespace flashdesk::cuda

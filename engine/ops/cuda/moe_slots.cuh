@@ -51,11 +51,14 @@ __device__ __forceinline__ void part_tiles(const SlotPart& sp, int64_t tiles, in
 }
 
 // The expert of slot s (row s / slots_per_row, column j): routed columns j < k, then the shared.
+// Read through L2: the tensor-core kernels read the router's ids and weights before their wait
+// for the previous grid (moe_decode_tc.cu says why that is safe), when a line of them cached in
+// L1 could be stale.
 __device__ __forceinline__ int64_t slot_expert(const SlotArgs& a, int64_t s, float* weight) {
   const int64_t t = s / a.slots_per_row, j = s % a.slots_per_row;
   if (j < a.k) {
-    *weight = a.weights[t * a.k + j];
-    return a.ids[t * a.k + j];
+    *weight = __ldcg(a.weights + t * a.k + j);
+    return __ldcg(a.ids + t * a.k + j);
   }
   *weight = 1.0f;
   return a.n_routed;
