@@ -195,6 +195,11 @@ SyntheticLayer::SyntheticLayer(CudaBackend& be, const TextConfig& text, const La
     pre_in_.push_back(
         mk.tensor(DType::F32, Shape{seqs_, t_.hc_mult}, FillSpec{Fill::F32, 0, 0.1f, 0.5f}));
   }
+  for (int k = 0; k < 4; ++k) {
+    attn_in_.push_back(be_.alloc(DType::F32, Shape{seqs_, D}));
+    be_.hc_collapse_norm(inputs_[static_cast<size_t>(k)], pre_in_[static_cast<size_t>(k)],
+                         w.attn_norm, static_cast<float>(t_.rms_norm_eps), attn_in_.back());
+  }
   for (int64_t i = 0; i < t_.qk_rope_head_dim / 2; ++i)
     inv_freq_.push_back(
         static_cast<float>(std::pow(10000.0, -2.0 * double(i) / double(t_.qk_rope_head_dim))));
@@ -350,6 +355,8 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   be_.linear(x, w.wkv, kQuantLinear, kv);
   be_.rms_norm(kv, &w.kv_norm, eps, kv);
   be_.rope(kv, D, positions, inv_freq_, false);
+  Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
+  be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
   const Backend::Beside kv_section = be_.beside_end();
   Tensor qr = be_.alloc(DType::F32, Shape{n, t_.q_lora_rank});
   be_.linear(x, w.wq_a, kQuantLinear, qr);
@@ -358,8 +365,6 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   be_.linear(qr, w.wq_b, kQuantLinear, q);
   be_.rope(q, D, positions, inv_freq_, false);
   be_.join(kv_section);
-  Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
-  be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
   if (w.c_wkv) compress(x, seqs, first_position);
   std::vector<Tensor> topk, candidates;
   if (w.i_wq_b) topk = index(qr, x, positions, seqs, first_position, candidates);
@@ -383,15 +388,14 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
       a.compressed = EntryCache{&c.entries, entries};
       a.topk = topk.empty() ? &c.reuse_topk : &topk[s];
     }
-    be_.sparse_attention(a, o_s);
-    std::vector<int64_t> src, slots;  // the last min(n, W) rows enter the ring
+    be_.sparse_attention_unrotated(a, inv_freq_, o_s);  // as attention_layer.cpp, unobserved
+    std::vector<int64_t> src, slots;                    // the last min(n, W) rows enter the ring
     for (int64_t j = std::max<int64_t>(0, per_seq - W); j < per_seq; ++j) {
       src.push_back(j);
       slots.push_back((first_position + j) % W);
     }
     be_.scatter_rows(kv_s, src, c.ring, slots);
   }
-  be_.rope(o, D, positions, inv_freq_, true);
   Tensor z = be_.alloc(DType::F32, Shape{n, w.wo_a.out});
   be_.grouped_linear(o, w.wo_a, w.wo_a.out / t_.o_lora_rank, z);
   Tensor a = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
@@ -423,17 +427,17 @@ Tensor SyntheticLayer::moe(const Tensor& x, Tensor* ids_out) {
   if (ahead) {
     be_.join(shared_done);
     be_.moe_routed_experts_plus(x, ids, weights, w.expert_ptrs, shared_y, limit, y);
-  } else {
-    be_.moe_experts(x, ids, weights, w.expert_ptrs, w.shared ? &*w.shared : nullptr, limit, y);
+    be_.round_bf16(y);
+  } else {  // one device: rounded where the sums are made (StepRunner::moe)
+    be_.moe_experts_rounded(x, ids, weights, w.expert_ptrs, w.shared ? &*w.shared : nullptr, limit,
+                            y);
   }
-  be_.round_bf16(y);
   if (ids_out) *ids_out = ids;
   return y;
 }
 
-Tensor SyntheticLayer::step(const Tensor& X, const Tensor& pre_in,
-                            std::span<const int64_t> positions, std::vector<SeqCache*>& seqs,
-                            int64_t first_position, bool prefill) {
+Tensor SyntheticLayer::step(const Tensor& X, const Tensor& u, std::span<const int64_t> positions,
+                            std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill) {
   const Weights& w = *w_;
   const int64_t n = X.rows(), hc = t_.hc_mult, D = t_.hidden_size;
   const float eps = static_cast<float>(t_.rms_norm_eps);
@@ -441,22 +445,18 @@ Tensor SyntheticLayer::step(const Tensor& X, const Tensor& pre_in,
   auto f32 = [&](Shape s) { return be_.alloc(DType::F32, s); };
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
   Backend::Beside mixes = be_.hc_mixes_beside(X, w.hc_attn, hs, pre_a, post_a, comb_a);
-  Tensor u = f32(Shape{n, D});
-  be_.hc_collapse(X, pre_in, u);
-  be_.rms_norm(u, &w.attn_norm, eps, u);
   Tensor a = attention(u, positions, seqs, first_position, prefill);
   be_.join(mixes);
-  Tensor X1 = f32(Shape{n, hc, D});
-  be_.hc_expand(X, a, post_a, comb_a, X1);
+  Tensor X1 = f32(Shape{n, hc, D}), u2 = f32(Shape{n, D});
+  be_.hc_expand_collapse_norm(X, a, post_a, comb_a, pre_a, w.ffn_norm, eps, X1, u2);
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
   mixes = be_.hc_mixes_beside(X1, w.hc_ffn, hs, pre_f, post_f, comb_f);
-  Tensor u2 = f32(Shape{n, D});
-  be_.hc_collapse(X1, pre_a, u2);
-  be_.rms_norm(u2, &w.ffn_norm, eps, u2);
   Tensor y = moe(u2, nullptr);
   be_.join(mixes);
-  Tensor X2 = f32(Shape{n, hc, D});
-  be_.hc_expand(X1, y, post_f, comb_f, X2);
+  // The next block's input with the streams (StepRunner::run_block): this layer's norm stands in
+  // for the next one's.
+  Tensor X2 = f32(Shape{n, hc, D}), next_u = f32(Shape{n, D});
+  be_.hc_expand_collapse_norm(X1, y, post_f, comb_f, pre_f, w.attn_norm, eps, X2, next_u);
   return X2;
 }
 
@@ -464,8 +464,8 @@ void SyntheticLayer::decode(int input) {
   std::vector<int64_t> positions(static_cast<size_t>(seqs_), context_);
   std::vector<SeqCache*> seqs;
   for (auto& c : caches_) seqs.push_back(c.get());
-  step(inputs_[static_cast<size_t>(input % 4)], pre_in_[static_cast<size_t>(input % 4)], positions,
-       seqs, context_, false);
+  const size_t i = static_cast<size_t>(input % 4);
+  step(inputs_[i], attn_in_[i], positions, seqs, context_, false);
 }
 
 void SyntheticLayer::prefill(int64_t tokens) {
@@ -477,6 +477,9 @@ void SyntheticLayer::prefill(int64_t tokens) {
     cuda_bench::fill(be_, prefill_x_, FillSpec{Fill::F32, 5, -1.0f, 1.0f});
     prefill_pre_ = be_.alloc(DType::F32, Shape{tokens, hc});
     cuda_bench::fill(be_, prefill_pre_, FillSpec{Fill::F32, 6, 0.1f, 0.5f});
+    prefill_u_ = be_.alloc(DType::F32, Shape{tokens, D});
+    be_.hc_collapse_norm(prefill_x_, prefill_pre_, w_->attn_norm,
+                         static_cast<float>(t_.rms_norm_eps), prefill_u_);
   }
   SeqCache& c = *prefill_cache_;
   c.ring_positions.assign(c.ring_positions.size(), -1);  // an empty sequence again
@@ -485,7 +488,7 @@ void SyntheticLayer::prefill(int64_t tokens) {
   std::vector<SeqCache*> seqs = {&c};
   std::vector<int64_t> positions(static_cast<size_t>(tokens));
   std::iota(positions.begin(), positions.end(), int64_t{0});
-  step(prefill_x_, prefill_pre_, positions, seqs, 0, true);
+  step(prefill_x_, prefill_u_, positions, seqs, 0, true);
 }
 
 StepBytes SyntheticLayer::decode_bytes(int input) {
@@ -493,8 +496,8 @@ StepBytes SyntheticLayer::decode_bytes(int input) {
   // The routed experts of this input: the same ffn input as a decode step makes.
   const int64_t D = t_.hidden_size, n = X.rows();
   Tensor u = be_.alloc(DType::F32, Shape{n, D});
-  be_.hc_collapse(X, pre_in_[static_cast<size_t>(input % 4)], u);
-  be_.rms_norm(u, &w_->ffn_norm, static_cast<float>(t_.rms_norm_eps), u);
+  be_.hc_collapse_norm(X, pre_in_[static_cast<size_t>(input % 4)], w_->ffn_norm,
+                       static_cast<float>(t_.rms_norm_eps), u);
   Tensor ids;
   moe(u, &ids);
   std::vector<int32_t> host(static_cast<size_t>(ids.numel()));

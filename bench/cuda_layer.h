@@ -56,7 +56,8 @@ class SyntheticLayer {
  private:
   struct Weights;
   struct SeqCache;
-  Tensor step(const Tensor& X, const Tensor& pre_in, std::span<const int64_t> positions,
+  // u: X's attention input (attn_in_, prefill_u_).
+  Tensor step(const Tensor& X, const Tensor& u, std::span<const int64_t> positions,
               std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill);
   Tensor attention(const Tensor& x, std::span<const int64_t> positions,
                    std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill);
@@ -77,6 +78,10 @@ class SyntheticLayer {
   int64_t prefill_tokens_ = 0;
   Tensor prefill_x_, prefill_pre_;
   std::vector<Tensor> inputs_, pre_in_;  // 4 input sets [seqs, hc, D] and the incoming pre
+  // Their attention inputs, which in a model the previous block's last op makes
+  // (StepRunner::next_attn_input_): made once, outside the timed steps.
+  std::vector<Tensor> attn_in_;
+  Tensor prefill_u_;
   std::vector<float> inv_freq_;
 };
 

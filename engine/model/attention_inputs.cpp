@@ -10,21 +10,24 @@ AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
   const int64_t n = x.rows(), D = text.head_dim, H = A.sink.dim(0);
   const float eps = static_cast<float>(text.rms_norm_eps);
   AttentionInputs in;
-  // The key/value row does not depend on the query: a backend may compute it beside the query's
-  // two linears (a decode step's small kernels of one beside the other's weight reads).
+  // The key/value row does not depend on the query: a backend may compute it, quantisation
+  // included, beside the query's two linears (a decode step's small kernels of one beside the
+  // other's weight reads).
   be.beside_begin();
-  in.kv = be.alloc(DType::F32, Shape{n, D});
-  be.linear(x, A.wkv, kQuantLinear, in.kv);
-  be.rms_norm(in.kv, &A.kv_norm, eps, in.kv);
-  be.rope(in.kv, D, positions, inv_freq, false);
-  const Backend::Beside kv = be.beside_end();
+  Tensor kv = be.alloc(DType::F32, Shape{n, D});
+  be.linear(x, A.wkv, kQuantLinear, kv);
+  be.rms_norm(kv, &A.kv_norm, eps, kv);
+  be.rope(kv, D, positions, inv_freq, false);
+  in.step_kv = be.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
+  be.quantize_rows(KvFormat::Fp8Window, kv, in.step_kv, 0);
+  const Backend::Beside kv_done = be.beside_end();
   in.qr = be.alloc(DType::F32, Shape{n, text.q_lora_rank});
   be.linear(x, A.wq_a, kQuantLinear, in.qr);
   be.rms_norm(in.qr, &A.q_norm, eps, in.qr);
   in.q = be.alloc(DType::F32, Shape{n, H, D});
   be.linear(in.qr, A.wq_b, kQuantLinear, in.q);
   be.rope(in.q, D, positions, inv_freq, false);
-  be.join(kv);
+  be.join(kv_done);
   return in;
 }
 

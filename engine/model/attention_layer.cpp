@@ -17,10 +17,8 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
   const int64_t n = n_rows_, D = text_.head_dim, H = A.sink.dim(0);
 
   const AttentionInputs in = project_attention_inputs(be_, A, text_, x, positions_, freq);
-  const Tensor &qr = in.qr, &q = in.q, &kv = in.kv;
+  const Tensor &qr = in.qr, &q = in.q, &step_kv = in.step_kv;
   observe(layer, "attn_q", q);
-  Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
-  be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
 
   if (A.compressor && !compressed_done) compress(layer, x);
   if (A.indexer) index(layer, qr, x);
@@ -44,7 +42,11 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
       args.compressed = EntryCache{&g.entries, g.n_entries};
       args.topk = &topk_[static_cast<size_t>(s.seq)].at(role.index_source);
     }
-    be_.sparse_attention(args, o_s);
+    // Observed, the output is handed over before and after its RoPE is undone.
+    if (obs_)
+      be_.sparse_attention(args, o_s);
+    else
+      be_.sparse_attention_unrotated(args, freq, o_s);
     // The last min(n, W) rows of this step enter the ring.
     std::vector<int64_t> src, slots;
     for (int64_t j = std::max<int64_t>(0, s.n_rows - W); j < s.n_rows; ++j) {
@@ -55,9 +57,11 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
     be_.scatter_rows(kv_s, src, ring.rows, slots);
   }
 
-  observe(layer, "attn_raw", o);
-  be_.rope(o, D, positions_, freq, true);
-  observe(layer, "attn_unrot", o);
+  if (obs_) {
+    observe(layer, "attn_raw", o);
+    be_.rope(o, D, positions_, freq, true);
+    observe(layer, "attn_unrot", o);
+  }
   const int64_t groups = A.wo_a.out / text_.o_lora_rank;
   Tensor z = f32(Shape{n, A.wo_a.out});
   be_.grouped_linear(o, A.wo_a, groups, z);

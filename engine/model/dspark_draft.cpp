@@ -215,8 +215,7 @@ void DsparkDrafter::read_back(const Results& res, bool with_logits, DraftBlock& 
 
 Tensor DsparkDrafter::norm_input(const Tensor& X, const Tensor& pre, const Tensor& norm) {
   Tensor u = f32(Shape{X.rows(), text_.hidden_size});
-  be_.hc_collapse(X, pre, u);
-  be_.rms_norm(u, &norm, static_cast<float>(text_.rms_norm_eps), u);
+  be_.hc_collapse_norm(X, pre, norm, static_cast<float>(text_.rms_norm_eps), u);
   return u;
 }
 
@@ -231,11 +230,12 @@ void DsparkDrafter::run_stage(int64_t stage, const DraftState& state,
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
   be_.hc_mixes(X, L.hc_attn, hs, pre_a, post_a, comb_a);
   Tensor a = attention(stage, state, positions, norm_input(X, pre, L.attn_norm));
-  Tensor X1 = f32(Shape{n, hc, dim});
-  be_.hc_expand(X, a, post_a, comb_a, X1);
+  Tensor X1 = f32(Shape{n, hc, dim}), u = f32(Shape{n, dim});
+  be_.hc_expand_collapse_norm(X, a, post_a, comb_a, pre_a, L.ffn_norm,
+                              static_cast<float>(text_.rms_norm_eps), X1, u);
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
   be_.hc_mixes(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
-  Tensor y = moe(stage, norm_input(X1, pre_a, L.ffn_norm));
+  Tensor y = moe(stage, u);
   Tensor X2 = f32(Shape{n, hc, dim});
   be_.hc_expand(X1, y, post_f, comb_f, X2);
   X = X2;
@@ -253,7 +253,7 @@ Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
   const AttentionWeights& A = w_.stages[static_cast<size_t>(stage)].attn;
   const int64_t n = x.rows(), D = text_.head_dim, H = A.sink.dim(0), W = text_.sliding_window;
   const AttentionInputs in = project_attention_inputs(be_, A, text_, x, positions, rope_);
-  const Tensor &q = in.q, &kv = in.kv;
+  const Tensor& q = in.q;
 
   const int64_t row_bytes = kv_row_bytes(KvFormat::Fp8Window, D);
   // The ring slots in slot order: with the whole window seeded, the first min(W, P) slots.
@@ -270,9 +270,7 @@ Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
     block_dst.push_back(listed + j);
   }
   if (listed > 0) be_.scatter_rows(ring.rows, ring_src, list, list_rows);
-  Tensor block_kv = be_.alloc(DType::U8, Shape{n, row_bytes});
-  be_.quantize_rows(KvFormat::Fp8Window, kv, block_kv, 0);
-  be_.scatter_rows(block_kv, block_src, list, block_dst);
+  be_.scatter_rows(in.step_kv, block_src, list, block_dst);
   std::vector<int64_t> list_positions(static_cast<size_t>(slots), -1);
   for (int64_t i = 0; i < listed + n; ++i) list_positions[static_cast<size_t>(i)] = i;
   const std::vector<int64_t> query_positions(static_cast<size_t>(n), slots - 1);
@@ -285,13 +283,14 @@ Tensor DsparkDrafter::attention(int64_t stage, const DraftState& state,
   args.sink = &A.sink;
   args.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
   be_.sparse_attention(args, o);
-  be_.rope(o, D, positions, rope_, true);
+  be_.rope(o, D, positions, rope_, true);  // the real positions, not the list's
   const int64_t groups = A.wo_a.out / text_.o_lora_rank;
   Tensor z = f32(Shape{n, A.wo_a.out});
   be_.grouped_linear(o, A.wo_a, groups, z);
   Tensor a = f32(Shape{n, text_.hidden_size});
-  be_.linear(z, A.wo_b, LinearMode{LinearInput::ActQuantFp8, LinearOutput::F32}, a);
-  be_.round_bf16(a);  // one device: the all-reduce is the identity
+  // One device: the all-reduce is the identity, and the linear rounds its sums itself (the
+  // values of rounding them afterwards, one launch fewer on a GPU).
+  be_.linear(z, A.wo_b, kQuantLinear, a);
   return a;
 }
 
@@ -306,9 +305,8 @@ Tensor DsparkDrafter::moe(int64_t stage, const Tensor& x) {
                          static_cast<float>(text_.routed_scaling_factor), text_.norm_topk_prob};
   be_.moe_route(logits, M.bias, nullptr, {}, rs, ids, weights);  // drafts are text: no VL bias
   Tensor y = f32(Shape{n, text_.hidden_size});
-  be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr,
-                  static_cast<float>(text_.swiglu_limit), y);
-  be_.round_bf16(y);
+  be_.moe_experts_rounded(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr,
+                          static_cast<float>(text_.swiglu_limit), y);
   return y;
 }
 

@@ -31,11 +31,16 @@ Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
                 weights);
   if (obs_) obs_->on_experts(layer, rows_, to_host(ids), to_host(weights));
   Tensor y = f32(Shape{n, text_.hidden_size});
+  const ExpertWeights* shared = M.shared ? &*M.shared : nullptr;
   if (ahead) {
     be_.join(shared_done);
     be_.moe_routed_experts_plus(x, ids, weights, M.experts, shared_y, limit, y);
+  } else if (model_.comm_->world() == 1) {
+    // Nothing to reduce: the backend rounds the sums where it makes them.
+    be_.moe_experts_rounded(x, ids, weights, M.experts, shared, limit, y);
+    return y;
   } else {
-    be_.moe_experts(x, ids, weights, M.experts, M.shared ? &*M.shared : nullptr, limit, y);
+    be_.moe_experts(x, ids, weights, M.experts, shared, limit, y);
   }
   all_reduce_and_round(y);
   return y;

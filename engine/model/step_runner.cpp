@@ -112,6 +112,7 @@ void StepRunner::run() {
   const bool graph = n_rows_ <= kGraphRows && !obs_;
   if (graph) be_.step_graph_begin();
   Tensor logits;
+  next_attn_input_ = Tensor();
   try {
     embed();
     const int64_t n_layers = text_.num_hidden_layers;
@@ -150,8 +151,7 @@ void StepRunner::override_input(int64_t layer) {
 
 Tensor StepRunner::attn_input(const Tensor& X, const Tensor& pre, const Tensor& norm) {
   Tensor u = f32(Shape{X.rows(), text_.hidden_size});
-  be_.hc_collapse(X, pre, u);
-  be_.rms_norm(u, &norm, static_cast<float>(text_.rms_norm_eps), u);
+  be_.hc_collapse_norm(X, pre, norm, static_cast<float>(text_.rms_norm_eps), u);
   return u;
 }
 
@@ -188,11 +188,17 @@ void StepRunner::run_block(int64_t layer) {
     observe(layer, "hc_attn_post", post_a);
     observe(layer, "hc_attn_comb", comb_a);
   }
-  Tensor a = attention(layer, attn_input(X_, pre_, L.attn_norm), compressed_done);
+  const Tensor attn_in =
+      next_attn_input_.defined() ? next_attn_input_ : attn_input(X_, pre_, L.attn_norm);
+  next_attn_input_ = Tensor();
+  Tensor a = attention(layer, attn_in, compressed_done);
   if (obs_) obs_->on_attn_out(layer, rows_, to_host(a));
   be_.join(mixes);
-  Tensor X1 = f32(Shape{n, hc, D});
-  be_.hc_expand(X_, a, post_a, comb_a, X1);
+  // The streams after attention and the FFN's input in one op (the single-pass mHC: the FFN's
+  // input takes the attention's pre mix, not its own).
+  Tensor X1 = f32(Shape{n, hc, D}), u = f32(Shape{n, D});
+  be_.hc_expand_collapse_norm(X_, a, post_a, comb_a, pre_a, L.ffn_norm,
+                              static_cast<float>(text_.rms_norm_eps), X1, u);
 
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
   mixes = be_.hc_mixes_beside(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
@@ -202,14 +208,26 @@ void StepRunner::run_block(int64_t layer) {
     observe(layer, "hc_ffn_post", post_f);
     observe(layer, "hc_ffn_comb", comb_f);
   }
-  Tensor y = moe(layer, attn_input(X1, pre_a, L.ffn_norm));
+  Tensor y = moe(layer, u);
   if (obs_) obs_->on_ffn_out(layer, rows_, to_host(y));
   be_.join(mixes);
   Tensor X2 = f32(Shape{n, hc, D});
-  be_.hc_expand(X1, y, post_f, comb_f, X2);
+  if (next_input_follows(layer + 1)) {
+    next_attn_input_ = f32(Shape{n, D});
+    be_.hc_expand_collapse_norm(X1, y, post_f, comb_f, pre_f,
+                                w_.layers[static_cast<size_t>(layer + 1)].attn_norm,
+                                static_cast<float>(text_.rms_norm_eps), X2, next_attn_input_);
+  } else {
+    be_.hc_expand(X1, y, post_f, comb_f, X2);
+  }
   X_ = X2;
   pre_ = pre_f;
   if (obs_) obs_->on_block_out(layer, rows_, to_host(X_), to_host(pre_));
+}
+
+bool StepRunner::next_input_follows(int64_t layer) const {
+  return layer < text_.num_hidden_layers && !obs_ &&
+         !model_.roles_[static_cast<size_t>(layer)].engram && layer != model_.decoder_first_;
 }
 
 void StepRunner::shrink_to_decoder_rows() {

@@ -71,6 +71,9 @@ class StepRunner {
         .subspan(static_cast<size_t>(s.first_row), static_cast<size_t>(s.n_rows));
   }
   void all_reduce_and_round(Tensor& t);
+  // Whether block `layer` takes its attention input straight from the previous block's streams:
+  // no Engram update, decoder cut or observer between them.
+  bool next_input_follows(int64_t layer) const;
 
   Model& model_;
   Backend& be_;
@@ -85,6 +88,9 @@ class StepRunner {
   std::vector<RowInfo> rows_;       // per row of the current row set
   Tensor X_;                        // [n_rows, hc, D] the residual streams
   Tensor pre_;                      // [n_rows, hc] the incoming pre-mix of the next block
+  // [n_rows, D] the next block's attention input, made with X_ by the previous block's last op
+  // where nothing comes between the two (next_input_follows); consumed by the next block.
+  Tensor next_attn_input_;
   // Per sequence: top-k [n_rows, k] I32 of each index source, candidate blocks of the candidate
   // source, by layer.
   std::vector<std::map<int64_t, Tensor>> topk_, candidates_;

@@ -13,6 +13,32 @@ Tensor Backend::zeros(DType dtype, Shape shape) {
   return t;
 }
 
+void Backend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor& norm, float eps,
+                               Tensor& u) {
+  hc_collapse(X, pre, u);
+  rms_norm(u, &norm, eps, u);
+}
+
+void Backend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, const Tensor& post,
+                                      const Tensor& comb, const Tensor& pre, const Tensor& norm,
+                                      float eps, Tensor& out, Tensor& u) {
+  hc_expand(X, y, post, comb, out);
+  hc_collapse_norm(out, pre, norm, eps, u);
+}
+
+void Backend::sparse_attention_unrotated(const AttentionArgs& args, std::span<const float> inv_freq,
+                                         Tensor& out) {
+  sparse_attention(args, out);
+  rope(out, out.dim(out.shape().rank() - 1), args.positions, inv_freq, true);
+}
+
+void Backend::moe_experts_rounded(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                  std::span<const ExpertWeights* const> experts,
+                                  const ExpertWeights* shared, float swiglu_limit, Tensor& y) {
+  moe_experts(x, ids, weights, experts, shared, swiglu_limit, y);
+  round_bf16(y);
+}
+
 void Backend::moe_shared_expert(const Tensor& x, const ExpertWeights& shared, float swiglu_limit,
                                 Tensor& y) {
   // One routed slot a row whose expert lives elsewhere (skipped): y = the shared term.

@@ -214,6 +214,15 @@ class Backend {
   // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j); out must not alias X.
   virtual void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                          Tensor& out) = 0;
+  // A sublayer's input: u [n, D] = rms_norm(hc_collapse(X, pre)) with weight `norm` [D]. One op so
+  // that a backend may fuse the two (a decode step's launches on a GPU). Default: the two ops.
+  virtual void hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor& norm, float eps,
+                                Tensor& u);
+  // The end of one sublayer and the next one's input: out = hc_expand(X, y, post, comb), then u =
+  // hc_collapse_norm(out, pre, norm, eps). Default: the ops in turn.
+  virtual void hc_expand_collapse_norm(const Tensor& X, const Tensor& y, const Tensor& post,
+                                       const Tensor& comb, const Tensor& pre, const Tensor& norm,
+                                       float eps, Tensor& out, Tensor& u);
 
   // -- KV caches --
   // Rows of x [n, dim] quantised into dst rows [first_row, first_row + n) in `format`.
@@ -241,6 +250,11 @@ class Backend {
   // out [n, H, D] bf16: attention over the window keys and the top-k compressed entries with the
   // per-head sink (docs/numerics.md "Sparse attention").
   virtual void sparse_attention(const AttentionArgs& args, Tensor& out) = 0;
+  // sparse_attention, then RoPE undone on out (rope(out, head dim, args.positions, inv_freq,
+  // inverse)): the attention output as the output projection reads it, in one op so that a
+  // backend may unrotate where it writes out. Default: the two ops.
+  virtual void sparse_attention_unrotated(const AttentionArgs& args,
+                                          std::span<const float> inv_freq, Tensor& out);
 
   // -- MoE --
   // ids [n, k] I32 (torch.topk(sorted) of the biased scores: descending, ties as torch), weights
@@ -254,6 +268,11 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                            std::span<const ExpertWeights* const> experts,
                            const ExpertWeights* shared, float swiglu_limit, Tensor& y) = 0;
+  // y = bf16(moe_experts(...)): the sublayer's output where no all-reduce comes between the sum
+  // and its rounding (one device), so that a backend may round where it sums. Default: the two.
+  virtual void moe_experts_rounded(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                   std::span<const ExpertWeights* const> experts,
+                                   const ExpertWeights* shared, float swiglu_limit, Tensor& y);
   // The shared expert beside the router. It does not depend on the routing, so where a backend
   // gains from it (shared_expert_beside_router: the CUDA backend at decode sizes, where the gate
   // and the router leave the GPU's bandwidth idle) the model computes its term first, in a beside

@@ -2,7 +2,8 @@
 // definition (per query and head, an online softmax over consecutive blocks of 64 list slots —
 // the W window slots, then the top-k columns — with BF16-rounded p in the value sum and the sink
 // added to the denominator at the end): within 2 BF16 ulps at the larger of the value and 1/8 of
-// the output's RMS (a score one FP32 ulp apart can move a BF16 p by one of its ulps).
+// the output's RMS (a score one FP32 ulp apart can move a BF16 p by one of its ulps); with its
+// RoPE undone in the same op (sparse_attention_unrotated), the bits of the two ops.
 #include "engine/ops/cpu/kernels.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -141,6 +142,10 @@ class CudaAttentionTest : public CudaOpTest {
     a.sink = &sink_t.gpu;
     a.softmax_scale = scale;
     const std::vector<float> want = reference(c, q, ring, step, entries, topk, sink, scale);
+    std::vector<float> freq(static_cast<size_t>(std::min<int64_t>(32, D / 4)));
+    for (size_t i = 0; i < freq.size(); ++i)
+      freq[i] =
+          std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(freq.size() * 2));
     // The CUDA-core kernels with the head dim undivided and in 4 parts (decode's), the
     // tensor-core kernel (prefill's; shapes it does not take fall back to the undivided ones),
     // then as picked.
@@ -153,9 +158,16 @@ class CudaAttentionTest : public CudaOpTest {
     for (const auto& [k, name] : kernels) {
       gpu().set_attention_kernels(k);
       gpu().sparse_attention(a, out);
-      expect_bf16_close(from_gpu<float>(out), want, 2.0, rms(want) / 8,
-                        "attention H=" + std::to_string(H) + " D=" + std::to_string(D) +
-                            " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) + " " + name);
+      const std::string what = "attention H=" + std::to_string(H) + " D=" + std::to_string(D) +
+                               " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) + " " +
+                               name;
+      expect_bf16_close(from_gpu<float>(out), want, 2.0, rms(want) / 8, what);
+      // With RoPE undone where the output is written (the combine kernel) or after it: the two
+      // ops' bits.
+      gpu().rope(out, D, c.positions, freq, true);
+      Tensor unrotated = gpu_poisoned(DType::F32, Shape{n, H, D});
+      gpu().sparse_attention_unrotated(a, freq, unrotated);
+      expect_identical(from_gpu<float>(unrotated), from_gpu<float>(out), what + ", unrotated");
     }
     gpu().set_attention_kernels(K::Auto);
   }

@@ -1,6 +1,7 @@
 // mHC and Engram on the CUDA backend against cpu-reference on random inputs: the mixes (FP32
 // outputs after the dot products over hc*D and Sinkhorn) within 1e-4 absolute, collapse and
-// expansion bit-identical (same rounding order), Engram's gather bit-identical and its gated
+// expansion bit-identical (same rounding order), the fused collapse-and-norm ops within a BF16 ulp
+// (their streams bit-identical), Engram's gather bit-identical and its gated
 // update within 1 BF16 ulp.
 #include <string>
 #include <tuple>
@@ -82,6 +83,27 @@ class CudaHcTest : public CudaOpTest {
     gpu().hc_expand(X.gpu, y.gpu, post2.gpu, comb2.gpu, out.gpu);
     cpu().hc_expand(X.cpu, y.cpu, post2.cpu, comb2.cpu, out.cpu);
     expect_identical(from_gpu<float>(out.gpu), from_cpu<float>(out.cpu), "expand");
+
+    // The fused sublayer boundaries (one kernel a row where d is a multiple of 4, else the
+    // composed ops): the streams bit-identical, the normed input within an ulp (the squares'
+    // sum order is not rms_norm's).
+    Pair norm = both_f32(Shape{d}, random_uniform(static_cast<size_t>(d), seed + 4, 0.5f, 1.5f));
+    Pair un = both_alloc(DType::F32, Shape{n, d});
+    un.gpu = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().hc_collapse_norm(X.gpu, pre2.gpu, norm.gpu, 1e-6f, un.gpu);
+    cpu().hc_collapse_norm(X.cpu, pre2.cpu, norm.cpu, 1e-6f, un.cpu);
+    expect_bf16_close(from_gpu<float>(un.gpu), from_cpu<float>(un.cpu), 1.0, 0.0,
+                      "collapse and norm");
+    Pair out2 = both_alloc(DType::F32, Shape{n, hc, d});
+    out2.gpu = gpu_poisoned(DType::F32, Shape{n, hc, d});
+    un.gpu = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().hc_expand_collapse_norm(X.gpu, y.gpu, post2.gpu, comb2.gpu, pre2.gpu, norm.gpu, 1e-6f,
+                                  out2.gpu, un.gpu);
+    cpu().hc_expand_collapse_norm(X.cpu, y.cpu, post2.cpu, comb2.cpu, pre2.cpu, norm.cpu, 1e-6f,
+                                  out2.cpu, un.cpu);
+    expect_identical(from_gpu<float>(out2.gpu), from_cpu<float>(out.cpu), "expand, fused");
+    expect_bf16_close(from_gpu<float>(un.gpu), from_cpu<float>(un.cpu), 1.0, 0.0,
+                      "expand, collapse and norm");
   }
 };
 
@@ -101,6 +123,7 @@ TEST_F(CudaHcTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
   check_mixes(1, 4, 5120, 4);
   check_mixes(9, 4, 5120, 5);
+  check_mixes(2, 4, 6148, 7);  // past the fused kernel's 6144 values a row: the composed ops
 }
 
 class CudaEngramTest : public CudaOpTest {};

@@ -2,7 +2,8 @@
 // and weights within 1e-6 relative; the experts (grouped launch up to 8 rows; beyond, the
 // tensor-core kernels where the shapes allow, else per-expert GEMMs) within 4 BF16 ulps at the
 // larger of the value and the output's RMS: each expert's output is rounded to BF16, and a gate or
-// up value one ulp apart (FP32 order) can move it by one of its ulps.
+// up value one ulp apart (FP32 order) can move it by one of its ulps; moe_experts_rounded gives
+// the BF16 values of moe_experts' sums bit for bit.
 #include <deque>
 
 #include "tests/cuda/cuda_test_util.h"
@@ -92,6 +93,13 @@ class CudaMoeTest : public CudaOpTest {
       expect_identical(from_gpu<float>(yg), want, what);
     else
       expect_bf16_close(from_gpu<float>(yg), want, 4.0, rms(want), what);
+    // Rounded where the sums are made (one device): those sums' BF16 values, bit for bit.
+    Tensor yr = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().moe_experts_rounded(x.gpu, id.gpu, w.gpu, eg, with_shared ? &shared.first : nullptr,
+                              limit, yr);
+    std::vector<float> rounded = from_gpu<float>(yg);
+    for (float& v : rounded) v = flashdesk::round_bf16(v);
+    expect_identical(from_gpu<float>(yr), rounded, what + ", rounded");
     if (!with_shared) return;
     // The shared expert's term first (beside the router in the model), then the routed experts
     // with it added last: the CUDA kernels where shared_expert_beside_router says so, else the

@@ -105,6 +105,29 @@ TEST_P(HcTest, CollapseAndExpandByHand) {
   EXPECT_EQ(host<float>(out), (std::vector<float>{11, 22, 5 + 0.5f + 6, 10 + 1 + 8}));
 }
 
+// The fused sublayer boundaries: rms_norm (weight w) of the collapse, and the expansion's streams
+// with the collapse of those.
+TEST_P(HcTest, CollapseAndNormByHand) {
+  Tensor X = f32(Shape{1, 2, 2}, {1, 2, 3, 4});
+  Tensor pre = f32(Shape{1, 2}, {0.5f, 0.25f}), w = f32(Shape{2}, {1, 2});
+  const auto normed = [](double a, double b) {  // [a, b] normed, times w
+    const double r = 1.0 / std::sqrt((a * a + b * b) / 2.0);
+    return std::vector<double>{a * r, 2.0 * b * r};
+  };
+  const auto expect_bf16 = [](const std::vector<float>& got, const std::vector<double>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 4e-3 * std::abs(want[i]));
+  };
+  Tensor u = be().alloc(DType::F32, Shape{1, 2});
+  be().hc_collapse_norm(X, pre, w, 0.0f, u);
+  expect_bf16(host<float>(u), normed(1.25, 2.0));
+  Tensor y = f32(Shape{1, 2}, {10, 20}), post = f32(Shape{1, 2}, {1, 0.5f});
+  Tensor comb = f32(Shape{1, 2, 2}, {1, 0.5f, 0, 2}), out = be().alloc(DType::F32, Shape{1, 2, 2});
+  be().hc_expand_collapse_norm(X, y, post, comb, pre, w, 0.0f, out, u);
+  EXPECT_EQ(host<float>(out), (std::vector<float>{11, 22, 5 + 0.5f + 6, 10 + 1 + 8}));
+  expect_bf16(host<float>(u), normed(0.5 * 11 + 0.25 * 11.5, 0.5 * 22 + 0.25 * 19));
+}
+
 FD_BACKEND_TEST_SUITE(HcTest);
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/util/numeric.h"
 #include "engine/util/quant.h"
 #include "tests/engine/backend_test_util.h"
 
@@ -169,6 +170,12 @@ TEST_P(MoeExpertsTest, SharedTermAheadThenRoutedGivesTheSameSum) {
   be().moe_shared_expert(x, shared, 1.5f, term);
   be().moe_routed_experts_plus(x, ids, w, ptrs, term, 1.5f, ahead);
   EXPECT_EQ(host<float>(ahead), host<float>(whole));
+  // Rounded where summed (one device): the same sums' BF16 values.
+  Tensor rounded = be().alloc(DType::F32, Shape{n, kD});
+  be().moe_experts_rounded(x, ids, w, ptrs, &shared, 1.5f, rounded);
+  std::vector<float> want = host<float>(whole);
+  for (float& v : want) v = round_bf16(v);
+  EXPECT_EQ(host<float>(rounded), want);
 }
 
 FD_BACKEND_TEST_SUITE(MoeTest);

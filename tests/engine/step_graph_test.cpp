@@ -2,13 +2,16 @@
 // launched as CUDA graphs give the logits of the same steps launched kernel by kernel, to the bit
 // (the same kernels on the same inputs), also where a host read cuts a step into several graphs
 // (routed experts in host memory); and the graphs of later steps are updated in place, not
-// instantiated anew. Skipped without a CUDA device (the cuda-emu build runs it on the emulation,
+// instantiated anew; the fused ops give the logits of their separate kernels within the goldens'
+// bound. Skipped without a CUDA device (the cuda-emu build runs it on the emulation,
 // where only the bookkeeping and the staging of host values are real).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/ops/cuda/cuda_devices.h"
+#include "tests/engine/golden_test_util.h"
 #include "tests/engine/model_test_util.h"
 #ifdef FLASHDESK_HAVE_CUDA
 #include "engine/ops/cuda/cuda_backend.h"
@@ -65,6 +68,29 @@ TEST(StepGraphs, DecodeStepsGiveTheLogitsOfPlainLaunches) {
   EXPECT_GT(c.updates, 0u);
   EXPECT_LT(c.instantiations, static_cast<uint64_t>(kSteps) / 2);
   EXPECT_EQ(c.updates + c.instantiations, c.launches);
+#endif
+}
+
+// The unobserved steps take the fused ops (one kernel for a sublayer boundary's expansion,
+// collapse and norm, the experts' sums rounded where made, the attention's RoPE undone where its
+// output is written): the logits of their separate kernels within the goldens' logits bound (the
+// norms' squares are summed in another order), and every step's argmax the same.
+TEST(StepGraphs, FusedOpsGiveTheLogitsOfTheSeparateKernels) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  CudaBackend fused(0), separate(0);
+  separate.set_fused_ops(false);
+  const auto want = run_steps(separate, false, -1);
+  const auto got = run_steps(fused, false, -1);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_LE(relative_rms(want[i], got[i]), 1e-2) << "step " << i;
+    EXPECT_EQ(std::max_element(want[i].begin(), want[i].end()) - want[i].begin(),
+              std::max_element(got[i].begin(), got[i].end()) - got[i].begin())
+        << "step " << i;
+  }
 #endif
 }
 

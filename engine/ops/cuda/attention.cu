@@ -260,7 +260,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // grid (n, heads): the parts (32-slot halves here, 64-slot blocks from attention_split_tc.cu)
-// combined, the sink added, out = bf16(acc / denominator).
+// combined, the sink added, out = bf16(acc / denominator); with a.unrotate_freq, then RoPE undone
+// on the head's rope pairs as rope_kernel does it (one launch a layer fewer).
 __global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* part_m,
                                     const float* part_s, const float* part_acc, const float* sink,
                                     float* out) {
@@ -281,6 +282,11 @@ __global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* par
     }
     out[(t * a.heads + h) * a.dim + d] = m <= kMinit ? 0.0f : round_bf16(acc / denom);
   }
+  if (a.unrotate_freq == nullptr) return;
+  __syncthreads();  // the block's outputs written (and visible to the block) before the pairs
+  float* rot = out + (t * a.heads + h) * a.dim + a.dim - 2 * a.rope_pairs;
+  for (int64_t p = threadIdx.x; p < a.rope_pairs; p += blockDim.x)
+    rope_pair(rot + 2 * p, a.positions[t], a.unrotate_freq[p], -1.0f);
 }
 
 }  // namespace
@@ -289,6 +295,17 @@ __global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* par
 using cuda::ptr;
 
 void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
+  attend(args, {}, out);
+}
+
+void CudaBackend::sparse_attention_unrotated(const AttentionArgs& args,
+                                             std::span<const float> inv_freq, Tensor& out) {
+  if (!fuse_) return Backend::sparse_attention_unrotated(args, inv_freq, out);
+  attend(args, inv_freq, out);
+}
+
+void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrotate_freq,
+                         Tensor& out) {
   check_attention_args(args, out);
   const Tensor& q = *args.q;
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2);
@@ -316,6 +333,15 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   a.n_entries = args.topk ? args.compressed.n_entries : 0;
   Tensor ring_pos = ctx_->upload_span(w.ring_positions, DType::I64);
   a.ring_positions = ptr<const int64_t>(ring_pos);
+  const int64_t pairs = static_cast<int64_t>(unrotate_freq.size());
+  FD_CHECK(2 * pairs <= d, "sparse_attention: more rope pairs than the head dim holds");
+  // The inverse RoPE in the combine kernel where the path has one; else rope() afterwards.
+  Tensor freq;
+  if (pairs > 0) {
+    freq = ctx_->upload_span(unrotate_freq, DType::F32);
+    a.unrotate_freq = ptr<const float>(freq);
+    a.rope_pairs = pairs;
+  }
   const unsigned groups = static_cast<unsigned>((heads + cuda::kHeads - 1) / cuda::kHeads);
   // Queries in chunks whose block partials stay under ~64 MiB.
   const int64_t per_query =
@@ -375,8 +401,10 @@ void CudaBackend::sparse_attention(const AttentionArgs& args, Tensor& out) {
   if (kernels == K::TensorCores) {
     const Tensor pos = bind_queries(0, n);
     if (cuda::attention_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
-                                        ptr<float>(out)))
+                                        ptr<float>(out))) {
+      if (pairs > 0) rope(out, d, args.positions, unrotate_freq, true);
       return;
+    }
   }
   const int quarters = kernels == K::CudaCoresQuarters ? 4 : 1;
   auto run = [&]<int Q>() {

@@ -27,6 +27,10 @@ struct AttnArgs {
   int64_t kc;
   int64_t n, heads, dim, slots, blocks;  // slots = W + kc, blocks = ceil(slots / 64)
   float softmax_scale;
+  // Set: the combine kernel undoes RoPE on the last 2 * rope_pairs values of each head of its
+  // output (Backend::sparse_attention_unrotated); inv_freq [rope_pairs].
+  const float* unrotate_freq;
+  int64_t rope_pairs;
 };
 
 // The cache row behind slot s of query t (nullptr: empty); *fp4 says which format it has.

@@ -132,6 +132,13 @@ CudaBackend::CudaBackend(int device) {
     FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_MOE_SPLIT must be 0 or 1, not '" + v + "'");
     split_shared_tc_ = v == "1";
   }
+  // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
+  // the Backend defaults' separate kernels (the benchmarks' A/B).
+  if (const char* fuse = std::getenv("FLASHDESK_CUDA_FUSE")) {
+    const std::string v(fuse);
+    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_FUSE must be 0 or 1, not '" + v + "'");
+    fuse_ = v == "1";
+  }
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).

@@ -96,6 +96,10 @@ class CudaBackend final : public Backend {
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }
+  // Whether the fused ops (hc_collapse_norm, hc_expand_collapse_norm, moe_experts_rounded,
+  // sparse_attention_unrotated) run as one kernel each (the default) or as the Backend
+  // defaults' separate kernels (FLASHDESK_CUDA_FUSE; the tests compare the two).
+  void set_fused_ops(bool on) { fuse_ = on; }
   // Device bytes held by weights (upload*) so far.
   size_t weight_bytes() const;
 
@@ -131,6 +135,11 @@ class CudaBackend final : public Backend {
                 Tensor& comb) override;
 
   void hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) override;
+  void hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor& norm, float eps,
+                        Tensor& u) override;
+  void hc_expand_collapse_norm(const Tensor& X, const Tensor& y, const Tensor& post,
+                               const Tensor& comb, const Tensor& pre, const Tensor& norm, float eps,
+                               Tensor& out, Tensor& u) override;
   void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                  Tensor& out) override;
 
@@ -141,6 +150,8 @@ class CudaBackend final : public Backend {
 
   void indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) override;
   void sparse_attention(const AttentionArgs& args, Tensor& out) override;
+  void sparse_attention_unrotated(const AttentionArgs& args, std::span<const float> inv_freq,
+                                  Tensor& out) override;
 
   void moe_route(const Tensor& logits, const Tensor& bias, const Tensor* bias_image,
                  std::span<const uint8_t> image_rows, const RouteSettings& s, Tensor& ids,
@@ -148,6 +159,9 @@ class CudaBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
                    std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
                    float swiglu_limit, Tensor& y) override;
+  void moe_experts_rounded(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                           std::span<const ExpertWeights* const> experts,
+                           const ExpertWeights* shared, float swiglu_limit, Tensor& y) override;
   bool shared_expert_beside_router(const ExpertWeights& shared, int64_t rows) const override;
   void moe_shared_expert(const Tensor& x, const ExpertWeights& shared, float swiglu_limit,
                          Tensor& y) override;
@@ -163,10 +177,13 @@ class CudaBackend final : public Backend {
                      std::span<const uint8_t> masked_rows, float eps) override;
 
  private:
-  // moe_experts, or with shared null and shared_y set the routed sum plus that term last.
+  // sparse_attention, with RoPE undone on out where unrotate_freq is not empty.
+  void attend(const AttentionArgs& args, std::span<const float> unrotate_freq, Tensor& out);
+  // moe_experts, or with shared null and shared_y set the routed sum plus that term last; round:
+  // the sums rounded to BF16 (moe_experts_rounded).
   void moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,
                         std::span<const ExpertWeights* const> experts, const ExpertWeights* shared,
-                        const Tensor* shared_y, float swiglu_limit, Tensor& y);
+                        const Tensor* shared_y, float swiglu_limit, Tensor& y, bool round = false);
   // Routed experts left in host memory (upload_linear in_host): computed by the CPU backend
   // below, the shared expert's term on the device (or shared_y, computed ahead), y = their sum
   // in the definition's order.
@@ -188,6 +205,7 @@ class CudaBackend final : public Backend {
   bool balance_shared_expert_ = false;
   bool split_shared_tc_ = true;  // FLASHDESK_CUDA_MOE_SPLIT
   bool shared_ahead_ = false;    // FLASHDESK_CUDA_SHARED_AHEAD
+  bool fuse_ = true;             // FLASHDESK_CUDA_FUSE
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels

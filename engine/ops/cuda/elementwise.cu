@@ -68,18 +68,8 @@ __global__ void rope_kernel(float* x, int64_t n, int64_t heads, int64_t head_dim
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * heads * pairs) return;
   const int64_t p = i % pairs, h = (i / pairs) % heads, row = i / (pairs * heads);
-  const float angle = static_cast<float>(positions[row]) * inv_freq[p];
-  // cos and sin of the FP32 angle evaluated in FP64 and rounded once: the correctly rounded
-  // values, which the CPU's libm cosf / sinf give all but very rarely. The device's sincosf may
-  // be 2 ulps off, and an ulp on a rotated value at a BF16 rounding boundary becomes a BF16 ulp,
-  // or a whole FP4 step in a compressed-KV entry.
-  const double angle_d = static_cast<double>(angle);
-  float s = static_cast<float>(sin(angle_d)), c = static_cast<float>(cos(angle_d));
-  s *= sign;
-  float* v = x + (row * heads + h) * head_dim + (head_dim - 2 * pairs) + 2 * p;
-  const float a = v[0], b = v[1];
-  v[0] = round_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
-  v[1] = round_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+  rope_pair(x + (row * heads + h) * head_dim + (head_dim - 2 * pairs) + 2 * p, positions[row],
+            inv_freq[p], sign);
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {

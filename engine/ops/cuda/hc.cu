@@ -2,6 +2,8 @@
 // every row in one kernel (the 24 dot products over hc*D split across blocks, the last block of a
 // row tile summing the splits in order and running the Sinkhorn normalisation), and the collapse
 // and expansion of the streams with the reference's exact rounding order.
+#include <algorithm>
+
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/gemv_device.cuh"
@@ -168,6 +170,97 @@ __global__ void hc_expand_kernel(const float* X, const float* y, const float* po
   }
 }
 
+// One block a row, the kernels of a sublayer boundary in one (on a decode step each was a launch
+// and a round trip through memory on the critical path): kExpand: out = hc_expand's streams and u
+// collapsed from them, else u collapsed from X; then u = bf16(norm * (u * rsqrt(mean(u^2) +
+// eps))). hc_expand_kernel's and hc_collapse_kernel's arithmetic in their order; the squares
+// summed per thread and then over the block (rms_norm's order differs only in which thread adds
+// which square). Thread t takes quads t and t + blockDim.x of the row (d a multiple of 4, at most
+// kNormQuads * 4 * kNormThreads values): every load of the row is issued before the first use.
+// At most 768 threads, so that the expansion's held streams fit 80 registers without spilling
+// (at 1024 threads and 64 registers, ptxas spilled 36 bytes).
+constexpr int kNormQuads = 2;
+constexpr int kNormThreads = 768;
+template <bool kExpand>
+__global__ void __launch_bounds__(kNormThreads)
+    hc_collapse_norm_kernel(const float* __restrict__ X, const float* __restrict__ y,
+                            const float* __restrict__ post, const float* __restrict__ comb,
+                            const float* __restrict__ pre, const float* __restrict__ norm,
+                            float eps, int64_t hc, int64_t d, float* __restrict__ out,
+                            float* __restrict__ u) {
+  FD_GRID_PROLOGUE();
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  Quad x[kNormQuads][kMaxHc] = {}, yq[kNormQuads] = {};
+  FD_UNROLL
+  for (int s = 0; s < kNormQuads; ++s) {
+    const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
+    if (e0 >= d) break;
+    FD_UNROLL
+    for (int j = 0; j < kMaxHc; ++j)
+      if (j < hc) x[s][j] = load_quad(X + (row * hc + j) * d + e0, 4, true);
+    if constexpr (kExpand) yq[s] = load_quad(y + row * d + e0, 4, true);
+  }
+  Quad v[kNormQuads] = {};
+  float ss = 0.0f;
+  FD_UNROLL
+  for (int s = 0; s < kNormQuads; ++s) {
+    const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
+    if (e0 >= d) break;
+    if constexpr (kExpand) {
+      const float* c = comb + row * hc * hc;
+      Quad o[kMaxHc];
+      FD_UNROLL
+      for (int k = 0; k < kMaxHc; ++k) {
+        if (k >= hc) break;
+        FD_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          float acc = 0.0f;
+          FD_UNROLL
+          for (int j = 0; j < kMaxHc; ++j)
+            if (j < hc) acc = __fadd_rn(acc, __fmul_rn(c[j * hc + k], x[s][j].v[e]));
+          o[k].v[e] = round_bf16(__fadd_rn(__fmul_rn(post[row * hc + k], yq[s].v[e]), acc));
+        }
+        store_quad(out + (row * hc + k) * d + e0, o[k], 4, true);
+      }
+      FD_UNROLL
+      for (int k = 0; k < kMaxHc; ++k)
+        if (k < hc) x[s][k] = o[k];
+    }
+    FD_UNROLL
+    for (int j = 0; j < kMaxHc; ++j) {
+      if (j >= hc) break;
+      const float p = pre[row * hc + j];
+      FD_UNROLL
+      for (int e = 0; e < 4; ++e) v[s].v[e] = __fadd_rn(v[s].v[e], __fmul_rn(p, x[s][j].v[e]));
+    }
+    FD_UNROLL
+    for (int e = 0; e < 4; ++e) {
+      v[s].v[e] = round_bf16(v[s].v[e]);
+      ss += v[s].v[e] * v[s].v[e];
+    }
+  }
+  const float r = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
+  FD_UNROLL
+  for (int s = 0; s < kNormQuads; ++s) {
+    const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
+    if (e0 >= d) break;
+    const Quad w = load_quad(norm + e0, 4, true);
+    Quad o;
+    FD_UNROLL
+    for (int e = 0; e < 4; ++e) o.v[e] = round_bf16(__fmul_rn(w.v[e], __fmul_rn(v[s].v[e], r)));
+    store_quad(u + row * d + e0, o, 4, true);
+  }
+}
+
+// The block of hc_collapse_norm_kernel for rows of d values (0: the kernel does not take them).
+unsigned collapse_norm_threads(int64_t d) {
+  const int64_t quads = d / 4, threads = ((quads + kNormQuads - 1) / kNormQuads + 31) / 32 * 32;
+  return d % 4 != 0 || threads > kNormThreads
+             ? 0u
+             : static_cast<unsigned>(std::max<int64_t>(threads, 32));
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -232,6 +325,47 @@ void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post
   FD_LAUNCH(cuda::hc_expand_kernel, cuda::four_column_grid(n, d), dim3(256), 0, ctx_->stream(),
             ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
             ptr<const float>(comb), n, hc, d, vec, ptr<float>(out));
+}
+
+void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor& norm,
+                                   float eps, Tensor& u) {
+  const int64_t n = X.rows(), hc = pre.dim(1), d = X.shape().row_numel() / hc;
+  check_shape(u, Shape{n, d}, "hc_collapse_norm out");
+  check_shape(norm, Shape{d}, "hc_collapse_norm weight");
+  FD_CHECK(pre.rows() == n, "hc_collapse_norm: pre rows");
+  const unsigned threads = cuda::collapse_norm_threads(d);
+  if (!fuse_ || threads == 0 || hc > cuda::kMaxHc || !cuda::aligned16(X.bytes()) ||
+      !cuda::aligned16(u.bytes()) || !cuda::aligned16(norm.bytes()))
+    return Backend::hc_collapse_norm(X, pre, norm, eps, u);
+  if (n == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::hc_collapse_norm_kernel<false>, dim3(static_cast<unsigned>(n)), dim3(threads), 0,
+            ctx_->stream(), ptr<const float>(X), nullptr, nullptr, nullptr, ptr<const float>(pre),
+            ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
+}
+
+void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, const Tensor& post,
+                                          const Tensor& comb, const Tensor& pre, const Tensor& norm,
+                                          float eps, Tensor& out, Tensor& u) {
+  const int64_t n = X.rows(), hc = post.dim(1), d = X.shape().row_numel() / hc;
+  check_shape(y, Shape{n, d}, "hc_expand_collapse_norm y");
+  check_shape(comb, Shape{n, hc, hc}, "hc_expand_collapse_norm comb");
+  check_shape(pre, Shape{n, hc}, "hc_expand_collapse_norm pre");
+  check_shape(u, Shape{n, d}, "hc_expand_collapse_norm u");
+  check_shape(norm, Shape{d}, "hc_expand_collapse_norm weight");
+  FD_CHECK(out.numel() == X.numel() && out.bytes() != X.bytes(),
+           "hc_expand_collapse_norm: out must not alias X");
+  const unsigned threads = cuda::collapse_norm_threads(d);
+  if (!fuse_ || threads == 0 || hc > cuda::kMaxHc ||
+      !(cuda::aligned16(X.bytes()) && cuda::aligned16(y.bytes()) && cuda::aligned16(out.bytes()) &&
+        cuda::aligned16(u.bytes()) && cuda::aligned16(norm.bytes())))
+    return Backend::hc_expand_collapse_norm(X, y, post, comb, pre, norm, eps, out, u);
+  if (n == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  FD_LAUNCH(cuda::hc_collapse_norm_kernel<true>, dim3(static_cast<unsigned>(n)), dim3(threads), 0,
+            ctx_->stream(), ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
+            ptr<const float>(comb), ptr<const float>(pre), ptr<const float>(norm), eps, hc, d,
+            ptr<float>(out), ptr<float>(u));
 }
 
 }  // namespace flashdesk

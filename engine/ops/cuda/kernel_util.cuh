@@ -37,6 +37,23 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 // `scratch` holds 32 floats of shared memory; the call contains two barriers.
+// RoPE of one interleaved pair (v[0], v[1]) at position pos (Backend::rope): rotated by angle
+// pos * inv_freq, sign -1 the inverse, each result rounded to BF16. cos and sin of the FP32 angle
+// evaluated in FP64 and rounded once: the correctly rounded values, which the CPU's libm cosf /
+// sinf give all but very rarely. The device's sincosf may be 2 ulps off, and an ulp on a rotated
+// value at a BF16 rounding boundary becomes a BF16 ulp, or a whole FP4 step in a compressed-KV
+// entry.
+__device__ __forceinline__ void rope_pair(float* v, int64_t pos, float inv_freq, float sign) {
+  const float angle = static_cast<float>(pos) * inv_freq;
+  const double angle_d = static_cast<double>(angle);
+  float s = static_cast<float>(sin(angle_d));
+  const float c = static_cast<float>(cos(angle_d));
+  s *= sign;
+  const float a = v[0], b = v[1];
+  v[0] = round_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
+  v[1] = round_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+}
+
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   v = warp_sum(v);

@@ -383,6 +383,14 @@ void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& 
   moe_experts_with(x, ids, weights, experts, shared, nullptr, swiglu_limit, y);
 }
 
+void CudaBackend::moe_experts_rounded(const Tensor& x, const Tensor& ids, const Tensor& weights,
+                                      std::span<const ExpertWeights* const> experts,
+                                      const ExpertWeights* shared, float swiglu_limit, Tensor& y) {
+  if (!fuse_)
+    return Backend::moe_experts_rounded(x, ids, weights, experts, shared, swiglu_limit, y);
+  moe_experts_with(x, ids, weights, experts, shared, nullptr, swiglu_limit, y, /*round=*/true);
+}
+
 bool CudaBackend::shared_expert_beside_router(const ExpertWeights& shared, int64_t rows) const {
   const cuda::ExpertEntry entry = cuda::entry_of(&shared);
   return shared_ahead_ && decode_experts_tc_ && rows <= cuda::kGemvTokens &&
@@ -435,7 +443,7 @@ void CudaBackend::moe_routed_experts_plus(const Tensor& x, const Tensor& ids, co
 void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                    std::span<const ExpertWeights* const> experts,
                                    const ExpertWeights* shared, const Tensor* shared_y,
-                                   float swiglu_limit, Tensor& y) {
+                                   float swiglu_limit, Tensor& y, bool round) {
   const int64_t n = x.rows(), d = x.dim(1), k = ids.dim(1);
   const int64_t E = static_cast<int64_t>(experts.size());
   check_shape(y, Shape{n, d}, "moe out");
@@ -447,8 +455,11 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
   // checks): the first present one says which.
   const auto first = std::find_if(experts.begin(), experts.end(),
                                   [](const ExpertWeights* ex) { return ex != nullptr; });
-  if (first != experts.end() && (*first)->w1.data.host_accessible())
-    return moe_experts_on_host(x, ids, weights, experts, shared, shared_y, swiglu_limit, y);
+  if (first != experts.end() && (*first)->w1.data.host_accessible()) {
+    moe_experts_on_host(x, ids, weights, experts, shared, shared_y, swiglu_limit, y);
+    if (round) round_bf16(y);
+    return;
+  }
   cuda::DeviceGuard g(ctx_->device());
   // The pointer table (uploaded again only when the experts change).
   std::vector<cuda::ExpertEntry> table(static_cast<size_t>(E + 1));
@@ -493,7 +504,8 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
                    swiglu_limit,
                    shared_apart || !shared ? k : k + shared_parts,
                    shared_parts,
-                   shared_y ? ptr<const float>(*shared_y) : nullptr};
+                   shared_y ? ptr<const float>(*shared_y) : nullptr,
+                   round ? 1 : 0};
   // The tensor-core down kernel sums the rows itself where every slot is in its grid.
   const bool summed = decode_tc && !shared_apart;
   if (decode_tc) {

@@ -31,6 +31,7 @@ struct SlotArgs {
   // The shared expert's term computed ahead ([n, dim], CudaBackend::moe_routed_experts_plus), added
   // last by the sums in place of a shared slot's output; null: none.
   const float* shared_out = nullptr;
+  int round_sum = 0;  // the rows' sums rounded to BF16 (CudaBackend::moe_experts_rounded)
 };
 
 // The slot of the grouped kernels' blockIdx.y, and which part of its row tiles it takes.
@@ -96,7 +97,7 @@ __device__ __forceinline__ float ordered_slot_sum(const SlotArgs& a, const int32
   }
   if (a.has_shared) acc += __ldcg(row + a.k * dim);
   if (a.shared_out != nullptr) acc += __ldcg(a.shared_out + t * dim + d);
-  return acc;
+  return a.round_sum ? round_bf16(acc) : acc;
 }
 
 // fn.template operator()<F>() for the run-time format `format`.
