@@ -10,6 +10,8 @@
 //                    [--role N (role N alone, counted from 0 in the tables' order; for a profiler)]
 //                    [--graph 0|1 (decode steps as step graphs too: captured and launched, and
 //                     the last one launched again without capture; default 1)]
+//                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
+//                     every kernel's start and end, cuda_timeline.h; default 0)]
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -21,10 +23,12 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_timing.h"
 #include "bench/cuda_layer.h"
+#include "bench/cuda_timeline.h"
 #include "engine/ops/cuda/bench_support.h"
 
 namespace {
@@ -43,6 +47,7 @@ struct Options {
   int device = 0;
   bool host_experts = false;  // routed experts in host memory, computed on the CPU (hybrid)
   bool graph = true;          // also time decode steps as step graphs
+  bool timeline = false;      // trace one batch-1 decode step of each role
 };
 
 std::vector<int64_t> parse_list(const std::string& text) {
@@ -85,6 +90,8 @@ Options parse(int argc, char** argv) {
       o.host_experts = v == "1";
     else if (a == "--graph")
       o.graph = v == "1";
+    else if (a == "--timeline")
+      o.timeline = v == "1";
     else
       throw std::invalid_argument("unknown option " + a);
   }
@@ -166,6 +173,10 @@ static int run_bench(int argc, char** argv) {
       "kernels | MB read | GB/s | of copy BW |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   // Device and wall µs per step of `iters` steps issued by `step(i)`.
+  std::vector<std::pair<std::string, std::vector<flashdesk::bench::KernelSpan>>> timelines;
+  std::string no_trace;
+  const bool timeline = o.timeline && flashdesk::bench::kernel_trace_available(&no_trace);
+  if (o.timeline && !timeline) std::printf("(no kernel timeline: %s)\n\n", no_trace.c_str());
   auto time_steps = [&](const std::function<void(int64_t)>& step) {
     be.synchronize();
     const auto t0 = flashdesk::bench::Clock::now();
@@ -213,7 +224,16 @@ static int run_bench(int argc, char** argv) {
           g_wall, replay, static_cast<unsigned long long>(kernels), bytes / 1e6, gbs,
           100.0 * gbs * 1e9 / copy_bw);
       per_layer_us[{sig, batch}] = step_us;
+      if (timeline && batch == 1) {
+        flashdesk::bench::kernel_trace_begin();
+        layer.decode(0);
+        timelines.emplace_back(role_label(role), flashdesk::bench::kernel_trace_end());
+      }
     }
+  }
+  for (const auto& [label, spans] : timelines) {
+    std::printf("\n## Kernel timeline of one decode step (CUPTI), %s, batch 1\n\n", label.c_str());
+    flashdesk::bench::print_kernel_trace(spans);
   }
   if (o.graph) {
     const flashdesk::cuda::StepGraphCounts& c = be.step_graph_counts();
