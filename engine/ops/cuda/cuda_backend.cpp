@@ -53,6 +53,15 @@ void copy_row_runs(cudaStream_t stream, const Tensor& src, std::span<const int64
   }
 }
 
+// A 0|1 switch from the environment into `flag`; unset leaves the default.
+void read_switch(const char* name, bool& flag) {
+  const char* value = std::getenv(name);
+  if (!value) return;
+  const std::string v(value);
+  FD_CHECK(v == "0" || v == "1", std::string(name) + " must be 0 or 1, not '" + v + "'");
+  flag = v == "1";
+}
+
 void expect_device(const Tensor& t, const char* op) {
   FD_CHECK(t.defined() && !t.host_accessible(),
            std::string(op) + ": tensor is not device memory of the CUDA backend");
@@ -109,36 +118,20 @@ CudaBackend::CudaBackend(int device) {
                                          : GemvKernels::Auto);
   }
   // FLASHDESK_CUDA_GRAPH=0|1 (default 0): decode-sized steps as CUDA graphs (step_graph.h).
-  if (const char* g = std::getenv("FLASHDESK_CUDA_GRAPH")) {
-    const std::string v(g);
-    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_GRAPH must be 0 or 1, not '" + v + "'");
-    step_graphs_ = v == "1";
-  }
+  read_switch("FLASHDESK_CUDA_GRAPH", step_graphs_);
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
     balance_shared_expert_ = std::string(parts) == "1";
-  // FLASHDESK_CUDA_MOE_SPLIT=0|1 (default 1): the tensor-core decode experts run the FP8 shared
-  // slot as parts over K, each about a routed FP4 expert's bytes (the benchmarks' A/B).
   // FLASHDESK_CUDA_SHARED_AHEAD=0|1 (default 0): at decode sizes the model computes the shared
   // expert beside the gate and the router (Backend::shared_expert_beside_router).
-  if (const char* ahead = std::getenv("FLASHDESK_CUDA_SHARED_AHEAD")) {
-    const std::string v(ahead);
-    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_SHARED_AHEAD must be 0 or 1, not '" + v + "'");
-    shared_ahead_ = v == "1";
-  }
-  if (const char* split = std::getenv("FLASHDESK_CUDA_MOE_SPLIT")) {
-    const std::string v(split);
-    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_MOE_SPLIT must be 0 or 1, not '" + v + "'");
-    split_shared_tc_ = v == "1";
-  }
+  read_switch("FLASHDESK_CUDA_SHARED_AHEAD", shared_ahead_);
+  // FLASHDESK_CUDA_MOE_SPLIT=0|1 (default 1): the tensor-core decode experts run the FP8 shared
+  // slot as parts over K, each about a routed FP4 expert's bytes (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_MOE_SPLIT", split_shared_tc_);
   // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
   // the Backend defaults' separate kernels (the benchmarks' A/B).
-  if (const char* fuse = std::getenv("FLASHDESK_CUDA_FUSE")) {
-    const std::string v(fuse);
-    FD_CHECK(v == "0" || v == "1", "FLASHDESK_CUDA_FUSE must be 0 or 1, not '" + v + "'");
-    fuse_ = v == "1";
-  }
+  read_switch("FLASHDESK_CUDA_FUSE", fuse_);
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).
