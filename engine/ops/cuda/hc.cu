@@ -188,9 +188,18 @@ __global__ void __launch_bounds__(kNormThreads)
                             const float* __restrict__ pre, const float* __restrict__ norm,
                             float eps, int64_t hc, int64_t d, float* __restrict__ out,
                             float* __restrict__ u) {
-  FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
+  // The norm weights (never written) before the wait: their DRAM round trip overlaps the end of
+  // the kernel that wrote X instead of following the block's sum.
+  fd_allow_dependents();
+  Quad w[kNormQuads] = {};
+  FD_UNROLL
+  for (int s = 0; s < kNormQuads; ++s) {
+    const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
+    if (e0 < d) w[s] = load_quad(norm + e0, 4, true);
+  }
+  fd_wait_prior_grid();
   Quad x[kNormQuads][kMaxHc] = {}, yq[kNormQuads] = {};
   FD_UNROLL
   for (int s = 0; s < kNormQuads; ++s) {
@@ -245,10 +254,9 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int s = 0; s < kNormQuads; ++s) {
     const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
     if (e0 >= d) break;
-    const Quad w = load_quad(norm + e0, 4, true);
     Quad o;
     FD_UNROLL
-    for (int e = 0; e < 4; ++e) o.v[e] = round_bf16(__fmul_rn(w.v[e], __fmul_rn(v[s].v[e], r)));
+    for (int e = 0; e < 4; ++e) o.v[e] = round_bf16(__fmul_rn(w[s].v[e], __fmul_rn(v[s].v[e], r)));
     store_quad(u + row * d + e0, o, 4, true);
   }
 }

@@ -63,6 +63,7 @@ __device__ WarpRows<R> warp_rows(const GemvParams& p, int64_t g, int64_t o0) {
     w.row[r] = valid ? p.w + row * Chunk<F>::bytes(p.k) : nullptr;
     w.scale[r] = valid && p.scale ? p.scale + scale_row * p.scale_cols : nullptr;
   }
+  mark_whole(w);
   return w;
 }
 

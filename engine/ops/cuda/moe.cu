@@ -86,6 +86,7 @@ __device__ void expert_up_rows(const SlotArgs& a, const ExpertEntry& ex, bool ro
       expert_row<F>(ex, 0, i, ex.inter, ex.dim, &rows.row[r], &rows.scale[r]);
       expert_row<F>(ex, 1, i, ex.inter, ex.dim, &rows.row[kUpRows + r], &rows.scale[kUpRows + r]);
     }
+    mark_whole(rows);
     return rows;
   };
   // Lanes 0..15 hold the gate rows, lanes 16..31 the up rows (32 / (2 kUpRows) lanes each).
@@ -171,6 +172,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm)
       for (int r = 0; r < kDownRows; ++r)
         expert_row<F>(ex, 2, (first_tile + tile) * kTileRows + warp_row + r, dim, ex.inter,
                       &rows.row[r], &rows.scale[r]);
+      mark_whole(rows);
       return rows;
     };
     auto emit = [&](int64_t tile, float v) {

@@ -8,9 +8,13 @@
 //     L/4 and L/4 + 8; B = the activation in column 0, the other seven columns zero); the
 //     quarters' sums meet in shared memory in quarter order; the SwiGLU rows of the block (one
 //     32-column block of h) are act_quant'ed there for the down kernel;
-//   expert_tc_kernel<down>: the same over w2's dim rows, into o.
+//   expert_tc_kernel<down>: the same over w2's dim rows, into o, by default with two warps a
+//     tile (four warps, 128 threads, a block: down_split()).
 // mma.sync with E4M3 inputs, tried first, is not a Hopper instruction: sm_90 runs it as FP16
 // products after converting both operands (F2FP), and it was slower than the CUDA-core kernels.
+#include <cstdlib>
+#include <string>
+
 #include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
@@ -22,10 +26,9 @@ namespace flashdesk::cuda {
 namespace {
 
 constexpr int kTcThreads = 256;
-constexpr int kTcWarps = kTcThreads / 32;
 constexpr int kTileRows = 16;  // an mma's rows
-constexpr int kQuarters = 4;   // warps splitting a tile's K units
-constexpr int kTilesPerBlock = kTcWarps / kQuarters;
+constexpr int kQuarters = 4;   // the up kernel's warps splitting a tile's K units
+constexpr int kTilesPerBlock = 2;
 constexpr int kBlockRows = kTilesPerBlock * kTileRows;  // 32: one K block of h for the down kernel
 constexpr int64_t kMaxTcCols = 8192;
 
@@ -49,9 +52,10 @@ __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, Tc
 // a ring of Ring units keeps Ring - 1 of them in flight while the warp multiplies an earlier one.
 // Reading 4 or 8 bytes a lane straight from global memory in the fragments' order scattered each
 // load over 8 rows (the L1 requests, not the bytes, bound it). Rows sit 80 bytes apart, so the
-// fragments' 4-byte reads hit distinct banks. Several rows: three blocks a multiprocessor (at most
-// 85 registers a thread), the up kernel's rings 3 units deep (60 KiB a block), the down kernel's 4
-// (40 KiB); one row: four blocks (64 registers), the up kernel's rings 2 deep.
+// fragments' 4-byte reads hit distinct banks. The up kernel: several rows three blocks a
+// multiprocessor (at most 85 registers a thread) with rings 3 units deep (60 KiB a block), one row
+// four blocks (64 registers) with rings 2 deep. The down kernel (blocks of four warps, rings 4
+// deep, 20 KiB): six blocks a multiprocessor at several rows, eight at one.
 constexpr int kRowBytes = 80;
 template <int M>
 constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
@@ -60,8 +64,8 @@ constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
 // The rings' depth (units a warp holds) and the blocks a multiprocessor are a kernel's template
 // parameters (launch_experts_tc picks them by the rows).
 template <int M>
-constexpr int ring_bytes(int ring) {  // a block's rings
-  return kTcWarps * ring * unit_bytes<M>();
+constexpr int ring_bytes(int ring, int warps) {  // a block's rings
+  return warps * ring * unit_bytes<M>();
 }
 
 // What a lane reads of each of M matrices: the rows it copies into the ring (copy_row() and
@@ -219,29 +223,31 @@ struct PartSums {
 // into sums.y where that is set. A slot in several parts (a.shared_parts: the FP8 shared
 // expert, whose rows are twice a routed FP4 expert's bytes) has each part take its share of the
 // K units; its blocks then stream what a routed slot's do, where one part a slot left the up
-// kernel's single wave waiting on the shared expert's blocks.
+// kernel's single wave waiting on the shared expert's blocks. Q: the warps splitting each of the
+// block's two tiles over K (a block of 2 Q warps).
 //
 // early: the weights' first units are issued before the wait for the previous grid (programmatic
 // dependent launch, cuda_compat.cuh), so they load while that grid finishes. They are chosen by
 // the router's ids, written two grids back for the up kernel (the router, then
 // quantize_acts_kernel) and three for the down kernel; both predecessors let this grid launch
 // only after their own wait, so by the time it runs the router has completed.
-template <bool kUp, int Ring, int kBlocks>
-__global__ void __launch_bounds__(kTcThreads, kBlocks)
+template <bool kUp, int Ring, int kBlocks, int Q>
+__global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
                      int64_t h_stride, float* o, RowSums sums, PartSums parts, int early) {
   constexpr int M = kUp ? 2 : 1;
+  constexpr int kThreads = kTilesPerBlock * Q * 32;
   // Wait, then let the next grid launch (the down kernel reads the ids before its wait).
   const auto wait_then_allow = [] {
     fd_wait_prior_grid();
     fd_allow_dependents();
   };
   if (!early) wait_then_allow();
-  __shared__ float quarter_sums[kTilesPerBlock][kQuarters][M][kTileRows];
-  // Dynamic: the rings (ring_bytes<M>(Ring)), then the activation row's values and scales
+  __shared__ float quarter_sums[kTilesPerBlock][Q][M][kTileRows];
+  // Dynamic: the rings (ring_bytes<M>(Ring, warps)), then the activation row's values and scales
   // (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
   FD_DYNAMIC_SMEM(uint8_t, rings);
-  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring));
+  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring, kTilesPerBlock * Q));
   float* act_scale = reinterpret_cast<float*>(act + in_stride);
   const SlotPart sp = grouped_slot(a);
   const int64_t slot = sp.slot;
@@ -259,13 +265,13 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   }
   const int64_t act_row_index = kUp ? slot / a.slots_per_row : slot;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const int tl = static_cast<int>(warp) / kQuarters, quarter = static_cast<int>(warp) % kQuarters;
+  const int tl = static_cast<int>(warp) / Q, quarter = static_cast<int>(warp) % Q;
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTilesPerBlock + tl;
   const bool fp4 = static_cast<WeightFormat>(ex.format[kUp ? 0 : 2]) == WeightFormat::Fp4Row;
   // This part's K units, then this warp's quarter of them.
   const int64_t units = k / (fp4 ? 128 : 64), p0 = sp.part * units / sp.parts,
-                p1 = (sp.part + 1) * units / sp.parts, u0 = p0 + quarter * (p1 - p0) / kQuarters,
-                u1 = p0 + (quarter + 1) * (p1 - p0) / kQuarters;
+                p1 = (sp.part + 1) * units / sp.parts, u0 = p0 + quarter * (p1 - p0) / Q,
+                u1 = p0 + (quarter + 1) * (p1 - p0) / Q;
   uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
   // The activation row into shared memory once the ring's first units are in flight (read from
   // global memory where each block's product needed it, its latency stalled every block: Nsight
@@ -274,9 +280,8 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   const uint16_t* act_row = in.values + act_row_index * in_stride;
   const auto act_ready = [&] {
     if (early) wait_then_allow();
-    for (int64_t c = threadIdx.x * 8; c < k; c += kTcThreads * 8)
-      async_copy16(act + c, act_row + c);
-    for (int64_t b = threadIdx.x; b < k / 32; b += kTcThreads)
+    for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8) async_copy16(act + c, act_row + c);
+    for (int64_t b = threadIdx.x; b < k / 32; b += kThreads)
       act_scale[b] = in.scales[act_row_index * (in_stride / 32) + b];
     async_commit();
     async_wait<0>();
@@ -319,7 +324,7 @@ __global__ void __launch_bounds__(kTcThreads, kBlocks)
   FD_UNROLL
   for (int m = 0; m < M; ++m) {
     sum[m] = 0.0f;
-    for (int s = 0; s < kQuarters; ++s) sum[m] += quarter_sums[lane / kTileRows][s][m][lane % 16];
+    for (int s = 0; s < Q; ++s) sum[m] += quarter_sums[lane / kTileRows][s][m][lane % 16];
   }
   if (sp.parts > 1) {
     // This part's sums out; the tile pair's last part adds the parts' in part order.
@@ -390,34 +395,63 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   return true;
 }
 
-template <bool kUp, int Ring, int kBlocks>
+template <bool kUp, int Ring, int kBlocks, int Q>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
                       int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
                       PartSums parts, unsigned tile_pairs, unsigned slots) {
-  const int smem = ring_bytes < kUp ? 2 : 1 > (Ring) + act_bytes(in_stride);
-  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks>>(static_cast<size_t>(smem));
+  constexpr int kWarps = kTilesPerBlock * Q;
+  const int smem = ring_bytes < kUp ? 2 : 1 > (Ring, kWarps) + act_bytes(in_stride);
+  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q>>(static_cast<size_t>(smem));
   const int early = gemv_weights_before_wait() ? 1 : 0;
-  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks>), dim3(tile_pairs, slots), dim3(kTcThreads),
+  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q>), dim3(tile_pairs, slots), dim3(kWarps * 32),
             static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
             parts, early);
 }
 
-// One row: four blocks a multiprocessor, the up kernel's rings 2 deep (its 504 blocks of a V4.1
-// step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More rows
-// keep three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
+// FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): how many warps split a tile's K units in the down
+// kernel (blocks of 256 or 128 threads; the benchmarks' A/B), read once.
+int down_split() {
+  static const int q = [] {
+    const char* v = std::getenv("FLASHDESK_CUDA_DOWN_SPLIT");
+    const std::string s = v ? v : "2";
+    FD_CHECK(s == "4" || s == "2", "FLASHDESK_CUDA_DOWN_SPLIT must be 4 or 2, not '" + s + "'");
+    return s == "4" ? 4 : 2;
+  }();
+  return q;
+}
+
+// One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
+// V4.1 step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More
+// rows: three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
+// The up kernel's tiles split over K by two warps (128 threads, five blocks a multiprocessor,
+// rings 3 deep) measured slower: 96.3-96.7 against 89.5-89.9 µs a one-row step.
+// The down kernel's tiles split over K by two warps, eight blocks a multiprocessor at one row
+// (six at more): each warp streams twice the units (a V4.1 row of w2 is 18) and the 1,280
+// blocks of a one-row step take 1.2 waves instead of 2.4. H200, a MoE step against four warps:
+// 89.5-90.1 against 93.5-94.2 µs at one row, 415-416 against 449-450 at eight; one warp a tile
+// (sixteen blocks) 99.0.
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
+  const auto down = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
+                                              parts, down_pairs, slots);
+  };
+  const bool halves = down_split() == 2;
   if (a.n == 1) {
-    launch_expert_tc<true, 2, 4>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
-                                 parts, up_pairs, slots);
-    launch_expert_tc<false, 4, 4>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, parts,
-                                  down_pairs, slots);
+    launch_expert_tc<true, 2, 4, kQuarters>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
+                                            RowSums{}, parts, up_pairs, slots);
+    if (halves)
+      down.template operator()<4, 8, 2>();
+    else
+      down.template operator()<4, 4, kQuarters>();
   } else {
-    launch_expert_tc<true, 3, 3>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{},
-                                 parts, up_pairs, slots);
-    launch_expert_tc<false, 4, 3>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums, parts,
-                                  down_pairs, slots);
+    launch_expert_tc<true, 3, 3, kQuarters>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
+                                            RowSums{}, parts, up_pairs, slots);
+    if (halves)
+      down.template operator()<4, 6, 2>();
+    else
+      down.template operator()<4, 3, kQuarters>();
   }
 }
 
