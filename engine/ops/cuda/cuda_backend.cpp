@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "engine/ops/cuda/device_context.h"
@@ -132,6 +133,12 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
   // the Backend defaults' separate kernels (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_FUSE", fuse_);
+  // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): set_down_split (the benchmarks' A/B).
+  if (const char* q = std::getenv("FLASHDESK_CUDA_DOWN_SPLIT")) {
+    const std::string v(q);
+    FD_CHECK(v == "4" || v == "2", "FLASHDESK_CUDA_DOWN_SPLIT must be 4 or 2, not '" + v + "'");
+    set_down_split(v == "4" ? 4 : 2);
+  }
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).
@@ -158,6 +165,12 @@ CudaBackend::~CudaBackend() {
 
 void CudaBackend::set_gemv_kernels(GemvKernels k) {
   ctx_->set_gemv_kernels(k);
+}
+
+void CudaBackend::set_down_split(int warps) {
+  FD_CHECK(warps == 4 || warps == 2,
+           "down split: 4 or 2 warps a tile, not " + std::to_string(warps));
+  ctx_->set_down_split(warps);
 }
 
 void CudaBackend::synchronize() {

@@ -88,6 +88,10 @@ class CudaBackend final : public Backend {
   // shapes allow (moe_decode_tc.cuh; the default) or on the CUDA cores (the tests compare the
   // two; FLASHDESK_CUDA_MOE_DECODE=cuda-cores).
   void set_decode_experts_tensor_cores(bool on) { decode_experts_tc_ = on; }
+  // How many warps split a tile's K units in the tensor-core decode experts' down kernel: 2 (the
+  // default: blocks of 128 threads) or 4 (256, as the up kernel; FLASHDESK_CUDA_DOWN_SPLIT; the
+  // tests run both).
+  void set_down_split(int warps);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.

@@ -81,6 +81,10 @@ class DeviceContext {
   // The backend's GEMV kernel switch, here because the linear paths see the context only.
   GemvKernels gemv_kernels() const { return gemv_kernels_; }
   void set_gemv_kernels(GemvKernels k) { gemv_kernels_ = k; }
+  // Warps splitting a tile's K units in the tensor-core decode experts' down kernel (4 or 2;
+  // moe_decode_tc.cu), the backend's switch.
+  int down_split() const { return down_split_; }
+  void set_down_split(int warps) { down_split_ = warps; }
 
  private:
   int device_;
@@ -96,6 +100,7 @@ class DeviceContext {
   std::map<const void*, Cached> cached_;
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
+  int down_split_ = 2;
   BesideLane beside_{*pool_};  // destroyed before the pool
   bool beside_open_ = false;
   StepGraph graph_;  // last: its executable graphs go first

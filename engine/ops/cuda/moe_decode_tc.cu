@@ -9,12 +9,9 @@
 //     quarters' sums meet in shared memory in quarter order; the SwiGLU rows of the block (one
 //     32-column block of h) are act_quant'ed there for the down kernel;
 //   expert_tc_kernel<down>: the same over w2's dim rows, into o, by default with two warps a
-//     tile (four warps, 128 threads, a block: down_split()).
+//     tile (four warps, 128 threads, a block: DeviceContext::down_split()).
 // mma.sync with E4M3 inputs, tried first, is not a Hopper instruction: sm_90 runs it as FP16
 // products after converting both operands (F2FP), and it was slower than the CUDA-core kernels.
-#include <cstdlib>
-#include <string>
-
 #include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
@@ -408,18 +405,6 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
             parts, early);
 }
 
-// FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): how many warps split a tile's K units in the down
-// kernel (blocks of 256 or 128 threads; the benchmarks' A/B), read once.
-int down_split() {
-  static const int q = [] {
-    const char* v = std::getenv("FLASHDESK_CUDA_DOWN_SPLIT");
-    const std::string s = v ? v : "2";
-    FD_CHECK(s == "4" || s == "2", "FLASHDESK_CUDA_DOWN_SPLIT must be 4 or 2, not '" + s + "'");
-    return s == "4" ? 4 : 2;
-  }();
-  return q;
-}
-
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
 // V4.1 step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More
 // rows: three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
@@ -437,7 +422,7 @@ void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcA
     launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
                                               parts, down_pairs, slots);
   };
-  const bool halves = down_split() == 2;
+  const bool halves = ctx.down_split() == 2;
   if (a.n == 1) {
     launch_expert_tc<true, 2, 4, kQuarters>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
                                             RowSums{}, parts, up_pairs, slots);
