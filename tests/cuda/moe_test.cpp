@@ -225,14 +225,26 @@ TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
 // experts in one launch per stage on the tensor cores (moe_grouped.h), tiles of up to 128 rows of
 // an expert (150 rows x top-2 of 4 experts: 75 rows an expert, one tile whose second half of
 // warps has rows; 150 rows x both of 2 experts: a full tile and a partial one), CTAs of four column
-// warps (dim 128 or 384) and of eight (dim a multiple of 256, inter of 128), then the same with the
-// per-expert cuBLAS products the kernels replace.
+// warps (dim 128 or 384) and of eight (dim a multiple of 256, inter of 128); on Hopper with the
+// wgmma kernels (moe_grouped_sm90a.cu: CTAs of 256 weight rows where dim is a multiple of 256
+// and inter of 128, else of 128; then of 128 only; a tile's second row half of warpgroups without
+// rows at 75) and with the mma.sync ones; then the per-expert cuBLAS products the kernels replace.
 TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
-  check_experts(40, 256, 128, 8, 2, 8, true, false, 70);  // flash-tiny's shapes
-  check_experts(150, 128, 64, 4, 2, 4, true, false, 71);
-  check_experts(150, 384, 192, 2, 2, 2, true, false, 73);
-  check_experts(150, 512, 256, 2, 2, 2, true, false, 74);
-  check_experts(150, 128, 64, 4, 2, 4, false, false, 72);  // no shared expert
+  const CudaDeviceInfo& device = cuda_devices().front();
+  const bool hopper = device.major == 9 && device.minor == 0;
+  using W = CudaBackend::WgmmaExperts;
+  for (const W wgmma : {W::Auto, W::Narrow, W::Off}) {
+    gpu().set_wgmma_experts(wgmma);
+    // A Hopper GPU runs the wgmma kernels when they are asked for: a build without their sm_90a
+    // object would fall back to the mma.sync kernels silently.
+    EXPECT_EQ(gpu().wgmma_experts_run(), wgmma != W::Off && (emulated() || hopper));
+    check_experts(40, 256, 128, 8, 2, 8, true, false, 70);  // flash-tiny's shapes
+    check_experts(150, 128, 64, 4, 2, 4, true, false, 71);
+    check_experts(150, 384, 192, 2, 2, 2, true, false, 73);
+    check_experts(150, 512, 256, 2, 2, 2, true, false, 74);
+    check_experts(150, 128, 64, 4, 2, 4, false, false, 72);  // no shared expert
+  }
+  gpu().set_wgmma_experts(W::Auto);
   gpu().set_grouped_moe(false);
   check_experts(40, 256, 128, 8, 2, 8, true, false, 70);
   gpu().set_grouped_moe(true);

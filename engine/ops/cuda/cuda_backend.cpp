@@ -2,6 +2,7 @@
 // copies, row gathers and scatters as runs of device copies, weight uploads into the arena in
 // their stored formats.
 #include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/moe_grouped.h"
 
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
 
@@ -139,6 +140,16 @@ CudaBackend::CudaBackend(int device) {
     FD_CHECK(v == "4" || v == "2", "FLASHDESK_CUDA_DOWN_SPLIT must be 4 or 2, not '" + v + "'");
     set_down_split(v == "4" ? 4 : 2);
   }
+  // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
+  // benchmarks' A/B).
+  if (const char* w = std::getenv("FLASHDESK_CUDA_WGMMA")) {
+    const std::string v(w);
+    FD_CHECK(v == "1" || v == "128" || v == "0",
+             "FLASHDESK_CUDA_WGMMA must be 1, 128 or 0, not '" + v + "'");
+    set_wgmma_experts(v == "1"     ? WgmmaExperts::Auto
+                      : v == "128" ? WgmmaExperts::Narrow
+                                   : WgmmaExperts::Off);
+  }
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).
@@ -171,6 +182,15 @@ void CudaBackend::set_down_split(int warps) {
   FD_CHECK(warps == 4 || warps == 2,
            "down split: 4 or 2 warps a tile, not " + std::to_string(warps));
   ctx_->set_down_split(warps);
+}
+
+void CudaBackend::set_wgmma_experts(WgmmaExperts w) {
+  ctx_->set_wgmma_experts(w);
+}
+
+bool CudaBackend::wgmma_experts_run() const {
+  cuda::DeviceGuard g(ctx_->device());
+  return ctx_->wgmma_experts() != WgmmaExperts::Off && cuda::grouped_wgmma_runs();
 }
 
 void CudaBackend::synchronize() {

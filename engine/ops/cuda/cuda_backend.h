@@ -20,6 +20,7 @@
 #include "engine/ops/cuda/cuda_devices.h"
 #include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/cuda/step_graph_counts.h"
+#include "engine/ops/cuda/wgmma_experts.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -100,6 +101,15 @@ class CudaBackend final : public Backend {
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }
+  // Whether those tensor-core experts run Hopper's wgmma kernels where the device and this binary
+  // have them, in CTAs of 256 weight rows where the shapes allow (Auto, the default) or of 128
+  // (Narrow), or the mma.sync kernels every GPU runs (Off). FLASHDESK_CUDA_WGMMA=1|128|0; the
+  // tests run all three.
+  using WgmmaExperts = cuda::WgmmaExperts;
+  void set_wgmma_experts(WgmmaExperts w);
+  // Whether prefill experts run those wgmma kernels now (the switch not Off, a Hopper GPU, and a
+  // binary with their sm_90a code).
+  bool wgmma_experts_run() const;
   // Whether the fused ops (hc_collapse_norm, hc_expand_collapse_norm, moe_experts_rounded,
   // sparse_attention_unrotated) run as one kernel each (the default) or as the Backend
   // defaults' separate kernels (FLASHDESK_CUDA_FUSE; the tests compare the two).

@@ -15,6 +15,7 @@
 #include "engine/ops/cuda/device_memory.h"
 #include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/cuda/step_graph.h"
+#include "engine/ops/cuda/wgmma_experts.h"
 #include "engine/ops/tensor.h"
 
 namespace flashdesk::cuda {
@@ -85,6 +86,10 @@ class DeviceContext {
   // moe_decode_tc.cu), the backend's switch.
   int down_split() const { return down_split_; }
   void set_down_split(int warps) { down_split_ = warps; }
+  // Whether the prefill experts may run Hopper's wgmma kernels (moe_grouped_sm90a.cu) where this
+  // binary has them for the device, and in which CTA widths; the backend's switch.
+  WgmmaExperts wgmma_experts() const { return wgmma_experts_; }
+  void set_wgmma_experts(WgmmaExperts w) { wgmma_experts_ = w; }
 
  private:
   int device_;
@@ -101,6 +106,7 @@ class DeviceContext {
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   int down_split_ = 2;
+  WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   BesideLane beside_{*pool_};  // destroyed before the pool
   bool beside_open_ = false;
   StepGraph graph_;  // last: its executable graphs go first

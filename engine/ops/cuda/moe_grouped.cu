@@ -21,13 +21,13 @@
 #include "engine/ops/cuda/linear.cuh"
 #include "engine/ops/cuda/mma.cuh"
 #include "engine/ops/cuda/moe_grouped.h"
+#include "engine/ops/cuda/moe_grouped_tile.cuh"
 #include "engine/ops/cuda/moe_table.cuh"
 #include "engine/ops/weights.h"
 
 namespace flashdesk::cuda {
 namespace {
 
-constexpr int kTilePairs = 128;      // pairs (A rows) of a tile
 constexpr int kChunk = 64;           // k per step
 constexpr int kStride = kChunk + 8;  // BF16 per staged row: fragment loads on distinct banks
 // A CTA's warps: two along the pairs (64 rows each) by C along the weight rows (32 each), so a
@@ -44,67 +44,6 @@ struct TcShape {
       (kAStages * kAStageElems + kBStages * kBStageElems) * sizeof(uint16_t);
   static constexpr int kAPieces = 1024 / kThreads;  // 16-byte copies of A a thread a chunk
 };
-
-struct GroupedArgs {
-  const ExpertEntry* table;
-  const uint16_t* a;          // up: x act_quant'ed [n, dim]; down: h act_quant'ed [pairs, inter]
-  const int32_t* rows;        // the pairs' token rows (up)
-  const int32_t* slots;       // the pairs' output slots (down)
-  const float* weights;       // the pairs' routing weights (up)
-  const int32_t* tiles;       // [tiles][3]
-  const int32_t* tile_count;  // the tiles planned (the grid is an upper bound)
-  int64_t tile0;              // the launch's first tile (grid y is at most 65,535)
-  int64_t k, inter, dim;
-  float limit;
-  float* out;  // up: h [pairs, inter]; down: o [slots, dim]
-};
-
-__device__ __forceinline__ float swiglu(float g, float u, float w, float limit) {
-  if (limit > 0.0f) {
-    u = fminf(fmaxf(u, -limit), limit);
-    g = fminf(g, limit);
-  }
-  return round_bf16(__fmul_rn(__fmul_rn(g / (1.0f + expf(-g)), u), w));
-}
-
-// v * scale per BF16 half (fma with -0, which keeps a zero's sign): exact for the E2M1 values
-// times a power of two in BF16's normal range.
-__device__ __forceinline__ uint32_t scale_bf16x2(uint32_t v, uint32_t scale) {
-#ifdef FLASHDESK_CUDA_EMU
-  const auto half = [](uint32_t x, uint32_t s) -> uint32_t {
-    return f32_to_bf16_bits(bf16_bits_to_f32(x & 0xFFFFu) * bf16_bits_to_f32(s & 0xFFFFu));
-  };
-  return half(v, scale) | (half(v >> 16, scale >> 16) << 16);
-#else
-  uint32_t d;
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(v), "r"(scale), "r"(0x80008000u));
-  return d;
-#endif
-}
-
-// Eight FP4 (E2M1) codes, code i in nibble i, times the BF16x2 `scale` as BF16 pairs (codes 0 1,
-// 2 3, 4 5, 6 7; the even code in the low half). A code's magnitude picks the high and the low
-// byte of its BF16 value from two byte tables (prmt), its sign goes to the high byte, and one
-// BF16x2 multiply by the power-of-two scale is exact: about 3 instructions a code, where
-// converting through FP32 took about 10 (the kernel was issue-bound on that decoding).
-__device__ __forceinline__ void e2m1x8_to_bf16(uint32_t w, uint32_t scale, uint32_t (&r)[4]) {
-  // BF16 of 0, 0.5, 1, 1.5 | 2, 3, 4, 6: high bytes 00 3F 3F 3F | 40 40 40 40, low bytes
-  // 00 00 80 C0 | 00 40 80 C0.
-  constexpr uint32_t kHigh03 = 0x3F3F3F00u, kHigh47 = 0x40404040u;
-  constexpr uint32_t kLow03 = 0xC0800000u, kLow47 = 0xC0804000u;
-  FD_UNROLL
-  for (int h = 0; h < 2; ++h) {
-    const uint32_t x = h == 0 ? w : w >> 16;  // codes 4h .. 4h + 3 in the low 16 bits
-    const uint32_t magnitudes = x & 0x7777u;
-    const uint32_t low = __byte_perm(kLow03, kLow47, magnitudes);
-    // Code j's sign (bit 4j + 3 of x) to bit 7 of byte j: the two code bytes, each twice.
-    const uint32_t twice = __byte_perm(x, 0, 0x1100);
-    const uint32_t high = __byte_perm(kHigh03, kHigh47, magnitudes) | ((twice << 4) & 0x00800080u) |
-                          (twice & 0x80008000u);
-    r[2 * h] = scale_bf16x2(__byte_perm(low, high, 0x5140), scale);
-    r[2 * h + 1] = scale_bf16x2(__byte_perm(low, high, 0x7362), scale);
-  }
-}
 
 // The routed experts' tensor-core kernel: a CTA takes a tile of up to 128 pairs and 32 C weight
 // rows, 2 C warps of 64 x 32 (a warp whose rows are all past the tile's pairs skips the
@@ -341,6 +280,11 @@ template <int C>
 void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t max_tiles, int64_t pairs,
                     int64_t dim, int64_t inter, float* h, float* o) {
   using S = TcShape<C>;
+  // Hopper: the same tiles on the warpgroup products (moe_grouped_sm90a.cu), where this binary
+  // has them for the device.
+  const WgmmaExperts w = ctx.wgmma_experts();
+  const bool wgmma = w != WgmmaExperts::Off && grouped_wgmma_runs();
+  const bool wide = w == WgmmaExperts::Auto && grouped_wgmma_wide_fits(dim, inter);
   allow_dynamic_smem<grouped_expert_tc_kernel<true, C>>(S::kSmemBytes);
   allow_dynamic_smem<grouped_expert_tc_kernel<false, C>>(S::kSmemBytes);
   auto launch = [&](auto kernel, unsigned columns) {
@@ -349,13 +293,19 @@ void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t max_tiles, int64_
       FD_LAUNCH(kernel, dim3(columns, rows_y), dim3(S::kThreads), S::kSmemBytes, ctx.stream(), a);
     }
   };
-  launch(grouped_expert_tc_kernel<true, C>, static_cast<unsigned>(inter / (S::kWeights / 2)));
+  if (wgmma)
+    launch_grouped_wgmma(ctx, a, true, max_tiles, wide);
+  else
+    launch(grouped_expert_tc_kernel<true, C>, static_cast<unsigned>(inter / (S::kWeights / 2)));
   Tensor hq = ctx.scratch(DType::BF16, Shape{pairs, inter});
   act_quant_to_bf16(ctx, h, pairs, inter, ptr<uint16_t>(hq));
   a.a = ptr<const uint16_t>(hq);
   a.k = inter;
   a.out = o;
-  launch(grouped_expert_tc_kernel<false, C>, static_cast<unsigned>(dim / S::kWeights));
+  if (wgmma)
+    launch_grouped_wgmma(ctx, a, false, max_tiles, wide);
+  else
+    launch(grouped_expert_tc_kernel<false, C>, static_cast<unsigned>(dim / S::kWeights));
 }
 
 }  // namespace

@@ -22,6 +22,11 @@ bool grouped_experts_fit(std::span<const ExpertEntry> table, int64_t experts, in
 // order), slot = row * slots_per_row + column. `table` is the device copy of the entries, ids and
 // weights [n, k] on the device (ids outside [0, experts) are skipped), x [n, dim] F32,
 // o [n * slots_per_row, dim] F32. Queued on the context's stream; the host does not wait.
+// Whether the current device runs the Hopper kernels of moe_grouped_sm90a.cu (wgmma): a Hopper
+// GPU (compute capability 9.0) and a binary with their sm_90a code; the emulation always.
+// run_grouped_experts takes them then unless DeviceContext::wgmma_experts() is off.
+bool grouped_wgmma_runs();
+
 void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int32_t* ids,
                          const float* weights, int64_t k, int64_t slots_per_row, int64_t experts,
                          const float* x, int64_t n, int64_t dim, int64_t inter, float limit,

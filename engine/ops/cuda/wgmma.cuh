@@ -1,0 +1,164 @@
+// Hopper's warpgroup tensor-core product (wgmma.mma_async, sm_90a only): four consecutive warps
+// (a warpgroup) issue one m64nNk16 product whose A (64 x 16) and B (N x 16) tiles the tensor cores
+// read straight from shared memory, each through a 64-bit descriptor, into FP32 accumulators held
+// in the warpgroup's registers. It runs asynchronously: the warps go on (decoding the next weight
+// chunk) while the products run, and wait for a group of them later. mma.sync (mma.cuh), the
+// products every other tensor-core kernel here uses, runs on Hopper at well under wgmma's rate.
+//
+// Operand layout (the one the descriptors below describe, "K-major with the 128-byte swizzle"):
+// each row of a tile holds 64 BF16 values of k (128 bytes); 8 rows make a 1 KiB atom, atoms sit
+// 1 KiB apart (the stride-dimension offset), and the 16-byte chunk c of row r is stored at chunk
+// c ^ (r % 8) of that row (spreading a column of chunks over the banks). Tiles start on a 1 KiB
+// boundary; the product over k 16 s .. 16 s + 15 takes the descriptor of the tile advanced by 32 s
+// bytes, since the hardware applies the swizzle to the address bits (4-6 ^= 7-9) after adding.
+//
+// Accumulators of m64nNk16 (PTX ISA, "wgmma ... register fragment D"): warp w of the warpgroup
+// and lane L hold, for each 8-column block j, d[4j + i] = D[16 w + L/4 + 8 (i / 2)][8 j + 2 (L % 4)
+// + i % 2]: the mma.sync m16n8 layout repeated over the columns.
+//
+// The emulation (cuda-emu) computes a thread's accumulators at issue from shared memory as the
+// descriptors and the swizzle above address it, sums in k order; the device's order differs only
+// in FP32 rounding.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/ops/cuda/cuda_compat.cuh"
+
+// Where this file's device code is real: the sm_90a pass of nvcc, or the emulation.
+#if defined(FLASHDESK_CUDA_EMU) || (defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL))
+#define FD_HAVE_WGMMA 1
+#else
+#define FD_HAVE_WGMMA 0
+#endif
+
+namespace flashdesk::cuda {
+
+constexpr int kWgmmaRowBytes = 128;  // a swizzled row: 64 BF16 values of k
+constexpr int kWgmmaAtomBytes = 8 * kWgmmaRowBytes;
+
+// The byte offset of row r's 16-byte chunk c inside a swizzled tile.
+__device__ __forceinline__ int swizzled_chunk(int r, int c) {
+  return r * kWgmmaRowBytes + ((c ^ (r & 7)) << 4);
+}
+
+// The shared-memory address a descriptor names (the emulation: the offset into the block's
+// dynamic shared memory, which is where every wgmma operand lives).
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+#ifdef FLASHDESK_CUDA_EMU
+  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - fd_emu::dynamic_smem());
+#else
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+#endif
+}
+
+// A K-major, 128-byte-swizzled tile's descriptor: start address / 16 in bits 0-13, the leading
+// offset (unused by this layout, 1 by convention) in 16-29, the stride between 8-row atoms / 16 in
+// 32-45, the swizzle mode (1: 128 bytes) in 62-63.
+__device__ __forceinline__ uint64_t wgmma_descriptor(const void* tile) {
+  const uint64_t start = (shared_address(tile) >> 4) & 0x3FFFu;
+  return start | (uint64_t{1} << 16) | (uint64_t{kWgmmaAtomBytes >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+#ifdef FLASHDESK_CUDA_EMU
+namespace wgmma_emu {
+// Element (row, k) of a swizzled BF16 tile named by a descriptor.
+inline float element(uint64_t desc, int row, int k) {
+  uint32_t addr = static_cast<uint32_t>(desc & 0x3FFFu) << 4;
+  const uint32_t stride = static_cast<uint32_t>((desc >> 32) & 0x3FFFu) << 4;
+  addr += static_cast<uint32_t>(row / 8) * stride + static_cast<uint32_t>(row % 8) * 128u +
+          static_cast<uint32_t>(k) * 2u;
+  addr ^= ((addr >> 7) & 7u) << 4;
+  uint16_t bits;
+  std::memcpy(&bits, fd_emu::dynamic_smem() + addr, 2);
+  const uint32_t w = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &w, 4);
+  return f;
+}
+}  // namespace wgmma_emu
+#endif
+
+// Orders this warpgroup's earlier register and shared-memory accesses before the products that
+// follow (before the first product of a batch).
+__device__ __forceinline__ void wgmma_fence() {
+#if FD_HAVE_WGMMA && !defined(FLASHDESK_CUDA_EMU)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if FD_HAVE_WGMMA && !defined(FLASHDESK_CUDA_EMU)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Returns when all but the kPending most recent committed groups of products have finished.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if FD_HAVE_WGMMA && !defined(FLASHDESK_CUDA_EMU)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+// Shared memory written by ordinary stores (or cp.async) made visible to the tensor cores' reads:
+// every writing thread, before the barrier that precedes the products.
+__device__ __forceinline__ void fence_shared_for_async() {
+#if FD_HAVE_WGMMA && !defined(FLASHDESK_CUDA_EMU)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Keeps the compiler from moving or copying the accumulators across this point (around a batch of
+// products): a register copy between a product's issue and its wait would read them while the
+// tensor cores write them, and ptxas then serialises every product (its warning C7514).
+template <int N>
+__device__ __forceinline__ void wgmma_hold(float (&d)[N]) {
+#if FD_HAVE_WGMMA && !defined(FLASHDESK_CUDA_EMU)
+  FD_UNROLL
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#else
+  (void)d;
+#endif
+}
+
+// d += A (64 x 16, desc_a) * B (128 x 16, desc_b, so D is 64 x 128), BF16 inputs, FP32 sums.
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a,
+                                                      uint64_t desc_b) {
+#ifdef FLASHDESK_CUDA_EMU
+  const fd_emu::ThreadContext& t = fd_emu::ctx();
+  const int w = static_cast<int>(t.warp % 4), lane = static_cast<int>(t.lane);
+  for (int i = 0; i < 64; ++i) {
+    const int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
+    const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float acc = d[i];
+    for (int k = 0; k < 16; ++k)
+      acc += wgmma_emu::element(desc_a, row, k) * wgmma_emu::element(desc_b, col, k);
+    d[i] = acc;
+  }
+#elif FD_HAVE_WGMMA
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(1));
+#else
+  (void)d, (void)desc_a, (void)desc_b;
+#endif
+}
+
+}  // namespace flashdesk::cuda
