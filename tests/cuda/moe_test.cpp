@@ -238,7 +238,10 @@ TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
     // A Hopper GPU runs the wgmma kernels when they are asked for: a build without their sm_90a
     // object would fall back to the mma.sync kernels silently.
     EXPECT_EQ(gpu().wgmma_experts_run(), wgmma != W::Off && (emulated() || hopper));
-    check_experts(40, 256, 128, 8, 2, 8, true, false, 70);  // flash-tiny's shapes
+    // flash-tiny's shapes: 10 pairs an expert (the mma.sync kernels whatever the switch: the
+    // wgmma ones run from 64 on), then 75.
+    check_experts(40, 256, 128, 8, 2, 8, true, false, 70);
+    check_experts(300, 256, 128, 8, 2, 8, true, false, 75);
     check_experts(150, 128, 64, 4, 2, 4, true, false, 71);
     check_experts(150, 384, 192, 2, 2, 2, true, false, 73);
     check_experts(150, 512, 256, 2, 2, 2, true, false, 74);
@@ -253,6 +256,8 @@ TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
 TEST_F(CudaMoeTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
   check_experts(200, 5120, 2304, 384, 6, 8, true, false, 43);  // the tensor-core kernels
+  // 75 pairs an expert: on Hopper the wgmma kernels' wide form at V4.1's dims.
+  check_experts(100, 5120, 2304, 8, 6, 8, true, false, 44);
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);  // the shared expert as GEMVs
   check_experts(12, 5120, 2304, 384, 6, 4, true, false, 41);

@@ -273,17 +273,26 @@ bool grouped_experts_fit(std::span<const ExpertEntry> table, int64_t experts, in
 
 namespace {
 
+// The fewest pairs an expert, on average over the step, at which the wgmma kernels run: half a
+// tile.
+constexpr int64_t kWgmmaPairsPerExpert = kTilePairs / 2;
+
 // The up and the down launch with C column warps a CTA (TcShape), the tiles' upper bound along
 // grid y, at most 65,535 a launch (a prompt of ~1.4M tokens at top-6); blocks past the planned
 // count leave at once.
 template <int C>
-void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t max_tiles, int64_t pairs,
-                    int64_t dim, int64_t inter, float* h, float* o) {
+void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t experts, int64_t max_tiles,
+                    int64_t pairs, int64_t dim, int64_t inter, float* h, float* o) {
   using S = TcShape<C>;
   // Hopper: the same tiles on the warpgroup products (moe_grouped_sm90a.cu), where this binary
   // has them for the device.
   const WgmmaExperts w = ctx.wgmma_experts();
-  const bool wgmma = w != WgmmaExperts::Off && grouped_wgmma_runs();
+  // Only where the tiles are mostly full: a wgmma CTA multiplies all 128 rows of its tile, where
+  // the mma.sync kernel's warps without pairs skip their products. H200, 32-row decode steps (0.5
+  // pairs an expert): the 40 layers 207 against 189 ms with wgmma; an 8K-token prefill (128 an
+  // expert) is where they pay.
+  const bool wgmma =
+      w != WgmmaExperts::Off && pairs >= kWgmmaPairsPerExpert * experts && grouped_wgmma_runs();
   const bool wide = w == WgmmaExperts::Auto && grouped_wgmma_wide_fits(dim, inter);
   allow_dynamic_smem<grouped_expert_tc_kernel<true, C>>(S::kSmemBytes);
   allow_dynamic_smem<grouped_expert_tc_kernel<false, C>>(S::kSmemBytes);
@@ -354,9 +363,9 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int
   // Eight column warps where the shapes allow: half the pairs' reads a product (up 10.4 -> 9.9
   // ms an 8K-token prefill of V4.1's experts, down equal), else four.
   if (dim % TcShape<8>::kWeights == 0 && inter % (TcShape<8>::kWeights / 2) == 0)
-    launch_grouped<8>(ctx, a, max_tiles, pairs, dim, inter, ptr<float>(h), o);
+    launch_grouped<8>(ctx, a, experts, max_tiles, pairs, dim, inter, ptr<float>(h), o);
   else
-    launch_grouped<4>(ctx, a, max_tiles, pairs, dim, inter, ptr<float>(h), o);
+    launch_grouped<4>(ctx, a, experts, max_tiles, pairs, dim, inter, ptr<float>(h), o);
 }
 
 }  // namespace flashdesk::cuda
