@@ -170,20 +170,9 @@ __global__ void __launch_bounds__(TcShape<C>::kThreads, 8 / C)
       if (row >= count) continue;
       const int pair = first + row;
       FD_UNROLL
-      for (int nt = 0; nt < 4; ++nt) {
-        const float v0 = acc[mt][nt][2 * half], v1 = acc[mt][nt][2 * half + 1];
-        const int b = 32 * wn + 8 * nt + c;
-        if (kUp) {  // v0 = gate, v1 = up of column col0 + b / 2
-          a.out[static_cast<int64_t>(pair) * a.inter + col0 + b / 2] =
-              swiglu(round_bf16(v0), round_bf16(v1), a.weights[pair], a.limit);
-        } else {
-          float2 r;
-          r.x = round_bf16(v0);
-          r.y = round_bf16(v1);
-          *reinterpret_cast<float2*>(a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 +
-                                     b) = r;
-        }
-      }
+      for (int nt = 0; nt < 4; ++nt)
+        store_pair_result<kUp>(a, pair, col0, 32 * wn + 8 * nt + c, acc[mt][nt][2 * half],
+                               acc[mt][nt][2 * half + 1]);
     }
   }
 }

@@ -188,20 +188,9 @@ __global__ void __launch_bounds__(WgShape<kCols>::kThreads, kCols == 1 ? 2 : 1)
     if (row >= count) continue;
     const int pair = first + row;
     FD_UNROLL
-    for (int j = 0; j < 16; ++j) {
-      const float v0 = acc[4 * j + 2 * half], v1 = acc[4 * j + 2 * half + 1];
-      const int b = 128 * col_half + 8 * j + 2 * (lane & 3);
-      if (kUp) {  // v0 = gate, v1 = up of column col0 + b / 2
-        a.out[static_cast<int64_t>(pair) * a.inter + col0 + b / 2] =
-            swiglu(round_bf16(v0), round_bf16(v1), a.weights[pair], a.limit);
-      } else {
-        float2 r;
-        r.x = round_bf16(v0);
-        r.y = round_bf16(v1);
-        *reinterpret_cast<float2*>(a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 + b) =
-            r;
-      }
-    }
+    for (int j = 0; j < 16; ++j)
+      store_pair_result<kUp>(a, pair, col0, 128 * col_half + 8 * j + 2 * (lane & 3),
+                             acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
   }
 #else
   (void)a;

@@ -77,6 +77,23 @@ __device__ __forceinline__ void e2m1x8_to_bf16(uint32_t w, uint32_t scale, uint3
   }
 }
 
+// A tile's result for one pair and two adjacent weight rows b, b + 1 of the CTA's block (whose
+// first column, or output dim, is col0): up, the SwiGLU of column col0 + b / 2's gate (v0) and up
+// (v1) value into h; down, the slot's two output values, each rounded to BF16.
+template <bool kUp>
+__device__ __forceinline__ void store_pair_result(const GroupedArgs& a, int pair, int64_t col0,
+                                                  int b, float v0, float v1) {
+  if constexpr (kUp) {
+    a.out[static_cast<int64_t>(pair) * a.inter + col0 + b / 2] =
+        swiglu(round_bf16(v0), round_bf16(v1), a.weights[pair], a.limit);
+  } else {
+    float2 r;
+    r.x = round_bf16(v0);
+    r.y = round_bf16(v1);
+    *reinterpret_cast<float2*>(a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 + b) = r;
+  }
+}
+
 // One stage of every planned tile on the wgmma kernels (moe_grouped_sm90a.cu; where
 // grouped_wgmma_runs()), CTAs of 256 weight rows (wide: where grouped_wgmma_wide_fits) or 128:
 // up, column blocks of 128 or 64 gate and up columns; down, blocks of 256 or 128 output dims.
