@@ -14,7 +14,8 @@
 # for the tests and a batch-1 layer table only (a short device call: no GEMV bench, model bench
 # or CLI round, and no profile unless PROFILE=1). PROFILE_PREFILL=0 keeps the profile to decode,
 # CLI=0 skips the CLI round, GEMV=0 the GEMV bench, LAYER_BENCH_ARGS replaces the layer bench's
-# arguments, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report.
+# arguments, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report (its BENCH_ARGS and
+# SKIP pass through: a prefill's kernels, for one).
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
