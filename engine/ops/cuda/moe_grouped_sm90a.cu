@@ -7,7 +7,7 @@
 // dims) with 2 kCols warpgroups, warpgroup g multiplying pair rows 64 (g % 2) .. + 63 against
 // weight rows 128 (g / 2) .. + 127. kCols = 2 (the wide form, one CTA a multiprocessor) reads each
 // pair row from L2 half as often as kCols = 1 (two CTAs a multiprocessor): 20.8 against 41.4 GB of
-// L2 traffic in the up stage of an 8K-token prefill at V4.1's shapes, 8.6 against 9.6 ms (H200).
+// L2 traffic in the up stage of an 8K-token prefill at V4.1's shapes, 8.5 against 9.5 ms (H200).
 // Each 64-wide k chunk passes through shared memory three ways:
 //   the FP4 codes (32 bytes a weight row), copied by cp.async kCodeStages chunks ahead;
 //   the codes decoded into BF16 (E2M1 x UE8M0 is exact in BF16) in the swizzled layout the tensor
