@@ -4,10 +4,14 @@
 // cpu backend's ids, at how many steps the argmax agrees and the cpu logits' top-two margin where
 // it does not (a near tie, or a real difference). Prints a markdown table.
 //
-//   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N]
+// --ab VAR measures an environment switch read per step (FLASHDESK_ENGRAM_AHEAD) on the GPU:
+// VAR=1 and VAR=0 alternate run by run in one process, a row each.
+//
+//   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N] [--ab VAR]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -62,7 +66,7 @@ static int run_bench(int argc, char** argv) {
   std::string model_dir =
       (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string();
   int64_t prompt_len = 512, decode = 64, runs = 3;
-  std::string gpu = "cuda";
+  std::string gpu = "cuda", ab_var;
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i], v = i + 1 < argc ? argv[i + 1] : "";
     if (a == "--model")
@@ -75,6 +79,8 @@ static int run_bench(int argc, char** argv) {
       runs = std::stoll(v);
     else if (a == "--device")
       gpu = "cuda:" + v;
+    else if (a == "--ab")
+      ab_var = v;
     else {
       std::fprintf(stderr, "cuda_model_bench: unknown option %s\n", a.c_str());
       return 2;
@@ -142,44 +148,56 @@ static int run_bench(int argc, char** argv) {
     const auto backend = flashdesk::make_backend(name, hw);
     flashdesk::Model model(ckpt, *backend);
     run_once(model, prompt, 2);  // warm-up
-    std::vector<double> prefill, dec;
-    Run last;
-    for (int64_t r = 0; r < runs; ++r) {
-      last = run_once(model, prompt, decode);
-      prefill.push_back(last.prefill_s);
-      dec.push_back(last.decode_s);
-    }
-    const double decode_tok_s = static_cast<double>(decode) / median(dec);
-    std::string same = "-", forced_equal = "-", margins = "-";
-    if (cpu_ids.empty()) {
-      cpu_ids = last.ids;
-      cpu_margins = last.margins;
-      cpu_decode = decode_tok_s;
-    } else {
-      const auto diff = std::mismatch(cpu_ids.begin(), cpu_ids.end(), last.ids.begin());
-      same = diff.first == cpu_ids.end() ? "all " + std::to_string(decode)
-                                         : "first " + std::to_string(diff.first - cpu_ids.begin()) +
-                                               " of " + std::to_string(decode);
-      const Run forced = run_once(model, prompt, decode, &cpu_ids);
-      int64_t equal = 0;
-      float worst_margin = 0;
-      for (size_t i = 0; i < cpu_ids.size(); ++i) {
-        if (forced.ids[i] == cpu_ids[i])
-          ++equal;
-        else
-          worst_margin = std::max(worst_margin, cpu_margins[i]);
+    // The variants of an A/B (--ab VAR on the GPU: VAR=1 and VAR=0 alternating run by run in
+    // this process, so that both meet the same machine state), else one.
+    const std::vector<std::string> variants = ab_var.empty() || name == "cpu"
+                                                  ? std::vector<std::string>{""}
+                                                  : std::vector<std::string>{"1", "0"};
+    std::vector<std::vector<double>> prefill(variants.size()), dec(variants.size());
+    std::vector<Run> last(variants.size());
+    for (int64_t r = 0; r < runs; ++r)
+      for (size_t v = 0; v < variants.size(); ++v) {
+        if (!variants[v].empty()) setenv(ab_var.c_str(), variants[v].c_str(), 1);
+        last[v] = run_once(model, prompt, decode);
+        prefill[v].push_back(last[v].prefill_s);
+        dec[v].push_back(last[v].decode_s);
       }
-      forced_equal = std::to_string(equal) + " of " + std::to_string(decode);
-      if (equal < decode) {
-        char b[32];
-        std::snprintf(b, sizeof b, "at most %.3g", static_cast<double>(worst_margin));
-        margins = b;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      if (!variants[v].empty()) setenv(ab_var.c_str(), variants[v].c_str(), 1);
+      const double decode_tok_s = static_cast<double>(decode) / median(dec[v]);
+      std::string same = "-", forced_equal = "-", margins = "-";
+      if (cpu_ids.empty()) {
+        cpu_ids = last[v].ids;
+        cpu_margins = last[v].margins;
+        cpu_decode = decode_tok_s;
+      } else {
+        const auto diff = std::mismatch(cpu_ids.begin(), cpu_ids.end(), last[v].ids.begin());
+        same = diff.first == cpu_ids.end()
+                   ? "all " + std::to_string(decode)
+                   : "first " + std::to_string(diff.first - cpu_ids.begin()) + " of " +
+                         std::to_string(decode);
+        const Run forced = run_once(model, prompt, decode, &cpu_ids);
+        int64_t equal = 0;
+        float worst_margin = 0;
+        for (size_t i = 0; i < cpu_ids.size(); ++i) {
+          if (forced.ids[i] == cpu_ids[i])
+            ++equal;
+          else
+            worst_margin = std::max(worst_margin, cpu_margins[i]);
+        }
+        forced_equal = std::to_string(equal) + " of " + std::to_string(decode);
+        if (equal < decode) {
+          char b[32];
+          std::snprintf(b, sizeof b, "at most %.3g", static_cast<double>(worst_margin));
+          margins = b;
+        }
       }
+      const std::string label = std::string(backend->name()) +
+                                (variants[v].empty() ? "" : ", " + ab_var + "=" + variants[v]);
+      std::printf("| %s | %.0f | %.1f | %.2fx | %s | %s | %s |\n", label.c_str(),
+                  static_cast<double>(prompt_len) / median(prefill[v]), decode_tok_s,
+                  decode_tok_s / cpu_decode, same.c_str(), forced_equal.c_str(), margins.c_str());
     }
-    std::printf("| %s | %.0f | %.1f | %.2fx | %s | %s | %s |\n",
-                std::string(backend->name()).c_str(),
-                static_cast<double>(prompt_len) / median(prefill), decode_tok_s,
-                decode_tok_s / cpu_decode, same.c_str(), forced_equal.c_str(), margins.c_str());
   }
   return 0;
 }

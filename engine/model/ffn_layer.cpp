@@ -46,14 +46,13 @@ Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
   return y;
 }
 
-void StepRunner::engram(int64_t layer) {
-  const EngramWeights& G = *w_.layers[static_cast<size_t>(layer)].engram;
+HostTensor StepRunner::engram_ids(int64_t layer, std::vector<uint8_t>& masked) const {
   const EngramHasher& hasher = *model_.engram_;
   const auto& ids_of = text_.engram_layer_ids;
   const int64_t li = std::find(ids_of.begin(), ids_of.end(), layer) - ids_of.begin();
   const int64_t n = n_rows_, cols = hasher.columns();
   HostTensor ids = HostTensor::zeros(DType::I64, {n, cols});
-  std::vector<uint8_t> masked(static_cast<size_t>(n), 0);
+  masked.assign(static_cast<size_t>(n), 0);
   for (const SeqRows& s : seqs_) {
     const SequenceState& st = *s.state;
     hasher.hash(li, st.tokens, st.dead, positions(s),
@@ -62,8 +61,54 @@ void StepRunner::engram(int64_t layer) {
       masked[static_cast<size_t>(s.first_row + j)] =
           st.dead[static_cast<size_t>(s.first_position + j)];
   }
-  Tensor e = f32(Shape{n, cols * G.table.width()});
-  be_.engram_gather(G.table, ids.as<int64_t>(), e);
+  return ids;
+}
+
+void StepRunner::prefetch_engram() {
+  if (!model_.engram_) return;
+  be_.beside_begin();
+  try {
+    std::vector<uint8_t> masked;
+    for (int64_t layer : text_.engram_layer_ids) {
+      const auto& weights = w_.layers[static_cast<size_t>(layer)].engram;
+      if (!weights) continue;
+      EngramAhead& a = engram_ahead_[layer];
+      a.ids = engram_ids(layer, masked);
+      a.rows = f32(Shape{n_rows_, a.ids.shape[1] * weights->table.width()});
+      be_.engram_gather(weights->table, a.ids.as<int64_t>(), a.rows);
+    }
+  } catch (...) {
+    be_.join(be_.beside_end());
+    engram_ahead_.clear();
+    throw;
+  }
+  engram_upload_ = be_.beside_end();
+}
+
+void StepRunner::settle_engram_ahead() {
+  be_.join(engram_upload_);
+  engram_upload_ = Backend::Beside{};
+  engram_ahead_.clear();
+}
+
+void StepRunner::engram(int64_t layer) {
+  const EngramWeights& G = *w_.layers[static_cast<size_t>(layer)].engram;
+  std::vector<uint8_t> masked;
+  const HostTensor ids = engram_ids(layer, masked);
+  const int64_t n = n_rows_, cols = ids.shape[1];
+  Tensor e;
+  const auto ahead = engram_ahead_.find(layer);
+  if (ahead != engram_ahead_.end()) {
+    if (ahead->second.ids.shape == ids.shape && ahead->second.ids.bytes == ids.bytes) {
+      be_.join(engram_upload_);
+      e = std::move(ahead->second.rows);
+    }
+    engram_ahead_.erase(ahead);
+  }
+  if (!e.defined()) {
+    e = f32(Shape{n, cols * G.table.width()});
+    be_.engram_gather(G.table, ids.as<int64_t>(), e);
+  }
   Tensor kv = f32(Shape{n, G.wkv.out});
   be_.linear(e, G.wkv, kQuantLinear, kv);
   be_.engram_update(X_, kv, G.q_weight, G.k_weight, masked, static_cast<float>(text_.rms_norm_eps));

@@ -3,6 +3,8 @@
 #include "engine/model/step_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace flashdesk {
 
@@ -105,6 +107,13 @@ namespace {
 // one step graph (Backend::step_graph_begin): many small kernels whose launches cost about what
 // they do. Longer ones are few large kernels, and each new row count would be a new graph.
 constexpr int64_t kGraphRows = 64;
+
+// FLASHDESK_ENGRAM_AHEAD=0 leaves each Engram layer to gather its own rows: read each step, so
+// that `cuda_model_bench --ab FLASHDESK_ENGRAM_AHEAD` measures both in one process.
+bool engram_ahead() {
+  const char* v = std::getenv("FLASHDESK_ENGRAM_AHEAD");
+  return !(v && std::string(v) == "0");
+}
 }  // namespace
 
 void StepRunner::run() {
@@ -115,10 +124,15 @@ void StepRunner::run() {
   next_attn_input_ = Tensor();
   try {
     embed();
+    // Decode-sized steps gather their Engram rows up front, beside the first blocks (their rows
+    // are a few KB; a prompt's would be hundreds of MB held through the step).
+    if (n_rows_ <= kGraphRows && engram_ahead()) prefetch_engram();
     const int64_t n_layers = text_.num_hidden_layers;
     for (int64_t layer = 0; layer < n_layers && n_rows_ > 0; ++layer) run_block(layer);
     logits = compute_logits();
+    settle_engram_ahead();
   } catch (...) {
+    settle_engram_ahead();
     if (graph) be_.step_graph_abort();
     throw;
   }

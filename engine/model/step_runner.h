@@ -56,6 +56,14 @@ class StepRunner {
   // ffn_layer.cpp
   Tensor moe(int64_t layer, const Tensor& x);
   void engram(int64_t layer);
+  // The Engram ids [n_rows, columns] of `layer` for the current rows; masked: each row's gate off.
+  HostTensor engram_ids(int64_t layer, std::vector<uint8_t>& masked) const;
+  // Every Engram layer's table rows gathered and uploaded at the step's start in one beside
+  // section (issue 18: the ids depend on the tokens only), for engram() to take where the ids
+  // it finds are still the same (a decoder cut changes the rows); settle_engram_ahead() joins
+  // the section if some were left, before their tensors go.
+  void prefetch_engram();
+  void settle_engram_ahead();
 
   // helpers
   Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
@@ -94,6 +102,13 @@ class StepRunner {
   // Per sequence: top-k [n_rows, k] I32 of each index source, candidate blocks of the candidate
   // source, by layer.
   std::vector<std::map<int64_t, Tensor>> topk_, candidates_;
+  // prefetch_engram's rows by layer: the ids they were gathered for and the rows.
+  struct EngramAhead {
+    HostTensor ids;
+    Tensor rows;
+  };
+  std::map<int64_t, EngramAhead> engram_ahead_;
+  Backend::Beside engram_upload_;  // the section that gathered them (id -1 once joined)
 };
 
 }  // namespace flashdesk

@@ -169,5 +169,39 @@ TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
   expect_bf16_close(from_gpu<float>(X.gpu), from_cpu<float>(X.cpu), 1.0, 0.0, "engram unmasked");
 }
 
+// As a decode step gathers its Engram rows (StepRunner::prefetch_engram): from a host table in a
+// beside section at the step's start, taken after more than the lane's eight outstanding
+// sections have opened and been joined since (the sublayers' mixes); that late join is covered
+// by the later ones, and the rows are the reference's bits.
+TEST_F(CudaEngramTest, RowsGatheredBesideAndJoinedLate) {
+  const int64_t rows = 40, width = 64, n = 3, cols = 2;
+  const std::vector<uint8_t> codes = random_e4m3(static_cast<size_t>(rows * width), 7);
+  const std::vector<uint8_t> scales = random_e8m0(static_cast<size_t>(rows * width / 32), 8, -6);
+  const std::vector<int64_t> shape_c = {rows, width}, shape_s = {rows, width / 32};
+  const Tensor host_codes =
+      gpu().upload_table(TensorView{"codes", DType::F8_E4M3, shape_c, codes.data(), codes.size()});
+  const Tensor host_scales = gpu().upload_table(
+      TensorView{"scales", DType::F8_E8M0, shape_s, scales.data(), scales.size()});
+  Pair c = both(DType::F8_E4M3, Shape{rows, width}, codes);
+  Pair s = both(DType::F8_E8M0, Shape{rows, width / 32}, scales);
+  std::vector<int64_t> ids(static_cast<size_t>(n * cols));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 13 + 5) % rows);
+  Tensor e = gpu_poisoned(DType::F32, Shape{n, cols * width});
+  gpu().beside_begin();
+  gpu().engram_gather(QuantTable{host_codes, host_scales}, ids, e);
+  const Backend::Beside ahead = gpu().beside_end();
+  Tensor other = gpu().alloc(DType::F32, Shape{n, width});
+  const std::vector<float> zeros(static_cast<size_t>(n * width), 0.0f);
+  for (int i = 0; i < 10; ++i) {
+    gpu().beside_begin();
+    gpu().write(other, zeros.data(), zeros.size() * sizeof(float));
+    gpu().join(gpu().beside_end());
+  }
+  gpu().join(ahead);
+  Tensor want = cpu().alloc(DType::F32, Shape{n, cols * width});
+  cpu().engram_gather(QuantTable{c.cpu, s.cpu}, ids, want);
+  expect_identical(from_gpu<float>(e), from_cpu<float>(want), "engram rows gathered beside");
+}
+
 }  // namespace
 }  // namespace flashdesk::test

@@ -25,7 +25,12 @@ int64_t BesideLane::end() {
 }
 
 void BesideLane::join(int64_t id, cudaStream_t main) {
-  FD_CHECK(id >= 0 && id < next_id_ && id >= next_id_ - kEvents,
+  FD_CHECK(id >= 0 && id < next_id_,
+           "beside lane: join of section " + std::to_string(id) + " that was never issued");
+  // A later section's join covers this one: the lane runs its sections in order (a step's Engram
+  // rows, gathered at its start, are taken after the sublayers' own sections were joined).
+  if (id <= joined_through_) return;
+  FD_CHECK(id >= next_id_ - kEvents,
            "beside lane: join of section " + std::to_string(id) + " that is not outstanding");
   if (id > merged_through_) done_[static_cast<size_t>(id % kEvents)].wait_in(main);
   joined_through_ = std::max(joined_through_, id);

@@ -29,7 +29,8 @@ class BesideLane {
   // Ends the section; the id join() takes.
   int64_t end();
   // Work issued to `main` after this call waits for the lane's sections up to `id`; their
-  // scratch goes back to the pool (later work of `main` is ordered after them).
+  // scratch goes back to the pool (later work of `main` is ordered after them). A section that a
+  // later section's join already covered may be joined any time after (a no-op).
   void join(int64_t id, cudaStream_t main);
 
   // Scratch allocated by the open section, held until its join.
