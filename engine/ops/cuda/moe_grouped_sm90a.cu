@@ -2,23 +2,35 @@
 // tiles and values of moe_grouped.cu's mma.sync kernel. Built for sm_90a only (its own object in
 // engine/CMakeLists.txt); elsewhere grouped_wgmma_runs() is false and that kernel runs.
 //
-// A CTA takes a tile of up to 128 pairs and 128 kCols weight rows (up: interleaved w1 / w3 rows,
-// so that a thread's two adjacent accumulators are one column's gate and up value; down: output
-// dims) with 2 kCols warpgroups, warpgroup g multiplying pair rows 64 (g % 2) .. + 63 against
-// weight rows 128 (g / 2) .. + 127. kCols = 2 (the wide form, one CTA a multiprocessor) reads each
-// pair row from L2 half as often as kCols = 1 (two CTAs a multiprocessor): 20.8 against 41.4 GB of
-// L2 traffic in the up stage of an 8K-token prefill at V4.1's shapes, 8.5 against 9.5 ms (H200).
-// Each 64-wide k chunk passes through shared memory three ways:
-//   the FP4 codes (32 bytes a weight row), copied by cp.async kCodeStages chunks ahead;
-//   the codes decoded into BF16 (E2M1 x UE8M0 is exact in BF16) in the swizzled layout the tensor
-//     cores read, one chunk ahead, by every thread while the products of the chunk before (and
-//     of the one before that) run;
-//   the pairs' act_quant'ed rows (BF16, exact), copied by cp.async kALead chunks ahead.
-// One barrier a chunk. Stage reuse: a chunk's products are awaited (wgmma_wait<1>) one chunk
-// later by their own warpgroup, so the B stage of chunk i - 2, read by every warpgroup, is free
-// once all have passed chunk i's barrier; so is the A stage of chunk i - 2 where two warpgroups
-// read each pair row (kCols = 2), while a warpgroup that copies its own rows (kCols = 1) may
-// refill the stage of chunk i - 1, whose products it has awaited itself.
+// The weights are the products' A operand, from registers, and the pairs their B operand, from
+// shared memory: D[weight row][pair] = W x^T. A CTA takes a tile of up to 128 pairs and 64 kGroups
+// weight rows with kGroups warpgroups (4, the wide form, or 2), warpgroup g multiplying weight rows
+// 64 g .. + 63 against all the pairs (m64n128k16). Up, the weight rows come in blocks of 16: w1
+// rows of 8 columns, then w3 rows of the same columns, so that a thread's accumulator rows r and r
+// + 8 are one column's gate and up values; down, they are output dims.
+//
+// Why this form (H200, an 8K-token prefill at V4.1's shapes, Nsight Compute, sixteenth session):
+// the fifteenth session's kernel held both operands in shared memory, every thread decoding its
+// codes into the swizzled weight tile with prmt byte tables: ~300 instructions a warp a chunk,
+// most on the integer pipe, which issues at half the FP32 pipe's rate (math pipe throttle its
+// largest stall; up 8.44 ms, down 4.53). Here the codes go from shared memory into the
+// fragments through a lookup table (below): up 7.62 ms, down 4.07, 2.62 against 3.94 G
+// instructions in the up stage, the tensor pipe busy 46%; its largest stall is now the table
+// loads' latency (short scoreboard).
+//
+// Each 64-wide k chunk: the pairs' act_quant'ed rows (BF16, exact) are copied by cp.async two
+// chunks ahead into the swizzled layout the tensor cores read; the FP4 codes (32 bytes a weight
+// row) three chunks ahead; each thread decodes its fragments (E2M1 x UE8M0 is exact in BF16)
+// straight into registers, a byte of two codes a table lookup in shared memory, while other
+// products run. A chunk's products run in two halves: one half's fragments are decoded while the
+// other half's products run (two whole chunks' fragments and the accumulators did not fit 128
+// registers).
+//
+// One barrier a chunk. Stage reuse: a warpgroup awaits its products of chunk i - 1 during chunk i
+// (wgmma_wait<1> after the first half's), so every warpgroup has awaited chunk i - 2's once all
+// have passed chunk i's barrier: the pair stage of chunk i - 2 is free then. A code stage is read
+// (by the decoding) in the chunk before its own, so the stage of chunk i is free at chunk i's
+// barrier.
 #include <algorithm>
 #include <atomic>
 
@@ -30,167 +42,272 @@
 namespace flashdesk::cuda {
 namespace {
 
-constexpr int kChunk = 64;                                 // k a chunk: one swizzled 128-byte row
-constexpr int kBStages = 3;                                // decoded weight stages
-constexpr int kAStageBytes = kTilePairs * kWgmmaRowBytes;  // 16 KiB
-template <int kCols>
-struct WgShape {
-  static constexpr int kThreads = 256 * kCols;  // 2 kCols warpgroups
-  static constexpr int kWeights = 128 * kCols;  // weight rows (B rows) a CTA
-  // A stages and how many chunks ahead they are filled: a warpgroup refilling only its own rows
-  // (kCols = 1) may take the stage of chunk i - 1, else that of chunk i - 2 (the header). Deeper
-  // rings for the wide form (A five stages filled three ahead, codes six) measured slower on the
-  // H200: the up stage 9.29 against 8.57 ms at 8K tokens.
-  static constexpr int kAStages = kCols == 1 ? 3 : 4;
-  static constexpr int kALead = kCols == 1 ? kAStages - 1 : kAStages - 2;
-  // Code stages, copied as many chunks ahead (a thread reads back only its own 16 bytes).
-  static constexpr int kCodeStages = 3;
-  static constexpr int kBStageBytes = kWeights * kWgmmaRowBytes;
-  static constexpr int kCodeStageBytes = kWeights * kChunk / 2;  // 16 bytes a thread
-  static constexpr int kThreadsPerARow = kThreads / kTilePairs;  // 2 or 4
-  static constexpr int kAChunks = 8 / kThreadsPerARow;           // 16-byte A copies a thread
-  // Copy groups still pending when a chunk's A and the next chunk's codes have landed (the
-  // kernel's loop says why).
-  static constexpr int kPendingGroups = kCodeStages - 2 < kALead - 1 ? kCodeStages - 2 : kALead - 1;
-  static constexpr size_t kSmemBytes = kAStages * kAStageBytes + kBStages * kBStageBytes +
-                                       kCodeStages * kCodeStageBytes +
-                                       kWgmmaAtomBytes;  // + alignment
+constexpr int kChunk = 64;                  // k a chunk: one swizzled 128-byte row
+constexpr int kPairStages = 4;              // pair stages, filled two chunks ahead
+constexpr int kPairLead = kPairStages - 2;  // (the header's stage reuse)
+constexpr int kCodeStages = 3;              // code stages, filled as many ahead
+constexpr int kPairStageBytes = kTilePairs * kWgmmaRowBytes;  // 16 KiB
+constexpr int kCodeRowBytes = kChunk / 2;                     // two 16-byte pieces
+
+// The shared window's layout, by shared address: the code stages from the start of the dynamic
+// part (about 1 KiB in) up to kTableAddress; the decoding tables from there; the pair stages
+// from kPairsAddress. The tables sit on a 64 KiB boundary so that a table address is a prmt of
+// the code byte into a lane's base address (below).
+constexpr uint32_t kTableAddress = 64u << 10;
+constexpr uint32_t kPairsAddress = 128u << 10;
+constexpr size_t kSmemBytes = kPairsAddress + kPairStages * kPairStageBytes;  // 192 KiB
+
+template <int kGroups>
+struct RsShape {
+  static constexpr int kThreads = 128 * kGroups;
+  static constexpr int kWeights = 64 * kGroups;  // weight rows (A rows) a CTA
+  static constexpr int kCodeStageBytes = kWeights * kCodeRowBytes;
+  static constexpr int kThreadsPerPairRow = kThreads / kTilePairs;  // 4 or 2
+  static constexpr int kPairCopies = 8 / kThreadsPerPairRow;        // 16-byte copies a thread
+  static_assert(kCodeStages * kCodeStageBytes + 2 * kWgmmaAtomBytes <= kTableAddress);
 };
 
-template <bool kUp, int kCols>
-__global__ void __launch_bounds__(WgShape<kCols>::kThreads, kCols == 1 ? 2 : 1)
+// Where a code stage keeps weight row r's 16-byte piece p: the pieces of rows r and r + 4 trade
+// places, so that the eight rows a warp reads at once fall on distinct banks.
+__device__ __forceinline__ int code_offset(int r, int p) {
+  return r * kCodeRowBytes + ((p ^ ((r >> 2) & 1)) << 4);
+}
+
+// The BF16 pair of a byte of two FP4 (E2M1) codes, the low nibble's value in the low half.
+__device__ __forceinline__ uint32_t e2m1_pair_bits(uint32_t byte) {
+  // BF16 of 0, 0.5, 1, 1.5 | 2, 3, 4, 6: high bytes 00 3F 3F 3F | 40 40 40 40, low bytes
+  // 00 00 80 C0 | 00 40 80 C0 (moe_grouped_tile.cuh's e2m1x8_to_bf16).
+  const auto code = [](uint32_t n) {
+    const uint32_t m = n & 7u;
+    return ((__byte_perm(0x3F3F3F00u, 0x40404040u, m) & 0xFFu) << 8) |
+           (__byte_perm(0xC0800000u, 0xC0804000u, m) & 0xFFu) | ((n & 8u) << 12);
+  };
+  return code(byte & 0xFu) | (code(byte >> 4) << 16);
+}
+
+// The 32-bit word at a shared address.
+__device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
+#ifdef FLASHDESK_CUDA_EMU
+  uint32_t v;
+  std::memcpy(&v, fd_emu::dynamic_smem() + address, 4);
+  return v;
+#else
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(address));
+  return v;
+#endif
+}
+
+// The CTA's weight row r: its matrix (w1 0, w3 1, w2 2) and row there.
+template <bool kUp>
+__device__ __forceinline__ void weight_row(int r, int64_t col0, int& m, int64_t& row) {
+  if constexpr (kUp) {
+    m = (r % 16) / 8;
+    row = col0 + 8 * (r / 16) + r % 8;
+  } else {
+    m = 2;
+    row = col0 + r;
+  }
+}
+
+template <bool kUp, int kGroups>
+__global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
     grouped_expert_wgmma_kernel(GroupedArgs a) {
 #if FD_HAVE_WGMMA
-  using S = WgShape<kCols>;
-  constexpr int kWeights = S::kWeights;
+  using S = RsShape<kGroups>;
   FD_GRID_PROLOGUE();
   const int64_t t = a.tile0 + blockIdx.y;
   if (t >= *a.tile_count) return;
   FD_DYNAMIC_SMEM(uint8_t, raw_smem);
-  // Tiles on 1 KiB boundaries of the shared window (the swizzle's atoms).
-  uint8_t* const smem =
-      raw_smem + ((kWgmmaAtomBytes - shared_address(raw_smem) % kWgmmaAtomBytes) % kWgmmaAtomBytes);
-  uint8_t* const as = smem;                                // [kAStages][128 pairs][128 B]
-  uint8_t* const bs = as + S::kAStages * kAStageBytes;     // [kBStages][kWeights][128 B]
-  uint8_t* const codes = bs + kBStages * S::kBStageBytes;  // [kCodeStages][threads][16 B]
+  const uint32_t raw_address = shared_address(raw_smem);
+  // [stages][rows][32 B], on a 1 KiB boundary
+  uint8_t* const codes_smem =
+      raw_smem + ((kWgmmaAtomBytes - raw_address % kWgmmaAtomBytes) % kWgmmaAtomBytes);
+  uint8_t* const tables = raw_smem + (kTableAddress - raw_address);
+  uint8_t* const pairs_smem = raw_smem + (kPairsAddress - raw_address);  // [stages][128][128 B]
   const int32_t* tile = a.tiles + 3 * t;
   const int expert = tile[0], first = tile[1], count = tile[2];
   const ExpertEntry& e = a.table[expert];
-  const int tid = static_cast<int>(threadIdx.x), group = tid / 128, lane = tid & 31;
-  const int row_half = group % 2, col_half = group / 2, warp_in_group = (tid / 32) % 4;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * (kUp ? kWeights / 2 : kWeights);
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31;
+  const uint32_t q = static_cast<uint32_t>(lane & 3);
+  // This CTA's first column (up: of inter) or output dim (down).
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * (kUp ? S::kWeights / 2 : S::kWeights);
+  const int chunks = static_cast<int>(a.k / kChunk);
 
-  // This thread's A copies: kAChunks 16-byte chunks of pair row tid / kThreadsPerARow (with kCols
-  // = 1 a row of its own warpgroup's; rows past the pairs are left stale: their products are
-  // never stored).
-  const int a_row = tid / S::kThreadsPerARow, a_chunk0 = (tid % S::kThreadsPerARow) * S::kAChunks;
-  const uint16_t* a_src = nullptr;
-  if (a_row < count) {
-    const int64_t r = kUp ? a.rows[first + a_row] : first + a_row;
-    a_src = a.a + r * a.k;
+  // The decoding tables, 256 B for each byte value v at kTableAddress + 256 v: word l the BF16
+  // pair of v's two codes, word 32 + l the UE8M0 scale v as a BF16 pair, one copy for each lane
+  // l, so that a warp's lookups fall on distinct banks. A lookup is a prmt of the byte into this
+  // lane's base address and one shared load: the prmt decoding (about 2.5 integer instructions a
+  // code) waited on the integer pipe, at half the FP32 pipe's rate (ncu: math pipe throttle the
+  // largest stall; 8.6 ms the up stage at 8K tokens).
+  // Filled by each CTA (~400 instructions a thread against ~160 a chunk): thread t writes word
+  // t % 64 of the byte values t / 64 + 8 k, k < 32 (a warp fills one of the two tables).
+  static_assert(S::kThreads % 64 == 0);
+  {
+    const int word = tid % 64;
+    uint8_t* const dst = tables + 4 * word;
+    for (int v = tid / 64; v < 256; v += S::kThreads / 64) {
+      const auto u = static_cast<uint32_t>(v);
+      *reinterpret_cast<uint32_t*>(dst + 256 * v) =
+          word < 32 ? e2m1_pair_bits(u) : (u == 0 ? 0x40u : u << 7) * 0x10001u;  // e8m0 as BF16
+    }
   }
-  // Its weight codes: 32 of row tid / 2, k half tid % 2 of each chunk.
-  const int b_row = tid >> 1, b_half = tid & 1;
-  const int m = kUp ? (b_row & 1) : 2;  // w1 / w3 interleaved (up), w2 (down)
-  const int64_t w_row = kUp ? col0 + (b_row >> 1) : col0 + b_row;
-  const uint8_t* b_codes = e.data[m] + w_row * (a.k / 2) + b_half * 16;
-  const uint8_t* b_scales = e.scale[m] + w_row * e.scale_cols[m] + b_half;
-  const int64_t chunks = a.k / kChunk;
+  const uint32_t code_base = kTableAddress + 4u * static_cast<uint32_t>(lane);
+  const uint32_t scale_base = code_base + 128u;
 
-  auto copy_a = [&](int64_t c) {
-    if (a_src == nullptr || c >= chunks) return;
-    uint8_t* dst = as + (c % S::kAStages) * kAStageBytes;
+  // This thread's pair copies: pieces tid % kThreadsPerPairRow + kThreadsPerPairRow i of pair row
+  // tid / kThreadsPerPairRow (consecutive threads, consecutive 16 bytes of a row; rows past the
+  // pairs are left stale: their products are never stored).
+  const int pair_row = tid / S::kThreadsPerPairRow, piece0 = tid % S::kThreadsPerPairRow;
+  const uint16_t* pair_src = nullptr;
+  if (pair_row < count) {
+    const int64_t r = kUp ? a.rows[first + pair_row] : first + pair_row;
+    pair_src = a.a + r * a.k;
+  }
+  // Its code copy: piece tid % 2 of weight row tid / 2.
+  const int copy_row = tid >> 1, copy_piece = tid & 1;
+  const uint8_t* code_src;
+  {
+    int m;
+    int64_t row;
+    weight_row<kUp>(copy_row, col0, m, row);
+    code_src = e.data[m] + row * (a.k / 2) + copy_piece * 16;
+  }
+  // Its fragment rows: r0 and r0 + 8 (up: one column's w1 and w3 rows), their scales.
+  const int r0 = 16 * (tid / 32) + lane / 4;
+  const uint8_t* scale_src[2];
+  for (int h = 0; h < 2; ++h) {
+    int m;
+    int64_t row;
+    weight_row<kUp>(r0 + 8 * h, col0, m, row);
+    scale_src[h] = e.scale[m] + row * e.scale_cols[m];
+  }
+
+  auto copy_pairs = [&](int c) {
+    if (pair_src == nullptr || c >= chunks) return;
+    uint8_t* dst = pairs_smem + (c % kPairStages) * kPairStageBytes;
     FD_UNROLL
-    for (int i = 0; i < S::kAChunks; ++i)
-      async_copy16(dst + swizzled_chunk(a_row, a_chunk0 + i),
-                   a_src + c * kChunk + 8 * (a_chunk0 + i));
-  };
-  auto copy_codes = [&](int64_t c) {
-    if (c < chunks)
-      async_copy16(codes + (c % S::kCodeStages) * S::kCodeStageBytes + tid * 16,
-                   b_codes + c * (kChunk / 2));
-  };
-  auto load_scale = [&](int64_t c) -> uint32_t {
-    return c < chunks ? b_scales[c * (kChunk / 32)] : 0u;
-  };
-  // Chunk c's codes (landed) decoded with its scale into B stage c % kBStages.
-  auto decode = [&](int64_t c, uint32_t scale_code) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(
-        codes + (c % S::kCodeStages) * S::kCodeStageBytes + tid * 16);
-    const uint32_t sc = f32_to_bf16_bits(e8m0_to_f32(scale_code)) * 0x10001u;
-    uint8_t* dst = bs + (c % kBStages) * S::kBStageBytes;
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-    FD_UNROLL
-    for (int w = 0; w < 4; ++w) {
-      uint32_t r[4];
-      e2m1x8_to_bf16(words[w], sc, r);
-      *reinterpret_cast<uint4*>(dst + swizzled_chunk(b_row, 4 * b_half + w)) =
-          uint4{r[0], r[1], r[2], r[3]};
+    for (int i = 0; i < S::kPairCopies; ++i) {
+      const int p = piece0 + S::kThreadsPerPairRow * i;
+      async_copy16(dst + swizzled_chunk(pair_row, p), pair_src + c * kChunk + 8 * p);
     }
   };
-
+  auto copy_codes = [&](int c, int stage) {
+    if (c < chunks)
+      async_copy16(codes_smem + stage * S::kCodeStageBytes + code_offset(copy_row, copy_piece),
+                   code_src + c * kCodeRowBytes);
+  };
+  // Chunk c's scale codes: byte 2h + p of row r0 + 8h, k 32p .. 32p + 31.
+  auto load_scales = [&](int c) -> uint32_t {
+    if (c >= chunks) return 0u;
+    const uint8_t* s0 = scale_src[0] + 2 * c;
+    const uint8_t* s1 = scale_src[1] + 2 * c;
+    return s0[0] | (uint32_t{s0[1]} << 8) | (uint32_t{s1[0]} << 16) | (uint32_t{s1[1]} << 24);
+  };
   float acc[64];
   FD_UNROLL
   for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  // Half p of a chunk (k 32p .. 32p + 31: k16 steps 2p and 2p + 1) from code stage `stage`
+  // (landed, past a barrier): rows r0 and r0 + 8's words 4p .. 4p + 3, loaded before the wait
+  // that precedes their decoding so that the wait covers the loads' latency.
+  auto load_half = [&](int stage, int p, uint4(&words)[2]) {
+    const uint8_t* codes = codes_smem + stage * S::kCodeStageBytes;
+    FD_UNROLL
+    for (int h = 0; h < 2; ++h)
+      words[h] = *reinterpret_cast<const uint4*>(codes + code_offset(r0 + 8 * h, p));
+  };
+  // Those words decoded into this thread's fragments f[step - 2p]: byte q of word 4p + j is the k
+  // pair (2q, 2q + 1) of step 2p + j / 2, register h (j even) or 2 + h (odd).
+  auto decode_half = [&](const uint4(&words)[2], int p, uint32_t scales, uint32_t(&f)[2][4]) {
+    FD_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t sc =
+          load_shared_u32(__byte_perm(scales, scale_base, 0x7604u | ((2 * h + p) << 4)));
+      const uint32_t w[4] = {words[h].x, words[h].y, words[h].z, words[h].w};
+      uint32_t r[4];
+      FD_UNROLL
+      for (int j = 0; j < 4; ++j)
+        r[j] = scale_bf16x2(load_shared_u32(__byte_perm(w[j], code_base, 0x7604u | (q << 4))), sc);
+      f[0][h] = r[0];
+      f[0][2 + h] = r[1];
+      f[1][h] = r[2];
+      f[1][2 + h] = r[3];
+    }
+  };
+  // The products of half p of a pair stage (descriptor `pairs`) with the fragments f.
+  auto multiply_half = [&](uint64_t pairs, int p, const uint32_t(&f)[2][4]) {
+    wgmma_fence();
+    FD_UNROLL
+    for (int s = 0; s < 2; ++s)
+      wgmma_m64n128k16_bf16_rs(acc, f[s], pairs + ((64 * p + 32 * s) >> 4));
+    wgmma_commit();
+  };
 
-  // Groups of copies in order: P_j = {A j if j < kALead, codes j} for j < kCodeStages, then
-  // chunk i's H_i = {A i + kALead, codes i + kCodeStages}. Chunk i's top needs A i and codes i + 1
-  // (decoded during chunk i): with L = kCodeStages groups ahead of H_0, they are at most the
-  // (L + i - kALead)-th and (i + 1)-th of the L + i committed, so min(L - 2, kALead - 1) of them
-  // may still be pending (kPendingGroups). The code slot that H_i fills was last read by the
-  // decoding of chunk i, during chunk i - 1, in this thread.
+  // Two half chunks' fragments: while one half's products run, the next half is decoded into the
+  // other (halves rather than whole chunks: two chunks' fragments and the accumulators did not
+  // fit 128 registers).
+  uint32_t first_half[2][4], second_half[2][4];
+
+  // Copy groups in order: P_j = {pairs j if j < kPairLead, codes j} for j < kCodeStages, then
+  // chunk i's H_i = {pairs i + kPairLead, codes i + kCodeStages}. Chunk i's top needs pairs i and
+  // codes i + 1 (decoded during chunk i), both in the first i + 2 groups of the kCodeStages + i
+  // committed: one may be pending. Chunk i's code stage is i % kCodeStages (`stage`, and `next`
+  // for chunk i + 1).
   FD_UNROLL
-  for (int j = 0; j < S::kCodeStages; ++j) {
-    if (j < S::kALead) copy_a(j);
-    copy_codes(j);
+  for (int j = 0; j < kCodeStages; ++j) {
+    if (j < kPairLead) copy_pairs(j);
+    copy_codes(j, j);
     async_commit();
   }
-  uint32_t scale_next = load_scale(1), scale_after = load_scale(2);
-  async_wait<S::kCodeStages - 1>();
-  decode(0, load_scale(0));
-  for (int64_t i = 0; i < chunks; ++i) {
-    async_wait<S::kPendingGroups>();
+  uint32_t scales = load_scales(0), scales_next = load_scales(1);
+  async_wait<kCodeStages - 1>();
+  __syncthreads();  // the tables and every thread's codes of chunk 0
+  uint4 words[2];
+  load_half(0, 0, words);
+  decode_half(words, 0, scales, first_half);
+  const uint64_t pairs0 = wgmma_descriptor(pairs_smem);
+  int stage = 0, next = 1;
+  for (int i = 0; i < chunks; ++i) {
+    async_wait<1>();
     fence_shared_for_async();
     __syncthreads();
-    const int stage = static_cast<int>(i % kBStages);
-    const int a_stage = static_cast<int>(i % S::kAStages);
-    // Every warpgroup multiplies, even one whose rows are all past the pairs (a branch around
-    // the products would serialise them: ptxas C7520).
-    wgmma_hold(acc);
-    wgmma_fence();
-    const uint8_t* a_tile = as + a_stage * kAStageBytes + row_half * 64 * kWgmmaRowBytes;
-    const uint8_t* b_tile = bs + stage * S::kBStageBytes + col_half * 128 * kWgmmaRowBytes;
-    FD_UNROLL
-    for (int s = 0; s < kChunk / 16; ++s)
-      wgmma_m64n128k16_bf16(acc, wgmma_descriptor(a_tile + 32 * s),
-                            wgmma_descriptor(b_tile + 32 * s));
-    wgmma_commit();
-    wgmma_hold(acc);
-    // The next chunk's weights decoded while this chunk's products run and the last chunk's may
-    // still: its B stage was last read by chunk i - 2's, which every warpgroup awaited before
-    // this chunk's barrier.
-    if (i + 1 < chunks) decode(i + 1, scale_next);
-    wgmma_wait<1>();
-    copy_a(i + S::kALead);
-    copy_codes(i + S::kCodeStages);
+    const uint64_t pairs = pairs0 + (((i % kPairStages) * kPairStageBytes) >> 4);
+    multiply_half(pairs, 0, first_half);
+    load_half(stage, 1, words);
+    wgmma_wait<1>();  // the last chunk's second half, which read second_half
+    decode_half(words, 1, scales, second_half);
+    multiply_half(pairs, 1, second_half);
+    if (i + 1 < chunks) load_half(next, 0, words);
+    wgmma_wait<1>();  // this chunk's first half
+    if (i + 1 < chunks) decode_half(words, 0, scales_next, first_half);
+    copy_pairs(i + kPairLead);
+    copy_codes(i + kCodeStages, stage);
     async_commit();
-    scale_next = scale_after;
-    scale_after = load_scale(i + 3);
+    scales = scales_next;
+    scales_next = load_scales(i + 2);
+    stage = next;
+    next = next + 1 == kCodeStages ? 0 : next + 1;
   }
   wgmma_wait<0>();
   wgmma_hold(acc);
 
-  // Epilogue: rows 64 row_half + 16 warp + L/4 (+ 8) of the tile, B rows 128 col_half + 8 j +
-  // 2 (L % 4) (+ 1).
+  // Epilogue: accumulator 4j + 2h + e is weight row r0 + 8h, pair 8j + 2q + e of the tile.
   FD_UNROLL
-  for (int half = 0; half < 2; ++half) {
-    const int row = 64 * row_half + 16 * warp_in_group + lane / 4 + 8 * half;
-    if (row >= count) continue;
-    const int pair = first + row;
-    FD_UNROLL
-    for (int j = 0; j < 16; ++j)
-      store_pair_result<kUp>(a, pair, col0, 128 * col_half + 8 * j + 2 * (lane & 3),
-                             acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+  for (int j = 0; j < 16; ++j) FD_UNROLL
+  for (int e2 = 0; e2 < 2; ++e2) {
+    const int p = 8 * j + 2 * static_cast<int>(q) + e2;
+    if (p >= count) continue;
+    const int pair = first + p;
+    const float v0 = acc[4 * j + e2], v1 = acc[4 * j + 2 + e2];
+    if constexpr (kUp) {
+      const int64_t column = col0 + 8 * (r0 / 16) + r0 % 8;
+      a.out[static_cast<int64_t>(pair) * a.inter + column] =
+          swiglu(round_bf16(v0), round_bf16(v1), a.weights[pair], a.limit);
+    } else {
+      float* o = a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 + r0;
+      o[0] = round_bf16(v0);
+      o[8] = round_bf16(v1);
+    }
   }
 #else
   (void)a;
@@ -212,7 +329,7 @@ bool grouped_wgmma_runs() {
   if (device >= 0 && device < kDevices && known[device].load() != 0) return known[device] == 1;
   cudaFuncAttributes attributes{};
   const bool runs =
-      cudaFuncGetAttributes(&attributes, grouped_expert_wgmma_kernel<true, 1>) == cudaSuccess;
+      cudaFuncGetAttributes(&attributes, grouped_expert_wgmma_kernel<true, 2>) == cudaSuccess;
   if (!runs) (void)cudaGetLastError();  // the query's error is not sticky: clear it
   if (device >= 0 && device < kDevices) known[device].store(runs ? 1 : 2);
   return runs;
@@ -220,34 +337,34 @@ bool grouped_wgmma_runs() {
 }
 
 namespace {
-template <int kCols>
+template <int kGroups>
 void launch_wgmma(DeviceContext& ctx, GroupedArgs a, bool up, int64_t max_tiles) {
-  using S = WgShape<kCols>;
+  using S = RsShape<kGroups>;
   const auto kernel =
-      up ? grouped_expert_wgmma_kernel<true, kCols> : grouped_expert_wgmma_kernel<false, kCols>;
+      up ? grouped_expert_wgmma_kernel<true, kGroups> : grouped_expert_wgmma_kernel<false, kGroups>;
   if (up)
-    allow_dynamic_smem<grouped_expert_wgmma_kernel<true, kCols>>(S::kSmemBytes);
+    allow_dynamic_smem<grouped_expert_wgmma_kernel<true, kGroups>>(kSmemBytes);
   else
-    allow_dynamic_smem<grouped_expert_wgmma_kernel<false, kCols>>(S::kSmemBytes);
+    allow_dynamic_smem<grouped_expert_wgmma_kernel<false, kGroups>>(kSmemBytes);
   const auto columns =
       static_cast<unsigned>(up ? a.inter / (S::kWeights / 2) : a.dim / S::kWeights);
   for (a.tile0 = 0; a.tile0 < max_tiles; a.tile0 += 65535) {
     const auto rows_y = static_cast<unsigned>(std::min<int64_t>(65535, max_tiles - a.tile0));
-    FD_LAUNCH(kernel, dim3(columns, rows_y), dim3(S::kThreads), S::kSmemBytes, ctx.stream(), a);
+    FD_LAUNCH(kernel, dim3(columns, rows_y), dim3(S::kThreads), kSmemBytes, ctx.stream(), a);
   }
 }
 }  // namespace
 
 bool grouped_wgmma_wide_fits(int64_t dim, int64_t inter) {
-  return dim % WgShape<2>::kWeights == 0 && inter % (WgShape<2>::kWeights / 2) == 0;
+  return dim % RsShape<4>::kWeights == 0 && inter % (RsShape<4>::kWeights / 2) == 0;
 }
 
 void launch_grouped_wgmma(DeviceContext& ctx, const GroupedArgs& a, bool up, int64_t max_tiles,
                           bool wide) {
   if (wide)
-    launch_wgmma<2>(ctx, a, up, max_tiles);
+    launch_wgmma<4>(ctx, a, up, max_tiles);
   else
-    launch_wgmma<1>(ctx, a, up, max_tiles);
+    launch_wgmma<2>(ctx, a, up, max_tiles);
 }
 
 }  // namespace flashdesk::cuda

@@ -1,7 +1,8 @@
 // Hopper's warpgroup tensor-core product (wgmma.mma_async, sm_90a only): four consecutive warps
-// (a warpgroup) issue one m64nNk16 product whose A (64 x 16) and B (N x 16) tiles the tensor cores
-// read straight from shared memory, each through a 64-bit descriptor, into FP32 accumulators held
-// in the warpgroup's registers. It runs asynchronously: the warps go on (decoding the next weight
+// (a warpgroup) issue one m64nNk16 product whose B (N x 16) tile the tensor cores read straight
+// from shared memory through a 64-bit descriptor, and A (64 x 16) from the warpgroup's registers
+// (or shared memory: a form not used here), into FP32 accumulators held in the warpgroup's
+// registers. It runs asynchronously: the warps go on (decoding the next weight
 // chunk) while the products run, and wait for a group of them later. mma.sync (mma.cuh), the
 // products every other tensor-core kernel here uses, runs on Hopper at well under wgmma's rate.
 //
@@ -16,8 +17,9 @@
 // and lane L hold, for each 8-column block j, d[4j + i] = D[16 w + L/4 + 8 (i / 2)][8 j + 2 (L % 4)
 // + i % 2]: the mma.sync m16n8 layout repeated over the columns.
 //
-// The emulation (cuda-emu) computes a thread's accumulators at issue from shared memory as the
-// descriptors and the swizzle above address it, sums in k order; the device's order differs only
+// The emulation (cuda-emu) computes a thread's accumulators at issue from B in shared memory as
+// the descriptor and the swizzle above address it and A from its quad's registers (warp
+// shuffles), sums in k order; the device's order differs only
 // in FP32 rounding.
 #pragma once
 
@@ -119,31 +121,44 @@ __device__ __forceinline__ void wgmma_hold(float (&d)[N]) {
 #endif
 }
 
-// d += A (64 x 16, desc_a) * B (128 x 16, desc_b, so D is 64 x 128), BF16 inputs, FP32 sums.
-__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a,
-                                                      uint64_t desc_b) {
+// d += A (64 x 16) * B (128 x 16, desc_b, so D is 64 x 128), BF16 inputs, FP32 sums, with A from
+// registers (the "RS" form; the moe kernel's decoded weights never pass through shared memory,
+// moe_grouped_sm90a.cu says why): each warp w of the warpgroup gives rows
+// 16 w .. 16 w + 15 in mma.sync m16n8k16's A layout (mma.cuh: with g = lane / 4 and c = 2 (lane
+// % 4), a[0] = A[g][c, c+1], a[1] = A[g+8][c, c+1], a[2] = A[g][c+8, c+9], a[3] = A[g+8][c+8,
+// c+9]). The registers must stay as they are until the product is awaited (wgmma_wait).
+__device__ __forceinline__ void wgmma_m64n128k16_bf16_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                         uint64_t desc_b) {
 #ifdef FLASHDESK_CUDA_EMU
   const fd_emu::ThreadContext& t = fd_emu::ctx();
-  const int w = static_cast<int>(t.warp % 4), lane = static_cast<int>(t.lane);
+  const int lane = static_cast<int>(t.lane), g = lane / 4;
+  float rows[2][16];  // A rows g and g + 8 of this warp, from the four lanes of the quad
+  for (int q = 0; q < 4; ++q)
+    for (int r = 0; r < 4; ++r) {
+      const auto v =
+          static_cast<uint32_t>(fd_emu::warp_exchange(a[r], static_cast<unsigned>(4 * g + q)));
+      const int k = 2 * q + (r >= 2 ? 8 : 0);
+      uint32_t lo = (v & 0xFFFFu) << 16, hi = v & 0xFFFF0000u;
+      std::memcpy(&rows[r & 1][k], &lo, 4);
+      std::memcpy(&rows[r & 1][k + 1], &hi, 4);
+    }
   for (int i = 0; i < 64; ++i) {
-    const int row = 16 * w + lane / 4 + 8 * ((i % 4) / 2);
     const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     float acc = d[i];
-    for (int k = 0; k < 16; ++k)
-      acc += wgmma_emu::element(desc_a, row, k) * wgmma_emu::element(desc_b, col, k);
+    for (int k = 0; k < 16; ++k) acc += rows[(i % 4) / 2][k] * wgmma_emu::element(desc_b, col, k);
     d[i] = acc;
   }
 #elif FD_HAVE_WGMMA
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
+      "setp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
       "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, 1, 1, 0, 0;\n"
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
         "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
@@ -155,9 +170,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t d
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
         "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 #else
-  (void)d, (void)desc_a, (void)desc_b;
+  (void)d, (void)a, (void)desc_b;
 #endif
 }
 
