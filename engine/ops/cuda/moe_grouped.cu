@@ -266,9 +266,7 @@ namespace {
 // tile.
 constexpr int64_t kWgmmaPairsPerExpert = kTilePairs / 2;
 
-// The up and the down launch with C column warps a CTA (TcShape), the tiles' upper bound along
-// grid y, at most 65,535 a launch (a prompt of ~1.4M tokens at top-6); blocks past the planned
-// count leave at once.
+// The up and the down stage with C column warps a CTA (TcShape), or on the wgmma kernels.
 template <int C>
 void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t experts, int64_t max_tiles,
                     int64_t pairs, int64_t dim, int64_t inter, float* h, float* o) {
@@ -283,18 +281,12 @@ void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t experts, int64_t 
   const bool wgmma =
       w != WgmmaExperts::Off && pairs >= kWgmmaPairsPerExpert * experts && grouped_wgmma_runs();
   const bool wide = w == WgmmaExperts::Auto && grouped_wgmma_wide_fits(dim, inter);
-  allow_dynamic_smem<grouped_expert_tc_kernel<true, C>>(S::kSmemBytes);
-  allow_dynamic_smem<grouped_expert_tc_kernel<false, C>>(S::kSmemBytes);
-  auto launch = [&](auto kernel, unsigned columns) {
-    for (a.tile0 = 0; a.tile0 < max_tiles; a.tile0 += 65535) {
-      const auto rows_y = static_cast<unsigned>(std::min<int64_t>(65535, max_tiles - a.tile0));
-      FD_LAUNCH(kernel, dim3(columns, rows_y), dim3(S::kThreads), S::kSmemBytes, ctx.stream(), a);
-    }
-  };
   if (wgmma)
     launch_grouped_wgmma(ctx, a, true, max_tiles, wide);
   else
-    launch(grouped_expert_tc_kernel<true, C>, static_cast<unsigned>(inter / (S::kWeights / 2)));
+    launch_tiles<grouped_expert_tc_kernel<true, C>>(
+        ctx, "grouped_expert_tc_kernel<up>", a, static_cast<unsigned>(inter / (S::kWeights / 2)),
+        max_tiles, S::kThreads, S::kSmemBytes);
   Tensor hq = ctx.scratch(DType::BF16, Shape{pairs, inter});
   act_quant_to_bf16(ctx, h, pairs, inter, ptr<uint16_t>(hq));
   a.a = ptr<const uint16_t>(hq);
@@ -303,7 +295,9 @@ void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t experts, int64_t 
   if (wgmma)
     launch_grouped_wgmma(ctx, a, false, max_tiles, wide);
   else
-    launch(grouped_expert_tc_kernel<false, C>, static_cast<unsigned>(dim / S::kWeights));
+    launch_tiles<grouped_expert_tc_kernel<false, C>>(ctx, "grouped_expert_tc_kernel<down>", a,
+                                                     static_cast<unsigned>(dim / S::kWeights),
+                                                     max_tiles, S::kThreads, S::kSmemBytes);
 }
 
 }  // namespace

@@ -338,20 +338,16 @@ bool grouped_wgmma_runs() {
 
 namespace {
 template <int kGroups>
-void launch_wgmma(DeviceContext& ctx, GroupedArgs a, bool up, int64_t max_tiles) {
+void launch_wgmma(DeviceContext& ctx, const GroupedArgs& a, bool up, int64_t max_tiles) {
   using S = RsShape<kGroups>;
-  const auto kernel =
-      up ? grouped_expert_wgmma_kernel<true, kGroups> : grouped_expert_wgmma_kernel<false, kGroups>;
   if (up)
-    allow_dynamic_smem<grouped_expert_wgmma_kernel<true, kGroups>>(kSmemBytes);
+    launch_tiles<grouped_expert_wgmma_kernel<true, kGroups>>(
+        ctx, "grouped_expert_wgmma_kernel<up>", a,
+        static_cast<unsigned>(a.inter / (S::kWeights / 2)), max_tiles, S::kThreads, kSmemBytes);
   else
-    allow_dynamic_smem<grouped_expert_wgmma_kernel<false, kGroups>>(kSmemBytes);
-  const auto columns =
-      static_cast<unsigned>(up ? a.inter / (S::kWeights / 2) : a.dim / S::kWeights);
-  for (a.tile0 = 0; a.tile0 < max_tiles; a.tile0 += 65535) {
-    const auto rows_y = static_cast<unsigned>(std::min<int64_t>(65535, max_tiles - a.tile0));
-    FD_LAUNCH(kernel, dim3(columns, rows_y), dim3(S::kThreads), kSmemBytes, ctx.stream(), a);
-  }
+    launch_tiles<grouped_expert_wgmma_kernel<false, kGroups>>(
+        ctx, "grouped_expert_wgmma_kernel<down>", a, static_cast<unsigned>(a.dim / S::kWeights),
+        max_tiles, S::kThreads, kSmemBytes);
 }
 }  // namespace
 

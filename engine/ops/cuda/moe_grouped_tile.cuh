@@ -4,6 +4,7 @@
 // expert, planned on the device (moe_grouped.cu).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/ops/cuda/cuda_compat.cuh"
@@ -91,6 +92,20 @@ __device__ __forceinline__ void store_pair_result(const GroupedArgs& a, int pair
     r.x = round_bf16(v0);
     r.y = round_bf16(v1);
     *reinterpret_cast<float2*>(a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 + b) = r;
+  }
+}
+
+// One stage's launches of Kernel (named `name` in errors) over every planned tile: grid
+// (columns, the tiles' upper bound), grid y at most 65,535 a launch (a prompt of ~1.4M tokens at
+// top-6), each launch's first tile in a.tile0; blocks past the planned count leave at once.
+template <auto Kernel>
+void launch_tiles(DeviceContext& ctx, const char* name, GroupedArgs a, unsigned columns,
+                  int64_t max_tiles, unsigned threads, size_t smem) {
+  allow_dynamic_smem<Kernel>(smem);
+  for (a.tile0 = 0; a.tile0 < max_tiles; a.tile0 += 65535) {
+    const auto rows_y = static_cast<unsigned>(std::min<int64_t>(65535, max_tiles - a.tile0));
+    launch_kernel(name, __FILE__, __LINE__, Kernel, dim3(columns, rows_y), dim3(threads), smem,
+                  ctx.stream(), a);
   }
 }
 
