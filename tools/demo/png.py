@@ -1,4 +1,5 @@
-"""Minimal PNG writer and reader (8-bit RGB, zlib via the standard library) for the shape images."""
+"""Minimal PNG writer and reader (8-bit RGB, zlib via the standard library) for the shape images;
+the writer also writes 16-bit RGB (the sealed test set's pictures, sealed_test.py)."""
 
 import struct
 import zlib
@@ -12,20 +13,24 @@ def _chunk(kind, data):
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def encode_png(rgb):
-    """PNG bytes of a uint8 array [H, W, 3]; deterministic (filter 0 on every row, zlib level 9)."""
+def encode_png(rgb, bits=8):
+    """PNG bytes of a uint8 array [H, W, 3]; deterministic (filter 0 on every row, zlib level 9).
+    bits=16 writes each value v as the 16-bit v * 257 (big-endian), the same picture at 16 bits."""
     rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
     if rgb.ndim != 3 or rgb.shape[2] != 3:
         raise ValueError(f"encode_png needs [H, W, 3] uint8, got shape {rgb.shape}")
+    if bits not in (8, 16):
+        raise ValueError(f"encode_png writes 8 or 16 bits a channel, not {bits}")
     h, w, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[y].tobytes() for y in range(h))
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)  # 8-bit, colour type 2 (RGB)
+    rows = rgb if bits == 8 else (rgb.astype(">u2") * 257)
+    raw = b"".join(b"\x00" + rows[y].tobytes() for y in range(h))
+    header = struct.pack(">IIBBBBB", w, h, bits, 2, 0, 0, 0)  # colour type 2 (RGB)
     return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(raw, 9)) + _chunk(b"IEND", b"")
 
 
-def write_png(path, rgb):
+def write_png(path, rgb, bits=8):
     with open(path, "wb") as f:
-        f.write(encode_png(rgb))
+        f.write(encode_png(rgb, bits))
 
 
 def decode_png(data):

@@ -1,0 +1,83 @@
+"""The sealed test set's generator (tools/demo/sealed_test.py): deterministic, answers true to the
+scene, its wordings absent from the training templates, its 16-bit PNGs the 8-bit values x 257."""
+
+import json
+import os
+import pathlib
+import struct
+import tempfile
+import unittest
+import zlib
+
+import numpy as np
+
+import demo_support  # noqa: F401  (puts tools/ on the path)
+from demo import png, sealed_test, shapes
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "demo")
+
+
+def _write(n):
+    out = tempfile.mkdtemp()
+    items = list(sealed_test.image_items(n, out))
+    files = {it["id"]: pathlib.Path(out, it["messages"][0]["content"][0]["path"]).read_bytes() for it in items}
+    return items, files
+
+
+class SealedSetTest(unittest.TestCase):
+    def test_deterministic(self):
+        a, fa = _write(6)
+        b, fb = _write(6)
+        self.assertEqual(json.dumps(a), json.dumps(b))
+        self.assertEqual(fa, fb)
+
+    def test_answers_fit_the_scene_and_the_styles_vary(self):
+        items, files = _write(40)
+        kinds, bits, aspects = set(), set(), set()
+        for it in items:
+            meta, expected = it["meta"], it["expected"]
+            self.assertTrue(100 <= min(meta["width"], meta["height"]) <= 1000, meta)
+            kinds.add(meta["question_kind"])
+            bits.add(meta["bits"])
+            aspects.add(round(meta["width"] / meta["height"], 2))
+            self.assertNotIn(expected, it["distractors"])
+            data = files[it["id"]]
+            w, h, depth = struct.unpack(">IIB", data[16:25])
+            self.assertEqual((w, h, depth), (meta["width"], meta["height"], meta["bits"]))
+            if meta["question_kind"] == "test_count_all":
+                self.assertTrue(expected.isdigit())
+            if meta["question_kind"] == "test_exists":
+                self.assertIn(expected, ("yes", "no"))
+            if meta["question_kind"] == "test_position":
+                self.assertIn(expected, shapes.ALL_POSITIONS)
+        self.assertGreaterEqual(len(kinds), 5)
+        self.assertEqual(bits, {8, 16})
+        self.assertGreater(len(aspects), 2)
+
+    def test_wordings_are_not_the_training_ones(self):
+        training = "".join(pathlib.Path(TOOLS, f).read_text(encoding="utf-8")
+                           for f in os.listdir(TOOLS) if f.endswith(".py") and f != "sealed_test.py")
+        for kind, phrases in sealed_test.TEST_PHRASES.items():
+            for p in phrases:
+                for fixed in p.replace("{", "|{").replace("}", "}|").split("|"):
+                    if fixed.startswith("{") or len(fixed.strip()) < 12:
+                        continue
+                    self.assertFalse(fixed.strip() in training, f"{kind}: {p!r} is a training wording")
+
+    def test_sixteen_bit_png_is_the_same_picture(self):
+        rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3) * 13
+        data = png.encode_png(rgb, bits=16)
+        self.assertEqual(struct.unpack(">IIBB", data[16:26]), (3, 2, 16, 2))
+        (length,) = struct.unpack(">I", data[33:37])
+        self.assertEqual(data[37:41], b"IDAT")
+        raw = zlib.decompress(data[41:41 + length])
+        rows = [raw[y * (1 + 18):(y + 1) * (1 + 18)] for y in range(2)]
+        for y, row in enumerate(rows):
+            self.assertEqual(row[0], 0)
+            np.testing.assert_array_equal(np.frombuffer(row[1:], dtype=">u2").reshape(3, 3), rgb[y] * 257)
+        with self.assertRaises(ValueError):
+            png.encode_png(rgb, bits=12)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,153 @@
+"""The sealed test set (issue 21): pictures and questions of a kind no training run or design
+decision has seen, for `flashdesk-cli eval --data assets/eval/demo-test`.
+
+Sealed means: its seed namespace ("sealed-test") and the options below are fixed here and nobody
+tunes on them; decisions are made on the development set (make_eval.py, assets/eval/demo), and
+the test figures are reported beside the development ones. Nothing in make_dataset.py may import
+this file's phrasings or styles.
+
+What differs from the development pictures (168 px squares, hard edges, training phrasings):
+- sizes from 100 to 1000 px, squares and 4:3, 3:4, 16:9 and 9:16 canvases (the scene's square
+  centred, the rest background), drawn at the canvas's shorter side;
+- light noise (a few grey levels, on pictures up to ~600 px a side), a 3x3 blur on some, more
+  background tints;
+- a third written as 16-bit PNG;
+- questions in everyday wordings absent from the training templates (TEST_PHRASES), each kind
+  with the answer form the development set scores (a colour, a shape, a number, yes / no, a
+  position name).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from demo import png, shapes  # noqa: E402
+from demo.lexicon import SHAPE_PLURALS, SHAPES  # noqa: E402
+from demo.make_eval import _item  # noqa: E402
+from demo.rng import Rng, derive_seed  # noqa: E402
+from demo.sample import Sample  # noqa: E402
+
+ASPECTS = ((1, 1), (4, 3), (3, 4), (16, 9), (9, 16))
+TEST_BACKGROUNDS = ((255, 255, 255), (245, 245, 240), (235, 242, 235), (242, 235, 242), (228, 232, 240))
+
+# Wordings absent from shapes.py's templates: {shape}, {colour}, {what}, {name}, {pos}.
+TEST_PHRASES = {
+    "colour_of": ["Tell me the colour of the {shape}.", "The {shape} has which colour?",
+                  "What colour has the {shape} got?", "Can you name the colour of the {shape}?"],
+    "shape_of": ["What kind of shape is the {colour} thing?", "Name the shape that is {colour}.",
+                 "The {colour} object is which shape?"],
+    "count_all": ["How many things are drawn here?", "What is the number of shapes in this picture?",
+                  "Could you count the objects for me?"],
+    "count_colour": ["What is the number of {colour} objects?", "How many of the shapes are {colour}?"],
+    "count_shape": ["How many {what} do you spot?", "What is the number of {what} here?"],
+    "exists": ["Can you find a {colour} {shape} here?", "Does the picture contain a {colour} {shape}?",
+               "Is any {colour} {shape} visible?"],
+    "position": ["In which part of the picture is the {name}?", "Where can I find the {name}?",
+                 "Which area holds the {name}?"],
+}
+
+
+def _question(rng, scene):
+    """(question, answer, expected, distractors, kind) in a test wording, valid for the scene."""
+    objs = scene["objects"]
+    by_shape = shapes._unique(objs, lambda o: o["shape"])
+    by_colour = shapes._unique(objs, lambda o: o["colour"])
+    by_both = shapes._unique(objs, lambda o: (o["colour"], o["shape"]))
+    kinds = ["count_all", "count_colour", "count_shape", "exists"]
+    kinds += ["colour_of"] * bool(by_shape) + ["shape_of"] * bool(by_colour) + ["position"] * bool(by_both)
+    kind = rng.choice(kinds)
+    phrase = rng.choice(TEST_PHRASES[kind])
+    colours = list(shapes.SHAPE_COLOURS)
+    if kind == "count_all":
+        n = len(objs)
+        return phrase, shapes._count_answer(n), str(n), shapes._numbers_except(n), kind
+    if kind in ("count_colour", "count_shape"):
+        o = rng.choice(objs) if rng.chance(0.7) else {"shape": rng.choice(SHAPES), "colour": rng.choice(colours)}
+        key = "colour" if kind == "count_colour" else "shape"
+        n = sum(1 for x in objs if x[key] == o[key])
+        q = phrase.format(colour=o["colour"], what=SHAPE_PLURALS[o["shape"]])
+        return q, shapes._count_answer(n), str(n), shapes._numbers_except(n), kind
+    if kind == "exists":
+        o = rng.choice(objs) if rng.chance(0.5) else {"shape": rng.choice(SHAPES), "colour": rng.choice(colours)}
+        there = any(x["shape"] == o["shape"] and x["colour"] == o["colour"] for x in objs)
+        q = phrase.format(colour=o["colour"], shape=o["shape"])
+        return q, "Yes." if there else "No.", "yes" if there else "no", ["no" if there else "yes"], kind
+    if kind == "colour_of":
+        o = rng.choice(by_shape)
+        return (phrase.format(shape=o["shape"]), f"It is {o['colour']}.", o["colour"],
+                shapes._others(colours, o["colour"]), kind)
+    if kind == "shape_of":
+        o = rng.choice(by_colour)
+        return (phrase.format(colour=o["colour"]), f"It is a {o['shape']}.", o["shape"],
+                shapes._others(list(SHAPES), o["shape"]), kind)
+    o = rng.choice(by_both)
+    pos = shapes.position_name(o["cell"])
+    return (phrase.format(name=f"{o['colour']} {o['shape']}"), f"It is {shapes.position_phrase(pos)}.", pos,
+            shapes._others(shapes.ALL_POSITIONS, pos), kind)
+
+
+def picture(rng, scene):
+    """(uint8 [H, W, 3], style dict): the scene drawn in a test style."""
+    side = rng.randint(100, 1000)
+    aw, ah = rng.choice(ASPECTS)
+    w, h = (side * aw // ah, side) if aw >= ah else (side, side * ah // aw)
+    square = shapes.render_scene(scene, min(w, h))
+    img = np.empty((h, w, 3), dtype=np.uint8)
+    img[:] = scene["background"]
+    y0, x0 = (h - square.shape[0]) // 2, (w - square.shape[1]) // 2
+    img[y0 : y0 + square.shape[0], x0 : x0 + square.shape[1]] = square
+    blur = rng.chance(0.3)
+    if blur:  # 3x3 box blur, edges replicated
+        p = np.pad(img.astype(np.float64), ((1, 1), (1, 1), (0, 0)), mode="edge")
+        img = np.rint(sum(p[dy : dy + h, dx : dx + w] for dy in range(3) for dx in range(3)) / 9).astype(np.uint8)
+    # Noise only up to ~600 px a side: it keeps a picture from compressing (a noisy 1000 px PNG
+    # is ~3 MB), and the repository holds these files.
+    sigma = rng.choice([0, 2, 4]) if w * h <= 360_000 else 0
+    if sigma:
+        noise = np.random.default_rng(rng.below(1 << 31)).normal(0.0, sigma, img.shape)
+        img = np.clip(np.rint(img + noise), 0, 255).astype(np.uint8)
+    bits = 16 if rng.chance(1 / 3) else 8
+    return img, {"width": w, "height": h, "blur": blur, "noise": sigma, "bits": bits}
+
+
+def image_items(n, out_dir, seed=0):
+    """n sealed picture questions, one a picture, at effort 75 in thinking mode (the app's "high")."""
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    for k in range(n):
+        rng = Rng(derive_seed("sealed-test", "image", seed, k))
+        scene = shapes.random_scene(rng)
+        scene["background"] = rng.choice(TEST_BACKGROUNDS)
+        q, a, expected, distractors, kind = _question(rng, scene)
+        img, style = picture(rng, scene)
+        rel = f"images/test-{k}.png"
+        png.write_png(os.path.join(out_dir, rel), img, style["bits"])
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]},
+                    {"role": "assistant", "content": a, "thinking": ""}]
+        s = Sample("image", messages, "thinking", 75, images=[img], expected=expected, distractors=distractors,
+                   meta={"question_kind": kind, "scene": scene, **style})
+        item = _item(s, f"test-image-{k}", [rel])
+        item["meta"]["question_kind"] = f"test_{kind}"
+        yield item
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write the sealed test set (pictures) for flashdesk-cli eval.")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n", type=int, default=120, help="pictures")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    kinds = {}
+    with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
+        for item in image_items(args.n, args.out):
+            f.write(json.dumps(item, ensure_ascii=False) + "\n")
+            kinds[item["meta"]["question_kind"]] = kinds.get(item["meta"]["question_kind"], 0) + 1
+    print(f"wrote {args.n} items {kinds} to {args.out}/eval.jsonl", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
