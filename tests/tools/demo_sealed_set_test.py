@@ -57,12 +57,22 @@ class SealedSetTest(unittest.TestCase):
     def test_wordings_are_not_the_training_ones(self):
         training = "".join(pathlib.Path(TOOLS, f).read_text(encoding="utf-8")
                            for f in os.listdir(TOOLS) if f.endswith(".py") and f != "sealed_test.py")
-        for kind, phrases in sealed_test.TEST_PHRASES.items():
+        for kind, phrases in list(sealed_test.TEST_PHRASES.items()) + list(sealed_test.ARITH_PHRASES.items()):
             for p in phrases:
                 for fixed in p.replace("{", "|{").replace("}", "}|").split("|"):
                     if fixed.startswith("{") or len(fixed.strip()) < 12:
                         continue
                     self.assertFalse(fixed.strip() in training, f"{kind}: {p!r} is a training wording")
+
+    def test_arithmetic_answers_are_the_results(self):
+        items = list(sealed_test.arithmetic_items(6))
+        self.assertEqual(len(items), 2 * 6 * len(sealed_test.ARITH_EFFORTS))
+        for it in items:
+            a, b, op = it["meta"]["a"], it["meta"]["b"], it["meta"]["op"]
+            self.assertTrue(1000 <= b <= a <= 9999 or op == "test_add")
+            self.assertEqual(it["expected"], str(a + b if op == "test_add" else a - b))
+            self.assertIn(str(a), it["messages"][-1]["content"])
+            self.assertIn(it["effort"], sealed_test.ARITH_EFFORTS)
 
     def test_sixteen_bit_png_is_the_same_picture(self):
         rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3) * 13

@@ -14,7 +14,10 @@ What differs from the development pictures (168 px squares, hard edges, training
 - a third written as 16-bit PNG;
 - questions in everyday wordings absent from the training templates (TEST_PHRASES), each kind
   with the answer form the development set scores (a colour, a shape, a number, yes / no, a
-  position name).
+  position name);
+- 4-digit additions and subtractions asked in wordings absent from arithmetic.py's templates
+  (ARITH_PHRASES), half of them after a turn of small talk, at efforts 50 and 75 (the issue's
+  target: >= 90% at effort >= 50).
 """
 
 import argparse
@@ -26,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from demo import png, shapes  # noqa: E402
+from demo import arithmetic, conversation, png, shapes  # noqa: E402
 from demo.lexicon import SHAPE_PLURALS, SHAPES  # noqa: E402
 from demo.make_eval import _item  # noqa: E402
 from demo.rng import Rng, derive_seed  # noqa: E402
@@ -50,6 +53,35 @@ TEST_PHRASES = {
     "position": ["In which part of the picture is the {name}?", "Where can I find the {name}?",
                  "Which area holds the {name}?"],
 }
+
+
+ARITH_PHRASES = {
+    "add": ["Find the total of {a} and {b}.", "If you put {a} and {b} together, what number do you get?",
+            "Give me the result of {a} plus {b}, please.", "What number is {b} more than {a}?"],
+    "sub": ["Find the difference between {a} and {b}.", "By how much is {a} larger than {b}?",
+            "Give me the result of {a} minus {b}, please.", "Start at {a} and go down by {b}. Where do you end up?"],
+}
+ARITH_EFFORTS = (50, 75)
+
+
+def arithmetic_items(n):
+    """n additions and n subtractions of two 4-digit numbers in test wordings, each at
+    ARITH_EFFORTS; the answer is scored as the number appearing in it as a whole word."""
+    for op in ("add", "sub"):
+        for k in range(n):
+            rng = Rng(derive_seed("sealed-test", "arithmetic", op, k))
+            op_, a, b = arithmetic.sample_problem(rng, op, (4, 4, 4, 4))
+            question = rng.choice(ARITH_PHRASES[op]).format(a=a, b=b)
+            messages = []
+            if rng.chance(0.5):  # after a turn of small talk
+                _, user, reply, _ = conversation.exchange(rng, 1)
+                messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+            result = str(arithmetic.solve(op, a, b))
+            messages += [{"role": "user", "content": question}, {"role": "assistant", "content": result}]
+            for effort in ARITH_EFFORTS:
+                s = Sample("arithmetic", messages, "thinking", effort, expected=result, match="contains",
+                           meta={"op": f"test_{op}", "a": a, "b": b, "digits": 4, "level": 0})
+                yield _item(s, f"test-arith-{op}-{k}-e{effort}")
 
 
 def _question(rng, scene):
@@ -136,17 +168,18 @@ def image_items(n, out_dir, seed=0):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Write the sealed test set (pictures) for flashdesk-cli eval.")
+    ap = argparse.ArgumentParser(description="Write the sealed test set for flashdesk-cli eval.")
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=120, help="pictures")
+    ap.add_argument("--n-arith", type=int, default=20, help="additions and as many subtractions")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    kinds = {}
+    counts = {}
     with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
-        for item in image_items(args.n, args.out):
+        for item in list(image_items(args.n, args.out)) + list(arithmetic_items(args.n_arith)):
             f.write(json.dumps(item, ensure_ascii=False) + "\n")
-            kinds[item["meta"]["question_kind"]] = kinds.get(item["meta"]["question_kind"], 0) + 1
-    print(f"wrote {args.n} items {kinds} to {args.out}/eval.jsonl", file=sys.stderr)
+            counts[item["task"]] = counts.get(item["task"], 0) + 1
+    print(f"wrote {counts} to {args.out}/eval.jsonl", file=sys.stderr)
 
 
 if __name__ == "__main__":
