@@ -63,6 +63,10 @@ class SealedSetTest(unittest.TestCase):
                     if fixed.startswith("{") or len(fixed.strip()) < 12:
                         continue
                     self.assertFalse(fixed.strip() in training, f"{kind}: {p!r} is a training wording")
+        keys = ("name", "fav_colour", "place:I live in", "place:I work in", "pet", "rel_boss", "gate code",
+                "bus number")
+        for q in {sealed_test.recall_question(sealed_test.Rng(i), k) for i in range(6) for k in keys}:
+            self.assertFalse(q in training, f"recall: {q!r} is a training wording")
 
     def test_arithmetic_answers_are_the_results(self):
         items = list(sealed_test.arithmetic_items(6))
@@ -73,6 +77,18 @@ class SealedSetTest(unittest.TestCase):
             self.assertEqual(it["expected"], str(a + b if op == "test_add" else a - b))
             self.assertIn(str(a), it["messages"][-1]["content"])
             self.assertIn(it["effort"], sealed_test.ARITH_EFFORTS)
+
+    def test_recall_questions_are_reworded_and_keep_the_fact(self):
+        items = list(sealed_test.recall_items(2, demo_support.tokenizer()))
+        self.assertEqual(len(items), 2 * len(sealed_test.RECALL_DISTANCES))
+        for it in items:
+            question = it["messages"][-1]["content"]
+            self.assertTrue(question.startswith(("Remind me", "Which", "In which")), question)
+            self.assertIn(it["expected"], it["reference"]["thinking"])  # the fact is in the chat
+            self.assertLess(abs(it["meta"]["distance_tokens"] - it["meta"]["distance_bucket"]),
+                            it["meta"]["distance_bucket"] // 4)
+        for key in ("name", "fav_colour", "place:I live in", "pet", "rel_sister", "access code", "room number"):
+            self.assertTrue(sealed_test.recall_question(sealed_test.Rng(1), key))
 
     def test_sixteen_bit_png_is_the_same_picture(self):
         rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3) * 13
