@@ -118,6 +118,17 @@ def copy_items(n, seed):
             yield _item(s, f"copy-{kind}-{k}")
 
 
+def write_items(out_dir, generators):
+    """Every item of the generators as a line of out_dir/eval.jsonl; prints the count by task."""
+    counts = {}
+    with open(os.path.join(out_dir, "eval.jsonl"), "w", encoding="utf-8") as f:
+        for gen in generators:
+            for item in gen:
+                f.write(json.dumps(item, ensure_ascii=False) + "\n")
+                counts[item["task"]] = counts.get(item["task"], 0) + 1
+    print(f"wrote {counts} to {out_dir}/eval.jsonl", file=sys.stderr)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Write the flash-tiny eval set.")
     ap.add_argument("--out", required=True)
@@ -128,15 +139,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     tok = load_tokenizer(args.tokenizer)
     os.makedirs(args.out, exist_ok=True)
-    counts = {}
-    with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
-        for gen in (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
-                    image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
-                    short_count_items(args.n * 4, args.seed), other_size_items(args.n * 4, args.seed, args.out)):
-            for item in gen:
-                f.write(json.dumps(item, ensure_ascii=False) + "\n")
-                counts[item["task"]] = counts.get(item["task"], 0) + 1
-    print(f"wrote {counts} to {args.out}/eval.jsonl", file=sys.stderr)
+    write_items(args.out, (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
+                           image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
+                           short_count_items(args.n * 4, args.seed),
+                           other_size_items(args.n * 4, args.seed, args.out)))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ What differs from the development pictures (168 px squares, hard edges, training
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -34,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from demo import arithmetic, conversation, png, recall, shapes  # noqa: E402
 from demo.lexicon import SHAPE_PLURALS, SHAPES  # noqa: E402
 from demo.make_dataset import DEFAULT_TOKENIZER, load_tokenizer  # noqa: E402
-from demo.make_eval import _item  # noqa: E402
+from demo.make_eval import _item, write_items  # noqa: E402
 from demo.rng import Rng, derive_seed  # noqa: E402
 from demo.sample import Sample  # noqa: E402
 
@@ -219,14 +218,8 @@ def main(argv=None):
     ap.add_argument("--n-recall", type=int, default=10, help="recall chats at each distance")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    counts = {}
-    with open(os.path.join(args.out, "eval.jsonl"), "w", encoding="utf-8") as f:
-        items = list(image_items(args.n, args.out)) + list(arithmetic_items(args.n_arith))
-        items += list(recall_items(args.n_recall, load_tokenizer(DEFAULT_TOKENIZER)))
-        for item in items:
-            f.write(json.dumps(item, ensure_ascii=False) + "\n")
-            counts[item["task"]] = counts.get(item["task"], 0) + 1
-    print(f"wrote {counts} to {args.out}/eval.jsonl", file=sys.stderr)
+    write_items(args.out, (image_items(args.n, args.out), arithmetic_items(args.n_arith),
+                           recall_items(args.n_recall, load_tokenizer(DEFAULT_TOKENIZER))))
 
 
 if __name__ == "__main__":
