@@ -73,18 +73,6 @@ __device__ __forceinline__ int code_offset(int r, int p) {
   return r * kCodeRowBytes + ((p ^ ((r >> 2) & 1)) << 4);
 }
 
-// The BF16 pair of a byte of two FP4 (E2M1) codes, the low nibble's value in the low half.
-__device__ __forceinline__ uint32_t e2m1_pair_bits(uint32_t byte) {
-  // BF16 of 0, 0.5, 1, 1.5 | 2, 3, 4, 6: high bytes 00 3F 3F 3F | 40 40 40 40, low bytes
-  // 00 00 80 C0 | 00 40 80 C0 (moe_grouped_tile.cuh's e2m1x8_to_bf16).
-  const auto code = [](uint32_t n) {
-    const uint32_t m = n & 7u;
-    return ((__byte_perm(0x3F3F3F00u, 0x40404040u, m) & 0xFFu) << 8) |
-           (__byte_perm(0xC0800000u, 0xC0804000u, m) & 0xFFu) | ((n & 8u) << 12);
-  };
-  return code(byte & 0xFu) | (code(byte >> 4) << 16);
-}
-
 // The 32-bit word at a shared address.
 __device__ __forceinline__ uint32_t load_shared_u32(uint32_t address) {
 #ifdef FLASHDESK_CUDA_EMU
@@ -148,8 +136,12 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
     uint8_t* const dst = tables + 4 * word;
     for (int v = tid / 64; v < 256; v += S::kThreads / 64) {
       const auto u = static_cast<uint32_t>(v);
-      *reinterpret_cast<uint32_t*>(dst + 256 * v) =
-          word < 32 ? e2m1_pair_bits(u) : (u == 0 ? 0x40u : u << 7) * 0x10001u;  // e8m0 as BF16
+      // The scale as a BF16 pair; a byte's two codes times one (exact), as the other kernels
+      // decode them.
+      const uint32_t scale = f32_to_bf16_bits(e8m0_to_f32(u)) * 0x10001u;
+      uint32_t pairs[4];
+      e2m1x8_to_bf16(u, 0x3F803F80u, pairs);
+      *reinterpret_cast<uint32_t*>(dst + 256 * v) = word < 32 ? pairs[0] : scale;
     }
   }
   const uint32_t code_base = kTableAddress + 4u * static_cast<uint32_t>(lane);
