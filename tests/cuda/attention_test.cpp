@@ -222,6 +222,17 @@ TEST_F(CudaAttentionTest, PrefillChunkWithPaddedHeadGroup) {
   check(c);
 }
 
+// Head dims 256 and 512: the prefill kernel copies their rows ahead in 8- and 16-byte units
+// (D = 64's take 2-byte loads, D = 128's 4-byte copies, in the cases above); 24 heads make two
+// head groups, the second half padding. Small enough for the CPU emulation.
+TEST_F(CudaAttentionTest, PrefillWithWideHeadsCopiedAhead) {
+  std::vector<int64_t> pos = {301, 302, 303};
+  AttnCase d256{24, 256, 128, pos, ring_holding(128, 176, 300), 301, 3, 90, 200, 14};
+  check(d256);
+  AttnCase d512{8, 512, 64, pos, ring_holding(64, 240, 300), 301, 3, 70, 100, 13};
+  check(d512);
+}
+
 TEST_F(CudaAttentionTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
   AttnCase decode{64, 512, 128, {70000}, ring_holding(128, 69873, 69999), 70000, 1, 16384, 512, 6};

@@ -96,5 +96,29 @@ TEST_F(CudaKvTest, FastCodeDecodersGiveEveryCodesValue) {
   EXPECT_EQ(differ, 0);
 }
 
+// The prefill attention's BF16 key decoders (bf16_codes.cuh): every E4M3 code at UE8M0 scales on
+// both sides of the fast path's range (10..134) and every E2M1 code at every E4M3 scale, bit for
+// bit the host's FP32 value rounded to BF16 (NaN as NaN). E4M3's subnormal codes go through a
+// BF16 subnormal on the fast path: this holds it to the device's BF16 arithmetic.
+TEST_F(CudaKvTest, KeyDecodersGiveEveryCodesBf16) {
+  const std::vector<uint8_t> scales = {0,   1,   9,   10,  11,  60,  100, 117,
+                                       120, 127, 130, 134, 135, 200, 254};
+  const std::vector<uint16_t> got = decode_key_codes_bf16(gpu(), scales);
+  const auto same = [](uint16_t g, float want) {
+    const uint16_t w = f32_to_bf16(want);
+    const bool g_nan = (g & 0x7FFFu) > 0x7F80u, w_nan = (w & 0x7FFFu) > 0x7F80u;
+    return g_nan || w_nan ? g_nan == w_nan : g == w;
+  };
+  int differ = 0;
+  for (size_t si = 0; si < scales.size(); ++si)
+    for (uint32_t c = 0; c < 256; ++c)
+      differ += !same(got[si * 256 + c], e4m3_to_f32(uint8_t(c)) * e8m0_to_f32(scales[si]));
+  const size_t fp4 = scales.size() * 256;
+  for (uint32_t e = 0; e < 256; ++e)
+    for (uint32_t c = 0; c < 16; ++c)
+      differ += !same(got[fp4 + e * 16 + c], e2m1_to_f32(uint8_t(c)) * e4m3_to_f32(uint8_t(e)));
+  EXPECT_EQ(differ, 0);
+}
+
 }  // namespace
 }  // namespace flashdesk::test

@@ -24,6 +24,21 @@ __device__ __forceinline__ void async_copy16(void* dst, const void* src) {
 #endif
 }
 
+// kBytes (4, 8 or 16) bytes to shared dst from global src, both aligned to kBytes: rows whose
+// size is not a multiple of 16 (the attention's key rows of head dims under 512). Through L1 (the
+// only form for 4 and 8 bytes).
+template <int kBytes>
+__device__ __forceinline__ void async_copy(void* dst, const void* src) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+#ifdef FLASHDESK_CUDA_EMU
+  fd_emu::async_copy(dst, src, kBytes);
+#else
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(src), "n"(kBytes)
+               : "memory");
+#endif
+}
+
 __device__ __forceinline__ void async_commit() {
 #ifdef FLASHDESK_CUDA_EMU
   fd_emu::async_commit();

@@ -1,7 +1,8 @@
-// Staging of a query's keys into shared memory as BF16 rows for the tensor-core attention kernels:
-// whole 64-slot blocks (attention_tc.cu: prefill, one CTA per query) and parts of blocks
-// (attention_split_tc.cu: decode). FP8 window rows (x UE8M0 per 32) and FP4 entries (x E4M3 per
-// 16) are exact in BF16, so the staged keys are the definition's values.
+// Staging of a query's keys into shared memory as BF16 rows for the decode attention kernels on the
+// tensor cores: parts of 64-slot blocks (attention_split_tc.cu; the prefill kernel,
+// attention_tc.cu, copies whole blocks' raw rows ahead and decodes them with bf16_codes.cuh). FP8
+// window rows (x UE8M0 per 32) and FP4 entries (x E4M3 per 16) are exact in BF16, so the staged
+// keys are the definition's values.
 #pragma once
 
 #include <cstdint>
@@ -44,49 +45,6 @@ __device__ __forceinline__ uint2 decode_key_group(const uint8_t* row, bool fp4, 
     for (int i = 0; i < 4; ++i) v[i] = f32_to_bf16_bits(e2m1_exact((raw >> (4 * i)) & 0xFu) * sc);
   }
   return uint2{pack_bf16_pair(v[0], v[1]), pack_bf16_pair(v[2], v[3])};
-}
-
-// Threads: the CTA's threads (at least 64); MaxInFlight: 4-value key groups a thread loads before
-// it decodes any (the rows are scattered over the caches: their latency, not their bytes, is what
-// staging costs).
-// Block b's 64 keys of query t as BF16 rows (0 for empty slots); any[b & 1][w] says whether
-// warp w's 32 slots hold a key (two sets: a warp that has moved on to the next block's lookups
-// must not overwrite flags a slower warp has yet to read).
-template <int D, int Threads, int MaxInFlight>
-__device__ bool stage_block_keys(const AttnArgs& a, int64_t t, int64_t b, uint16_t* keys,
-                                 int key_stride, const uint8_t** rows, int* fp4s, int (*any)[2]) {
-  if (threadIdx.x < kBlockSlots) {
-    bool fp4 = false;
-    const uint8_t* row = slot_row(a, t, b * kBlockSlots + threadIdx.x, &fp4);
-    rows[threadIdx.x] = row;
-    fp4s[threadIdx.x] = fp4;
-    const unsigned has = __ballot_sync(kFullMask, row != nullptr);
-    if ((threadIdx.x & 31u) == 0) any[b & 1][threadIdx.x >> 5] = has != 0;
-  }
-  __syncthreads();
-  if (!any[b & 1][0] && !any[b & 1][1]) return false;
-  constexpr int kGroupsPerRow = D / 4, kGroups = kBlockSlots * kGroupsPerRow;
-  constexpr int kInFlight = kGroups / Threads < MaxInFlight ? kGroups / Threads : MaxInFlight;
-  static_assert(kGroups % (Threads * kInFlight) == 0, "whole rounds of key groups");
-  for (int g0 = 0; g0 < kGroups; g0 += Threads * kInFlight) {
-    uint32_t raw[kInFlight];
-    uint8_t scale[kInFlight];
-    FD_UNROLL
-    for (int u = 0; u < kInFlight; ++u) {
-      const int g = g0 + u * Threads + static_cast<int>(threadIdx.x);
-      const int s = g / kGroupsPerRow, d = g % kGroupsPerRow * 4;
-      load_key_group<D>(rows[s], fp4s[s], d, &raw[u], &scale[u]);
-    }
-    FD_UNROLL
-    for (int u = 0; u < kInFlight; ++u) {
-      const int g = g0 + u * Threads + static_cast<int>(threadIdx.x);
-      const int s = g / kGroupsPerRow, d = g % kGroupsPerRow * 4;
-      *reinterpret_cast<uint2*>(keys + s * key_stride + d) =
-          decode_key_group(rows[s], fp4s[s], raw[u], scale[u]);
-    }
-  }
-  __syncthreads();
-  return true;
 }
 
 // Slots [first, first + Slots) of query t, dims [d_lo, d_lo + DP) of each, as BF16 rows

@@ -67,6 +67,61 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #endif
 }
 
+// Two 8 x 8 matrices (ldmatrix.x2): lanes 0-15 give the row addresses, as for ldmatrix_x4 (lanes
+// 16-31's addresses are ignored but must be valid shared addresses).
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
+#ifdef FLASHDESK_CUDA_EMU
+  const unsigned lane = fd_emu::ctx().lane;
+  for (unsigned j = 0; j < 2; ++j) {
+    const uint64_t from = fd_emu::warp_exchange(reinterpret_cast<uintptr_t>(row), 8 * j + lane / 4);
+    r[j] = reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(from))[lane % 4];
+  }
+#else
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(s));
+#endif
+}
+
+// The transposed forms (.trans): r[j] gets the values at rows 2 (l % 4) and 2 (l % 4) + 1 of
+// column l / 4 of matrix j (the lower row in the low half): a B fragment of a k-by-n operand
+// stored n-minor (row = k), as the attention's values are (rows = slots, columns = dims).
+#ifdef FLASHDESK_CUDA_EMU
+template <int kMatrices>
+__device__ __forceinline__ void ldmatrix_trans_emu(uint32_t* r, const void* row) {
+  const unsigned lane = fd_emu::ctx().lane;
+  const auto address = reinterpret_cast<uintptr_t>(row);
+  for (unsigned j = 0; j < kMatrices; ++j) {
+    const uint64_t lo = fd_emu::warp_exchange(address, 8 * j + 2 * (lane % 4));
+    const uint64_t hi = fd_emu::warp_exchange(address, 8 * j + 2 * (lane % 4) + 1);
+    const uint16_t a = reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(lo))[lane / 4];
+    const uint16_t b = reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(hi))[lane / 4];
+    r[j] = static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
+  }
+}
+#endif
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+#ifdef FLASHDESK_CUDA_EMU
+  ldmatrix_trans_emu<4>(r, row);
+#else
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+#endif
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* row) {
+#ifdef FLASHDESK_CUDA_EMU
+  ldmatrix_trans_emu<2>(r, row);
+#else
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(s));
+#endif
+}
+
 // Two BF16 values (bit patterns) as one fragment register, `lo` at the lower index.
 __device__ __forceinline__ uint32_t pack_bf16_pair(uint16_t lo, uint16_t hi) {
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);

@@ -112,6 +112,16 @@ void async_copy16(void* dst, const void* src, int src_bytes) {
   ctx().open_copies.push_back(c);
 }
 
+void async_copy(void* dst, const void* src, int bytes) {
+  const auto mask = static_cast<uintptr_t>(bytes - 1);
+  if ((bytes != 4 && bytes != 8 && bytes != 16) || (reinterpret_cast<uintptr_t>(dst) & mask) != 0)
+    misaligned_access(dst, bytes);
+  if ((reinterpret_cast<uintptr_t>(src) & mask) != 0) misaligned_access(src, bytes);
+  PendingCopy c{dst, {}, bytes};
+  std::memcpy(c.bytes, src, static_cast<size_t>(bytes));
+  ctx().open_copies.push_back(c);
+}
+
 void async_commit() {
   ThreadContext& t = ctx();
   t.copy_groups.push_back(std::move(t.open_copies));
@@ -124,7 +134,8 @@ void async_wait(int pending) {
   if (t.copy_groups.size() <= keep) return;
   const size_t landed = t.copy_groups.size() - keep;
   for (size_t g = 0; g < landed; ++g)
-    for (const PendingCopy& c : t.copy_groups[g]) std::memcpy(c.dst, c.bytes, sizeof c.bytes);
+    for (const PendingCopy& c : t.copy_groups[g])
+      std::memcpy(c.dst, c.bytes, static_cast<size_t>(c.size));
   t.copy_groups.erase(t.copy_groups.begin(),
                       t.copy_groups.begin() + static_cast<ptrdiff_t>(landed));
 }

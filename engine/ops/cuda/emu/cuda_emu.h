@@ -150,11 +150,13 @@ cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
 // ---- the emulated threads ----------------------------------------------------------------------
 namespace fd_emu {
 
-// An asynchronous copy (cp.async) not yet landed: its 16 source bytes, read at issue (the sources
-// are immutable weights), written to dst when a wait retires its group.
+// An asynchronous copy (cp.async) not yet landed: its source bytes (4, 8 or 16), read at issue
+// (the sources are not written while the copy is in flight), written to dst when a wait retires
+// its group.
 struct PendingCopy {
   void* dst;
   unsigned char bytes[16];
+  int size = 16;
 };
 
 struct ThreadContext {
@@ -180,6 +182,8 @@ void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b);
 // land any time before the wait), so a read before the wait, or another lane's read before a
 // warp barrier, shows stale data here.
 void async_copy16(void* dst, const void* src, int src_bytes);
+// cp.async of `bytes` (4, 8 or 16) bytes, dst and src aligned to them; landed like async_copy16.
+void async_copy(void* dst, const void* src, int bytes);
 void async_commit();
 // Lands every committed group of the calling thread but the `pending` most recent ones.
 void async_wait(int pending);
