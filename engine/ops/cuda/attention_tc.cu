@@ -114,23 +114,32 @@ __device__ __forceinline__ void copy_block_rows(const uint8_t* const* rows, cons
   }
 }
 
-// Every thread: a block's raw rows as BF16 keys, 8 values a step (0 for empty slots).
+// Every thread: a block's raw rows as BF16 keys, 16 values a step (one FP4 scale, half an FP8
+// one; 0 for empty slots).
 template <int D>
 __device__ __forceinline__ void decode_block_keys(const uint8_t* raw, const uint8_t* const* rows,
                                                   const uint8_t* fp4s, uint16_t* keys,
                                                   int key_stride) {
-  constexpr int kStride = raw_stride(D), kGroupsPerRow = D / 8;
+  constexpr int kStride = raw_stride(D), kGroupsPerRow = D / 16;
+  FD_UNROLL_BY(2)
   for (int g = static_cast<int>(threadIdx.x); g < kBlockSlots * kGroupsPerRow; g += kThreads) {
-    const int s = g / kGroupsPerRow, d = g % kGroupsPerRow * 8;
+    const int s = g / kGroupsPerRow, d = g % kGroupsPerRow * 16;
     const uint8_t* row = raw + s * kStride;
-    uint4 v = uint4{0u, 0u, 0u, 0u};
-    if (rows[s] != nullptr && fp4s[s])
-      v = e2m1x8_scaled_bf16(load_aligned<uint32_t>(row + d / 2), row[D / 2 + d / 16]);
-    else if (rows[s] != nullptr) {
-      const uint2 w = load_aligned<uint2>(row + d);
-      v = e4m3x8_to_bf16(w.x, w.y, row[D + d / 32]);
+    uint4 v0 = uint4{0u, 0u, 0u, 0u}, v1 = v0;
+    if (rows[s] != nullptr && fp4s[s]) {
+      const uint2 w = load_aligned<uint2>(row + d / 2);
+      const uint32_t scale = e4m3_bf16x2(row[D / 2 + d / 16]);
+      v0 = e2m1x8_scaled_bf16(w.x, scale);
+      v1 = e2m1x8_scaled_bf16(w.y, scale);
+    } else if (rows[s] != nullptr) {
+      const uint4 w = load_aligned<uint4>(row + d);
+      const uint32_t scale = row[D + d / 32];
+      v0 = e4m3x8_to_bf16(w.x, w.y, scale);
+      v1 = e4m3x8_to_bf16(w.z, w.w, scale);
     }
-    *reinterpret_cast<uint4*>(keys + s * key_stride + d) = v;
+    uint4* to = reinterpret_cast<uint4*>(keys + s * key_stride + d);
+    to[0] = v0;
+    to[1] = v1;
   }
 }
 

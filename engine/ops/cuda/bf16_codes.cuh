@@ -51,6 +51,31 @@ __device__ __forceinline__ void e2m1x8_to_bf16(uint32_t w, uint32_t scale, uint3
   }
 }
 
+// lo and hi rounded to BF16 (nearest even) as one pair, lo in the low half: one conversion where
+// f32_to_bf16_bits takes about five instructions a value. The bits are f32_to_bf16_bits' for every
+// value but NaN (the device's NaN has no payload).
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
+#ifdef FLASHDESK_CUDA_EMU
+  return static_cast<uint32_t>(f32_to_bf16_bits(lo)) |
+         (static_cast<uint32_t>(f32_to_bf16_bits(hi)) << 16);
+#else
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#endif
+}
+
+// Eight FP4 codes (code i in nibble i) times 2^(scale_code - 127) (a UE8M0 scale) as four BF16
+// pairs, where every product is a normal BF16 value or zero: scale codes 2..252. False
+// otherwise (the caller decodes through FP32).
+__device__ __forceinline__ bool e2m1x8_pow2_to_bf16(uint32_t w, uint32_t scale_code,
+                                                    uint32_t (&r)[4]) {
+  if (scale_code < 2u || scale_code > 252u) return false;
+  const uint32_t factor = scale_code << 7;  // BF16 2^(scale_code - 127)
+  e2m1x8_to_bf16(w, factor | (factor << 16), r);
+  return true;
+}
+
 // Four FP8 E4M3 codes (code i in byte i of w) times 2^(scale_code - 127) (a UE8M0 scale), as two
 // BF16 pairs, where the result is a normal BF16 value or zero for every code: a code's magnitude
 // bits at the bottom of a BF16 exponent give code * 2^-120 (a BF16 subnormal for E4M3's own
@@ -80,11 +105,11 @@ __device__ __forceinline__ uint2 e4m3x4_to_bf16_exact(uint32_t w, uint32_t scale
                static_cast<uint32_t>(v[2]) | (static_cast<uint32_t>(v[3]) << 16)};
 }
 
-// BF16 bits of an E4M3 code's value, twice (both halves): an FP4 entry's scale for e2m1x8_to_bf16
-// (E2M1 times E4M3 has at most 6 significant bits: exact in BF16).
+// BF16 bits of an E4M3 code's value, twice (both halves): an FP4 entry's scale for
+// e2m1x8_scaled_bf16 (E2M1 times E4M3 has at most 6 significant bits: exact in BF16). E4M3 values
+// are BF16 values, so the FP32 bits' high half is exact (a NaN code's stays a NaN).
 __device__ __forceinline__ uint32_t e4m3_bf16x2(uint32_t code) {
-  const uint32_t b = f32_to_bf16_bits(e4m3_exact(code));
-  return b | (b << 16);
+  return __byte_perm(__float_as_uint(e4m3_exact(code)), 0, 0x3232);
 }
 
 // Eight FP8 window-row codes (lo: codes 0-3, hi: 4-7) times their UE8M0 scale as four BF16 pairs:
@@ -96,10 +121,11 @@ __device__ __forceinline__ uint4 e4m3x8_to_bf16(uint32_t lo, uint32_t hi, uint32
   return uint4{a.x, a.y, b.x, b.y};
 }
 
-// Eight FP4 entry codes (code i in nibble i) times their E4M3 scale as four BF16 pairs.
-__device__ __forceinline__ uint4 e2m1x8_scaled_bf16(uint32_t w, uint32_t scale_code) {
+// Eight FP4 entry codes (code i in nibble i) times their E4M3 scale, given as e4m3_bf16x2's pair,
+// as four BF16 pairs.
+__device__ __forceinline__ uint4 e2m1x8_scaled_bf16(uint32_t w, uint32_t scale_bf16x2) {
   uint32_t r[4];
-  e2m1x8_to_bf16(w, e4m3_bf16x2(scale_code), r);
+  e2m1x8_to_bf16(w, scale_bf16x2, r);
   return uint4{r[0], r[1], r[2], r[3]};
 }
 

@@ -27,7 +27,7 @@ __global__ void decode_key_codes_kernel(const uint8_t* scales, int n_scales, uin
     out[y * 256 + c] = static_cast<uint16_t>(v.z >> 16);  // code 5 of the eight
   } else if (c < 16) {
     const uint32_t e = y - static_cast<unsigned>(n_scales);
-    const uint4 v = e2m1x8_scaled_bf16(c * 0x11111111u, e);
+    const uint4 v = e2m1x8_scaled_bf16(c * 0x11111111u, e4m3_bf16x2(e));
     out[static_cast<unsigned>(n_scales) * 256 + e * 16 + c] = static_cast<uint16_t>(v.w >> 16);
   }
 }

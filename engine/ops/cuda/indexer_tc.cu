@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/ops/cuda/bf16_codes.cuh"
 #include "engine/ops/cuda/indexer_args.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/mma.cuh"
@@ -167,13 +168,16 @@ __device__ __forceinline__ void stage_keys(const IdxArgs& a, int64_t s0, uint16_
                                 : c[0] | (c[1] << 8) | (c[2] << 16) | (uint32_t{c[3]} << 24);
       scale = row[D / 2 + part / 4];
     }
-    // The CUDA-core kernel's F32 key values, which BF16 holds exactly (two significant bits).
-    const float f = e8m0_to_f32(scale);
+    // The CUDA-core kernel's F32 key values, which BF16 holds exactly (two significant bits):
+    // one BF16x2 multiply a pair where the scale keeps them normal, else through F32.
     uint32_t pairs[4];
-    FD_UNROLL
-    for (int i = 0; i < 4; ++i)
-      pairs[i] = pack_bf16_pair(f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i)) & 0xFu) * f),
-                                f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i + 4)) & 0xFu) * f));
+    if (!e2m1x8_pow2_to_bf16(word, scale, pairs)) {
+      const float f = e8m0_to_f32(scale);
+      FD_UNROLL
+      for (int i = 0; i < 4; ++i)
+        pairs[i] = pack_bf16_pair(f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i)) & 0xFu) * f),
+                                  f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i + 4)) & 0xFu) * f));
+    }
     *reinterpret_cast<uint4*>(keys + e * kStride + 8 * part) =
         uint4{pairs[0], pairs[1], pairs[2], pairs[3]};
     int lo = kEmptyLo, hi = kEmptyHi;
@@ -228,9 +232,15 @@ __device__ __forceinline__ void stage_terms(const IdxArgs& a, int64_t t0, int64_
     }
   }
   // The terms from the tensor cores' sums; the ones whose sums may not be exact (bit 4 nt + 2
-  // half + c of `redo`) are redone after, when the accumulators are dead.
+  // half + c of `redo`) are redone after, when the accumulators are dead. A pair's roundings by
+  // one conversion each (bf16x2_rn; a NaN d gives a 0 term either way, fmaxf drops it).
   const auto term_of = [](float d, float w) {
-    return f32_to_bf16_bits(round_bf16(fmaxf(round_bf16(d), 0.0f) * w));
+    return f32_to_bf16_bits(fmaxf(round_bf16(d), 0.0f) * w);
+  };
+  const auto terms_of = [](float d0, float d1, float w) {
+    const uint32_t r = bf16x2_rn(d0, d1);
+    return bf16x2_rn(fmaxf(__uint_as_float(r << 16), 0.0f) * w,
+                     fmaxf(__uint_as_float(r & 0xFFFF0000u), 0.0f) * w);
   };
   uint32_t redo = 0;
   FD_UNROLL
@@ -247,7 +257,7 @@ __device__ __forceinline__ void stage_terms(const IdxArgs& a, int64_t t0, int64_
       }
       const int r = 16 * warp + g + 8 * half;
       *reinterpret_cast<uint32_t*>(terms + r * kTermStride + 8 * nt + 2 * quad) =
-          pack_bf16_pair(term_of(acc[nt][2 * half], row.w), term_of(acc[nt][2 * half + 1], row.w));
+          terms_of(acc[nt][2 * half], acc[nt][2 * half + 1], row.w);
     }
   }
   for (; redo != 0; redo &= redo - 1) {
