@@ -311,16 +311,22 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
       }
     }
     const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-    Pair xt = both_f32(Shape{2, k}, x);
-    Tensor yg = gpu_poisoned(DType::F32, Shape{2, k});
-    Tensor yc = cpu().alloc(DType::F32, Shape{2, k});
-    gpu().linear(xt.gpu, wg, mode, yg);
-    cpu().linear(xt.cpu, wc, mode, yc);
-    expect_identical(
-        from_gpu<float>(yg), from_cpu<float>(yc),
-        std::string("single products, ") + (f == WeightFormat::Fp8Block ? "FP8"
-                                            : f == WeightFormat::Fp4Row ? "FP4"
-                                                                        : "F32 (act_quant)"));
+    // 2 rows take the GEMV's staging, 16 the GEMM's (prepare_bf16_kernel, act_quant_f32_kernel).
+    for (int64_t n : {2, 16}) {
+      std::vector<float> xn;
+      for (int64_t r = 0; r < n / 2; ++r) xn.insert(xn.end(), x.begin(), x.end());
+      Pair xt = both_f32(Shape{n, k}, xn);
+      Tensor yg = gpu_poisoned(DType::F32, Shape{n, k});
+      Tensor yc = cpu().alloc(DType::F32, Shape{n, k});
+      gpu().linear(xt.gpu, wg, mode, yg);
+      cpu().linear(xt.cpu, wc, mode, yc);
+      expect_identical(from_gpu<float>(yg), from_cpu<float>(yc),
+                       std::string("single products, ") +
+                           (f == WeightFormat::Fp8Block ? "FP8"
+                            : f == WeightFormat::Fp4Row ? "FP4"
+                                                        : "F32 (act_quant)") +
+                           ", " + std::to_string(n) + " rows");
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Linear layers of the CUDA backend (linear.cuh describes the GEMV and GEMM paths).
 #include <algorithm>
 
+#include "engine/ops/cuda/bf16_codes.cuh"
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/dequant.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
@@ -148,6 +149,37 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
 
 // ---- GEMM path ----
 
+// act_quant's value of each of v[0, N) at the block scale s (a power of two): e4m3(clamp(v / s)) *
+// s (docs/numerics.md "Linear layers"). On sm_89 and newer the E4M3 rounding and decoding are the
+// hardware's conversions, two values an instruction (round to nearest even, as f32_to_e4m3;
+// v / s is v times 1 / s exactly, s a power of two); about 40 instructions a value through
+// fp8_code and e4m3_to_f32 made the prefill's staging kernel issue-bound. The same bits either way
+// (DecodeAndActQuantAreExact, on both the GEMV's and the GEMM's staging).
+template <int N>
+__device__ __forceinline__ void act_quant_values(float (&v)[N], float s) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(FLASHDESK_CUDA_EMU)
+  const float inv = 1.0f / s;
+  FD_UNROLL
+  for (int e = 0; e < N; e += 2) {
+    const float a = fminf(fmaxf(v[e] * inv, -448.0f), 448.0f);
+    const float b = e + 1 < N ? fminf(fmaxf(v[e + 1] * inv, -448.0f), 448.0f) : 0.0f;
+    uint16_t codes;
+    uint32_t halves;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(codes) : "f"(b), "f"(a));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(codes));
+    float lo, hi;
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
+        : "=f"(lo), "=f"(hi)
+        : "r"(halves));
+    v[e] = lo * s;
+    if (e + 1 < N) v[e + 1] = hi * s;
+  }
+#else
+  FD_UNROLL
+  for (int e = 0; e < N; ++e) v[e] = e4m3_to_f32(fp8_code(v[e], s)) * s;
+#endif
+}
+
 // x [n, cols] -> BF16 bits (act_quant per 32 when asked, else the value rounded to BF16, exact
 // for the BF16-valued activations the model feeds BF16 linears). One warp per 32 columns.
 // A lane takes four consecutive columns of a row (8 lanes a 32-column act_quant block, whose
@@ -173,14 +205,12 @@ __global__ void prepare_bf16_kernel(const float* x, int64_t n, int64_t cols, int
       FD_UNROLL
       for (int o = 1; o < 8; o <<= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, o));
       const float s = e8m0_to_f32(fp8_scale_code(m));
-      FD_UNROLL
-      for (int e = 0; e < 4; ++e) v[e] = e4m3_to_f32(fp8_code(v[e], s)) * s;
+      act_quant_values(v, s);
     }
     uint16_t* dst = out + t * cols + c;
     if (vec && c < cols) {
-      *reinterpret_cast<uint2*>(dst) =
-          uint2{f32_to_bf16_bits(v[0]) | (uint32_t{f32_to_bf16_bits(v[1])} << 16),
-                f32_to_bf16_bits(v[2]) | (uint32_t{f32_to_bf16_bits(v[3])} << 16)};
+      // Every value is a BF16 value or rounds as f32_to_bf16_bits does (no NaN: act_quant clamps).
+      *reinterpret_cast<uint2*>(dst) = uint2{bf16x2_rn(v[0], v[1]), bf16x2_rn(v[2], v[3])};
     } else {
       FD_UNROLL
       for (int e = 0; e < 4; ++e)
@@ -199,8 +229,9 @@ __global__ void act_quant_f32_kernel(const float* x, int64_t n, int64_t cols, fl
   const int64_t t = i / blocks, c = (i % blocks) * 32 + lane;
   float v = c < cols ? x[t * cols + c] : 0.0f;
   const float s = e8m0_to_f32(fp8_scale_code(warp_max(fabsf(v))));
-  v = e4m3_to_f32(fp8_code(v, s)) * s;
-  if (c < cols) out[t * cols + c] = v;
+  float one[1] = {v};
+  act_quant_values(one, s);
+  if (c < cols) out[t * cols + c] = one[0];
 }
 
 // Four columns a thread, rows gridDim.y apart (as prepare_bf16_kernel: one element a thread with
