@@ -11,7 +11,8 @@
 //                    [--graph 0|1 (decode steps as step graphs too: captured and launched, and
 //                     the last one launched again without capture; default 1)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
-//                     every kernel's start and end, cuda_timeline.h; default 0)]
+//                     every kernel's start and end, cuda_timeline.h; and one more prefill of
+//                     each role, its idle gaps; default 0)]
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -258,6 +259,7 @@ static int run_bench(int argc, char** argv) {
   if (o.prefill > 0) {
     std::printf("\n## Prefill of %lld tokens, one layer\n\n", static_cast<long long>(o.prefill));
     std::printf("| role | ms | TFLOP/s | of BF16 GEMM rate |\n| --- | ---: | ---: | ---: |\n");
+    std::vector<std::pair<std::string, std::vector<flashdesk::bench::KernelSpan>>> prefill_gaps;
     for (const auto& [sig, role] : reps) {
       flashdesk::bench::SyntheticLayer layer(be, t, role, 1, o.context, 2000 + role.layer);
       layer.prefill(o.prefill);  // warm-up
@@ -266,6 +268,15 @@ static int run_bench(int argc, char** argv) {
       const double rate = layer.prefill_flops(o.prefill) / (ms * 1e-3);
       std::printf("| %s | %.1f | %.1f | %.1f%% |\n", role_label(role).c_str(), ms, rate / 1e12,
                   100.0 * rate / gemm_flops);
+      if (timeline) {  // one more run traced: where the device idled
+        flashdesk::bench::kernel_trace_begin();
+        layer.prefill(o.prefill);
+        prefill_gaps.emplace_back(role_label(role), flashdesk::bench::kernel_trace_end());
+      }
+    }
+    for (const auto& [label, spans] : prefill_gaps) {
+      std::printf("\n## Idle gaps of one traced prefill (CUPTI), %s\n\n", label.c_str());
+      flashdesk::bench::print_idle_gaps(spans, 12);
     }
   }
   return 0;

@@ -138,4 +138,49 @@ void print_kernel_trace(const std::vector<KernelSpan>& spans) {
               static_cast<double>(latest - t0) / 1e3);
 }
 
+void print_idle_gaps(const std::vector<KernelSpan>& spans, size_t count) {
+  if (spans.empty()) {
+    std::printf("(no kernels recorded)\n");
+    return;
+  }
+  struct Gap {
+    uint64_t from, to;
+    size_t before;  // the span whose end opened the gap; the next span closes it
+  };
+  std::vector<Gap> gaps;
+  uint64_t latest = spans.front().end, busy = spans.front().end - spans.front().start;
+  size_t latest_span = 0;
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const KernelSpan& s = spans[i];
+    if (s.start > latest) {
+      gaps.push_back({latest, s.start, latest_span});
+      busy += s.end - s.start;
+    } else if (s.end > latest) {
+      busy += s.end - latest;
+    }
+    if (s.end > latest) {
+      latest = s.end;
+      latest_span = i;
+    }
+  }
+  const uint64_t span = latest - spans.front().start;
+  uint64_t idle = 0;
+  for (const Gap& g : gaps) idle += g.to - g.from;
+  std::printf("span %.1f µs, kernels busy %.1f µs, idle %.1f µs in %zu gaps\n\n",
+              static_cast<double>(span) / 1e3, static_cast<double>(busy) / 1e3,
+              static_cast<double>(idle) / 1e3, gaps.size());
+  std::sort(gaps.begin(), gaps.end(),
+            [](const Gap& a, const Gap& b) { return a.to - a.from > b.to - b.from; });
+  std::printf("| gap µs | at µs | after | before |\n| ---: | ---: | --- | --- |\n");
+  for (size_t i = 0; i < std::min(count, gaps.size()); ++i) {
+    const Gap& g = gaps[i];
+    // The kernel that closed the gap: the first to start at its end.
+    size_t next = g.before + 1;
+    while (next < spans.size() && spans[next].start != g.to) ++next;
+    std::printf("| %.1f | %.1f | %s | %s |\n", static_cast<double>(g.to - g.from) / 1e3,
+                static_cast<double>(g.from - spans.front().start) / 1e3,
+                spans[g.before].name.c_str(), next < spans.size() ? spans[next].name.c_str() : "?");
+  }
+}
+
 }  // namespace flashdesk::bench

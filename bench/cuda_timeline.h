@@ -26,5 +26,9 @@ std::vector<KernelSpan> kernel_trace_end();
 // latest end so far ("advance": what the kernel added to the stretch; with launches overlapping, a
 // kernel starts and waits while its predecessor runs, so its duration overstates its cost).
 void print_kernel_trace(const std::vector<KernelSpan>& spans);
+// Where the device had no kernel running: the span, the busy time (the union of the kernels'
+// spans), and the `count` longest idle gaps with the kernels on either side (a prefill's host
+// waits and copies show there; its kernels are too many to list).
+void print_idle_gaps(const std::vector<KernelSpan>& spans, size_t count);
 
 }  // namespace flashdesk::bench

@@ -11,9 +11,23 @@ namespace {
 
 std::atomic<uint64_t> g_kernels{0};
 
-// Freed activations kept for reuse: a quarter of the device memory, at most 8 GiB.
+// Freed activations kept for reuse: half the device memory. Past the limit a free is a cudaFree,
+// which waits for the device, and the next allocation of that size a cudaMalloc, run while the
+// device sits idle: an 8K-token prefill's layer frees more than 8 GiB (the former cap), and the
+// traced prefills (cuda_layer_bench --timeline 1) showed 3-8 ms a layer of such idle gaps.
+// Cached blocks do not starve other allocations: a failed cudaMalloc gives them back and retries
+// (DevicePool::device_malloc). FLASHDESK_CUDA_POOL_CACHE_GB sets another limit (an A/B, or a
+// process sharing the GPU).
 size_t cache_limit(const cudaDeviceProp& p) {
-  return std::min<size_t>(p.totalGlobalMem / 4, size_t{8} << 30);
+  if (const char* gb = std::getenv("FLASHDESK_CUDA_POOL_CACHE_GB")) {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(gb, &end, 10);
+    FD_CHECK(end != gb && *end == '\0' && v < (1ull << 20),
+             std::string("FLASHDESK_CUDA_POOL_CACHE_GB must be a whole number of GiB, not '") + gb +
+                 "'");
+    return static_cast<size_t>(v) << 30;
+  }
+  return p.totalGlobalMem / 2;
 }
 
 cudaDeviceProp properties(int device) {
