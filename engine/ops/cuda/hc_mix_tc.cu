@@ -13,6 +13,7 @@
 // and 512-wide split took 1.4 ms an 8K-token prefill's call, bound by its per-row reductions.
 #include <algorithm>
 
+#include "engine/ops/cuda/bf16_codes.cuh"
 #include "engine/ops/cuda/hc_mix.cuh"
 #include "engine/ops/cuda/mma.cuh"
 
@@ -30,13 +31,17 @@ constexpr int kXPlaneElems = kRows * kStride, kFPlaneElems = kMixRowsPadded * kS
 constexpr size_t kSmemBytes = kPlanes * (kXPlaneElems + kFPlaneElems) * sizeof(uint16_t);
 static_assert(kRows * kSums * sizeof(float) <= kSmemBytes, "row sums alias the staging");
 
-// x as three BF16 values whose sum is x (exact for finite x: each step's remainder is exact in
-// F32 and has 8 fewer significant bits).
-__device__ __forceinline__ void split_bf16x3(float x, uint16_t (&p)[kPlanes]) {
-  p[0] = f32_to_bf16_bits(x);
-  const float r = x - bf16_bits_to_f32(p[0]);
-  p[1] = f32_to_bf16_bits(r);
-  p[2] = f32_to_bf16_bits(r - bf16_bits_to_f32(p[1]));
+// x0 and x1 as three BF16 pairs whose sums are x0 and x1 (exact for finite values: each step's
+// remainder is exact in F32 and has 8 fewer significant bits), plane by plane; x0 in the low
+// halves. The roundings are pair conversions (bf16x2_rn): about five instructions a value, where
+// f32_to_bf16_bits took about fifteen and left the kernel issue-bound on its staging.
+__device__ __forceinline__ void split_bf16x3(float x0, float x1, uint32_t (&p)[kPlanes]) {
+  const auto lo = [](uint32_t w) { return __uint_as_float(w << 16); };
+  const auto hi = [](uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); };
+  p[0] = bf16x2_rn(x0, x1);
+  const float r0 = x0 - lo(p[0]), r1 = x1 - hi(p[0]);
+  p[1] = bf16x2_rn(r0, r1);
+  p[2] = bf16x2_rn(r0 - lo(p[1]), r1 - hi(p[1]));
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -80,29 +85,27 @@ __global__ void __launch_bounds__(kThreads)
     FD_UNROLL
     for (int i = 0; i < 8; ++i) {
       const float v[4] = {xr[i].x, xr[i].y, xr[i].z, xr[i].w};
-      uint16_t p[4][kPlanes];
       FD_UNROLL
-      for (int e = 0; e < 4; ++e) {
-        squares += v[e] * v[e];
-        split_bf16x3(v[e], p[e]);
-      }
+      for (int e = 0; e < 4; ++e) squares += v[e] * v[e];
+      uint32_t p01[kPlanes], p23[kPlanes];
+      split_bf16x3(v[0], v[1], p01);
+      split_bf16x3(v[2], v[3], p23);
       FD_UNROLL
       for (int pl = 0; pl < kPlanes; ++pl)
         *reinterpret_cast<uint2*>(xs + pl * kXPlaneElems + x_row * kStride + x_off + 4 * i) =
-            uint2{pack_bf16_pair(p[0][pl], p[1][pl]), pack_bf16_pair(p[2][pl], p[3][pl])};
+            uint2{p01[pl], p23[pl]};
     }
     FD_UNROLL
     for (int i = 0; i < 3; ++i) {
       const int q = tid + kThreads * i, m = q / 16, col = 4 * (q % 16);
       if (m >= s.n_mix) continue;
-      const float v[4] = {fr[i].x, fr[i].y, fr[i].z, fr[i].w};
-      uint16_t p[4][kPlanes];
-      FD_UNROLL
-      for (int e = 0; e < 4; ++e) split_bf16x3(v[e], p[e]);
+      uint32_t p01[kPlanes], p23[kPlanes];
+      split_bf16x3(fr[i].x, fr[i].y, p01);
+      split_bf16x3(fr[i].z, fr[i].w, p23);
       FD_UNROLL
       for (int pl = 0; pl < kPlanes; ++pl)
         *reinterpret_cast<uint2*>(fs + pl * kFPlaneElems + m * kStride + col) =
-            uint2{pack_bf16_pair(p[0][pl], p[1][pl]), pack_bf16_pair(p[2][pl], p[3][pl])};
+            uint2{p01[pl], p23[pl]};
     }
   };
 

@@ -100,6 +100,35 @@ __device__ __forceinline__ float ordered_slot_sum(const SlotArgs& a, const int32
   return a.round_sum ? round_bf16(acc) : acc;
 }
 
+// The same for columns d .. d + 3 (16-byte aligned), in the same order per column: a prefill's sum
+// reads 4 bytes a thread a slot otherwise (2.0 TB/s over an 8K-token layer's 1.2 GB).
+__device__ __forceinline__ float4 ordered_slot_sum4(const SlotArgs& a, const int32_t* order,
+                                                    const float* row, int64_t dim, int64_t t,
+                                                    int64_t d) {
+  float4 acc{0.0f, 0.0f, 0.0f, 0.0f};
+  const auto add = [&](const float* p) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
+    acc.x += v.x;
+    acc.y += v.y;
+    acc.z += v.z;
+    acc.w += v.w;
+  };
+  FD_UNROLL
+  for (int r = 0; r < kMaxTopK; ++r) {
+    if (r >= a.k) break;
+    if (order[r] >= 0) add(row + order[r] * dim);
+  }
+  if (a.has_shared) add(row + a.k * dim);
+  if (a.shared_out != nullptr) add(a.shared_out + t * dim + d);
+  if (a.round_sum) {
+    acc.x = round_bf16(acc.x);
+    acc.y = round_bf16(acc.y);
+    acc.z = round_bf16(acc.z);
+    acc.w = round_bf16(acc.w);
+  }
+  return acc;
+}
+
 // fn.template operator()<F>() for the run-time format `format`.
 template <class Fn>
 __device__ void with_format(int32_t format, Fn&& fn) {
