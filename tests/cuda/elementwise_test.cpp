@@ -36,19 +36,22 @@ TEST_F(CudaElementwiseTest, RmsNormAtFullShapes) {
   check_rms_norm(4, 512, true, 5);   // kv_norm
 }
 
+// 3 heads: one group of the kernel's 8 heads a thread, partial; 19: two whole groups and a third.
 TEST_F(CudaElementwiseTest, RopeAndItsInverseMatchTheReference) {
-  const int64_t n = 5, heads = 3, hd = 64, rope = 32;
+  const int64_t n = 5, hd = 64, rope = 32;
   std::vector<float> inv_freq(rope / 2);
   for (size_t i = 0; i < inv_freq.size(); ++i)
     inv_freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * double(i) / rope));
   const std::vector<int64_t> pos = {0, 1, 17, 4095, 1000003};
-  for (bool inverse : {false, true}) {
-    Pair x = both_f32(Shape{n, heads, hd}, random_bf16(static_cast<size_t>(n * heads * hd), 7));
-    gpu().rope(x.gpu, hd, pos, inv_freq, inverse);
-    cpu().rope(x.cpu, hd, pos, inv_freq, inverse);
-    expect_bf16_close(from_gpu<float>(x.gpu), from_cpu<float>(x.cpu), 1.0, 0.0,
-                      inverse ? "inverse rope" : "rope");
-  }
+  for (int64_t heads : {3, 19})
+    for (bool inverse : {false, true}) {
+      Pair x = both_f32(Shape{n, heads, hd}, random_bf16(static_cast<size_t>(n * heads * hd), 7));
+      gpu().rope(x.gpu, hd, pos, inv_freq, inverse);
+      cpu().rope(x.cpu, hd, pos, inv_freq, inverse);
+      expect_bf16_close(
+          from_gpu<float>(x.gpu), from_cpu<float>(x.cpu), 1.0, 0.0,
+          std::string(inverse ? "inverse rope, " : "rope, ") + std::to_string(heads) + " heads");
+    }
 }
 
 TEST_F(CudaElementwiseTest, ScaleRoundAndFakeQuantAreBitIdentical) {

@@ -43,15 +43,24 @@ __device__ __forceinline__ float warp_max(float v) {
 // sinf give all but very rarely. The device's sincosf may be 2 ulps off, and an ulp on a rotated
 // value at a BF16 rounding boundary becomes a BF16 ulp, or a whole FP4 step in a compressed-KV
 // entry.
-__device__ __forceinline__ void rope_pair(float* v, int64_t pos, float inv_freq, float sign) {
+// The angle's cosine and (signed) sine, and the rotation by them: rope_pair in two parts, so a
+// kernel rotating every head's pair at one position evaluates the angle once.
+__device__ __forceinline__ void rope_angle(int64_t pos, float inv_freq, float sign, float* c,
+                                           float* s) {
   const float angle = static_cast<float>(pos) * inv_freq;
   const double angle_d = static_cast<double>(angle);
-  float s = static_cast<float>(sin(angle_d));
-  const float c = static_cast<float>(cos(angle_d));
-  s *= sign;
+  *s = static_cast<float>(sin(angle_d)) * sign;
+  *c = static_cast<float>(cos(angle_d));
+}
+__device__ __forceinline__ void rope_rotate(float* v, float c, float s) {
   const float a = v[0], b = v[1];
   v[0] = round_bf16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)));
   v[1] = round_bf16(__fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c)));
+}
+__device__ __forceinline__ void rope_pair(float* v, int64_t pos, float inv_freq, float sign) {
+  float c, s;
+  rope_angle(pos, inv_freq, sign, &c, &s);
+  rope_rotate(v, c, s);
 }
 
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
