@@ -48,17 +48,35 @@ __device__ __forceinline__ void mma_f16_16816(float (&d)[4], const uint32_t (&a)
 #endif
 }
 
+#ifdef FLASHDESK_CUDA_EMU
+// ldmatrix on the emulation: register j of a lane from the rows the lanes of matrix j gave; the
+// transposed form takes a column of two rows.
+template <int kMatrices, bool kTrans>
+__device__ __forceinline__ void ldmatrix_emu(uint32_t* r, const void* row) {
+  const unsigned lane = fd_emu::ctx().lane;
+  const auto address = reinterpret_cast<uintptr_t>(row);
+  for (unsigned j = 0; j < kMatrices; ++j) {
+    if constexpr (kTrans) {
+      const uint64_t lo = fd_emu::warp_exchange(address, 8 * j + 2 * (lane % 4));
+      const uint64_t hi = fd_emu::warp_exchange(address, 8 * j + 2 * (lane % 4) + 1);
+      const uint16_t a = reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(lo))[lane / 4];
+      const uint16_t b = reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(hi))[lane / 4];
+      r[j] = static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
+    } else {
+      const uint64_t from = fd_emu::warp_exchange(address, 8 * j + lane / 4);
+      r[j] = reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(from))[lane % 4];
+    }
+  }
+}
+#endif
+
 // Four 8 x 8 matrices of 16-bit values from shared memory (ldmatrix.x4): lane l gives the address
 // of row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); r[j] gets the two values at row l / 4,
 // columns 2 (l % 4) and 2 (l % 4) + 1 of matrix j, which is an mma fragment register's layout.
 // Every lane of the warp calls it.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #ifdef FLASHDESK_CUDA_EMU
-  const unsigned lane = fd_emu::ctx().lane;
-  for (unsigned j = 0; j < 4; ++j) {
-    const uint64_t from = fd_emu::warp_exchange(reinterpret_cast<uintptr_t>(row), 8 * j + lane / 4);
-    r[j] = reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(from))[lane % 4];
-  }
+  ldmatrix_emu<4, false>(r, row);
 #else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -71,11 +89,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 // 16-31's addresses are ignored but must be valid shared addresses).
 __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
 #ifdef FLASHDESK_CUDA_EMU
-  const unsigned lane = fd_emu::ctx().lane;
-  for (unsigned j = 0; j < 2; ++j) {
-    const uint64_t from = fd_emu::warp_exchange(reinterpret_cast<uintptr_t>(row), 8 * j + lane / 4);
-    r[j] = reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(from))[lane % 4];
-  }
+  ldmatrix_emu<2, false>(r, row);
 #else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
@@ -87,23 +101,9 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
 // The transposed forms (.trans): r[j] gets the values at rows 2 (l % 4) and 2 (l % 4) + 1 of
 // column l / 4 of matrix j (the lower row in the low half): a B fragment of a k-by-n operand
 // stored n-minor (row = k), as the attention's values are (rows = slots, columns = dims).
-#ifdef FLASHDESK_CUDA_EMU
-template <int kMatrices>
-__device__ __forceinline__ void ldmatrix_trans_emu(uint32_t* r, const void* row) {
-  const unsigned lane = fd_emu::ctx().lane;
-  const auto address = reinterpret_cast<uintptr_t>(row);
-  for (unsigned j = 0; j < kMatrices; ++j) {
-    const uint64_t lo = fd_emu::warp_exchange(address, 8 * j + 2 * (lane % 4));
-    const uint64_t hi = fd_emu::warp_exchange(address, 8 * j + 2 * (lane % 4) + 1);
-    const uint16_t a = reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(lo))[lane / 4];
-    const uint16_t b = reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(hi))[lane / 4];
-    r[j] = static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 16);
-  }
-}
-#endif
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
 #ifdef FLASHDESK_CUDA_EMU
-  ldmatrix_trans_emu<4>(r, row);
+  ldmatrix_emu<4, true>(r, row);
 #else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -113,7 +113,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
 }
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t (&r)[2], const void* row) {
 #ifdef FLASHDESK_CUDA_EMU
-  ldmatrix_trans_emu<2>(r, row);
+  ldmatrix_emu<2, true>(r, row);
 #else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
