@@ -1,5 +1,6 @@
 """The sealed test set's generator (tools/demo/sealed_test.py): deterministic, answers true to the
-scene, its wordings absent from the training templates, its 16-bit PNGs the 8-bit values x 257."""
+scene, its wordings absent from the training templates, its 16-bit PNGs the 8-bit values x 257,
+its JPEGs baseline 4:2:0 files of the picture's size (tools/demo/jpeg.py)."""
 
 import json
 import os
@@ -12,7 +13,7 @@ import zlib
 import numpy as np
 
 import demo_support  # noqa: F401  (puts tools/ on the path)
-from demo import png, sealed_test, shapes
+from demo import jpeg, png, sealed_test, shapes
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "demo")
 
@@ -24,6 +25,20 @@ def _write(n):
     return items, files
 
 
+def _jpeg_size(data):
+    """(width, height) from a JPEG's frame header, walking its segments from SOI to SOF0."""
+    assert data[:2] == b"\xff\xd8" and data[-2:] == b"\xff\xd9", "no SOI / EOI"
+    pos = 2
+    while data[pos] == 0xFF:
+        marker, (length,) = data[pos + 1], struct.unpack(">H", data[pos + 2 : pos + 4])
+        if marker == 0xC0:
+            precision, h, w, components = struct.unpack(">BHHB", data[pos + 4 : pos + 10])
+            assert (precision, components) == (8, 3)
+            return w, h
+        pos += 2 + length
+    raise AssertionError("no baseline frame header")
+
+
 class SealedSetTest(unittest.TestCase):
     def test_deterministic(self):
         a, fa = _write(6)
@@ -33,7 +48,7 @@ class SealedSetTest(unittest.TestCase):
 
     def test_answers_fit_the_scene_and_the_styles_vary(self):
         items, files = _write(40)
-        kinds, bits, aspects = set(), set(), set()
+        kinds, bits, aspects, formats = set(), set(), set(), set()
         for it in items:
             meta, expected = it["meta"], it["expected"]
             self.assertTrue(100 <= min(meta["width"], meta["height"]) <= 1000, meta)
@@ -42,8 +57,13 @@ class SealedSetTest(unittest.TestCase):
             aspects.add(round(meta["width"] / meta["height"], 2))
             self.assertNotIn(expected, it["distractors"])
             data = files[it["id"]]
-            w, h, depth = struct.unpack(">IIB", data[16:25])
-            self.assertEqual((w, h, depth), (meta["width"], meta["height"], meta["bits"]))
+            formats.add(meta["format"])
+            if meta["format"] == "jpeg":
+                self.assertEqual(meta["bits"], 8)
+                self.assertEqual(_jpeg_size(data), (meta["width"], meta["height"]))
+            else:
+                w, h, depth = struct.unpack(">IIB", data[16:25])
+                self.assertEqual((w, h, depth), (meta["width"], meta["height"], meta["bits"]))
             if meta["question_kind"] == "test_count_all":
                 self.assertTrue(expected.isdigit())
             if meta["question_kind"] == "test_exists":
@@ -52,6 +72,7 @@ class SealedSetTest(unittest.TestCase):
                 self.assertIn(expected, shapes.ALL_POSITIONS)
         self.assertGreaterEqual(len(kinds), 5)
         self.assertEqual(bits, {8, 16})
+        self.assertEqual(formats, {"png", "jpeg"})
         self.assertGreater(len(aspects), 2)
 
     def test_wordings_are_not_the_training_ones(self):
@@ -107,3 +128,27 @@ class SealedSetTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class JpegWriterTest(unittest.TestCase):
+    def test_segments_tables_and_scan(self):
+        rgb = np.zeros((37, 53, 3), np.uint8)
+        rgb[5:20, 10:40] = [220, 40, 30]
+        data = jpeg.encode_jpeg(rgb, 90)
+        self.assertEqual(_jpeg_size(data), (53, 37))
+        self.assertEqual(data, jpeg.encode_jpeg(rgb, 90))  # deterministic
+        # Two quantisation tables, four Huffman tables, one scan; 0xFF in the scan is stuffed.
+        self.assertEqual(data.count(b"\xff\xdb"), 2)
+        self.assertEqual(data.count(b"\xff\xc4"), 4)
+        scan = data[data.index(b"\xff\xda") + 2 + 12 : -2]
+        stray = [i for i in range(len(scan) - 1) if scan[i] == 0xFF and scan[i + 1] != 0x00]
+        self.assertEqual(stray, [])
+        # A flat picture is one DC value a block and an end of block: a few bytes a block.
+        flat = jpeg.encode_jpeg(np.full((64, 64, 3), 128, np.uint8), 90)
+        self.assertLess(len(flat), 700)
+
+    def test_bad_input(self):
+        with self.assertRaises(ValueError):
+            jpeg.encode_jpeg(np.zeros((8, 8), np.uint8))
+        with self.assertRaises(ValueError):
+            jpeg.encode_jpeg(np.zeros((8, 8, 3), np.uint8), quality=0)

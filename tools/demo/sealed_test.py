@@ -11,7 +11,9 @@ What differs from the development pictures (168 px squares, hard edges, training
   centred, the rest background), drawn at the canvas's shorter side;
 - light noise (a few grey levels, on pictures up to ~600 px a side), a 3x3 blur on some, more
   background tints;
-- a third written as 16-bit PNG;
+- a third written as 16-bit PNG, and a third of the others as JPEG (4:2:0, quality 75 to 95;
+  the format drawn from a seed of its own, so the pictures are the ones the first figures were
+  measured on, only written another way);
 - questions in everyday wordings absent from the training templates (TEST_PHRASES), each kind
   with the answer form the development set scores (a colour, a shape, a number, yes / no, a
   position name);
@@ -30,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from demo import arithmetic, conversation, png, recall, shapes  # noqa: E402
+from demo import arithmetic, conversation, jpeg, png, recall, shapes  # noqa: E402
 from demo.lexicon import SHAPE_PLURALS, SHAPES  # noqa: E402
 from demo.make_dataset import DEFAULT_TOKENIZER, load_tokenizer  # noqa: E402
 from demo.make_eval import _item, write_items  # noqa: E402
@@ -199,8 +201,15 @@ def image_items(n, out_dir, seed=0):
         scene["background"] = rng.choice(TEST_BACKGROUNDS)
         q, a, expected, distractors, kind = _question(rng, scene)
         img, style = picture(rng, scene)
-        rel = f"images/test-{k}.png"
-        png.write_png(os.path.join(out_dir, rel), img, style["bits"])
+        fmt = Rng(derive_seed("sealed-test", "format", seed, k))
+        if style["bits"] == 8 and fmt.chance(1 / 3):
+            style["format"], style["quality"] = "jpeg", fmt.randint(75, 95)
+            rel = f"images/test-{k}.jpg"
+            jpeg.write_jpeg(os.path.join(out_dir, rel), img, style["quality"])
+        else:
+            style["format"] = "png"
+            rel = f"images/test-{k}.png"
+            png.write_png(os.path.join(out_dir, rel), img, style["bits"])
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]},
                     {"role": "assistant", "content": a, "thinking": ""}]
         s = Sample("image", messages, "thinking", 75, images=[img], expected=expected, distractors=distractors,
