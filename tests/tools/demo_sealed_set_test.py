@@ -14,6 +14,7 @@ import numpy as np
 
 import demo_support  # noqa: F401  (puts tools/ on the path)
 from demo import jpeg, png, sealed_test, shapes
+from demo.lexicon import SHAPES
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools", "demo")
 
@@ -74,6 +75,27 @@ class SealedSetTest(unittest.TestCase):
         self.assertEqual(bits, {8, 16})
         self.assertEqual(formats, {"png", "jpeg"})
         self.assertGreater(len(aspects), 2)
+
+    def test_unknown_questions_name_absent_objects(self):
+        out = tempfile.mkdtemp()
+        items = list(sealed_test.unknown_items(12, out))
+        colour_questions = 0
+        for it in items:
+            self.assertEqual(it["expected"], "can't tell")
+            self.assertEqual(it["meta"]["question_kind"], "test_cant_tell")
+            self.assertTrue(pathlib.Path(out, it["messages"][0]["content"][0]["path"]).is_file())
+            present, absent = it["meta"]["present"], it["meta"]["absent"]
+            question = it["messages"][0]["content"][1]["text"]
+            self.assertRegex(question, rf"\b{absent}\b")
+            if set(it["distractors"]) == set(shapes.SHAPE_COLOURS):  # the colour of an absent shape
+                colour_questions += 1
+                self.assertIn(absent, SHAPES)
+                self.assertFalse(any(p.endswith(" " + absent) for p in present), (absent, present))
+            else:  # the place of an absent coloured shape
+                self.assertEqual(set(it["distractors"]), set(shapes.ALL_POSITIONS))
+                self.assertNotIn(absent, present)
+        self.assertGreater(colour_questions, 0)
+        self.assertLess(colour_questions, len(items))
 
     def test_wordings_are_not_the_training_ones(self):
         training = "".join(pathlib.Path(TOOLS, f).read_text(encoding="utf-8")

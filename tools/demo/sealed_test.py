@@ -20,6 +20,9 @@ What differs from the development pictures (168 px squares, hard edges, training
 - 4-digit additions and subtractions asked in wordings absent from arithmetic.py's templates
   (ARITH_PHRASES), half of them after a turn of small talk, at efforts 50 and 75 (the issue's
   target: >= 90% at effort >= 50);
+- questions about an object the picture does not show (the colour of a shape, the place of a
+  coloured shape, in the wordings above), whose answer is "I can't tell" (the issue's answer
+  form; naming a colour or a place scores wrong), as unknown_items;
 - recall of a fact 500, 1000 and 2000 tokens back, the question in a wording absent from
   recall.py's (recall_question), at effort 75 (the issue's target: >= 90% to 2000 tokens).
 """
@@ -219,15 +222,54 @@ def image_items(n, out_dir, seed=0):
         yield item
 
 
+def unknown_items(n, out_dir, seed=0):
+    """n picture questions about an object the scene does not hold (half the colour of an absent
+    shape, half the place of an absent coloured shape), expected answer "can't tell"; pictures in
+    the test styles, files unknown-k."""
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    colours = list(shapes.SHAPE_COLOURS)
+    for k in range(n):
+        rng = Rng(derive_seed("sealed-test", "unknown", seed, k))
+        scene = shapes.random_scene(rng)
+        scene["background"] = rng.choice(TEST_BACKGROUNDS)
+        present = {o["shape"] for o in scene["objects"]}
+        absent = [sh for sh in SHAPES if sh not in present]
+        if k % 2 == 0 and absent:
+            shape = rng.choice(absent)
+            q = rng.choice(TEST_PHRASES["colour_of"]).format(shape=shape)
+            distractors, named = colours, shape
+        else:
+            pairs = {(o["colour"], o["shape"]) for o in scene["objects"]}
+            colour, shape = rng.choice([(c, sh) for c in colours for sh in SHAPES if (c, sh) not in pairs])
+            named = f"{colour} {shape}"
+            q = rng.choice(TEST_PHRASES["position"]).format(name=named)
+            distractors = list(shapes.ALL_POSITIONS)
+        img, style = picture(rng, scene)
+        rel = f"images/unknown-{k}.png"
+        png.write_png(os.path.join(out_dir, rel), img, style["bits"])
+        style["format"] = "png"
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]},
+                    {"role": "assistant", "content": "I can't tell.", "thinking": ""}]
+        s = Sample("image", messages, "thinking", 75, images=[img], expected="can't tell", distractors=distractors,
+                   meta={"question_kind": "cant_tell", "scene": scene, **style})
+        item = _item(s, f"test-unknown-{k}", [rel])
+        item["meta"]["question_kind"] = "test_cant_tell"
+        item["meta"]["absent"] = named
+        item["meta"]["present"] = sorted(f"{o['colour']} {o['shape']}" for o in scene["objects"])
+        yield item
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Write the sealed test set for flashdesk-cli eval.")
     ap.add_argument("--out", required=True)
     ap.add_argument("--n", type=int, default=120, help="pictures")
     ap.add_argument("--n-arith", type=int, default=20, help="additions and as many subtractions")
     ap.add_argument("--n-recall", type=int, default=10, help="recall chats at each distance")
+    ap.add_argument("--n-unknown", type=int, default=20, help="questions about absent objects")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    write_items(args.out, (image_items(args.n, args.out), arithmetic_items(args.n_arith),
+    write_items(args.out, (image_items(args.n, args.out), unknown_items(args.n_unknown, args.out),
+                           arithmetic_items(args.n_arith),
                            recall_items(args.n_recall, load_tokenizer(DEFAULT_TOKENIZER))))
 
 
