@@ -195,13 +195,29 @@ def picture(rng, scene):
     return img, {"width": w, "height": h, "blur": blur, "noise": sigma, "bits": bits}
 
 
+def _test_scene(rng):
+    scene = shapes.random_scene(rng)
+    scene["background"] = rng.choice(TEST_BACKGROUNDS)
+    return scene
+
+
+def _picture_item(item_id, rel, img, style, scene, question, answer, expected, distractors, kind):
+    """The eval item of one picture question (effort 75, thinking mode: the app's "high")."""
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]},
+                {"role": "assistant", "content": answer, "thinking": ""}]
+    s = Sample("image", messages, "thinking", 75, images=[img], expected=expected, distractors=distractors,
+               meta={"question_kind": kind, "scene": scene, **style})
+    item = _item(s, item_id, [rel])
+    item["meta"]["question_kind"] = f"test_{kind}"
+    return item
+
+
 def image_items(n, out_dir, seed=0):
-    """n sealed picture questions, one a picture, at effort 75 in thinking mode (the app's "high")."""
+    """n sealed picture questions, one a picture."""
     os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
     for k in range(n):
         rng = Rng(derive_seed("sealed-test", "image", seed, k))
-        scene = shapes.random_scene(rng)
-        scene["background"] = rng.choice(TEST_BACKGROUNDS)
+        scene = _test_scene(rng)
         q, a, expected, distractors, kind = _question(rng, scene)
         img, style = picture(rng, scene)
         fmt = Rng(derive_seed("sealed-test", "format", seed, k))
@@ -213,13 +229,7 @@ def image_items(n, out_dir, seed=0):
             style["format"] = "png"
             rel = f"images/test-{k}.png"
             png.write_png(os.path.join(out_dir, rel), img, style["bits"])
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]},
-                    {"role": "assistant", "content": a, "thinking": ""}]
-        s = Sample("image", messages, "thinking", 75, images=[img], expected=expected, distractors=distractors,
-                   meta={"question_kind": kind, "scene": scene, **style})
-        item = _item(s, f"test-image-{k}", [rel])
-        item["meta"]["question_kind"] = f"test_{kind}"
-        yield item
+        yield _picture_item(f"test-image-{k}", rel, img, style, scene, q, a, expected, distractors, kind)
 
 
 def unknown_items(n, out_dir, seed=0):
@@ -230,8 +240,7 @@ def unknown_items(n, out_dir, seed=0):
     colours = list(shapes.SHAPE_COLOURS)
     for k in range(n):
         rng = Rng(derive_seed("sealed-test", "unknown", seed, k))
-        scene = shapes.random_scene(rng)
-        scene["background"] = rng.choice(TEST_BACKGROUNDS)
+        scene = _test_scene(rng)
         present = {o["shape"] for o in scene["objects"]}
         absent = [sh for sh in SHAPES if sh not in present]
         if k % 2 == 0 and absent:
@@ -245,15 +254,11 @@ def unknown_items(n, out_dir, seed=0):
             q = rng.choice(TEST_PHRASES["position"]).format(name=named)
             distractors = list(shapes.ALL_POSITIONS)
         img, style = picture(rng, scene)
+        style["format"] = "png"
         rel = f"images/unknown-{k}.png"
         png.write_png(os.path.join(out_dir, rel), img, style["bits"])
-        style["format"] = "png"
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]},
-                    {"role": "assistant", "content": "I can't tell.", "thinking": ""}]
-        s = Sample("image", messages, "thinking", 75, images=[img], expected="can't tell", distractors=distractors,
-                   meta={"question_kind": "cant_tell", "scene": scene, **style})
-        item = _item(s, f"test-unknown-{k}", [rel])
-        item["meta"]["question_kind"] = "test_cant_tell"
+        item = _picture_item(f"test-unknown-{k}", rel, img, style, scene, q, "I can't tell.", "can't tell",
+                             distractors, "cant_tell")
         item["meta"]["absent"] = named
         item["meta"]["present"] = sorted(f"{o['colour']} {o['shape']}" for o in scene["objects"])
         yield item
