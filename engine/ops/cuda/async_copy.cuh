@@ -13,30 +13,28 @@
 
 namespace flashdesk::cuda {
 
-// 16 bytes to shared dst (16-byte aligned) from global src (16-byte aligned). Bypasses L1 (the
-// weights are read once a step).
-__device__ __forceinline__ void async_copy16(void* dst, const void* src) {
-#ifdef FLASHDESK_CUDA_EMU
-  fd_emu::async_copy16(dst, src, 16);
-#else
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
-#endif
-}
-
-// kBytes (4, 8 or 16) bytes to shared dst from global src, both aligned to kBytes: rows whose
-// size is not a multiple of 16 (the attention's key rows of head dims under 512). Through L1 (the
-// only form for 4 and 8 bytes).
-template <int kBytes>
+// kBytes (4, 8 or 16) bytes to shared dst from global src, both aligned to kBytes: through L1
+// (.ca, the only form for 4 and 8 bytes: the attention's key rows of head dims under 512), or
+// past it (kBypassL1, 16 bytes: weights, read once a step).
+template <int kBytes, bool kBypassL1 = false>
 __device__ __forceinline__ void async_copy(void* dst, const void* src) {
   static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async copies 4, 8 or 16 bytes");
+  static_assert(!kBypassL1 || kBytes == 16, "cp.async.cg copies 16 bytes");
 #ifdef FLASHDESK_CUDA_EMU
   fd_emu::async_copy(dst, src, kBytes);
 #else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(src), "n"(kBytes)
-               : "memory");
+  if constexpr (kBypassL1)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(src), "n"(kBytes)
+                 : "memory");
 #endif
+}
+
+// 16 bytes past L1, the weights' and pairs' copies.
+__device__ __forceinline__ void async_copy16(void* dst, const void* src) {
+  async_copy<16, true>(dst, src);
 }
 
 __device__ __forceinline__ void async_commit() {

@@ -161,17 +161,6 @@ __device__ __forceinline__ int64_t staged_offset(int64_t c) {
   return (c / W) * W + ((c % VW) / 4) * 128 + ((c % W) / VW) * 4 + c % 4;
 }
 
-// x / s rounded to E4M3 (nearest even, clamped to +-448), as a value: f32_to_e4m3 then
-// e4m3_to_f32 (device_numeric.cuh) without the codes. inv_s = 1 / s (s a power of two, so x * inv_s
-// is x / s exactly).
-__device__ __forceinline__ float e4m3_round(float x, float inv_s) {
-  const float y = fminf(fmaxf(x * inv_s, -448.0f), 448.0f);
-  const uint32_t u = __float_as_uint(y);
-  const float normal = __uint_as_float((u + 0x7FFFFu + ((u >> 20) & 1u)) & 0xFFF00000u);
-  const float sub = copysignf(__fsub_rn(__fadd_rn(fabsf(y), 16384.0f), 16384.0f), y);  // 2^-9 steps
-  return fabsf(y) < 0.015625f ? sub : normal;
-}
-
 // Stages activation rows t < n, columns [0, cols) (row stride x_stride), into xs (row stride
 // xs_stride floats, a multiple of 32 * VW) in the layout of staged_offset<VW>; columns from cols to
 // the next multiple of 32 are zero. act_quant: each 32-column block quantised to E4M3 with its
@@ -204,9 +193,10 @@ __device__ void stage_rows(const float* x, int64_t x_stride, int64_t n, int64_t 
     amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, 16));
     if (b >= blocks) continue;
     if (act_quant) {
-      const float s = e8m0_to_f32(fp8_scale_code(amax)), inv_s = 1.0f / s, sf = s * factor;
+      const float s = e8m0_to_f32(fp8_scale_code(amax)), sf = s * factor;
+      e4m3_round_values(v, 1.0f / s);
       FD_UNROLL
-      for (int e = 0; e < 8; ++e) v[e] = e4m3_round(v[e], inv_s) * sf;
+      for (int e = 0; e < 8; ++e) v[e] *= sf;
     }
     float* row = xs + t * xs_stride;
     FD_UNROLL

@@ -150,34 +150,15 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
 // ---- GEMM path ----
 
 // act_quant's value of each of v[0, N) at the block scale s (a power of two): e4m3(clamp(v / s)) *
-// s (docs/numerics.md "Linear layers"). On sm_89 and newer the E4M3 rounding and decoding are the
-// hardware's conversions, two values an instruction (round to nearest even, as f32_to_e4m3;
-// v / s is v times 1 / s exactly, s a power of two); about 40 instructions a value through
-// fp8_code and e4m3_to_f32 made the prefill's staging kernel issue-bound. The same bits either way
-// (DecodeAndActQuantAreExact, on both the GEMV's and the GEMM's staging).
+// s (docs/numerics.md "Linear layers"), by e4m3_round_values (device_numeric.cuh: the hardware's
+// conversions on sm_89+; about 40 instructions a value through fp8_code and e4m3_to_f32 made the
+// prefill's staging kernel issue-bound). The same bits either way (DecodeAndActQuantAreExact, on
+// both the GEMV's and the GEMM's staging).
 template <int N>
 __device__ __forceinline__ void act_quant_values(float (&v)[N], float s) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(FLASHDESK_CUDA_EMU)
-  const float inv = 1.0f / s;
+  e4m3_round_values(v, 1.0f / s);
   FD_UNROLL
-  for (int e = 0; e < N; e += 2) {
-    const float a = fminf(fmaxf(v[e] * inv, -448.0f), 448.0f);
-    const float b = e + 1 < N ? fminf(fmaxf(v[e + 1] * inv, -448.0f), 448.0f) : 0.0f;
-    uint16_t codes;
-    uint32_t halves;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(codes) : "f"(b), "f"(a));
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(halves) : "h"(codes));
-    float lo, hi;
-    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;\n}\n"
-        : "=f"(lo), "=f"(hi)
-        : "r"(halves));
-    v[e] = lo * s;
-    if (e + 1 < N) v[e + 1] = hi * s;
-  }
-#else
-  FD_UNROLL
-  for (int e = 0; e < N; ++e) v[e] = e4m3_to_f32(fp8_code(v[e], s)) * s;
-#endif
+  for (int e = 0; e < N; ++e) v[e] *= s;
 }
 
 // x [n, cols] -> BF16 bits (act_quant per 32 when asked, else the value rounded to BF16, exact

@@ -148,10 +148,12 @@ __global__ void expert_sum_kernel(SlotArgs a, const float* o, int64_t dim, float
   const int64_t d = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * (kVec ? 4 : 1);
   if (d >= dim) return;
   const float* row = o + t * a.slots_per_row * dim + d;
+  float sums[kVec ? 4 : 1];
+  ordered_slot_sums(a, order, row, dim, t, d, sums);
   if constexpr (kVec)
-    *reinterpret_cast<float4*>(y + t * dim + d) = ordered_slot_sum4(a, order, row, dim, t, d);
+    *reinterpret_cast<float4*>(y + t * dim + d) = float4{sums[0], sums[1], sums[2], sums[3]};
   else
-    y[t * dim + d] = ordered_slot_sum(a, order, row, dim, t, d);
+    y[t * dim + d] = sums[0];
 }
 
 // grid (dim tile blocks, grouped slots): o[slot][d] = bf16(w2_d . act_quant(h[slot])), a block

@@ -203,8 +203,11 @@ __device__ void sum_row_when_last(const SlotArgs& a, const RowSums& s, int64_t s
     return;
   rank_row_slots(a, t, order);
   const int64_t d = static_cast<int64_t>(blockIdx.x) * kBlockRows + lane;
-  if (d < dim)
-    s.y[t * dim + d] = ordered_slot_sum(a, order, o + t * a.slots_per_row * dim + d, dim, t, d);
+  if (d < dim) {
+    float sum[1];
+    ordered_slot_sums(a, order, o + t * a.slots_per_row * dim + d, dim, t, d, sum);
+    s.y[t * dim + d] = sum[0];
+  }
 }
 
 // Where the parts of a slot split over K (the FP8 shared expert, PartSums) leave their sums: the

@@ -82,37 +82,30 @@ __device__ __forceinline__ void rank_row_slots(const SlotArgs& a, int64_t t, int
   __syncwarp();
 }
 
-// The ordered sum of row t at column d: `row` points at the row's slot 0 output at that column
-// (slots `dim` apart); the routed outputs in `order`, then the shared expert's (its slot's, or the
-// term computed ahead). Read through L2 (other blocks may have written them in the same kernel),
-// every load issued before the sums.
-__device__ __forceinline__ float ordered_slot_sum(const SlotArgs& a, const int32_t* order,
+// The ordered sums of row t at columns d .. d + W - 1 (W 1, or 4 with the columns 16-byte
+// aligned: a prefill's sum read 4 bytes a thread a slot otherwise, 2.0 TB/s over an 8K-token
+// layer's 1.2 GB): `row` points at the row's slot 0 output at column d (slots `dim` apart); the
+// routed outputs in `order`, then the shared expert's (its slot's, or the term computed ahead).
+// Read through L2 (other blocks may have written them in the same kernel), every load issued
+// before the sums.
+template <int W>
+__device__ __forceinline__ void ordered_slot_sums(const SlotArgs& a, const int32_t* order,
                                                   const float* row, int64_t dim, int64_t t,
-                                                  int64_t d) {
-  float acc = 0.0f;
-  FD_UNROLL
-  for (int r = 0; r < kMaxTopK; ++r) {
-    if (r >= a.k) break;
-    if (order[r] >= 0) acc += __ldcg(row + order[r] * dim);
-  }
-  if (a.has_shared) acc += __ldcg(row + a.k * dim);
-  if (a.shared_out != nullptr) acc += __ldcg(a.shared_out + t * dim + d);
-  return a.round_sum ? round_bf16(acc) : acc;
-}
-
-// The same for columns d .. d + 3 (16-byte aligned), in the same order per column: a prefill's sum
-// reads 4 bytes a thread a slot otherwise (2.0 TB/s over an 8K-token layer's 1.2 GB).
-__device__ __forceinline__ float4 ordered_slot_sum4(const SlotArgs& a, const int32_t* order,
-                                                    const float* row, int64_t dim, int64_t t,
-                                                    int64_t d) {
-  float4 acc{0.0f, 0.0f, 0.0f, 0.0f};
+                                                  int64_t d, float (&acc)[W]) {
+  static_assert(W == 1 || W == 4);
   const auto add = [&](const float* p) {
-    const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
-    acc.x += v.x;
-    acc.y += v.y;
-    acc.z += v.z;
-    acc.w += v.w;
+    if constexpr (W == 4) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p));
+      acc[0] += v.x;
+      acc[1] += v.y;
+      acc[2] += v.z;
+      acc[3] += v.w;
+    } else {
+      acc[0] += __ldcg(p);
+    }
   };
+  FD_UNROLL
+  for (int i = 0; i < W; ++i) acc[i] = 0.0f;
   FD_UNROLL
   for (int r = 0; r < kMaxTopK; ++r) {
     if (r >= a.k) break;
@@ -121,12 +114,9 @@ __device__ __forceinline__ float4 ordered_slot_sum4(const SlotArgs& a, const int
   if (a.has_shared) add(row + a.k * dim);
   if (a.shared_out != nullptr) add(a.shared_out + t * dim + d);
   if (a.round_sum) {
-    acc.x = round_bf16(acc.x);
-    acc.y = round_bf16(acc.y);
-    acc.z = round_bf16(acc.z);
-    acc.w = round_bf16(acc.w);
+    FD_UNROLL
+    for (int i = 0; i < W; ++i) acc[i] = round_bf16(acc[i]);
   }
-  return acc;
 }
 
 // fn.template operator()<F>() for the run-time format `format`.

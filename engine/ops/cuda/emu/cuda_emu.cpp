@@ -104,14 +104,6 @@ ThreadContext& ctx() {
   return g_block->running->thread;
 }
 
-void async_copy16(void* dst, const void* src, int src_bytes) {
-  if ((reinterpret_cast<uintptr_t>(dst) & 15u) != 0) misaligned_access(dst, 16);
-  if (src_bytes > 0 && (reinterpret_cast<uintptr_t>(src) & 15u) != 0) misaligned_access(src, 16);
-  PendingCopy c{dst, {}};
-  std::memcpy(c.bytes, src, static_cast<size_t>(src_bytes < 16 ? src_bytes : 16));
-  ctx().open_copies.push_back(c);
-}
-
 void async_copy(void* dst, const void* src, int bytes) {
   const auto mask = static_cast<uintptr_t>(bytes - 1);
   if ((bytes != 4 && bytes != 8 && bytes != 16) || (reinterpret_cast<uintptr_t>(dst) & mask) != 0)

@@ -177,12 +177,10 @@ uint64_t warp_exchange(uint64_t value, unsigned src);
 // The products are exact in FP32; they are added to d in k order (the device's order differs
 // only in FP32 rounding).
 void mma_bf16_16816(float* d, const uint32_t* a, const uint32_t* b);
-// cp.async of 16 bytes, the first src_bytes from src and the rest zero, committed in groups and
+// cp.async of `bytes` (4, 8 or 16) bytes, dst and src aligned to them, committed in groups and
 // landed only by async_wait: shared memory keeps its old bytes until then (on the device they may
-// land any time before the wait), so a read before the wait, or another lane's read before a
-// warp barrier, shows stale data here.
-void async_copy16(void* dst, const void* src, int src_bytes);
-// cp.async of `bytes` (4, 8 or 16) bytes, dst and src aligned to them; landed like async_copy16.
+// land any time before the wait), so a read before the wait, or another lane's read before a warp
+// barrier, shows stale data here.
 void async_copy(void* dst, const void* src, int bytes);
 void async_commit();
 // Lands every committed group of the calling thread but the `pending` most recent ones.
