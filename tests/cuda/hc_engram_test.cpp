@@ -3,6 +3,7 @@
 // expansion bit-identical (same rounding order), the fused collapse-and-norm ops within a BF16 ulp
 // (their streams bit-identical), Engram's gather bit-identical and its gated
 // update within 1 BF16 ulp.
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -47,9 +48,17 @@ class CudaHcTest : public CudaOpTest {
                        std::string("beside lane: ") + what);
   }
 
-  void check_mixes(int64_t n, int64_t hc, int64_t d, uint32_t seed) {
+  // X: BF16 values, as the model's streams are, or (f32_corner) with values of the first 64 rows'
+  // first 64 elements moved off BF16 (the tensor-core mixes stage all three planes of such a
+  // chunk, one of the rest).
+  void check_mixes(int64_t n, int64_t hc, int64_t d, uint32_t seed, bool f32_corner = false) {
     const int64_t flat = hc * d, n_mix = (2 + hc) * hc;
-    Pair X = both_f32(Shape{n, hc, d}, random_bf16(static_cast<size_t>(n * flat), seed, 1.0f));
+    std::vector<float> xv = random_bf16(static_cast<size_t>(n * flat), seed, 1.0f);
+    if (f32_corner)
+      for (int64_t r = 0; r < std::min<int64_t>(n, 64); ++r)
+        for (int64_t c = r % 7; c < std::min<int64_t>(flat, 64); c += 7)
+          xv[static_cast<size_t>(r * flat + c)] *= 1.0009765625f;  // 1 + 2^-10: off BF16
+    Pair X = both_f32(Shape{n, hc, d}, xv);
     HcParams pg, pc;
     const Pair fn = both_f32(Shape{n_mix, flat}, random_uniform(static_cast<size_t>(n_mix * flat),
                                                                 seed + 1, -0.02f, 0.02f));
@@ -117,6 +126,9 @@ TEST_F(CudaHcTest, MixesCollapseAndExpandMatchTheReference) {
   // two splits (the emulation's four multiprocessors).
   check_mixes(257, 3, 30, 6);
   check_mixes(260, 4, 64, 8);
+  // Values off BF16 in the first 64-value chunk of the first 64-row tile: all three planes there,
+  // the hi plane alone elsewhere.
+  check_mixes(260, 4, 64, 9, true);
 }
 
 TEST_F(CudaHcTest, FullShapes) {
