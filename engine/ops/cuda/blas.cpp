@@ -100,6 +100,7 @@ void Blas::gemm_nt(const GemmArgs& a) {
   const CublasApi& api = cublas_api();
   auto h = static_cast<cublasHandle_t>(handle_);
   const cudaDataType t = a.in == GemmInput::Bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cudaDataType yt = a.out == GemmOutput::Bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const float one = 1.0f, zero = 0.0f;
   // Column-major view: Y^T [cols, rows] = W [cols, k] . X^T [k, rows], i.e. op(A) = W^T read
   // transposed from its row-major storage, B = X^T read as is.
@@ -107,14 +108,13 @@ void Blas::gemm_nt(const GemmArgs& a) {
   if (a.batch == 1) {
     FD_CUBLAS_CHECK(api.gemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, a.w, t,
                              static_cast<int>(a.ldw), a.x, t, static_cast<int>(a.ldx), &zero, a.y,
-                             CUDA_R_32F, static_cast<int>(a.ldy), CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT));
+                             yt, static_cast<int>(a.ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
   FD_CUBLAS_CHECK(api.gemm_batched(
       h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, a.w, t, static_cast<int>(a.ldw), a.stride_w, a.x,
-      t, static_cast<int>(a.ldx), a.stride_x, &zero, a.y, CUDA_R_32F, static_cast<int>(a.ldy),
-      a.stride_y, static_cast<int>(a.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      t, static_cast<int>(a.ldx), a.stride_x, &zero, a.y, yt, static_cast<int>(a.ldy), a.stride_y,
+      static_cast<int>(a.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace flashdesk::cuda

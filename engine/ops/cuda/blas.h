@@ -11,9 +11,11 @@
 namespace flashdesk::cuda {
 
 enum class GemmInput : uint8_t { Bf16, F32 };
+enum class GemmOutput : uint8_t { F32, Bf16 };
 
-// Row-major operands: Y [rows, cols] (F32, leading dimension ldy) = X [rows, k] . W [cols, k]^T,
-// both operands of type `in` (BF16 as uint16 bits, or F32), FP32 accumulation (no TF32).
+// Row-major operands: Y [rows, cols] (leading dimension ldy) = X [rows, k] . W [cols, k]^T, both
+// operands of type `in` (BF16 as uint16 bits, or F32), FP32 accumulation (no TF32); Y F32, or
+// (out Bf16) the FP32 sums rounded to BF16 (nearest even) as uint16 bits.
 // batch > 1: product b reads X + b*stride_x, W + b*stride_w and writes Y + b*stride_y (elements).
 struct GemmArgs {
   GemmInput in = GemmInput::Bf16;
@@ -22,7 +24,8 @@ struct GemmArgs {
   int64_t ldx = 0;
   const void* w = nullptr;
   int64_t ldw = 0;
-  float* y = nullptr;
+  GemmOutput out = GemmOutput::F32;
+  void* y = nullptr;
   int64_t ldy = 0;
   int64_t batch = 1, stride_x = 0, stride_w = 0, stride_y = 0;
 };

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "engine/ops/cuda/blas.h"
+#include "engine/util/numeric.h"
 
 namespace flashdesk::cuda {
 namespace {
@@ -33,7 +34,11 @@ void Blas::gemm_nt(const GemmArgs& a) {
         for (int64_t i = 0; i < a.k; ++i)
           acc += load(a.in, a.x, b * a.stride_x + r * a.ldx + i) *
                  load(a.in, a.w, b * a.stride_w + c * a.ldw + i);
-        a.y[b * a.stride_y + r * a.ldy + c] = acc;
+        const int64_t at = b * a.stride_y + r * a.ldy + c;
+        if (a.out == GemmOutput::Bf16)
+          static_cast<uint16_t*>(a.y)[at] = f32_to_bf16(acc);
+        else
+          static_cast<float*>(a.y)[at] = acc;
       }
 }
 
