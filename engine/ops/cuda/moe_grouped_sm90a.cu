@@ -21,10 +21,10 @@
 // Each 64-wide k chunk: the pairs' act_quant'ed rows (BF16, exact) are copied by cp.async two
 // chunks ahead into the swizzled layout the tensor cores read; the FP4 codes (32 bytes a weight
 // row) three chunks ahead; each thread decodes its fragments (E2M1 x UE8M0 is exact in BF16)
-// straight into registers, a byte of two codes a table lookup in shared memory, while other
-// products run. A chunk's products run in two halves: one half's fragments are decoded while the
-// other half's products run (two whole chunks' fragments and the accumulators did not fit 128
-// registers).
+// straight into registers, a byte of two codes a table lookup in shared memory (row r0's; row
+// r0 + 8's on the integer pipe, which balances the two), while other products run. A chunk's
+// products run in two halves: one half's fragments are decoded while the other half's products
+// run (two whole chunks' fragments and the accumulators did not fit 128 registers).
 //
 // One barrier a chunk. Stage reuse: a warpgroup awaits its products of chunk i - 1 during chunk i
 // (wgmma_wait<1> after the first half's), so every warpgroup has awaited chunk i - 2's once all
@@ -217,9 +217,22 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
           load_shared_u32(__byte_perm(scales, scale_base, 0x7604u | ((2 * h + p) << 4)));
       const uint32_t w[4] = {words[h].x, words[h].y, words[h].z, words[h].w};
       uint32_t r[4];
-      FD_UNROLL
-      for (int j = 0; j < 4; ++j)
-        r[j] = scale_bf16x2(load_shared_u32(__byte_perm(w[j], code_base, 0x7604u | (q << 4))), sc);
+      if (h == 1) {
+        // Byte q of the four words gathered into one word and decoded on the integer pipe
+        // (bf16_codes.cuh); row r0's by the tables. Only tables: the loads' latency the largest
+        // stall (short scoreboard 3.5 warps an issue); only the integer pipe: its throttle (1.5)
+        // and 8.13 ms the up stage at 8K tokens; half and half 7.42 against 7.69 (H200, Nsight
+        // Compute; the down stage 4.02 against 4.09).
+        const uint32_t sel = q | ((4u + q) << 4);  // byte q of x, then byte q of y
+        e2m1x8_to_bf16(
+            __byte_perm(__byte_perm(w[0], w[1], sel), __byte_perm(w[2], w[3], sel), 0x5410u), sc,
+            r);
+      } else {
+        FD_UNROLL
+        for (int j = 0; j < 4; ++j)
+          r[j] =
+              scale_bf16x2(load_shared_u32(__byte_perm(w[j], code_base, 0x7604u | (q << 4))), sc);
+      }
       f[0][h] = r[0];
       f[0][2 + h] = r[1];
       f[1][h] = r[2];
