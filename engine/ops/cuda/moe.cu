@@ -204,6 +204,12 @@ __global__ void add_routed_kernel(const float* routed, int64_t n, float* y) {
 
 // ---- routing ----
 
+// An expert's routing score from its gate logit z: sqrt(softplus(z / gate_temp)).
+__device__ __forceinline__ float route_score(float z, float gate_temp) {
+  if (gate_temp != 1.0f) z /= gate_temp;
+  return sqrtf(z > 20.0f ? z : log1pf(expf(z)));
+}
+
 // Row t's ids and weights from its k + 1 best experts by rank in chosen[0, k] (-1 past the row's
 // non-NaN scores), one warp, lane j taking the j-th pick: torch's choice and order where two of
 // them are equal (worked out in `pairs`, room for E), the weights the unbiased scores, normalised
@@ -262,10 +268,7 @@ __global__ void __launch_bounds__(kRouteThreads)
   const int64_t t = blockIdx.x;
   const float* b = (image_rows && image_rows[t] && bias_image) ? bias_image : bias;
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x) {
-    float z = logits[t * E + e];
-    if (gate_temp != 1.0f) z /= gate_temp;
-    const float sp = z > 20.0f ? z : log1pf(expf(z));
-    score[e] = sqrtf(sp);
+    score[e] = route_score(logits[t * E + e], gate_temp);
     biased[e] = score[e] + b[e];
   }
   __syncthreads();
@@ -338,10 +341,7 @@ __global__ void __launch_bounds__(32 * kRouteWarps)
     const int64_t e = lane + 32 * j;
     v[j] = 0.0f;
     if (e >= E) continue;
-    float z = logits[t * E + e];
-    if (gate_temp != 1.0f) z /= gate_temp;
-    const float sp = z > 20.0f ? z : log1pf(expf(z));
-    score[e] = sqrtf(sp);
+    score[e] = route_score(logits[t * E + e], gate_temp);
     biased[e] = score[e] + b[e];
     v[j] = biased[e];
     if (v[j] == v[j]) live |= 1u << j;
