@@ -13,6 +13,7 @@
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
 //                     every kernel's start and end, cuda_timeline.h; and one more prefill of
 //                     each role, its idle gaps; default 0)]
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -51,11 +52,23 @@ struct Options {
   bool timeline = false;      // trace one batch-1 decode step of each role
 };
 
-std::vector<int64_t> parse_list(const std::string& text) {
+// Option `option`'s value as a whole number, or an error that names both (std::stoll's own said
+// only "stoll", and read a quoted '' from a shell as a bad number).
+int64_t whole_number(const std::string& option, const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || at != end)
+    throw std::invalid_argument(option + ": '" + text + "' is not a whole number");
+  return v;
+}
+
+// A comma-separated list of whole numbers (empty: none).
+std::vector<int64_t> parse_list(const std::string& option, const std::string& text) {
   std::vector<int64_t> out;
   std::stringstream ss(text);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
+  while (std::getline(ss, item, ',')) out.push_back(whole_number(option, item));
   return out;
 }
 
@@ -70,23 +83,23 @@ Options parse(int argc, char** argv) {
     if (a == "--config")
       o.config = v;
     else if (a == "--context")
-      o.context = std::stoll(v);
+      o.context = whole_number(a, v);
     else if (a == "--iters")
-      o.iters = std::stoll(v);
+      o.iters = whole_number(a, v);
     else if (a == "--prefill")
-      o.prefill = std::stoll(v);
+      o.prefill = whole_number(a, v);
     else if (a == "--batches")
-      o.batches = parse_list(v);
+      o.batches = parse_list(a, v);
     else if (a == "--device")
-      o.device = std::stoi(v);
+      o.device = static_cast<int>(whole_number(a, v));
     else if (a == "--max-roles")
-      o.max_roles = std::stoll(v);
+      o.max_roles = whole_number(a, v);
     else if (a == "--role")
-      o.role = std::stoll(v);
+      o.role = whole_number(a, v);
     else if (a == "--copy-mb")
-      o.copy_mb = std::stoll(v);
+      o.copy_mb = whole_number(a, v);
     else if (a == "--gemm-n")
-      o.gemm_n = std::stoll(v);
+      o.gemm_n = whole_number(a, v);
     else if (a == "--host-experts")
       o.host_experts = v == "1";
     else if (a == "--graph")

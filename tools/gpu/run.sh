@@ -70,7 +70,8 @@ echo "cuda_tests exit $?" >> "$OUT/cuda_tests.log"
 
 stage bench_layers
 if [ "${QUICK:-0}" = 1 ]; then LAYER_ARGS=(--iters 5 --batches 1 --prefill 2048); else LAYER_ARGS=(--iters 10); fi
-[ -n "${LAYER_BENCH_ARGS:-}" ] && read -r -a LAYER_ARGS <<< "$LAYER_BENCH_ARGS"
+# Quoted words kept (eval, as ncu_detail.sh's BENCH_ARGS): --batches '' names no batch.
+[ -n "${LAYER_BENCH_ARGS:-}" ] && eval "LAYER_ARGS=($LAYER_BENCH_ARGS)"
 run_for 100 "$BUILD/bench/cuda_layer_bench" "${LAYER_ARGS[@]}" > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
 
