@@ -394,11 +394,15 @@ void gemm(DeviceContext& ctx, const GemvJob& job) {
     }
   } else {
     a.in = GemmInput::Bf16;
-    xin = ctx.scratch(DType::BF16, Shape{n, cols});
-    FD_LAUNCH(prepare_bf16_kernel, four_column_grid(n, cols), dim3(256), 0, ctx.stream(), job.x, n,
-              cols, static_cast<int>(job.act_quant), cols % 4 == 0 && aligned16(job.x),
-              ptr<uint16_t>(xin));
-    a.x = xin.bytes();
+    if (job.x_bf16 != nullptr) {
+      a.x = job.x_bf16;
+    } else {
+      xin = ctx.scratch(DType::BF16, Shape{n, cols});
+      FD_LAUNCH(prepare_bf16_kernel, four_column_grid(n, cols), dim3(256), 0, ctx.stream(), job.x,
+                n, cols, static_cast<int>(job.act_quant), cols % 4 == 0 && aligned16(job.x),
+                ptr<uint16_t>(xin));
+      a.x = xin.bytes();
+    }
     if (w.format == WeightFormat::Bf16) {
       a.w = w.data.bytes();
     } else {

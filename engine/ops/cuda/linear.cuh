@@ -32,6 +32,9 @@ struct GemvJob {
   float* y = nullptr;  // [n, y_stride]; row o of the weight -> column o (GEMV: any y_stride)
   int64_t y_stride = 0;
   bool round_bf16 = true;
+  // gemm only: x already staged as BF16 [n, x_stride] (act_quant'ed where act_quant says, by
+  // act_quant_to_bf16), so that products sharing an input stage it once; ignored for F32 weights.
+  const uint16_t* x_bf16 = nullptr;
 };
 void gemv(DeviceContext& ctx, const GemvJob& job);
 

@@ -431,6 +431,44 @@ void shared_expert_rows(DeviceContext& ctx, const float* x, int64_t n, const Exp
   gemv(ctx, job);
 }
 
+// The shared expert of a prefill's rows [n, d] on cuBLAS, its output into o's rows t * o_stride
+// (each row's shared slot): w1 and w3 read the rows act_quant'ed once into xq (BF16, the routed
+// experts' input too), w2 writes the slots in place. Each product was a linear of its own over a
+// copy of x, staged twice, and its output placed into the slots after it (8K rows: two stagings
+// of 62 us, a copy and a placing of 168 MB).
+void shared_expert_gemms(DeviceContext& ctx, const uint16_t* xq, int64_t n, const ExpertWeights& ex,
+                         float limit, float* o, int64_t o_stride) {
+  const int64_t inter = ex.w1.out, d = ex.w1.in;
+  Tensor g = ctx.scratch(DType::F32, Shape{n, inter}), u = ctx.scratch(DType::F32, Shape{n, inter});
+  GemvJob job;
+  job.x_bf16 = xq;
+  job.x_stride = d;
+  job.n = n;
+  job.out_g = inter;
+  job.k = d;
+  job.act_quant = true;
+  job.y_stride = inter;
+  job.w = &ex.w1;
+  job.y = ptr<float>(g);
+  gemm(ctx, job);
+  job.w = &ex.w3;
+  job.y = ptr<float>(u);
+  gemm(ctx, job);
+  FD_LAUNCH(swiglu_rows_kernel, dim3(blocks_for(n * inter, 256)), dim3(256), 0, ctx.stream(),
+            ptr<float>(g), ptr<const float>(u), nullptr, n, inter, limit);
+  GemvJob down;
+  down.x = ptr<const float>(g);
+  down.x_stride = inter;
+  down.n = n;
+  down.w = &ex.w2;
+  down.out_g = d;
+  down.k = inter;
+  down.act_quant = true;
+  down.y = o;
+  down.y_stride = o_stride;
+  gemm(ctx, down);
+}
+
 ExpertEntry entry_of(const ExpertWeights* ex) {
   ExpertEntry e{};
   if (!ex) return e;
@@ -657,13 +695,25 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
     // Every routed expert in one launch per stage on the tensor cores where the formats allow,
     // grouped on the device; else per-expert GEMMs, whose rows need the ids on the host.
     const bool tensor_cores = grouped_moe_ && cuda::grouped_experts_fit(table, E, d);
+    // The rows act_quant'ed once for the routed experts' kernels and the shared expert's products
+    // where both take them staged (the shared expert's weights not F32).
+    const bool shared_staged =
+        shared && shared->w1.format != WeightFormat::F32 && shared->w3.format != WeightFormat::F32;
+    Tensor xq;
+    if (tensor_cores || shared_staged) {
+      xq = ctx_->scratch(DType::BF16, Shape{n, d});
+      cuda::act_quant_to_bf16(*ctx_, ptr<const float>(x), n, d, ptr<uint16_t>(xq));
+    }
+    if (shared_staged)
+      cuda::shared_expert_gemms(*ctx_, ptr<const uint16_t>(xq), n, *shared, swiglu_limit,
+                                ptr<float>(o) + k * d, slots_per_row * d);
     std::vector<int32_t> host_ids;
     std::vector<float> host_w;
     if (tensor_cores) {
       cuda::run_grouped_experts(*ctx_, ptr<const cuda::ExpertEntry>(dev_table),
                                 ptr<const int32_t>(ids), ptr<const float>(weights), k,
-                                slots_per_row, E, ptr<const float>(x), n, d, table[0].inter,
-                                swiglu_limit, ptr<float>(o));
+                                slots_per_row, E, ptr<const float>(x), ptr<const uint16_t>(xq), n,
+                                d, table[0].inter, swiglu_limit, ptr<float>(o));
     } else {
       host_ids.resize(static_cast<size_t>(n * k));
       host_w.resize(static_cast<size_t>(n * k));
@@ -709,7 +759,7 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
       if (!rows.empty() && experts[static_cast<size_t>(e)])
         run(*experts[static_cast<size_t>(e)], rows, &row_weight, slot_rows);
     }
-    if (shared) {
+    if (shared && !shared_staged) {
       rows.resize(static_cast<size_t>(n));
       slot_rows.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {

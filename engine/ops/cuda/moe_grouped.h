@@ -27,9 +27,10 @@ bool grouped_experts_fit(std::span<const ExpertEntry> table, int64_t experts, in
 // run_grouped_experts takes them then unless DeviceContext::wgmma_experts() is off.
 bool grouped_wgmma_runs();
 
+// xq: x already act_quant'ed to BF16 (act_quant_to_bf16), or nullptr to stage it here.
 void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int32_t* ids,
                          const float* weights, int64_t k, int64_t slots_per_row, int64_t experts,
-                         const float* x, int64_t n, int64_t dim, int64_t inter, float limit,
-                         float* o);
+                         const float* x, const uint16_t* xq, int64_t n, int64_t dim, int64_t inter,
+                         float limit, float* o);
 
 }  // namespace flashdesk::cuda
