@@ -408,27 +408,36 @@ __global__ void place_rows_kernel(const float* o, const int64_t* slots, int64_t 
   }
 }
 
-// The shared expert of rows [n, d] as three GEMVs over all rows at once (its weights read once,
-// not once per row) with the SwiGLU between: o rows t * o_stride / d.
-void shared_expert_rows(DeviceContext& ctx, const float* x, int64_t n, const ExpertWeights& ex,
-                        float limit, float* o, int64_t o_stride) {
-  const int64_t inter = ex.w1.out, d = ex.w1.in;
-  Tensor g = ctx.scratch(DType::F32, Shape{n, inter}), u = ctx.scratch(DType::F32, Shape{n, inter});
-  run_linear(ctx, x, n, ex.w1, kQuantLinear, ptr<float>(g));
-  run_linear(ctx, x, n, ex.w3, kQuantLinear, ptr<float>(u));
-  FD_LAUNCH(swiglu_rows_kernel, dim3(blocks_for(n * inter, 256)), dim3(256), 0, ctx.stream(),
-            ptr<float>(g), ptr<const float>(u), nullptr, n, inter, limit);
+// The shared expert's tail: the SwiGLU of g and u [n, inter] (into g), then w2 over it into o's
+// rows t * o_stride, by `product` (gemv or gemm).
+void shared_expert_down(DeviceContext& ctx, float* g, const float* u, int64_t n,
+                        const ExpertWeights& ex, float limit, float* o, int64_t o_stride,
+                        void (*product)(DeviceContext&, const GemvJob&)) {
+  const int64_t inter = ex.w1.out;
+  FD_LAUNCH(swiglu_rows_kernel, dim3(blocks_for(n * inter, 256)), dim3(256), 0, ctx.stream(), g, u,
+            nullptr, n, inter, limit);
   GemvJob job;
-  job.x = ptr<const float>(g);
+  job.x = g;
   job.x_stride = inter;
   job.n = n;
   job.w = &ex.w2;
-  job.out_g = d;
+  job.out_g = ex.w2.out;
   job.k = inter;
   job.act_quant = true;
   job.y = o;
   job.y_stride = o_stride;
-  gemv(ctx, job);
+  product(ctx, job);
+}
+
+// The shared expert of rows [n, d] as three GEMVs over all rows at once (its weights read once,
+// not once per row) with the SwiGLU between: o rows t * o_stride / d.
+void shared_expert_rows(DeviceContext& ctx, const float* x, int64_t n, const ExpertWeights& ex,
+                        float limit, float* o, int64_t o_stride) {
+  const int64_t inter = ex.w1.out;
+  Tensor g = ctx.scratch(DType::F32, Shape{n, inter}), u = ctx.scratch(DType::F32, Shape{n, inter});
+  run_linear(ctx, x, n, ex.w1, kQuantLinear, ptr<float>(g));
+  run_linear(ctx, x, n, ex.w3, kQuantLinear, ptr<float>(u));
+  shared_expert_down(ctx, ptr<float>(g), ptr<const float>(u), n, ex, limit, o, o_stride, gemv);
 }
 
 // The shared expert of a prefill's rows [n, d] on cuBLAS, its output into o's rows t * o_stride
@@ -454,19 +463,7 @@ void shared_expert_gemms(DeviceContext& ctx, const uint16_t* xq, int64_t n, cons
   job.w = &ex.w3;
   job.y = ptr<float>(u);
   gemm(ctx, job);
-  FD_LAUNCH(swiglu_rows_kernel, dim3(blocks_for(n * inter, 256)), dim3(256), 0, ctx.stream(),
-            ptr<float>(g), ptr<const float>(u), nullptr, n, inter, limit);
-  GemvJob down;
-  down.x = ptr<const float>(g);
-  down.x_stride = inter;
-  down.n = n;
-  down.w = &ex.w2;
-  down.out_g = d;
-  down.k = inter;
-  down.act_quant = true;
-  down.y = o;
-  down.y_stride = o_stride;
-  gemm(ctx, down);
+  shared_expert_down(ctx, ptr<float>(g), ptr<const float>(u), n, ex, limit, o, o_stride, gemm);
 }
 
 ExpertEntry entry_of(const ExpertWeights* ex) {
