@@ -5,7 +5,7 @@ import unittest
 import numpy as np
 
 import demo_support  # noqa: F401
-from demo import png, shapes
+from demo import png, sample, shapes
 
 
 def components(mask):
@@ -234,12 +234,36 @@ class ShapesTest(unittest.TestCase):
         for seed in range(40):
             a = shapes.generate(seed)
             b = shapes.generate(seed, select_step=False, short_counts=False, count_present=0.8, check_step=False,
-                                describe_share=0.0)
+                                describe_share=0.0, unknown_share=0.0)
             self.assertEqual(repr(a.messages), repr(b.messages))
             for c in (shapes.generate(seed, select_step=True, short_counts=True),
                       shapes.generate(seed, check_step=True, short_counts=True, describe_share=0.8)):
                 self.assertEqual(len(a.messages), len(c.messages))  # same questions, kinds and scene
                 np.testing.assert_array_equal(a.images[0], c.images[0])
+
+    def test_unknown_share_asks_about_absent_objects(self):
+        kinds = set()
+        for seed in range(60):
+            s = shapes.generate(seed, n_questions=1, unknown_share=1.0, check_step=True, mode="thinking",
+                                effort=75)
+            if s.meta["question_kind"] == "describe":
+                continue
+            self.assertEqual(s.meta["question_kind"], "cant_tell")
+            q, a, thinking = s.messages[0]["content"][1]["text"], s.messages[1]["content"], s.messages[1]["thinking"]
+            self.assertTrue(a.startswith("I can't tell: there is no "), a)
+            self.assertTrue(sample.score_answer(s.expected, a, distractors=s.distractors), a)
+            self.assertFalse(sample.score_answer(s.expected, "It is red.", distractors=s.distractors))
+            words = [w.strip("?") for w in q.split()]
+            shape = next(w for w in words if w in shapes.SHAPES)
+            colour = next((w for w in words if w in shapes.SHAPE_COLOURS), None)
+            self.assertFalse(any(o["shape"] == shape and colour in (None, o["colour"])
+                                 for o in s.meta["scene"]["objects"]), q)
+            self.assertTrue(thinking.endswith("Found 0."), thinking)
+            kinds.add("place" if q.startswith("Where") else "colour")
+        self.assertEqual(kinds, {"place", "colour"})
+        asked = [shapes.generate(seed, n_questions=3, unknown_share=0.2).meta["question_kind"] for seed in range(60)]
+        self.assertIn("cant_tell", asked)
+        self.assertNotEqual(set(asked), {"cant_tell"})
 
     def test_short_count_questions(self):
         asked = 0

@@ -208,6 +208,24 @@ def _question(rng, scene, style=None, count_present=0.8):
             {"shape": o["shape"], "colour": o["colour"]})
 
 
+def _absent_question(rng, scene):
+    """A question about an object the picture does not show, as _question returns it: the colour of
+    an absent shape (where one is absent, half the time), else the place of an absent coloured
+    shape. The answer says it can't tell and why; naming a colour or a place scores wrong."""
+    objs = scene["objects"]
+    absent_shapes = [s for s in SHAPES if all(o["shape"] != s for o in objs)]
+    if absent_shapes and rng.chance(0.5):
+        shape = rng.choice(absent_shapes)
+        q = rng.choice([f"What colour is the {shape}?", f"Which colour is the {shape}?"])
+        return (q, f"I can't tell: there is no {shape} in the picture.", "can't tell", list(SHAPE_COLOURS),
+                "cant_tell", {"shape": shape})
+    present = {(o["colour"], o["shape"]) for o in objs}
+    colour, shape = rng.choice([(c, s) for c in SHAPE_COLOURS for s in SHAPES if (c, s) not in present])
+    q = rng.choice([f"Where is the {colour} {shape}?", f"Where is the {colour} {shape} in the image?"])
+    return (q, f"I can't tell: there is no {colour} {shape} in the picture.", "can't tell", list(ALL_POSITIONS),
+            "cant_tell", {"shape": shape, "colour": colour})
+
+
 def _object_phrase(o):
     return f"a {o['size']} {o['colour']} {o['shape']} {position_phrase(position_name(o['cell']))}"
 
@@ -273,7 +291,7 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
-             sizes=None, soft_share=0.0):
+             sizes=None, soft_share=0.0, unknown_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -291,12 +309,15 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     keeps as it is: a multiple of 14 within the model's pixel and token limits, which the trainer
     checks); soft_share: the share drawn with blended edges (`render_soft`). Until the 1644-step
     model every picture was 168 px with hard edges, and it reads other sizes poorly
-    (docs/demo-eval.md, "image other_size").
+    (docs/demo-eval.md, "image other_size"). unknown_share: the share of questions about an object
+    the picture does not show (`_absent_question`), answered "I can't tell"; the 1644-step model
+    answers those "No.", a count or a shape (the sealed test set's "I can't tell" items).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
     rng = Rng(seed)
     style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
+    unknown = Rng(derive_seed("shapes-unknown", seed)) if unknown_share else None
     scene = random_scene(rng)
     if small_share is not None:
         _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)
@@ -313,6 +334,8 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
         if rng.chance(0.1):
             q, a, expected, distractors, kind, focus = (rng.choice(DESCRIBE_QUESTIONS), describe(scene), "", [],
                                                         "describe", {})
+        elif unknown is not None and unknown.chance(unknown_share):
+            q, a, expected, distractors, kind, focus = _absent_question(unknown, scene)
         else:
             q, a, expected, distractors, kind, focus = _question(rng, scene, style, count_present)
         if k == 0:
