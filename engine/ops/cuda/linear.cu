@@ -383,6 +383,8 @@ void gemm(DeviceContext& ctx, const GemvJob& job) {
   Tensor xin, win;
   const unsigned warps_blocks = blocks_for(n * ((cols + 31) / 32) * 32, 256);
   if (w.format == WeightFormat::F32) {
+    FD_CHECK(job.x != nullptr,
+             w.name + ": F32 weights multiply the F32 rows, not staged BF16 ones");
     a.in = GemmInput::F32;
     a.w = w.data.bytes();
     a.x = job.x;

@@ -33,7 +33,7 @@ struct GemvJob {
   int64_t y_stride = 0;
   bool round_bf16 = true;
   // gemm only: x already staged as BF16 [n, x_stride] (act_quant'ed where act_quant says, by
-  // act_quant_to_bf16), so that products sharing an input stage it once; ignored for F32 weights.
+  // act_quant_to_bf16), so that products sharing an input stage it once; F32 weights need x.
   const uint16_t* x_bf16 = nullptr;
 };
 void gemv(DeviceContext& ctx, const GemvJob& job);

@@ -709,8 +709,8 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
     if (tensor_cores) {
       cuda::run_grouped_experts(*ctx_, ptr<const cuda::ExpertEntry>(dev_table),
                                 ptr<const int32_t>(ids), ptr<const float>(weights), k,
-                                slots_per_row, E, ptr<const float>(x), ptr<const uint16_t>(xq), n,
-                                d, table[0].inter, swiglu_limit, ptr<float>(o));
+                                slots_per_row, E, ptr<const uint16_t>(xq), n, d, table[0].inter,
+                                swiglu_limit, ptr<float>(o));
     } else {
       host_ids.resize(static_cast<size_t>(n * k));
       host_w.resize(static_cast<size_t>(n * k));

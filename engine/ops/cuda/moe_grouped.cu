@@ -304,8 +304,8 @@ void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t experts, int64_t 
 
 void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int32_t* ids,
                          const float* weights, int64_t k, int64_t slots_per_row, int64_t experts,
-                         const float* x, const uint16_t* xq, int64_t n, int64_t dim, int64_t inter,
-                         float limit, float* o) {
+                         const uint16_t* xq, int64_t n, int64_t dim, int64_t inter, float limit,
+                         float* o) {
   const int64_t pairs = n * k;
   if (pairs == 0) return;
   // At most one partial tile an expert beyond the full ones.
@@ -327,12 +327,6 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int
             pairs, k, slots_per_row, experts, ptr<int32_t>(cursor), ptr<int32_t>(rows),
             ptr<int32_t>(slots), ptr<float>(pair_weights));
 
-  Tensor staged;
-  if (xq == nullptr) {
-    staged = ctx.scratch(DType::BF16, Shape{n, dim});
-    act_quant_to_bf16(ctx, x, n, dim, ptr<uint16_t>(staged));
-    xq = ptr<const uint16_t>(staged);
-  }
   Tensor h = ctx.scratch(DType::F32, Shape{pairs, inter});
   GroupedArgs a{};
   a.table = table;
