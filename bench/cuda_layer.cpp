@@ -23,6 +23,12 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// Random residual streams in the backend's storage, BF16 values either way as the model's are
+// (F32 streams of other values would send the mixes through their three-plane path).
+FillSpec stream_fill(DType storage, uint64_t seed) {
+  return FillSpec{storage == DType::BF16 ? Fill::Bf16 : Fill::Bf16InF32, seed, -1.0f, 1.0f};
+}
+
 }  // namespace
 
 struct SyntheticLayer::Weights {
@@ -190,8 +196,8 @@ SyntheticLayer::SyntheticLayer(CudaBackend& be, const TextConfig& text, const La
   for (const ExpertWeights& e : w.experts) w.expert_ptrs.push_back(&e);
   for (int64_t s = 0; s < seqs_; ++s) caches_.push_back(make_cache(context_, 1, seed + 100 + s));
   for (int k = 0; k < 4; ++k) {
-    inputs_.push_back(
-        mk.tensor(DType::F32, Shape{seqs_, t_.hc_mult, D}, FillSpec{Fill::F32, 0, -1.0f, 1.0f}));
+    inputs_.push_back(mk.tensor(be_.stream_dtype(), Shape{seqs_, t_.hc_mult, D},
+                                stream_fill(be_.stream_dtype(), 0)));
     pre_in_.push_back(
         mk.tensor(DType::F32, Shape{seqs_, t_.hc_mult}, FillSpec{Fill::F32, 0, 0.1f, 0.5f}));
   }
@@ -447,7 +453,8 @@ Tensor SyntheticLayer::step(const Tensor& X, const Tensor& u, std::span<const in
   Backend::Beside mixes = be_.hc_mixes_beside(X, w.hc_attn, hs, pre_a, post_a, comb_a);
   Tensor a = attention(u, positions, seqs, first_position, prefill);
   be_.join(mixes);
-  Tensor X1 = f32(Shape{n, hc, D}), u2 = f32(Shape{n, D});
+  auto streams = [&](Shape s) { return be_.alloc(be_.stream_dtype(), s); };
+  Tensor X1 = streams(Shape{n, hc, D}), u2 = f32(Shape{n, D});
   be_.hc_expand_collapse_norm(X, a, post_a, comb_a, pre_a, w.ffn_norm, eps, X1, u2);
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
   mixes = be_.hc_mixes_beside(X1, w.hc_ffn, hs, pre_f, post_f, comb_f);
@@ -455,7 +462,7 @@ Tensor SyntheticLayer::step(const Tensor& X, const Tensor& u, std::span<const in
   be_.join(mixes);
   // The next block's input with the streams (StepRunner::run_block): this layer's norm stands in
   // for the next one's.
-  Tensor X2 = f32(Shape{n, hc, D}), next_u = f32(Shape{n, D});
+  Tensor X2 = streams(Shape{n, hc, D}), next_u = f32(Shape{n, D});
   be_.hc_expand_collapse_norm(X1, y, post_f, comb_f, pre_f, w.attn_norm, eps, X2, next_u);
   return X2;
 }
@@ -473,8 +480,8 @@ void SyntheticLayer::prefill(int64_t tokens) {
   if (!prefill_cache_ || prefill_tokens_ != tokens) {
     prefill_cache_ = make_cache(0, tokens, 999);
     prefill_tokens_ = tokens;
-    prefill_x_ = be_.alloc(DType::F32, Shape{tokens, hc, D});
-    cuda_bench::fill(be_, prefill_x_, FillSpec{Fill::F32, 5, -1.0f, 1.0f});
+    prefill_x_ = be_.alloc(be_.stream_dtype(), Shape{tokens, hc, D});
+    cuda_bench::fill(be_, prefill_x_, stream_fill(be_.stream_dtype(), 5));
     prefill_pre_ = be_.alloc(DType::F32, Shape{tokens, hc});
     cuda_bench::fill(be_, prefill_pre_, FillSpec{Fill::F32, 6, 0.1f, 0.5f});
     prefill_u_ = be_.alloc(DType::F32, Shape{tokens, D});

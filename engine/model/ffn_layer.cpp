@@ -112,7 +112,7 @@ void StepRunner::engram(int64_t layer) {
   Tensor kv = f32(Shape{n, G.wkv.out});
   be_.linear(e, G.wkv, kQuantLinear, kv);
   be_.engram_update(X_, kv, G.q_weight, G.k_weight, masked, static_cast<float>(text_.rms_norm_eps));
-  if (obs_) obs_->on_engram(layer, rows_, ids, to_host(X_));
+  if (obs_) obs_->on_engram(layer, rows_, ids, streams_to_host(X_));
 }
 
 }  // namespace flashdesk

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "engine/util/numeric.h"
+
 namespace flashdesk {
 
 StepRunner::StepRunner(Model& model, std::span<SequenceStep> batch, ForwardObserver* observer)
@@ -67,7 +69,7 @@ void StepRunner::overwrite_image_rows(Tensor& rows) {
       }
       if (src.empty()) continue;
       be_.scatter_rows(img.rows, src, rows, dst);
-      be_.scatter_rows(img.rows, src4, streams, dst4);
+      be_.scatter_rows(as_stream_rows(img.rows), src4, streams, dst4);
     }
   }
 }
@@ -95,6 +97,34 @@ HostTensor StepRunner::to_host(const Tensor& t) {
   HostTensor h = HostTensor::zeros(t.dtype(), shape);
   be_.read(t, h.bytes.data(), h.bytes.size());
   return h;
+}
+
+HostTensor StepRunner::streams_to_host(const Tensor& X) {
+  HostTensor h = to_host(X);
+  if (h.dtype == DType::F32) return h;
+  FD_CHECK(h.dtype == DType::BF16, "streams: F32 or BF16 storage");
+  HostTensor f = HostTensor::zeros(DType::F32, h.shape);
+  const auto* bits = reinterpret_cast<const uint16_t*>(h.bytes.data());
+  auto* values = reinterpret_cast<float*>(f.bytes.data());
+  for (int64_t i = 0; i < h.numel(); ++i) values[i] = bf16_to_f32(bits[i]);
+  return f;
+}
+
+void StepRunner::write_streams(Tensor& X, const HostTensor& values) {
+  FD_CHECK(values.dtype == DType::F32 && values.numel() == X.numel(), "streams: F32 values");
+  if (X.dtype() == DType::F32) return be_.write(X, values.bytes.data(), values.bytes.size());
+  std::vector<uint16_t> bits(static_cast<size_t>(values.numel()));
+  const auto* v = reinterpret_cast<const float*>(values.bytes.data());
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+  be_.write(X, bits.data(), bits.size() * sizeof(uint16_t));
+}
+
+Tensor StepRunner::as_stream_rows(const Tensor& rows) {
+  if (rows.dtype() == be_.stream_dtype()) return rows;
+  HostTensor h = to_host(rows);
+  Tensor out = be_.alloc(be_.stream_dtype(), rows.shape());
+  write_streams(out, h);
+  return out;
 }
 
 void StepRunner::all_reduce_and_round(Tensor& t) {
@@ -145,7 +175,7 @@ void StepRunner::embed() {
   std::vector<int32_t> ids;
   for (const auto& s : batch_) ids.insert(ids.end(), s.tokens.begin(), s.tokens.end());
   Tensor rows = f32(Shape{n_rows_, D});
-  X_ = f32(Shape{n_rows_, hc, D});
+  X_ = streams(Shape{n_rows_, hc, D});
   be_.embed(w_.embed, ids, rows, X_);
   overwrite_image_rows(rows);
   std::vector<float> pre(static_cast<size_t>(n_rows_ * hc), 0.0f);
@@ -157,9 +187,9 @@ void StepRunner::embed() {
 
 void StepRunner::override_input(int64_t layer) {
   if (!obs_ || !obs_->overrides_block_inputs()) return;
-  HostTensor X = to_host(X_), pre = to_host(pre_);
+  HostTensor X = streams_to_host(X_), pre = to_host(pre_);
   obs_->override_block_input(layer, rows_, X, pre);
-  be_.write(X_, X.bytes.data(), X.bytes.size());
+  write_streams(X_, X);
   be_.write(pre_, pre.bytes.data(), pre.bytes.size());
 }
 
@@ -210,7 +240,7 @@ void StepRunner::run_block(int64_t layer) {
   be_.join(mixes);
   // The streams after attention and the FFN's input in one op (the single-pass mHC: the FFN's
   // input takes the attention's pre mix, not its own).
-  Tensor X1 = f32(Shape{n, hc, D}), u = f32(Shape{n, D});
+  Tensor X1 = streams(Shape{n, hc, D}), u = f32(Shape{n, D});
   be_.hc_expand_collapse_norm(X_, a, post_a, comb_a, pre_a, L.ffn_norm,
                               static_cast<float>(text_.rms_norm_eps), X1, u);
 
@@ -225,7 +255,7 @@ void StepRunner::run_block(int64_t layer) {
   Tensor y = moe(layer, u);
   if (obs_) obs_->on_ffn_out(layer, rows_, to_host(y));
   be_.join(mixes);
-  Tensor X2 = f32(Shape{n, hc, D});
+  Tensor X2 = streams(Shape{n, hc, D});
   if (next_input_follows(layer + 1)) {
     next_attn_input_ = f32(Shape{n, D});
     be_.hc_expand_collapse_norm(X1, y, post_f, comb_f, pre_f,
@@ -236,7 +266,7 @@ void StepRunner::run_block(int64_t layer) {
   }
   X_ = X2;
   pre_ = pre_f;
-  if (obs_) obs_->on_block_out(layer, rows_, to_host(X_), to_host(pre_));
+  if (obs_) obs_->on_block_out(layer, rows_, streams_to_host(X_), to_host(pre_));
 }
 
 bool StepRunner::next_input_follows(int64_t layer) const {
@@ -264,7 +294,7 @@ void StepRunner::shrink_to_decoder_rows() {
     next += s.n_rows;
   }
   const int64_t hc = text_.hc_mult, D = text_.hidden_size, n = static_cast<int64_t>(keep.size());
-  Tensor X = f32(Shape{n, hc, D}), pre = f32(Shape{n, hc});
+  Tensor X = streams(Shape{n, hc, D}), pre = f32(Shape{n, hc});
   if (n > 0) {
     be_.gather_rows(X_, keep, X);
     be_.gather_rows(pre_, keep, pre);
@@ -295,7 +325,7 @@ Tensor StepRunner::compute_logits() {
   if (sel.empty()) return Tensor();
   const int64_t n = static_cast<int64_t>(sel.size()), hc = text_.hc_mult, D = text_.hidden_size;
   const int64_t V = text_.vocab_size;
-  Tensor X = f32(Shape{n, hc, D}), pre = f32(Shape{n, hc});
+  Tensor X = streams(Shape{n, hc, D}), pre = f32(Shape{n, hc});
   be_.gather_rows(X_, sel, X);
   be_.gather_rows(pre_, sel, pre);
   Tensor h = attn_input(X, pre, w_.norm);

@@ -67,7 +67,14 @@ class StepRunner {
 
   // helpers
   Tensor f32(Shape shape) { return be_.alloc(DType::F32, shape); }
+  // Residual streams [n, hc, D] in the backend's storage (Backend::stream_dtype).
+  Tensor streams(Shape shape) { return be_.alloc(be_.stream_dtype(), shape); }
   HostTensor to_host(const Tensor& t);
+  // Streams to and from the host as F32 values, whatever their storage (observers see F32).
+  HostTensor streams_to_host(const Tensor& X);
+  void write_streams(Tensor& X, const HostTensor& values);
+  // F32 rows [n, D] in the streams' storage (the image rows scattered into them).
+  Tensor as_stream_rows(const Tensor& rows);
   // Hands a finer per-row tensor of `layer` to the observer, if there is one.
   void observe(int64_t layer, std::string_view kind, const Tensor& t);
   std::span<const RowInfo> row_info(const SeqRows& s) const {

@@ -138,6 +138,12 @@ class Backend {
   virtual void step_graph_end() {}
   virtual void step_graph_abort() {}
 
+  // The dtype the model keeps its residual streams X [n, hc, D] in between ops (the hc ops,
+  // embed, engram_update and the row copies take it): F32 by default; BF16 where the backend's
+  // ops read it (the reference stores X as BF16, and every value of it is a BF16 value, so the
+  // results are the same and a prefill moves half the bytes).
+  virtual DType stream_dtype() const { return DType::F32; }
+
   // -- memory --
   virtual Tensor alloc(DType dtype, Shape shape) = 0;  // contents undefined
   Tensor zeros(DType dtype, Shape shape);

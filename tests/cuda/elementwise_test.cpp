@@ -89,6 +89,13 @@ TEST_F(CudaElementwiseTest, EmbedCopiesTheRowIntoEveryStream) {
   cpu().embed(t.cpu, ids, rows.cpu, X.cpu);
   expect_identical(from_gpu<float>(rows.gpu), from_cpu<float>(rows.cpu), "embed rows");
   expect_identical(from_gpu<float>(X.gpu), from_cpu<float>(X.cpu), "embed streams");
+  // Streams stored as BF16 (CudaBackend::stream_dtype): the table's bits in every stream.
+  Tensor X16 = gpu().alloc(DType::BF16, Shape{4, hc, d});
+  gpu().embed(t.gpu, ids, rows.gpu, X16);
+  const std::vector<uint16_t> bits = from_gpu<uint16_t>(X16);
+  std::vector<float> widened(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) widened[i] = bf16_to_f32(bits[i]);
+  expect_identical(widened, from_cpu<float>(X.cpu), "embed streams, BF16");
 }
 
 }  // namespace

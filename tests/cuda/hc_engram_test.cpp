@@ -12,7 +12,27 @@
 namespace flashdesk::test {
 namespace {
 
-class CudaHcTest : public CudaOpTest {
+// Fixtures with the streams' two storages at hand.
+class CudaStreamsTest : public CudaOpTest {
+ protected:
+  // X's values (BF16 values held as F32) as a BF16 tensor, and back.
+  Tensor to_bf16(const Tensor& x) {
+    const std::vector<float> v = from_gpu<float>(x);
+    std::vector<uint16_t> bits(v.size());
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+    Tensor t = gpu().alloc(DType::BF16, x.shape());
+    gpu().write(t, bits.data(), t.nbytes());
+    return t;
+  }
+  std::vector<float> widen(const Tensor& x) {
+    const std::vector<uint16_t> bits = from_gpu<uint16_t>(x);
+    std::vector<float> v(bits.size());
+    for (size_t i = 0; i < v.size(); ++i) v[i] = bf16_to_f32(bits[i]);
+    return v;
+  }
+};
+
+class CudaHcTest : public CudaStreamsTest {
  protected:
   // The mixes on the beside lane, twice outstanding while the main stream runs the same mixes
   // again (work the lane's kernels overlap), joined in turn: the in-place results to the bit.
@@ -113,6 +133,56 @@ class CudaHcTest : public CudaOpTest {
     expect_identical(from_gpu<float>(out2.gpu), from_cpu<float>(out.cpu), "expand, fused");
     expect_bf16_close(from_gpu<float>(un.gpu), from_cpu<float>(un.cpu), 1.0, 0.0,
                       "expand, collapse and norm");
+    if (!f32_corner) {
+      const BoundaryInputs in{pg, s, pre2.gpu, post2.gpu, comb2.gpu, y.gpu, norm.gpu};
+      check_bf16_streams(X.gpu, in);
+    }
+  }
+
+  struct BoundaryInputs {
+    const HcParams& p;
+    const HcSettings& s;
+    const Tensor &pre, &post, &comb, &y, &norm;
+  };
+
+  // Every op on BF16 streams (CudaBackend::stream_dtype's default) gives the bits it gives on the
+  // F32 streams of the same (BF16) values, and BF16 outputs hold those F32 outputs exactly.
+  void check_bf16_streams(const Tensor& X32, const BoundaryInputs& in) {
+    const Shape xs = X32.shape();
+    const int64_t n = X32.rows(), hc = in.s.hc, d = xs.row_numel() / hc;
+    const Tensor X16 = to_bf16(X32);
+    Tensor pre32 = gpu().alloc(DType::F32, Shape{n, hc});
+    Tensor post32 = gpu().alloc(DType::F32, Shape{n, hc});
+    Tensor comb32 = gpu().alloc(DType::F32, Shape{n, hc, hc});
+    Tensor pre16 = gpu_poisoned(DType::F32, Shape{n, hc});
+    Tensor post16 = gpu_poisoned(DType::F32, Shape{n, hc});
+    Tensor comb16 = gpu_poisoned(DType::F32, Shape{n, hc, hc});
+    gpu().hc_mixes(X32, in.p, in.s, pre32, post32, comb32);
+    gpu().hc_mixes(X16, in.p, in.s, pre16, post16, comb16);
+    expect_identical(from_gpu<float>(pre16), from_gpu<float>(pre32), "bf16 streams: pre");
+    expect_identical(from_gpu<float>(post16), from_gpu<float>(post32), "bf16 streams: post");
+    expect_identical(from_gpu<float>(comb16), from_gpu<float>(comb32), "bf16 streams: comb");
+
+    const auto same = [&](const Tensor& got16, const Tensor& want32, const std::string& what) {
+      expect_identical(widen(got16), from_gpu<float>(want32), "bf16 streams: " + what);
+    };
+    Tensor u32 = gpu().alloc(DType::F32, Shape{n, d}), u16 = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().hc_collapse(X32, in.pre, u32);
+    gpu().hc_collapse(X16, in.pre, u16);
+    expect_identical(from_gpu<float>(u16), from_gpu<float>(u32), "bf16 streams: collapse");
+    gpu().hc_collapse_norm(X32, in.pre, in.norm, 1e-6f, u32);
+    gpu().hc_collapse_norm(X16, in.pre, in.norm, 1e-6f, u16);
+    expect_identical(from_gpu<float>(u16), from_gpu<float>(u32), "bf16 streams: collapse, norm");
+    Tensor out32 = gpu().alloc(DType::F32, xs), out16 = gpu_poisoned(DType::BF16, xs);
+    gpu().hc_expand(X32, in.y, in.post, in.comb, out32);
+    gpu().hc_expand(X16, in.y, in.post, in.comb, out16);
+    same(out16, out32, "expand");
+    out16 = gpu_poisoned(DType::BF16, xs);
+    u16 = gpu_poisoned(DType::F32, Shape{n, d});
+    gpu().hc_expand_collapse_norm(X32, in.y, in.post, in.comb, in.pre, in.norm, 1e-6f, out32, u32);
+    gpu().hc_expand_collapse_norm(X16, in.y, in.post, in.comb, in.pre, in.norm, 1e-6f, out16, u16);
+    same(out16, out32, "expand, fused");
+    expect_identical(from_gpu<float>(u16), from_gpu<float>(u32), "bf16 streams: fused norm");
   }
 };
 
@@ -136,9 +206,12 @@ TEST_F(CudaHcTest, FullShapes) {
   check_mixes(1, 4, 5120, 4);
   check_mixes(9, 4, 5120, 5);
   check_mixes(2, 4, 6148, 7);  // past the fused kernel's 6144 values a row: the composed ops
+  // A prefill's rows: the tensor-core mixes and the boundaries' row-walking kernel, whose two
+  // stages of F32 streams take 200 KiB of shared memory (hc_boundary_rows.cu).
+  check_mixes(300, 4, 5120, 10);
 }
 
-class CudaEngramTest : public CudaOpTest {};
+class CudaEngramTest : public CudaStreamsTest {};
 
 TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
   const int64_t rows = 50, width = 64, n = 5, cols = 3, hc = 4, d = 48;
@@ -173,9 +246,12 @@ TEST_F(CudaEngramTest, GatherAndUpdateMatchTheReference) {
   Pair qw = both_f32(Shape{hc, d}, random_uniform(static_cast<size_t>(hc * d), 5, 0.5f, 1.5f));
   Pair kw = both_f32(Shape{hc, d}, random_uniform(static_cast<size_t>(hc * d), 6, 0.5f, 1.5f));
   const std::vector<uint8_t> masked = {0, 1, 0, 0, 1};
+  Tensor X16 = to_bf16(X.gpu);
   gpu().engram_update(X.gpu, kv.gpu, qw.gpu, kw.gpu, masked, 1e-6f);
   cpu().engram_update(X.cpu, kv.cpu, qw.cpu, kw.cpu, masked, 1e-6f);
   expect_bf16_close(from_gpu<float>(X.gpu), from_cpu<float>(X.cpu), 1.0, 0.0, "engram update");
+  gpu().engram_update(X16, kv.gpu, qw.gpu, kw.gpu, masked, 1e-6f);
+  expect_identical(widen(X16), from_gpu<float>(X.gpu), "engram update, BF16 streams");
   gpu().engram_update(X.gpu, kv.gpu, qw.gpu, kw.gpu, {}, 1e-6f);
   cpu().engram_update(X.cpu, kv.cpu, qw.cpu, kw.cpu, {}, 1e-6f);
   expect_bf16_close(from_gpu<float>(X.gpu), from_cpu<float>(X.cpu), 1.0, 0.0, "engram unmasked");

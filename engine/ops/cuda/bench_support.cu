@@ -58,6 +58,9 @@ __device__ void fill_one(uint8_t* out, int64_t e, const FillSpec& s) {
     case Fill::F32:
       reinterpret_cast<float*>(out)[e] = s.lo + (s.hi - s.lo) * unit(h);
       break;
+    case Fill::Bf16InF32:
+      reinterpret_cast<float*>(out)[e] = cuda::round_bf16(s.lo + (s.hi - s.lo) * unit(h));
+      break;
     case Fill::WindowRows:
       out[e] = cache_byte(KvFormat::Fp8Window, s.dim, e, h, s.centre);
       break;
@@ -88,7 +91,9 @@ double median(std::vector<double> v) {
 
 void fill(CudaBackend& be, Tensor& t, const FillSpec& spec) {
   const int64_t bytes = static_cast<int64_t>(t.nbytes());
-  const int64_t elem = spec.kind == Fill::Bf16 ? 2 : spec.kind == Fill::F32 ? 4 : 1;
+  const int64_t elem = spec.kind == Fill::Bf16                                  ? 2
+                       : spec.kind == Fill::F32 || spec.kind == Fill::Bf16InF32 ? 4
+                                                                                : 1;
   if (bytes == 0) return;
   cuda::DeviceContext& ctx = be.context();
   cuda::DeviceGuard g(ctx.device());

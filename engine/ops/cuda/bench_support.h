@@ -17,6 +17,7 @@ enum class Fill : uint8_t {
   RandomBytes,  // packed FP4, or any bytes
   Bf16,         // BF16 values uniform in [lo, hi]
   F32,          // F32 values uniform in [lo, hi]
+  Bf16InF32,    // BF16 values uniform in [lo, hi], stored as F32 (the model's F32 streams)
   WindowRows,   // Fp8Window cache rows (codes, then UE8M0 scales near 2^centre)
   EntryRows,    // Fp4Entry rows (packed FP4, then E4M3 scales near 0.1)
   KeyRows,      // Fp4Key rows (packed FP4, then UE8M0 scales near 2^centre)

@@ -134,6 +134,9 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
   // the Backend defaults' separate kernels (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_FUSE", fuse_);
+  // FLASHDESK_CUDA_BF16_STREAMS=0|1 (default 1): the residual streams stored as BF16
+  // (stream_dtype); 0 keeps them F32 (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_BF16_STREAMS", bf16_streams_);
   // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): set_down_split (the benchmarks' A/B).
   if (const char* q = std::getenv("FLASHDESK_CUDA_DOWN_SPLIT")) {
     const std::string v(q);

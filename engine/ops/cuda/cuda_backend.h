@@ -35,6 +35,8 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string_view name() const override { return name_; }
+  DType stream_dtype() const override { return bf16_streams_ ? DType::BF16 : DType::F32; }
+  void set_bf16_streams(bool on) { bf16_streams_ = on; }
   const CudaDeviceInfo& device() const { return info_; }
   cuda::DeviceContext& context() { return *ctx_; }
   // Waits for every op issued so far (ops are asynchronous; read() waits by itself).
@@ -220,6 +222,7 @@ class CudaBackend final : public Backend {
   bool split_shared_tc_ = true;  // FLASHDESK_CUDA_MOE_SPLIT
   bool shared_ahead_ = false;    // FLASHDESK_CUDA_SHARED_AHEAD
   bool fuse_ = true;             // FLASHDESK_CUDA_FUSE
+  bool bf16_streams_ = true;     // FLASHDESK_CUDA_BF16_STREAMS
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels

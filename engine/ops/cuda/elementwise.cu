@@ -8,6 +8,7 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/stream_io.cuh"
 
 namespace flashdesk {
 namespace cuda {
@@ -130,15 +131,16 @@ __global__ void fake_quant_fp4_kernel(float* x, int64_t n_blocks, int64_t block)
 }
 
 // rows [n, d] = table[ids] (BF16 widened), X [n, hc, d] = the row in every stream.
+template <class S>
 __global__ void embed_kernel(const uint16_t* table, const int32_t* ids, int64_t n, int64_t d,
-                             int64_t hc, float* rows, float* X) {
+                             int64_t hc, float* rows, S* X) {
   FD_GRID_PROLOGUE();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * d) return;
   const int64_t t = i / d, j = i % d;
   const float v = bf16_bits_to_f32(table[static_cast<int64_t>(ids[t]) * d + j]);
   rows[i] = v;
-  for (int64_t k = 0; k < hc; ++k) X[(t * hc + k) * d + j] = v;
+  for (int64_t k = 0; k < hc; ++k) store_stream(X + (t * hc + k) * d + j, v);
 }
 
 }  // namespace
@@ -221,9 +223,12 @@ void CudaBackend::embed(const Tensor& table, std::span<const int32_t> ids, Tenso
   const int64_t hc = X.shape().row_numel() / d;
   cuda::DeviceGuard g(ctx_->device());
   Tensor dev_ids = ctx_->upload_span(ids, DType::I32);
-  FD_LAUNCH(cuda::embed_kernel, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(),
-            ptr<const uint16_t>(table), ptr<const int32_t>(dev_ids), n, d, hc, ptr<float>(rows),
-            ptr<float>(X));
+  cuda::with_stream_type(X, "embed", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::embed_kernel<S>, dim3(blocks_for(n * d, 256)), dim3(256), 0, ctx_->stream(),
+              ptr<const uint16_t>(table), ptr<const int32_t>(dev_ids), n, d, hc, ptr<float>(rows),
+              ptr<S>(X));
+  });
 }
 
 }  // namespace flashdesk

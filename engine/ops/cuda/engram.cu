@@ -6,6 +6,7 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/stream_io.cuh"
 
 namespace flashdesk {
 namespace cuda {
@@ -28,19 +29,21 @@ __global__ void engram_gather_kernel(const uint8_t* codes, const uint8_t* scales
   e[i] = e4m3_to_f32(codes[r * width + j]) * e8m0_to_f32(scales[r * (width / 32) + j / 32]);
 }
 
-__global__ void engram_update_kernel(float* X, const float* kv, const float* qw, const float* kw,
+template <class S>
+__global__ void engram_update_kernel(S* X, const float* kv, const float* qw, const float* kw,
                                      const uint8_t* masked, int64_t hc, int64_t d, float eps,
                                      float inv_sqrt_d) {
   FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x / hc, k = blockIdx.x % hc;
-  float* x = X + (row * hc + k) * d;
+  S* x = X + (row * hc + k) * d;
   const float* key = kv + row * (hc + 1) * d + k * d;
   const float* value = kv + row * (hc + 1) * d + hc * d;
   float dot = 0.0f, xx = 0.0f, kk = 0.0f;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
-    dot += __fmul_rn(__fmul_rn(x[j], __fmul_rn(qw[k * d + j], kw[k * d + j])), key[j]);
-    xx += x[j] * x[j];
+    const float xj = load_stream(x + j);
+    dot += __fmul_rn(__fmul_rn(xj, __fmul_rn(qw[k * d + j], kw[k * d + j])), key[j]);
+    xx += xj * xj;
     kk += key[j] * key[j];
   }
   dot = block_sum(dot, scratch);
@@ -53,7 +56,7 @@ __global__ void engram_update_kernel(float* X, const float* kv, const float* qw,
   const bool off = masked && masked[row];
   const float gate = off ? 0.0f : 1.0f / (1.0f + expf(-(dot < 0 ? -mag : (dot > 0 ? mag : 0.0f))));
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-    x[j] = round_bf16(__fadd_rn(x[j], __fmul_rn(gate, value[j])));
+    store_stream(x + j, round_bf16(__fadd_rn(load_stream(x + j), __fmul_rn(gate, value[j]))));
 }
 
 }  // namespace
@@ -96,10 +99,13 @@ void CudaBackend::engram_update(Tensor& X, const Tensor& kv, const Tensor& q_wei
   Tensor mask;
   if (!masked_rows.empty()) mask = ctx_->upload_span(masked_rows, DType::U8);
   const float inv_sqrt_d = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-  FD_LAUNCH(cuda::engram_update_kernel, dim3(static_cast<unsigned>(n * hc)), dim3(256), 0,
-            ctx_->stream(), ptr<float>(X), ptr<const float>(kv), ptr<const float>(q_weight),
-            ptr<const float>(k_weight), mask.defined() ? ptr<const uint8_t>(mask) : nullptr, hc, d,
-            eps, inv_sqrt_d);
+  cuda::with_stream_type(X, "engram_update", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::engram_update_kernel<S>, dim3(static_cast<unsigned>(n * hc)), dim3(256), 0,
+              ctx_->stream(), ptr<S>(X), ptr<const float>(kv), ptr<const float>(q_weight),
+              ptr<const float>(k_weight), mask.defined() ? ptr<const uint8_t>(mask) : nullptr, hc,
+              d, eps, inv_sqrt_d);
+  });
 }
 
 }  // namespace flashdesk

@@ -9,6 +9,7 @@
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/hc_mix.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/stream_io.cuh"
 
 namespace flashdesk {
 namespace cuda {
@@ -29,10 +30,10 @@ constexpr int64_t kSplitElems = kMixVec * kMixThreads;
 
 // The 25 sums of one row tile over one split of the flat dimension, written to
 // partial[row][split][kSums]; the last block of the tile to finish combines every split.
+template <class S>
 __global__ void __launch_bounds__(kMixThreads)
-    hc_mix_kernel(const float* X, const float* fn, const float* base, const float* scale,
-                  MixShape s, float* partial, unsigned* done, float* pre, float* post,
-                  float* comb) {
+    hc_mix_kernel(const S* X, const float* fn, const float* base, const float* scale, MixShape s,
+                  float* partial, unsigned* done, float* pre, float* post, float* comb) {
   __shared__ float warp_sums[kSums][kMixThreads / 32];
   __shared__ float row_sums[kManyRows][kSums];
   __shared__ unsigned is_last;
@@ -60,16 +61,16 @@ __global__ void __launch_bounds__(kMixThreads)
     float acc[32];
     FD_UNROLL
     for (int j = 0; j < 32; ++j) acc[j] = 0.0f;
-    const float* xr = X + row * s.flat;
+    const S* xr = X + row * s.flat;
     if (whole) {
-      const float4 x = *reinterpret_cast<const float4*>(xr + k);
+      const float4 x = load_stream4(xr + k);
       acc[kMaxMix] = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
       FD_UNROLL
       for (int j = 0; j < kMaxMix; ++j)
         acc[j] = x.x * f[j].x + x.y * f[j].y + x.z * f[j].z + x.w * f[j].w;
     } else {
       for (int64_t e = k; e < k + kMixVec && e < k1; ++e) {
-        const float x = xr[e];
+        const float x = load_stream(xr + e);
         acc[kMaxMix] += x * x;
         FD_UNROLL
         for (int j = 0; j < kMaxMix; ++j)
@@ -95,30 +96,33 @@ __global__ void __launch_bounds__(kMixThreads)
 struct Quad {
   float v[4];
 };
-__device__ __forceinline__ Quad load_quad(const float* p, int64_t left, bool vec) {
+template <class S>
+__device__ __forceinline__ Quad load_quad(const S* p, int64_t left, bool vec) {
   Quad q;
   if (vec) {
-    const float4 f = *reinterpret_cast<const float4*>(p);
+    const float4 f = load_stream4(p);
     q.v[0] = f.x, q.v[1] = f.y, q.v[2] = f.z, q.v[3] = f.w;
   } else {
     FD_UNROLL
-    for (int e = 0; e < 4; ++e) q.v[e] = e < left ? p[e] : 0.0f;
+    for (int e = 0; e < 4; ++e) q.v[e] = e < left ? load_stream(p + e) : 0.0f;
   }
   return q;
 }
-__device__ __forceinline__ void store_quad(float* p, const Quad& q, int64_t left, bool vec) {
+template <class S>
+__device__ __forceinline__ void store_quad(S* p, const Quad& q, int64_t left, bool vec) {
   if (vec) {
-    *reinterpret_cast<float4*>(p) = float4{q.v[0], q.v[1], q.v[2], q.v[3]};
+    store_stream4(p, float4{q.v[0], q.v[1], q.v[2], q.v[3]});
   } else {
     FD_UNROLL
     for (int e = 0; e < 4; ++e)
-      if (e < left) p[e] = q.v[e];
+      if (e < left) store_stream(p + e, q.v[e]);
   }
 }
 
 // u [n, d] = bf16(sum_j pre[j] * X_j), FP32 sum over j in order.
-__global__ void hc_collapse_kernel(const float* X, const float* pre, int64_t n, int64_t hc,
-                                   int64_t d, bool vec, float* u) {
+template <class S>
+__global__ void hc_collapse_kernel(const S* X, const float* pre, int64_t n, int64_t hc, int64_t d,
+                                   bool vec, float* u) {
   FD_GRID_PROLOGUE();
   const int64_t e0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (e0 >= d) return;
@@ -140,9 +144,9 @@ __global__ void hc_collapse_kernel(const float* X, const float* pre, int64_t n, 
 
 // out_k = bf16(post[k] * y + sum_j comb[j][k] * X_j), every stream k of a thread's four elements
 // from one read of the hc streams.
-__global__ void hc_expand_kernel(const float* X, const float* y, const float* post,
-                                 const float* comb, int64_t n, int64_t hc, int64_t d, bool vec,
-                                 float* out) {
+template <class S>
+__global__ void hc_expand_kernel(const S* X, const float* y, const float* post, const float* comb,
+                                 int64_t n, int64_t hc, int64_t d, bool vec, S* out) {
   FD_GRID_PROLOGUE();
   const int64_t e0 = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (e0 >= d) return;
@@ -178,15 +182,19 @@ __global__ void hc_expand_kernel(const float* X, const float* y, const float* po
 // which square). Thread t takes quads t and t + blockDim.x of the row (d a multiple of 4, at most
 // kNormQuads * 4 * kNormThreads values): every load of the row is issued before the first use.
 // At most 768 threads, so that the expansion's held streams fit 80 registers without spilling
-// (at 1024 threads and 64 registers, ptxas spilled 36 bytes).
+// (at 1024 threads and 64 registers, ptxas spilled 36 bytes). One block a multiprocessor, so a
+// prefill's rows run one after another on each and the time is their latency more than their
+// bytes: BF16 streams (40% fewer bytes) took 491 µs an 8K-row boundary against 467 on F32 ones
+// (H200). A BF16 thread's two quads as one 16-byte load (525 µs) and blocks walking rows with
+// the next row copied into shared memory (488 µs BF16, 555 F32) measured no faster.
 constexpr int kNormQuads = 2;
 constexpr int kNormThreads = 768;
-template <bool kExpand>
+template <bool kExpand, class S>
 __global__ void __launch_bounds__(kNormThreads)
-    hc_collapse_norm_kernel(const float* __restrict__ X, const float* __restrict__ y,
+    hc_collapse_norm_kernel(const S* __restrict__ X, const float* __restrict__ y,
                             const float* __restrict__ post, const float* __restrict__ comb,
                             const float* __restrict__ pre, const float* __restrict__ norm,
-                            float eps, int64_t hc, int64_t d, float* __restrict__ out,
+                            float eps, int64_t hc, int64_t d, S* __restrict__ out,
                             float* __restrict__ u) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
@@ -291,20 +299,23 @@ void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings&
   shape.hc_eps = s.hc_eps;
   shape.iters = s.sinkhorn_iters;
   // A prefill's rows on the tensor cores where the shape allows.
-  if (cuda::run_hc_mixes_tc(*ctx_, ptr<const float>(X), ptr<const float>(p.fn),
-                            ptr<const float>(p.base), ptr<const float>(p.scale), shape,
-                            ptr<float>(pre), ptr<float>(post), ptr<float>(comb)))
+  if (cuda::run_hc_mixes_tc(*ctx_, X, ptr<const float>(p.fn), ptr<const float>(p.base),
+                            ptr<const float>(p.scale), shape, ptr<float>(pre), ptr<float>(post),
+                            ptr<float>(comb)))
     return;
   shape.splits = (flat + cuda::kSplitElems - 1) / cuda::kSplitElems;
   shape.tile_rows = n >= cuda::kManyRowsFrom ? cuda::kManyRows : cuda::kFewRows;
   const int64_t tiles = (n + shape.tile_rows - 1) / shape.tile_rows;
   Tensor partial = ctx_->scratch(DType::F32, Shape{n, shape.splits, cuda::kSums});
   unsigned* done = ctx_->arrival_counters(tiles);
-  FD_LAUNCH(cuda::hc_mix_kernel,
-            dim3(static_cast<unsigned>(shape.splits), static_cast<unsigned>(tiles)),
-            dim3(cuda::kMixThreads), 0, ctx_->stream(), ptr<const float>(X), ptr<const float>(p.fn),
-            ptr<const float>(p.base), ptr<const float>(p.scale), shape, ptr<float>(partial), done,
-            ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
+  cuda::with_stream_type(X, "hc_mixes", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::hc_mix_kernel<S>,
+              dim3(static_cast<unsigned>(shape.splits), static_cast<unsigned>(tiles)),
+              dim3(cuda::kMixThreads), 0, ctx_->stream(), ptr<const S>(X), ptr<const float>(p.fn),
+              ptr<const float>(p.base), ptr<const float>(p.scale), shape, ptr<float>(partial), done,
+              ptr<float>(pre), ptr<float>(post), ptr<float>(comb));
+  });
 }
 
 void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {
@@ -315,8 +326,11 @@ void CudaBackend::hc_collapse(const Tensor& X, const Tensor& pre, Tensor& u) {
   if (n * d == 0) return;
   cuda::DeviceGuard g(ctx_->device());
   const bool vec = d % 4 == 0 && cuda::aligned16(X.bytes()) && cuda::aligned16(u.bytes());
-  FD_LAUNCH(cuda::hc_collapse_kernel, cuda::four_column_grid(n, d), dim3(256), 0, ctx_->stream(),
-            ptr<const float>(X), ptr<const float>(pre), n, hc, d, vec, ptr<float>(u));
+  cuda::with_stream_type(X, "hc_collapse", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::hc_collapse_kernel<S>, cuda::four_column_grid(n, d), dim3(256), 0,
+              ctx_->stream(), ptr<const S>(X), ptr<const float>(pre), n, hc, d, vec, ptr<float>(u));
+  });
 }
 
 void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post,
@@ -325,14 +339,18 @@ void CudaBackend::hc_expand(const Tensor& X, const Tensor& y, const Tensor& post
   check_shape(y, Shape{n, d}, "hc_expand y");
   check_shape(comb, Shape{n, hc, hc}, "hc_expand comb");
   FD_CHECK(out.numel() == X.numel() && out.bytes() != X.bytes(), "hc_expand: out must not alias X");
+  FD_CHECK(out.dtype() == X.dtype(), "hc_expand: out must be stored as X is");
   FD_CHECK(hc <= cuda::kMaxHc, "hc_expand: hc above 4 is not supported on CUDA");
   if (n * d == 0) return;
   cuda::DeviceGuard g(ctx_->device());
   const bool vec = d % 4 == 0 && cuda::aligned16(X.bytes()) && cuda::aligned16(y.bytes()) &&
                    cuda::aligned16(out.bytes());
-  FD_LAUNCH(cuda::hc_expand_kernel, cuda::four_column_grid(n, d), dim3(256), 0, ctx_->stream(),
-            ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
-            ptr<const float>(comb), n, hc, d, vec, ptr<float>(out));
+  cuda::with_stream_type(X, "hc_expand", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::hc_expand_kernel<S>, cuda::four_column_grid(n, d), dim3(256), 0, ctx_->stream(),
+              ptr<const S>(X), ptr<const float>(y), ptr<const float>(post), ptr<const float>(comb),
+              n, hc, d, vec, ptr<S>(out));
+  });
 }
 
 void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Tensor& norm,
@@ -347,9 +365,12 @@ void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Ten
     return Backend::hc_collapse_norm(X, pre, norm, eps, u);
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  FD_LAUNCH(cuda::hc_collapse_norm_kernel<false>, dim3(static_cast<unsigned>(n)), dim3(threads), 0,
-            ctx_->stream(), ptr<const float>(X), nullptr, nullptr, nullptr, ptr<const float>(pre),
-            ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
+  cuda::with_stream_type(X, "hc_collapse_norm", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::hc_collapse_norm_kernel<false, S>, dim3(static_cast<unsigned>(n)),
+              dim3(threads), 0, ctx_->stream(), ptr<const S>(X), nullptr, nullptr, nullptr,
+              ptr<const float>(pre), ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
+  });
 }
 
 void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, const Tensor& post,
@@ -363,6 +384,7 @@ void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, cons
   check_shape(norm, Shape{d}, "hc_expand_collapse_norm weight");
   FD_CHECK(out.numel() == X.numel() && out.bytes() != X.bytes(),
            "hc_expand_collapse_norm: out must not alias X");
+  FD_CHECK(out.dtype() == X.dtype(), "hc_expand_collapse_norm: out must be stored as X is");
   const unsigned threads = cuda::collapse_norm_threads(d);
   if (!fuse_ || threads == 0 || hc > cuda::kMaxHc ||
       !(cuda::aligned16(X.bytes()) && cuda::aligned16(y.bytes()) && cuda::aligned16(out.bytes()) &&
@@ -370,10 +392,13 @@ void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, cons
     return Backend::hc_expand_collapse_norm(X, y, post, comb, pre, norm, eps, out, u);
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  FD_LAUNCH(cuda::hc_collapse_norm_kernel<true>, dim3(static_cast<unsigned>(n)), dim3(threads), 0,
-            ctx_->stream(), ptr<const float>(X), ptr<const float>(y), ptr<const float>(post),
-            ptr<const float>(comb), ptr<const float>(pre), ptr<const float>(norm), eps, hc, d,
-            ptr<float>(out), ptr<float>(u));
+  cuda::with_stream_type(X, "hc_expand_collapse_norm", [&](auto tag) {
+    using S = cuda::StreamOf<decltype(tag)>;
+    FD_LAUNCH(cuda::hc_collapse_norm_kernel<true, S>, dim3(static_cast<unsigned>(n)), dim3(threads),
+              0, ctx_->stream(), ptr<const S>(X), ptr<const float>(y), ptr<const float>(post),
+              ptr<const float>(comb), ptr<const float>(pre), ptr<const float>(norm), eps, hc, d,
+              ptr<S>(out), ptr<float>(u));
+  });
 }
 
 }  // namespace flashdesk

@@ -138,9 +138,10 @@ __device__ __forceinline__ void finish_mix_tile(const MixShape& s, int64_t tile,
 }
 
 // The tensor-core mixes (hc_mix_tc.cu) where they take the call: rows >= kTcMixRowsFrom, flat a
-// multiple of 64; pre/post/comb as hc_mixes. Returns false, launching nothing, where they do not.
+// multiple of 64; X the streams (F32 or BF16), pre/post/comb as hc_mixes. Returns false, launching
+// nothing, where they do not.
 constexpr int64_t kTcMixRowsFrom = 256;
-bool run_hc_mixes_tc(DeviceContext& ctx, const float* X, const float* fn, const float* base,
+bool run_hc_mixes_tc(DeviceContext& ctx, const Tensor& X, const float* fn, const float* base,
                      const float* scale, const MixShape& shape, float* pre, float* post,
                      float* comb);
 
