@@ -19,8 +19,8 @@ columns at level 2 the thinking still grows with the effort and no level is wors
 below it.
 """
 
-from demo import chat_format
-from demo.rng import Rng
+from demo import chat_format, wordings
+from demo.rng import Rng, derive_seed
 from demo.sample import Sample
 
 LEVEL_BOUNDS = (20, 40, 60, 85)  # highest effort of levels 0..3; level 4 above
@@ -191,6 +191,22 @@ QUESTION_TEMPLATES = {
             "{a}*{b}", "How much is {a} times {b}?"],
 }
 
+# More everyday wordings (varied_share; our own, not the sealed test set's, tests/tools/demo_wordings_test.py).
+VARIED_TEMPLATES = {
+    "add": ["Add up {a} and {b}.", "What's {a} plus {b}?", "Calculate {a} + {b}.", "{a} plus {b} equals what?",
+            "Work out {a} + {b} for me.", "How much do {a} and {b} come to?", "Sum up {a} and {b}.",
+            "Tell me what {a} + {b} is.", "{a} + {b} is how much?", "Please work out {a} plus {b}.",
+            "Add {b} to {a}.", "Can you add {a} and {b} for me?"],
+    "sub": ["Take {b} from {a}.", "What's {a} minus {b}?", "Calculate {a} - {b}.", "{a} minus {b} equals what?",
+            "Work out {a} - {b} for me.", "How much is left if you take {b} from {a}?",
+            "What remains when {b} is subtracted from {a}?", "Tell me what {a} - {b} is.", "{a} - {b} is how much?",
+            "Please work out {a} minus {b}.", "{a} take away {b}?", "Can you subtract {b} from {a} for me?"],
+    "mul": ["What's {a} times {b}?", "Calculate {a} x {b}.", "{a} times {b} equals what?", "Work out {a} * {b} for me.",
+            "What do {a} and {b} multiply to?", "Tell me what {a} * {b} is.", "{a} x {b} is how much?",
+            "Please work out {a} times {b}.", "Can you multiply {a} by {b} for me?"],
+}
+LEAD_INS = ("Quick one: ", "Maths question: ", "Hey, ", "Next: ")
+
 DEFAULT_DIGITS = {"add": (1, 5, 1, 5), "sub": (1, 5, 1, 5), "mul": (1, 4, 1, 2)}  # a lo/hi, b lo/hi
 
 
@@ -208,8 +224,18 @@ def sample_problem(rng, op=None, digits=None):
     return op, a, b
 
 
-def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False):
-    """One arithmetic sample; effort/mode/op/digits are drawn from the seed unless given."""
+def varied_question(rng, op, a, b):
+    """The problem in one of VARIED_TEMPLATES, sometimes typed casually or after a lead-in."""
+    return wordings.vary(rng, rng.choice(VARIED_TEMPLATES[op]), LEAD_INS).format(a=a, b=b)
+
+
+def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False, varied_share=0.0):
+    """One arithmetic sample; effort/mode/op/digits are drawn from the seed unless given.
+
+    varied_share (off by default, so earlier samples stay the same): the share of questions asked
+    in VARIED_TEMPLATES instead of QUESTION_TEMPLATES, drawn from a stream of its own; answer and
+    thinking are unchanged. The 1644-step model adds 4-digit numbers asked in new wordings right
+    20-35% of the time against 95-100% in the training ones (docs/demo-eval.md)."""
     rng = Rng(seed)
     op, a, b = sample_problem(rng, op, digits)
     mode = mode or ("thinking" if rng.chance(0.85) else "chat")
@@ -218,6 +244,10 @@ def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=
     else:
         effort = None
     question = rng.choice(QUESTION_TEMPLATES[op]).format(a=a, b=b)
+    if varied_share:
+        wording = Rng(derive_seed("arithmetic-wording", seed))  # the main stream stays as it was
+        if wording.chance(varied_share):
+            question = varied_question(wording, op, a, b)
     result = solve(op, a, b)
     answer = {"role": "assistant", "content": str(result)}
     if mode == "thinking":

@@ -7,9 +7,9 @@ characters-per-token estimate is used. measure_distance() gives the exact figure
 Answers are short sentences holding the value once, scored with sample.score_answer.
 """
 
-from demo import arithmetic, chat_format, conversation, prose
+from demo import arithmetic, chat_format, conversation, prose, wordings
 from demo.lexicon import CITIES, COUNTRIES, FAVOURITES, FIRST_NAMES, PET_NAMES
-from demo.rng import Rng
+from demo.rng import Rng, derive_seed
 from demo.sample import Sample
 
 EVAL_DISTANCES = (200, 500, 1000, 2000, 4000)
@@ -19,10 +19,11 @@ TURN_OVERHEAD = 4  # <｜User｜>, <｜Assistant｜>, </think>, EOS around each 
 class Fact:
     """One fact: its key (unique within a chat), value, how it is said, asked and answered."""
 
-    def __init__(self, key, value, statements, questions, answer, echo, pool):
+    def __init__(self, key, value, statements, questions, answer, echo, pool, varied=()):
         self.key, self.value = key, value
         self.statements, self.questions, self.answer, self.echo = statements, questions, answer, echo
         self.pool = pool  # other values of the same kind (for distractors and absent-fact questions)
+        self.varied = varied  # more everyday ways to ask (generate's varied_share), answered the same
 
 
 def _code(rng):
@@ -30,12 +31,29 @@ def _code(rng):
     return "".join(rng.choice(letters) if rng.chance(0.5) else str(rng.below(10)) for _ in range(rng.randint(4, 6)))
 
 
+# The varied wordings of the place facts' questions, by the statement's verb.
+PLACE_QUESTIONS = {
+    "I live in": ["Which city do I live in?", "Tell me where I live.", "Where did I say I live?",
+                  "Do you know where I live?"],
+    "I was born in": ["Which city was I born in?", "Tell me where I was born.", "Where did I say I was born?",
+                      "Do you know where I was born?"],
+    "I work in": ["Which city do I work in?", "Tell me where I work.", "Where did I say I work?",
+                  "Do you know where I work?"],
+    "Next month I am travelling to": ["Which country am I travelling to next month?",
+                                      "Tell me where I'm going next month.",
+                                      "Where did I say I'm travelling next month?",
+                                      "Do you know where I'm going next month?"],
+}
+
+
 def make_fact(rng, kind):
     if kind == "name":
         v = rng.choice(FIRST_NAMES)
         return Fact("name", v, ["My name is {v}.", "I'm {v}.", "Call me {v}.", "You can call me {v}."],
                     ["What is my name?", "Do you remember my name?", "What did I say my name was?"],
-                    "Your name is {v}.", "Nice to meet you, {v}.", FIRST_NAMES)
+                    "Your name is {v}.", "Nice to meet you, {v}.", FIRST_NAMES,
+                    ["What's my name?", "Tell me my name.", "Do you know what I'm called?", "What was my name again?",
+                     "Can you repeat my name?", "What did I tell you my name is?", "Say my name, please."])
     if kind == "favourite":
         cat = rng.choice(sorted(FAVOURITES))
         pool = FAVOURITES[cat]
@@ -43,7 +61,10 @@ def make_fact(rng, kind):
         return Fact("fav_" + cat, v, [f"My favourite {cat} is {{v}}.", f"I really like {{v}}; it's my favourite {cat}."],
                     [f"What is my favourite {cat}?", f"Which {cat} did I say was my favourite?",
                      f"Do you remember my favourite {cat}?"], f"Your favourite {cat} is {{v}}.",
-                    f"Noted: your favourite {cat} is {{v}}.", pool)
+                    f"Noted: your favourite {cat} is {{v}}.", pool,
+                    [f"What's my favourite {cat}?", f"Tell me my favourite {cat}.", f"Which {cat} is my favourite?",
+                     f"Do you recall my favourite {cat}?", f"My favourite {cat} was what again?",
+                     f"Can you repeat my favourite {cat}?", f"What did I say about my favourite {cat}?"])
     if kind == "number":
         what, lo, hi = rng.choice([("locker number", 100, 9999), ("room number", 100, 999), ("lucky number", 1, 99),
                                    ("house number", 1, 300), ("bus number", 1, 199), ("seat number", 1, 80),
@@ -52,13 +73,17 @@ def make_fact(rng, kind):
         pool = [str(rng.randint(lo, hi)) for _ in range(8)]
         return Fact(what, v, [f"My {what} is {{v}}.", f"Remember that my {what} is {{v}}."],
                     [f"What is my {what}?", f"What was my {what}?", f"Do you remember my {what}?"],
-                    f"Your {what} is {{v}}.", f"Got it, {what} {{v}}.", pool)
+                    f"Your {what} is {{v}}.", f"Got it, {what} {{v}}.", pool,
+                    [f"What's my {what}?", f"Tell me my {what}.", f"Do you recall my {what}?",
+                     f"My {what} was what again?", f"Can you repeat my {what}?", f"I forgot my {what}. What is it?"])
     if kind == "code":
         what = rng.choice(["access code", "booking reference", "parcel code", "gate code", "ticket code"])
         v = _code(rng)
         return Fact(what, v, [f"The {what} is {{v}}.", f"Please remember the {what}: {{v}}."],
                     [f"What is the {what}?", f"What was the {what}?", f"Can you tell me the {what} again?"],
-                    f"The {what} is {{v}}.", f"OK, the {what} is {{v}}.", [_code(rng) for _ in range(8)])
+                    f"The {what} is {{v}}.", f"OK, the {what} is {{v}}.", [_code(rng) for _ in range(8)],
+                    [f"What's the {what}?", f"Tell me the {what}.", f"Do you recall the {what}?",
+                     f"The {what} was what again?", f"Can you repeat the {what}?", f"I forgot the {what}. What is it?"])
     if kind == "place":
         verb, q, a, pool = rng.choice([("I live in", "Where do I live?", "You live in", CITIES),
                                        ("I was born in", "Where was I born?", "You were born in", CITIES),
@@ -67,24 +92,32 @@ def make_fact(rng, kind):
                                         "You are travelling to", COUNTRIES)])
         v = rng.choice(pool)
         return Fact("place:" + verb, v, [f"{verb} {{v}}."], [q], f"{a} {{v}}.", f"{verb} {{v}}, noted.".replace(
-            "I ", "you ").capitalize(), pool)
+            "I ", "you ").capitalize(), pool, PLACE_QUESTIONS[verb])
     if kind == "pet":
         animal = rng.choice(["dog", "cat", "rabbit", "parrot", "hamster", "tortoise"])
         v = rng.choice(PET_NAMES)
         return Fact("pet", v, [f"My {animal} is called {{v}}.", f"I have a {animal} named {{v}}."],
                     [f"What is my {animal} called?", f"What is the name of my {animal}?"],
-                    f"Your {animal} is called {{v}}.", f"{{v}} is a lovely name for a {animal}.", PET_NAMES)
+                    f"Your {animal} is called {{v}}.", f"{{v}} is a lovely name for a {animal}.", PET_NAMES,
+                    [f"What's my {animal}'s name?", f"Tell me my {animal}'s name.",
+                     f"What did I say my {animal} is called?", f"Do you recall what my {animal} is called?",
+                     f"My {animal}'s name was what again?"])
     if kind == "relative":
         rel = rng.choice(["sister", "brother", "friend", "teacher", "neighbour", "cousin", "boss"])
         v = rng.choice(FIRST_NAMES)
         return Fact("rel_" + rel, v, [f"My {rel} is called {{v}}.", f"My {rel}'s name is {{v}}."],
                     [f"What is my {rel}'s name?", f"What is my {rel} called?"], f"Your {rel} is called {{v}}.",
-                    f"Your {rel} is {{v}}, got it.", FIRST_NAMES)
+                    f"Your {rel} is {{v}}, got it.", FIRST_NAMES,
+                    [f"What's my {rel}'s name?", f"Tell me my {rel}'s name.", f"What did I say my {rel} is called?",
+                     f"Do you recall my {rel}'s name?", f"My {rel}'s name was what again?", f"Who is my {rel}?"])
     event = rng.choice(["meeting", "dentist appointment", "train", "class", "dinner", "flight"])
     v = f"{rng.randint(1, 12)}:{rng.below(12) * 5:02d}"
     return Fact("time_" + event, v, [f"My {event} is at {{v}}.", f"I have a {event} at {{v}}."],
                 [f"When is my {event}?", f"What time is my {event}?"], f"Your {event} is at {{v}}.",
-                f"OK, {event} at {{v}}.", [f"{h}:{m:02d}" for h in range(1, 13) for m in (0, 15, 30, 45)])
+                f"OK, {event} at {{v}}.", [f"{h}:{m:02d}" for h in range(1, 13) for m in (0, 15, 30, 45)],
+                [f"What time's my {event}?", f"Tell me when my {event} is.", f"At what time is my {event}?",
+                 f"When did I say my {event} was?", f"Do you recall the time of my {event}?",
+                 f"My {event} is at what time again?"])
 
 
 FACT_KINDS = (("name", 1.0), ("favourite", 2.5), ("number", 1.5), ("code", 1.0), ("place", 1.2), ("pet", 0.8),
@@ -119,7 +152,7 @@ def _fill_exchange(rng, budget, count):
 
 
 def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max_tokens=4096, n_facts=None,
-             final_only=False, extra_questions=0.0, max_facts=3):
+             final_only=False, extra_questions=0.0, max_facts=3, varied_share=0.0):
     """A recall chat: 1-3 facts, filler of about `distance` tokens, then a question on one fact.
 
     final_only=True (eval) asks only the final question; training samples may also ask about other
@@ -129,6 +162,10 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     sample token; 0 keeps the stream of earlier runs unchanged.
     max_facts: facts per chat are 1-3 (weights 0.4 / 0.35 / 0.25) by default, else uniform over
     1..max_facts; with extra_questions, more facts mean more far-back answers per sample.
+    varied_share: the share of the final question and of extra_questions' asked in a fact's
+    `varied` wordings (`_worded`), from a stream of its own (0 keeps earlier samples); the answer
+    is the same. The 1644-step model finds a fact asked for in other words one time in six
+    (docs/demo-eval.md).
     """
     rng = Rng(seed)
     count = count_tokens or _approx_tokens
@@ -143,12 +180,14 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     mentions = {f.key: [] for f in facts}
     _state_facts(rng, facts, messages, mentions)
     target = facts[rng.below(len(facts))]
-    question = rng.choice(QUESTION_PREFIXES) + rng.choice(target.questions)
+    wording = Rng(derive_seed("recall-wording", seed)) if varied_share else None
+    prefix = rng.choice(QUESTION_PREFIXES)
+    question = prefix + _worded(rng.choice(target.questions), target, wording, varied_share)
     answer = target.answer.format(v=target.value)
     budget = min(distance, max_tokens - 120 - sum(count(_text(m)) for m in messages)) - count(question) - TURN_OVERHEAD
     _add_filler(rng, messages, facts, target, budget, count, final_only)
     if extra_questions > 0 and not final_only:
-        _ask_other_facts(rng, messages, facts, target, extra_questions)
+        _ask_other_facts(rng, messages, facts, target, extra_questions, wording, varied_share)
     thinking = ""
     if mode == "thinking" and effort >= 61:
         thinking = f"The user told me earlier: {mentions[target.key][0]}"
@@ -216,14 +255,23 @@ def _add_filler(rng, messages, facts, target, budget, count, final_only):
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": reply, "thinking": ""}]
 
 
-def _ask_other_facts(rng, messages, facts, target, chance):
+def _worded(question, fact, wording, share):
+    """question, or with probability share (drawn from the Rng `wording`, None when off) one of the
+    fact's varied wordings, sometimes typed casually."""
+    if wording is None or not wording.chance(share):
+        return question
+    return wordings.vary(wording, wording.choice(fact.varied))
+
+
+def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_share=0.0):
     """Questions on the facts other than `target`, each with probability `chance`, in random order.
     Their thinking is empty: the chat template drops earlier turns' reasoning anyway."""
     others = [f for f in facts if f.key != target.key]
     rng.shuffle(others)
     for f in others:
         if rng.chance(chance):
-            question = rng.choice(QUESTION_PREFIXES) + rng.choice(f.questions)
+            prefix = rng.choice(QUESTION_PREFIXES)
+            question = prefix + _worded(rng.choice(f.questions), f, wording, varied_share)
             messages += [{"role": "user", "content": question},
                          {"role": "assistant", "content": f.answer.format(v=f.value), "thinking": ""}]
 

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from demo import wordings
 from demo.lexicon import SHAPE_PLURALS, SHAPES
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
@@ -284,6 +285,12 @@ def checked_description(scene, focus):
     return f"Looking for {_focus_name(focus)}. {checks}. {found_line}"
 
 
+def _paraphrased(rng, kind, focus):
+    """A question of `kind` about `focus` in a wording from wordings.PICTURE_WORDINGS. focus holds
+    all a question names (a count_all question has none: it counts "shapes")."""
+    return wordings.picture_question(rng, kind, focus, _focus_name(focus) if focus else "shapes")
+
+
 DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do you see?",
                       "Describe this picture.")
 DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the scene first
@@ -291,7 +298,7 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
-             sizes=None, soft_share=0.0, unknown_share=0.0):
+             sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -312,12 +319,17 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     (docs/demo-eval.md, "image other_size"). unknown_share: the share of questions about an object
     the picture does not show (`_absent_question`), answered "I can't tell"; the 1644-step model
     answers those "No.", a count or a shape (the sealed test set's "I can't tell" items).
+    paraphrase_share: the share of questions (every kind, the absent-object ones too) reworded
+    from the wider wordings of `wordings.PICTURE_WORDINGS` (`_paraphrased`); the answer stays the
+    kind's. The 1644-step model knows only the few wordings above and answers others mostly wrong
+    (docs/demo-eval.md, the sealed test set).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
     rng = Rng(seed)
     style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
     unknown = Rng(derive_seed("shapes-unknown", seed)) if unknown_share else None
+    paraphrase = Rng(derive_seed("shapes-paraphrase", seed)) if paraphrase_share else None
     scene = random_scene(rng)
     if small_share is not None:
         _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)
@@ -338,6 +350,8 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
             q, a, expected, distractors, kind, focus = _absent_question(unknown, scene)
         else:
             q, a, expected, distractors, kind, focus = _question(rng, scene, style, count_present)
+        if paraphrase is not None and paraphrase.chance(paraphrase_share):
+            q = _paraphrased(paraphrase, kind, focus)
         if k == 0:
             messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]})
         else:
