@@ -137,6 +137,9 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_BF16_STREAMS=0|1 (default 1): the residual streams stored as BF16
   // (stream_dtype); 0 keeps them F32 (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_BF16_STREAMS", bf16_streams_);
+  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS=0|1 (default 1): a prefill's sublayer boundaries in the
+  // two-blocks-a-multiprocessor form of hc_collapse_norm_kernel (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS", two_block_boundaries_);
   // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): set_down_split (the benchmarks' A/B).
   if (const char* q = std::getenv("FLASHDESK_CUDA_DOWN_SPLIT")) {
     const std::string v(q);

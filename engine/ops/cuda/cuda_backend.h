@@ -219,10 +219,11 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
-  bool split_shared_tc_ = true;  // FLASHDESK_CUDA_MOE_SPLIT
-  bool shared_ahead_ = false;    // FLASHDESK_CUDA_SHARED_AHEAD
-  bool fuse_ = true;             // FLASHDESK_CUDA_FUSE
-  bool bf16_streams_ = true;     // FLASHDESK_CUDA_BF16_STREAMS
+  bool split_shared_tc_ = true;       // FLASHDESK_CUDA_MOE_SPLIT
+  bool shared_ahead_ = false;         // FLASHDESK_CUDA_SHARED_AHEAD
+  bool fuse_ = true;                  // FLASHDESK_CUDA_FUSE
+  bool bf16_streams_ = true;          // FLASHDESK_CUDA_BF16_STREAMS
+  bool two_block_boundaries_ = true;  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels

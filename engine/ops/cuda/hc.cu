@@ -182,40 +182,74 @@ __global__ void hc_expand_kernel(const S* X, const float* y, const float* post, 
 // which square). Thread t takes quads t and t + blockDim.x of the row (d a multiple of 4, at most
 // kNormQuads * 4 * kNormThreads values): every load of the row is issued before the first use.
 // At most 768 threads, so that the expansion's held streams fit 80 registers without spilling
-// (at 1024 threads and 64 registers, ptxas spilled 36 bytes). One block a multiprocessor, so a
-// prefill's rows run one after another on each and the time is their latency more than their
+// (at 1024 threads and 64 registers, ptxas spilled 36 bytes). At one block a multiprocessor a
+// prefill's rows run one after another on each, and the time is their latency more than their
 // bytes: BF16 streams (40% fewer bytes) took 491 µs an 8K-row boundary against 467 on F32 ones
-// (H200). A BF16 thread's two quads as one 16-byte load (525 µs) and blocks walking rows with
-// the next row copied into shared memory (488 µs BF16, 555 F32) measured no faster.
+// (H200). What made room for a second block: the row's mixes read from shared memory at each use
+// (24 registers when hoisted) and BF16 streams held as their bits until used (HeldQuad). A BF16
+// thread's two quads as one 16-byte load (525 µs) and blocks walking rows with the next row
+// copied into shared memory (488 µs BF16, 555 F32) measured no faster.
+// A quad of the streams as the kernel holds it from its load to its use: F32 values, or BF16
+// streams' bits (half the registers).
+template <class S>
+struct HeldQuad {
+  Quad q;
+};
+template <>
+struct HeldQuad<uint16_t> {
+  uint2 bits;
+};
+__device__ __forceinline__ HeldQuad<float> load_held(const float* p) {
+  return {load_quad(p, 4, true)};
+}
+__device__ __forceinline__ HeldQuad<uint16_t> load_held(const uint16_t* p) {
+  return {*reinterpret_cast<const uint2*>(p)};
+}
+__device__ __forceinline__ Quad held_values(const HeldQuad<float>& h) {
+  return h.q;
+}
+__device__ __forceinline__ Quad held_values(const HeldQuad<uint16_t>& h) {
+  const float4 f = widen_bf16x4(h.bits.x, h.bits.y);
+  return Quad{{f.x, f.y, f.z, f.w}};
+}
+
 constexpr int kNormQuads = 2;
 constexpr int kNormThreads = 768;
-template <bool kExpand, class S>
-__global__ void __launch_bounds__(kNormThreads)
+// A prefill's rows (from kTwoBlockRowsFrom) in blocks of at most 640 threads held to 48 registers,
+// two a multiprocessor, so one block's loads overlap the other's sum and stores: 455 -> 356 µs an
+// 8K-row boundary on BF16 streams (H200). A decode step's few rows keep the 80-register form
+// (its spill-free chains measured 2-5 µs a layer faster).
+constexpr int kNormThreadsTwoBlocks = 640;
+constexpr int64_t kTwoBlockRowsFrom = 256;
+template <bool kExpand, class S, int kBlocks>
+__global__ void __launch_bounds__(kBlocks == 2 ? kNormThreadsTwoBlocks : kNormThreads, kBlocks)
     hc_collapse_norm_kernel(const S* __restrict__ X, const float* __restrict__ y,
                             const float* __restrict__ post, const float* __restrict__ comb,
                             const float* __restrict__ pre, const float* __restrict__ norm,
                             float eps, int64_t hc, int64_t d, S* __restrict__ out,
                             float* __restrict__ u) {
   __shared__ float scratch[32];
+  __shared__ float mix_s[kMaxHc * kMaxHc + 2 * kMaxHc];  // the row's comb, post, pre
   const int64_t row = blockIdx.x;
-  // The norm weights (never written) before the wait: their DRAM round trip overlaps the end of
-  // the kernel that wrote X instead of following the block's sum.
-  fd_allow_dependents();
-  Quad w[kNormQuads] = {};
-  FD_UNROLL
-  for (int s = 0; s < kNormQuads; ++s) {
-    const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
-    if (e0 < d) w[s] = load_quad(norm + e0, 4, true);
+  FD_GRID_PROLOGUE();
+  // The row's mixes in shared memory, read there at each use: held in registers (24 of them) they
+  // kept the block at one a multiprocessor.
+  if (threadIdx.x < hc * hc)
+    mix_s[threadIdx.x] = kExpand ? comb[row * hc * hc + threadIdx.x] : 0.0f;
+  if (threadIdx.x < hc) {
+    mix_s[kMaxHc * kMaxHc + threadIdx.x] = kExpand ? post[row * hc + threadIdx.x] : 0.0f;
+    mix_s[kMaxHc * kMaxHc + kMaxHc + threadIdx.x] = pre[row * hc + threadIdx.x];
   }
-  fd_wait_prior_grid();
-  Quad x[kNormQuads][kMaxHc] = {}, yq[kNormQuads] = {};
+  __syncthreads();
+  HeldQuad<S> held[kNormQuads][kMaxHc] = {};
+  Quad yq[kNormQuads] = {};
   FD_UNROLL
   for (int s = 0; s < kNormQuads; ++s) {
     const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
     if (e0 >= d) break;
     FD_UNROLL
     for (int j = 0; j < kMaxHc; ++j)
-      if (j < hc) x[s][j] = load_quad(X + (row * hc + j) * d + e0, 4, true);
+      if (j < hc) held[s][j] = load_held(X + (row * hc + j) * d + e0);
     if constexpr (kExpand) yq[s] = load_quad(y + row * d + e0, 4, true);
   }
   Quad v[kNormQuads] = {};
@@ -224,8 +258,11 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int s = 0; s < kNormQuads; ++s) {
     const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
     if (e0 >= d) break;
+    Quad x[kMaxHc];
+    FD_UNROLL
+    for (int j = 0; j < kMaxHc; ++j) x[j] = held_values(held[s][j]);
     if constexpr (kExpand) {
-      const float* c = comb + row * hc * hc;
+      const volatile float* c = mix_s;
       Quad o[kMaxHc];
       FD_UNROLL
       for (int k = 0; k < kMaxHc; ++k) {
@@ -235,21 +272,21 @@ __global__ void __launch_bounds__(kNormThreads)
           float acc = 0.0f;
           FD_UNROLL
           for (int j = 0; j < kMaxHc; ++j)
-            if (j < hc) acc = __fadd_rn(acc, __fmul_rn(c[j * hc + k], x[s][j].v[e]));
-          o[k].v[e] = round_bf16(__fadd_rn(__fmul_rn(post[row * hc + k], yq[s].v[e]), acc));
+            if (j < hc) acc = __fadd_rn(acc, __fmul_rn(c[j * hc + k], x[j].v[e]));
+          o[k].v[e] = round_bf16(__fadd_rn(__fmul_rn(c[kMaxHc * kMaxHc + k], yq[s].v[e]), acc));
         }
         store_quad(out + (row * hc + k) * d + e0, o[k], 4, true);
       }
       FD_UNROLL
       for (int k = 0; k < kMaxHc; ++k)
-        if (k < hc) x[s][k] = o[k];
+        if (k < hc) x[k] = o[k];
     }
     FD_UNROLL
     for (int j = 0; j < kMaxHc; ++j) {
       if (j >= hc) break;
-      const float p = pre[row * hc + j];
+      const float p = static_cast<const volatile float*>(mix_s)[kMaxHc * kMaxHc + kMaxHc + j];
       FD_UNROLL
-      for (int e = 0; e < 4; ++e) v[s].v[e] = __fadd_rn(v[s].v[e], __fmul_rn(p, x[s][j].v[e]));
+      for (int e = 0; e < 4; ++e) v[s].v[e] = __fadd_rn(v[s].v[e], __fmul_rn(p, x[j].v[e]));
     }
     FD_UNROLL
     for (int e = 0; e < 4; ++e) {
@@ -262,9 +299,10 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int s = 0; s < kNormQuads; ++s) {
     const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
     if (e0 >= d) break;
+    const Quad w = load_quad(norm + e0, 4, true);
     Quad o;
     FD_UNROLL
-    for (int e = 0; e < 4; ++e) o.v[e] = round_bf16(__fmul_rn(w[s].v[e], __fmul_rn(v[s].v[e], r)));
+    for (int e = 0; e < 4; ++e) o.v[e] = round_bf16(__fmul_rn(w.v[e], __fmul_rn(v[s].v[e], r)));
     store_quad(u + row * d + e0, o, 4, true);
   }
 }
@@ -367,9 +405,13 @@ void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Ten
   cuda::DeviceGuard g(ctx_->device());
   cuda::with_stream_type(X, "hc_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
-    FD_LAUNCH(cuda::hc_collapse_norm_kernel<false, S>, dim3(static_cast<unsigned>(n)),
-              dim3(threads), 0, ctx_->stream(), ptr<const S>(X), nullptr, nullptr, nullptr,
-              ptr<const float>(pre), ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
+    const auto kernel = two_block_boundaries_ && n >= cuda::kTwoBlockRowsFrom &&
+                                threads <= cuda::kNormThreadsTwoBlocks
+                            ? cuda::hc_collapse_norm_kernel<false, S, 2>
+                            : cuda::hc_collapse_norm_kernel<false, S, 1>;
+    FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, ctx_->stream(),
+              ptr<const S>(X), nullptr, nullptr, nullptr, ptr<const float>(pre),
+              ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
   });
 }
 
@@ -394,10 +436,14 @@ void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, cons
   cuda::DeviceGuard g(ctx_->device());
   cuda::with_stream_type(X, "hc_expand_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
-    FD_LAUNCH(cuda::hc_collapse_norm_kernel<true, S>, dim3(static_cast<unsigned>(n)), dim3(threads),
-              0, ctx_->stream(), ptr<const S>(X), ptr<const float>(y), ptr<const float>(post),
-              ptr<const float>(comb), ptr<const float>(pre), ptr<const float>(norm), eps, hc, d,
-              ptr<S>(out), ptr<float>(u));
+    const auto kernel = two_block_boundaries_ && n >= cuda::kTwoBlockRowsFrom &&
+                                threads <= cuda::kNormThreadsTwoBlocks
+                            ? cuda::hc_collapse_norm_kernel<true, S, 2>
+                            : cuda::hc_collapse_norm_kernel<true, S, 1>;
+    FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, ctx_->stream(),
+              ptr<const S>(X), ptr<const float>(y), ptr<const float>(post), ptr<const float>(comb),
+              ptr<const float>(pre), ptr<const float>(norm), eps, hc, d, ptr<S>(out),
+              ptr<float>(u));
   });
 }
 
