@@ -307,6 +307,20 @@ __global__ void __launch_bounds__(kBlocks == 2 ? kNormThreadsTwoBlocks : kNormTh
   }
 }
 
+// hc_collapse_norm_kernel over n rows: the two-blocks-a-multiprocessor form for a prefill's rows
+// where the row fits its blocks (and two_blocks, the backend's setting), else the other.
+template <bool kExpand, class S>
+void launch_collapse_norm(cudaStream_t stream, bool two_blocks, unsigned threads, int64_t n,
+                          const S* X, const float* y, const float* post, const float* comb,
+                          const float* pre, const float* norm, float eps, int64_t hc, int64_t d,
+                          S* out, float* u) {
+  const auto kernel = two_blocks && n >= kTwoBlockRowsFrom && threads <= kNormThreadsTwoBlocks
+                          ? hc_collapse_norm_kernel<kExpand, S, 2>
+                          : hc_collapse_norm_kernel<kExpand, S, 1>;
+  FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, stream, X, y, post, comb, pre,
+            norm, eps, hc, d, out, u);
+}
+
 // The block of hc_collapse_norm_kernel for rows of d values (0: the kernel does not take them).
 unsigned collapse_norm_threads(int64_t d) {
   const int64_t quads = d / 4, threads = ((quads + kNormQuads - 1) / kNormQuads + 31) / 32 * 32;
@@ -405,13 +419,9 @@ void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Ten
   cuda::DeviceGuard g(ctx_->device());
   cuda::with_stream_type(X, "hc_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
-    const auto kernel = two_block_boundaries_ && n >= cuda::kTwoBlockRowsFrom &&
-                                threads <= cuda::kNormThreadsTwoBlocks
-                            ? cuda::hc_collapse_norm_kernel<false, S, 2>
-                            : cuda::hc_collapse_norm_kernel<false, S, 1>;
-    FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, ctx_->stream(),
-              ptr<const S>(X), nullptr, nullptr, nullptr, ptr<const float>(pre),
-              ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
+    cuda::launch_collapse_norm<false, S>(
+        ctx_->stream(), two_block_boundaries_, threads, n, ptr<const S>(X), nullptr, nullptr,
+        nullptr, ptr<const float>(pre), ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
   });
 }
 
@@ -436,14 +446,10 @@ void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, cons
   cuda::DeviceGuard g(ctx_->device());
   cuda::with_stream_type(X, "hc_expand_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
-    const auto kernel = two_block_boundaries_ && n >= cuda::kTwoBlockRowsFrom &&
-                                threads <= cuda::kNormThreadsTwoBlocks
-                            ? cuda::hc_collapse_norm_kernel<true, S, 2>
-                            : cuda::hc_collapse_norm_kernel<true, S, 1>;
-    FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, ctx_->stream(),
-              ptr<const S>(X), ptr<const float>(y), ptr<const float>(post), ptr<const float>(comb),
-              ptr<const float>(pre), ptr<const float>(norm), eps, hc, d, ptr<S>(out),
-              ptr<float>(u));
+    cuda::launch_collapse_norm<true, S>(
+        ctx_->stream(), two_block_boundaries_, threads, n, ptr<const S>(X), ptr<const float>(y),
+        ptr<const float>(post), ptr<const float>(comb), ptr<const float>(pre),
+        ptr<const float>(norm), eps, hc, d, ptr<S>(out), ptr<float>(u));
   });
 }
 
