@@ -53,5 +53,32 @@ class PictureSizeTest(unittest.TestCase):
             self.tasks.sample("image", 3, task="image", sizes=[308])
 
 
+class RewordedEvalSetsTest(unittest.TestCase):
+    """The sizes run's arith_varied and recall_varied sets (issue 21): an eval set's options replace
+    the training stream's, so each names varied_share 1.0 itself; every question is then asked in
+    another wording than the same seed's set at 0, and the final answer (thinking included) is the same."""
+
+    def test_every_question_reworded_with_the_same_answer(self):
+        from train.settings import load_settings
+        s = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-sizes.json"))
+        tasks = DemoTasks(load_model_config(os.path.join(MODEL, "config.json")), **s["task_options"])
+        for name in ("arith_varied", "recall_varied"):
+            options = s["eval_tasks"][name]
+            self.assertEqual(options["varied_share"], 1.0)
+            for seed in range(12):
+                varied = tasks.sample(name, seed, s["max_len"], **options)
+                plain = tasks.sample(name, seed, s["max_len"], **dict(options, varied_share=0.0))
+                with self.subTest(set=name, seed=seed):
+                    np.testing.assert_array_equal(varied.ids[varied.answer_start:], plain.ids[plain.answer_start:])
+                    self.assertNotEqual(self.question(tasks, varied), self.question(tasks, plain))
+
+    @staticmethod
+    def question(tasks, sample):
+        """The text of the last user turn (up to the final answer)."""
+        head = sample.ids[:sample.answer_start]
+        last_user = int(np.nonzero(head == tasks.tok.token_id("<｜User｜>"))[0][-1])
+        return tasks.tok.decode(head[last_user:].tolist())
+
+
 if __name__ == "__main__":
     unittest.main()
