@@ -174,21 +174,6 @@ __global__ void hc_expand_kernel(const S* X, const float* y, const float* post, 
   }
 }
 
-// One block a row, the kernels of a sublayer boundary in one (on a decode step each was a launch
-// and a round trip through memory on the critical path): kExpand: out = hc_expand's streams and u
-// collapsed from them, else u collapsed from X; then u = bf16(norm * (u * rsqrt(mean(u^2) +
-// eps))). hc_expand_kernel's and hc_collapse_kernel's arithmetic in their order; the squares
-// summed per thread and then over the block (rms_norm's order differs only in which thread adds
-// which square). Thread t takes quads t and t + blockDim.x of the row (d a multiple of 4, at most
-// kNormQuads * 4 * kNormThreads values): every load of the row is issued before the first use.
-// At most 768 threads, so that the expansion's held streams fit 80 registers without spilling
-// (at 1024 threads and 64 registers, ptxas spilled 36 bytes). At one block a multiprocessor a
-// prefill's rows run one after another on each, and the time is their latency more than their
-// bytes: BF16 streams (40% fewer bytes) took 491 µs an 8K-row boundary against 467 on F32 ones
-// (H200). What made room for a second block: the row's mixes read from shared memory at each use
-// (24 registers when hoisted) and BF16 streams held as their bits until used (HeldQuad). A BF16
-// thread's two quads as one 16-byte load (525 µs) and blocks walking rows with the next row
-// copied into shared memory (488 µs BF16, 555 F32) measured no faster.
 // A quad of the streams as the kernel holds it from its load to its use: F32 values, or BF16
 // streams' bits (half the registers).
 template <class S>
@@ -213,6 +198,21 @@ __device__ __forceinline__ Quad held_values(const HeldQuad<uint16_t>& h) {
   return Quad{{f.x, f.y, f.z, f.w}};
 }
 
+// One block a row, the kernels of a sublayer boundary in one (on a decode step each was a launch
+// and a round trip through memory on the critical path): kExpand: out = hc_expand's streams and u
+// collapsed from them, else u collapsed from X; then u = bf16(norm * (u * rsqrt(mean(u^2) +
+// eps))). hc_expand_kernel's and hc_collapse_kernel's arithmetic in their order; the squares
+// summed per thread and then over the block (rms_norm's order differs only in which thread adds
+// which square). Thread t takes quads t and t + blockDim.x of the row (d a multiple of 4, at most
+// kNormQuads * 4 * kNormThreads values): every load of the row is issued before the first use.
+// At most 768 threads, so that the expansion's held streams fit 80 registers without spilling
+// (at 1024 threads and 64 registers, ptxas spilled 36 bytes). At one block a multiprocessor a
+// prefill's rows run one after another on each, and the time is their latency more than their
+// bytes: BF16 streams (40% fewer bytes) took 491 µs an 8K-row boundary against 467 on F32 ones
+// (H200). What made room for a second block: the row's mixes read from shared memory at each use
+// (24 registers when hoisted) and BF16 streams held as their bits until used (HeldQuad). A BF16
+// thread's two quads as one 16-byte load (525 µs) and blocks walking rows with the next row
+// copied into shared memory (488 µs BF16, 555 F32) measured no faster.
 constexpr int kNormQuads = 2;
 constexpr int kNormThreads = 768;
 // A prefill's rows (from kTwoBlockRowsFrom) in blocks of at most 640 threads held to 48 registers,
