@@ -3,7 +3,8 @@
 A scene is a 3x3 grid of cells (position names below); each object fills one cell, so objects never
 overlap and every position has one name. Objects: shape (circle, square, triangle, star, cross),
 colour (6), size (small/large), cell. Images are uint8 [S, S, 3], S = 168 by default
-(= 12x12 ViT patches of 14 px = a 4x4 grid of LLM image tokens at downsample 3).
+(= 12x12 ViT patches of 14 px = a 4x4 grid of LLM image tokens at downsample 3); with style_share,
+some are other canvases [H, W, 3] with the scene's square centred (`styled_picture`).
 """
 
 import math
@@ -291,6 +292,83 @@ def _paraphrased(rng, kind, focus):
     return wordings.picture_question(rng, kind, focus, _focus_name(focus) if focus else "shapes")
 
 
+# style_share (issue 21): pictures drawn other than the training's plain squares. Every value here
+# is this file's own choice.
+STYLE_SIDES = (96, 720)  # the scene square's side in px, drawn log-uniformly
+STYLE_MAX_ASPECT = 2.0  # a canvas's long side over its short side at most
+STYLE_TINT_DEPTH = 75  # a tinted background: each channel 255 minus up to this
+STYLE_SOFT_UP_TO = 360  # soft edges (render_soft) drawn up to this side; larger ones blend in the resize
+
+
+def _blur(img, radius):
+    """Separable binomial blur ([1, 2, 1] / 4 at radius 1, [1, 4, 6, 4, 1] / 16 at radius 2), edges
+    repeated, rounded half up in integers."""
+    taps = {1: (1, 2, 1), 2: (1, 4, 6, 4, 1)}[radius]
+    total = sum(taps)
+    out = img.astype(np.int64)
+    for axis in (0, 1):
+        pad = [(0, 0)] * 3
+        pad[axis] = (radius, radius)
+        padded = np.pad(out, pad, mode="edge")
+        n = out.shape[axis]
+        acc = sum(t * np.take(padded, np.arange(k, k + n), axis=axis) for k, t in enumerate(taps))
+        out = (acc + total // 2) // total
+    return out.astype(np.uint8)
+
+
+def _noise(img, rng):
+    """Light noise, per pixel and channel: Gaussian (sigma 1.5-7 levels) or uniform (up to 3-12
+    levels either way), from numpy's RandomState (its streams are frozen, so the same on every
+    machine) seeded from rng. Returns (image, description)."""
+    state = np.random.RandomState(rng.below(2 ** 32))
+    if rng.chance(0.5):
+        sigma = round(1.5 + rng.random() * 5.5, 2)
+        delta, info = state.normal(0.0, sigma, img.shape), ["gaussian", sigma]
+    else:
+        amp = round(3.0 + rng.random() * 9.0, 2)
+        delta, info = state.uniform(-amp, amp, img.shape), ["uniform", amp]
+    return np.clip(np.round(img + delta), 0, 255).astype(np.uint8), info
+
+
+def styled_picture(scene, rng, size, soft):
+    """The scene drawn in another style (style_share): one or more of a canvas of another size and
+    aspect (the scene's square centred on it, the rest background, so every position name still
+    holds; its side from STYLE_SIDES, most of them sizes the engine resizes), a tinted background, a
+    small blur and light noise. rng: the style stream; size, soft: the plain picture's side and
+    edges (kept when the canvas is not redrawn). Returns (uint8 [H, W, 3], meta["style"])."""
+    canvas, tint, blur, noise = (rng.chance(0.6), rng.chance(0.4), rng.chance(0.35), rng.chance(0.4))
+    if not (canvas or tint or blur or noise):
+        pick = rng.below(4)
+        canvas, tint, blur, noise = (pick == 0, pick == 1, pick == 2, pick == 3)
+    info = {}
+    background = scene["background"]
+    if tint:
+        while tuple(background) == tuple(scene["background"]):
+            background = tuple(255 - rng.randint(0, STYLE_TINT_DEPTH) for _ in range(3))
+        info["tint"] = list(background)
+    height = width = side = size
+    if canvas:
+        lo, hi = (math.log(v) for v in STYLE_SIDES)
+        side = int(round(math.exp(lo + rng.random() * (hi - lo))))
+        aspect = 1.0 if rng.chance(0.25) else math.exp((rng.random() * 2 - 1) * math.log(STYLE_MAX_ASPECT))
+        height, width = (side, int(round(side * aspect))) if aspect >= 1 else (int(round(side / aspect)), side)
+        soft = soft and side <= STYLE_SOFT_UP_TO
+        info["canvas"] = [height, width]
+    drawn = dict(scene, background=background)
+    square = render_soft(drawn, side) if soft else render_scene(drawn, side)
+    img = np.empty((height, width, 3), np.uint8)
+    img[:] = background
+    y0, x0 = (height - side) // 2, (width - side) // 2
+    img[y0:y0 + side, x0:x0 + side] = square
+    if blur:
+        info["blur"] = 1 if rng.chance(0.7) else 2
+        img = _blur(img, info["blur"])
+    if noise:
+        img, info["noise"] = _noise(img, rng)
+    info["side"] = side
+    return img, info
+
+
 DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do you see?",
                       "Describe this picture.")
 DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the scene first
@@ -298,7 +376,7 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
-             sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0):
+             sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -312,9 +390,9 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     of efforts), so most samples never train the description, the densest supervision of what
     the picture shows; the eval asks at effort 75, as the app's "high" preset does. small_share:
     the share of small objects (None: half, as drawn), the hard ones to name (`_redraw_sizes`).
-    sizes: picture sides in px to draw from instead of `size` (each must be a size the processor
-    keeps as it is: a multiple of 14 within the model's pixel and token limits, which the trainer
-    checks); soft_share: the share drawn with blended edges (`render_soft`). Until the 1644-step
+    sizes: picture sides in px to draw from instead of `size` (sizes the processor keeps as they are:
+    multiples of 14 within the model's pixel and token limits; the trainer letterboxes any other
+    size as the engine does); soft_share: the share drawn with blended edges (`render_soft`). Until the 1644-step
     model every picture was 168 px with hard edges, and it reads other sizes poorly
     (docs/demo-eval.md, "image other_size"). unknown_share: the share of questions about an object
     the picture does not show (`_absent_question`), answered "I can't tell"; the 1644-step model
@@ -323,6 +401,12 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     from the wider wordings of `wordings.PICTURE_WORDINGS` (`_paraphrased`); the answer stays the
     kind's. The 1644-step model knows only the few wordings above and answers others mostly wrong
     (docs/demo-eval.md, the sealed test set).
+    style_share: the share of pictures drawn in another style (`styled_picture`: a canvas of another
+    size and aspect with the scene's square centred, a tinted background, a small blur, light
+    noise; one or more of them), from a random stream of its own, so the scene, questions and
+    answers are the plain sample's. Most of these pictures are at sizes the engine resizes: the
+    trainer letterboxes them as the engine does (tools/demo/image_preprocess.py). meta["style"]
+    says what was drawn; meta["image_size"] is the scene square's side.
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -366,8 +450,15 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     if sizes:
         look = Rng(derive_seed("shapes-look", seed))  # the main stream stays as it was
         size, soft = look.choice(list(sizes)), look.chance(soft_share)
-    image = render_soft(scene, size) if soft else render_scene(scene, size)
+    styling = Rng(derive_seed("shapes-styles", seed)) if style_share else None  # the other streams stay
+    if styling is not None and styling.chance(style_share):
+        image, styled = styled_picture(scene, styling, size, soft)
+        size = styled.pop("side")
+    else:
+        image, styled = (render_soft(scene, size) if soft else render_scene(scene, size)), None
     meta = {"question_kind": kind, "scene": scene, "image_size": size}
+    if styled is not None:
+        meta["style"] = styled
     return Sample("image", messages, mode, effort, images=[image], expected=expected,
                   distractors=distractors, meta=meta)
 

@@ -19,18 +19,19 @@ class DemoTasks:
         """generator_options: {task: {option: value}} for that task's generator in the training
         stream (calls naming no options), e.g. {"recall": {"extra_questions": 1.0}}. Eval sets
         name their options (final_only, distance, ...) and keep the held-out distribution."""
-        from demo import (arithmetic, conversation, copy_task, followup, make_dataset, prose, recall,
-                          shapes, vision_layout)
+        from demo import (arithmetic, conversation, copy_task, followup, image_preprocess, make_dataset, prose,
+                          recall, shapes, vision_layout)
         self.cfg, self.loss_on = cfg, loss_on
         self.generator_options = {k: dict(v) for k, v in (generator_options or {}).items()}
-        self.md, self.layout = make_dataset, vision_layout
+        self.md, self.layout, self.preprocess = make_dataset, vision_layout, image_preprocess
         path = tokenizer or os.path.join(REPO, "assets", "models", "flash-tiny", "tokenizer.json")
         self.tok = make_dataset.load_tokenizer(path)
         self.gens = {"recall": recall.generate, "arithmetic": arithmetic.generate,
                      "image": shapes.generate, "conversation": conversation.generate,
                      "prose": prose.generate, "copy": copy_task.generate,
                      "followup": followup.generate}
-        self.vision = ({"patch": cfg.vision.patch_size, "downsample": cfg.vision.downsample_ratio}
+        self.vision = ({"patch": cfg.vision.patch_size, "downsample": cfg.vision.downsample_ratio,
+                        "min_pixels": cfg.vision.min_pixels, "max_image_tokens": cfg.vision.max_image_tokens}
                        if cfg.vision is not None else make_dataset.VISION)
         self.think_end = self.tok.token_id("</think>")
         self.names = tuple(self.gens)
@@ -49,7 +50,7 @@ class DemoTasks:
             options.setdefault("count_tokens", self.count)
             options.setdefault("max_tokens", max_len or 4096)
         for attempt in range(20):
-            ex = self.md.render_example(gen(seed + attempt * 7919, **options), self.tok,
+            ex = self.md.render_example(self._processed(gen(seed + attempt * 7919, **options)), self.tok,
                                         self.loss_on, self.vision)
             if max_len is None or len(ex["ids"]) <= max_len:
                 return self._to_sample(task, ex)
@@ -68,6 +69,16 @@ class DemoTasks:
             images.append(self._image(img, int(start), int(n_h), int(n_w)))
         return Sample(task, ids, target, P, images, mask if images else None, answer_from)
 
+    def _processed(self, sample):
+        """The sample with each picture letterboxed to its processed size as the engine does
+        (tools/demo/image_preprocess.py, a bit-exact port of engine/vision/image_preprocess.cpp),
+        so a picture of any size trains as the engine shows it; pictures already at that size are
+        kept as they are. Without a vision config there are no limits to size by: unchanged."""
+        if self.cfg.vision is None or not sample.images:
+            return sample
+        sample.images = [self.preprocess.preprocess(img, self.vision) for img in sample.images]
+        return sample
+
     def _image(self, img, start, llm_h, llm_w):
         """uint8 [H, W, 3] at its processed size -> normalised patches [vh*vw, 3*p*p]."""
         vc, p = self.cfg.vision, self.vision["patch"]
@@ -75,7 +86,7 @@ class DemoTasks:
         if H % p or W % p or (vc and self.layout.resized_size(H, W, p, vc.downsample_ratio, vc.min_pixels,
                                                                 vc.max_image_tokens) != (H, W)):
             raise ValueError(f"image {H}x{W} is not at its processed size (patch {p}): the engine "
-                             "would resize it first")
+                             "would resize it first")  # without a vision config only (_processed)
         x = (img.astype(np.float32) / 255.0 - 0.5) / 0.5
         vh, vw = H // p, W // p
         patches = x.transpose(2, 0, 1).reshape(3, vh, p, vw, p).transpose(1, 3, 0, 2, 4)

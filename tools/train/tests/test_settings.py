@@ -57,7 +57,7 @@ class SettingsFileTest(unittest.TestCase):
                     self.assertGreater(len(tasks.sample(task, 1).ids), 0)
                 for set_name, options in (s["eval_tasks"] or {}).items():
                     self.assertGreater(len(tasks.sample(set_name, 1, **options).ids), 0)
-                # every picture size a file names is one the engine keeps as drawn (else refused)
+                # every picture size a file names draws (one the engine resizes is letterboxed as it does)
                 named = ([s["task_options"].get("generator_options", {}).get("image", {})]
                          + [e for e in (s["eval_tasks"] or {}).values() if e.get("task") == "image"])
                 for size in sorted({z for o in named for z in o.get("sizes") or []}):
