@@ -3,7 +3,6 @@ backgrounds, blur, noise) and the engine's preprocessing in numpy (tools/demo/im
 that the trainer runs every picture through. Off by default with every earlier sample unchanged; on,
 the picture changes and the scene, questions and answers do not; the port matches the engine."""
 
-import hashlib
 import os
 import struct
 import unittest
@@ -11,22 +10,16 @@ import zlib
 
 import numpy as np
 
-import demo_support  # noqa: F401
+import demo_support
 from demo import image_preprocess, shapes, vision_layout
 from flashdesk_ref.safetensors import SafeTensorsFile
+
+_digest = demo_support.sample_digest  # the whole sample, hashed
 
 VISION_DATA = os.path.join(demo_support.REPO, "tests", "data", "vision")
 FLASH_TINY = {"patch": 14, "downsample": 3, "min_pixels": 28224, "max_image_tokens": 64}
 FULL_SIZE = {"patch": 14, "downsample": 3, "min_pixels": 295936, "max_image_tokens": 1024}
 KEPT = {168, 182, 196, 210, 224, 238, 252, 266, 280, 294}  # the square sides flash-tiny keeps as drawn
-
-
-def _digest(sample):
-    h = hashlib.sha256(repr((sample.task, sample.messages, sample.mode, sample.effort, sample.expected,
-                             sample.distractors, sample.meta)).encode())
-    for img in sample.images:
-        h.update(img.tobytes())
-    return h.hexdigest()
 
 
 def read_png(path):

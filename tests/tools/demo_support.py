@@ -1,6 +1,7 @@
 """Shared setup for the demo-data tests: puts <repo>/tools on sys.path and loads the shipped tokenizer."""
 
 import functools
+import hashlib
 import os
 import sys
 
@@ -14,3 +15,13 @@ def tokenizer():
     from demo.bpe import Tokenizer
 
     return Tokenizer.from_file(TOKENIZER_JSON)
+
+
+def sample_digest(sample):
+    """A hash of everything a generated sample holds (its text, answers, meta and picture bytes):
+    equal digests mean the option under test left the sample as it was."""
+    h = hashlib.sha256(repr((sample.task, sample.messages, sample.mode, sample.effort, sample.expected,
+                             sample.distractors, sample.meta)).encode())
+    for img in sample.images:
+        h.update(img.tobytes())
+    return h.hexdigest()

@@ -3,25 +3,18 @@ arithmetic and recall questions (varied_share). Off by default with every earlie
 on, they reword about the asked share of questions, keep the answers and their form, and never use
 a wording of the sealed test set (tools/demo/sealed_test.py), which must stay unseen."""
 
-import hashlib
 import re
 import unittest
 
 import numpy as np
 
-import demo_support  # noqa: F401
+import demo_support
 from demo import arithmetic, followup, recall, sealed_test, shapes, wordings
 from demo.lexicon import SHAPE_PLURALS
 from demo.rng import Rng
 from demo.sample import score_answer
 
-
-def _digest(sample):
-    h = hashlib.sha256(repr((sample.task, sample.messages, sample.mode, sample.effort, sample.expected,
-                             sample.distractors, sample.meta)).encode())
-    for img in sample.images:
-        h.update(img.tobytes())
-    return h.hexdigest()
+_digest = demo_support.sample_digest  # the whole sample, hashed
 
 
 def _normal(text):
