@@ -1,5 +1,5 @@
 """Pictures in other styles (issue 21): shapes.generate's style_share (other canvases and sizes, tinted
-backgrounds, blur, noise) and the engine's preprocessing in numpy (tools/demo/image_preprocess.py)
+backgrounds, blur, noise, a JPEG round trip: tools/demo/jpeg_roundtrip.py) and the engine's preprocessing in numpy (tools/demo/image_preprocess.py)
 that the trainer runs every picture through. Off by default with every earlier sample unchanged; on,
 the picture changes and the scene, questions and answers do not; the port matches the engine."""
 
@@ -11,7 +11,7 @@ import zlib
 import numpy as np
 
 import demo_support
-from demo import image_preprocess, shapes, vision_layout
+from demo import image_preprocess, jpeg_roundtrip, shapes, vision_layout
 from flashdesk_ref.safetensors import SafeTensorsFile
 
 _digest = demo_support.sample_digest  # the whole sample, hashed
@@ -171,7 +171,7 @@ class StyleShareTest(unittest.TestCase):
             self.assertEqual(min(h, w), side)
             sides.add(side)
             aspects.add(round(w / h, 1))
-            if "blur" in style or "noise" in style:
+            if "blur" in style or "noise" in style or "jpeg" in style:
                 continue
             # the scene's square, centred, is the scene drawn at its side on the (tinted) background
             y0, x0 = (h - side) // 2, (w - side) // 2
@@ -185,7 +185,7 @@ class StyleShareTest(unittest.TestCase):
             self.assertTrue(np.all(img[rest] == background))
             if "tint" in style:
                 self.assertNotEqual(background, tuple(scene["background"]))
-        self.assertEqual(seen, {"canvas", "tint", "blur", "noise"})
+        self.assertEqual(seen, {"canvas", "tint", "blur", "noise", "jpeg"})
         self.assertTrue(sides - KEPT, "sizes outside the kept list")
         self.assertGreater(min(sides), 96 - 1)
         self.assertLess(max(sides), 720 + 1)
@@ -210,6 +210,63 @@ class StyleShareTest(unittest.TestCase):
                 for dx in range(-radius, radius + 1):
                     near |= blue != np.roll(np.roll(blue, dy, 0), dx, 1)
             self.assertFalse((changed & ~near).any())
+
+
+class JpegRoundTripTest(unittest.TestCase):
+    """The JPEG style: jpeg_roundtrip.roundtrip (baseline 4:2:0's lossy steps in numpy) and its place
+    among the styles (last, from the style stream, its own share)."""
+
+    def test_flat_colours_come_back(self):
+        for colour in ((200, 17, 255), (255, 255, 255), (0, 0, 0), (30, 140, 90), (128, 128, 128)):
+            flat = np.full((40, 56, 3), colour, np.uint8)
+            for quality in (40, 60, 95):
+                got = jpeg_roundtrip.roundtrip(flat, quality).astype(int)
+                self.assertLessEqual(np.abs(got - flat).max(), 3, (colour, quality))
+
+    def test_quality_sets_the_loss(self):
+        img = shapes.render_soft(shapes.random_scene(shapes.Rng(3)), 210)
+        err = {q: np.abs(jpeg_roundtrip.roundtrip(img, q).astype(int) - img).mean() for q in (40, 95)}
+        self.assertLess(err[95], 1.5)
+        self.assertGreater(err[40], 1.5 * err[95])
+        self.assertGreater(err[95], 0)  # lossy even at 95 (4:2:0 chroma)
+
+    def test_shape_dtype_and_determinism(self):
+        rng = np.random.RandomState(11)
+        for h, w in ((1, 1), (7, 13), (37, 91), (17, 250), (168, 168)):
+            img = shapes._blur(rng.randint(0, 256, (h, w, 3)).astype(np.uint8), 1)
+            got = jpeg_roundtrip.roundtrip(img, 75)
+            self.assertEqual((got.shape, got.dtype), (img.shape, np.uint8))
+            np.testing.assert_array_equal(got, jpeg_roundtrip.roundtrip(img, 75))
+        with self.assertRaises(ValueError):
+            jpeg_roundtrip.roundtrip(np.zeros((8, 8), np.uint8), 75)
+        with self.assertRaises(ValueError):
+            jpeg_roundtrip.roundtrip(np.zeros((8, 8, 3), np.uint8), 0)
+
+    def test_about_its_share_last_and_deterministic(self):
+        jpegs, qualities = 0, set()
+        for seed in range(300):
+            s = shapes.generate(seed, style_share=1.0)
+            style = s.meta["style"]
+            if "jpeg" not in style:
+                continue
+            jpegs += 1
+            quality = style["jpeg"]
+            qualities.add(quality)
+            self.assertTrue(shapes.STYLE_JPEG_QUALITY[0] <= quality <= shapes.STYLE_JPEG_QUALITY[1])
+            self.assertGreater(len(style), 1, seed)  # never the only style
+            if jpegs <= 5:
+                self.assertEqual(_digest(s), _digest(shapes.generate(seed, style_share=1.0)))
+                # the other styles as drawn without it, the round trip applied last
+                saved = shapes.STYLE_JPEG_SHARE
+                shapes.STYLE_JPEG_SHARE = 0.0
+                try:
+                    before = shapes.generate(seed, style_share=1.0)
+                finally:
+                    shapes.STYLE_JPEG_SHARE = saved
+                self.assertEqual(before.meta["style"], {k: v for k, v in style.items() if k != "jpeg"})
+                np.testing.assert_array_equal(s.images[0], jpeg_roundtrip.roundtrip(before.images[0], quality))
+        self.assertAlmostEqual(jpegs / 300, shapes.STYLE_JPEG_SHARE, delta=0.07)
+        self.assertGreater(len(qualities), 10)
 
 
 if __name__ == "__main__":

@@ -120,6 +120,21 @@ def _encode_block(bits, zz, prev_dc, dc_codes, ac_codes):
     return int(zz[0])
 
 
+def ycbcr_420(rgb):
+    """JFIF's YCbCr of uint8 [H, W, 3] padded by edge replication to whole 16 x 16 MCUs, the chroma
+    averaged over 2 x 2 pixels (4:2:0): float64 y [ph, pw], cb and cr [ph / 2, pw / 2]."""
+    h, w, _ = rgb.shape
+    ph, pw = -(-h // 16) * 16, -(-w // 16) * 16
+    x = np.pad(rgb.astype(np.float64), ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")
+    r, g, b = x[..., 0], x[..., 1], x[..., 2]
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    cb = -0.168736 * r - 0.331264 * g + 0.5 * b + 128.0
+    cr = 0.5 * r - 0.418688 * g - 0.081312 * b + 128.0
+    cb = cb.reshape(ph // 2, 2, pw // 2, 2).mean(axis=(1, 3))
+    cr = cr.reshape(ph // 2, 2, pw // 2, 2).mean(axis=(1, 3))
+    return y, cb, cr
+
+
 def encode_jpeg(rgb, quality=90):
     """Baseline JPEG bytes of a uint8 array [H, W, 3]; deterministic."""
     rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
@@ -130,16 +145,8 @@ def encode_jpeg(rgb, quality=90):
     h, w, _ = rgb.shape
     if not (1 <= h <= 65535 and 1 <= w <= 65535):
         raise ValueError(f"JPEG sides must be 1..65535 pixels, got {w} x {h}")
-    # JFIF's YCbCr, the picture padded by edge replication to whole 16 x 16 MCUs.
-    ph, pw = -(-h // 16) * 16, -(-w // 16) * 16
-    x = np.pad(rgb.astype(np.float64), ((0, ph - h), (0, pw - w), (0, 0)), mode="edge")
-    r, g, b = x[..., 0], x[..., 1], x[..., 2]
-    y = 0.299 * r + 0.587 * g + 0.114 * b
-    cb = -0.168736 * r - 0.331264 * g + 0.5 * b + 128.0
-    cr = 0.5 * r - 0.418688 * g - 0.081312 * b + 128.0
-    # 4:2:0: chroma averaged over 2 x 2 pixels.
-    cb = cb.reshape(ph // 2, 2, pw // 2, 2).mean(axis=(1, 3))
-    cr = cr.reshape(ph // 2, 2, pw // 2, 2).mean(axis=(1, 3))
+    y, cb, cr = ycbcr_420(rgb)
+    ph, pw = y.shape
     ql, qc = _scaled_q(_LUMA_Q, quality), _scaled_q(_CHROMA_Q, quality)
     planes = [np.rint(_blocks(y) / ql).astype(np.int64), np.rint(_blocks(cb) / qc).astype(np.int64),
               np.rint(_blocks(cr) / qc).astype(np.int64)]

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from demo import wordings
+from demo import jpeg_roundtrip, wordings
 from demo.lexicon import SHAPE_PLURALS, SHAPES
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
@@ -298,6 +298,8 @@ STYLE_SIDES = (96, 720)  # the scene square's side in px, drawn log-uniformly
 STYLE_MAX_ASPECT = 2.0  # a canvas's long side over its short side at most
 STYLE_TINT_DEPTH = 75  # a tinted background: each channel 255 minus up to this
 STYLE_SOFT_UP_TO = 360  # soft edges (render_soft) drawn up to this side; larger ones blend in the resize
+STYLE_JPEG_SHARE = 0.3  # the share of styled pictures put through a JPEG round trip, last
+STYLE_JPEG_QUALITY = (60, 95)  # its IJG quality, a uniform integer in this range (both ends included)
 
 
 def _blur(img, radius):
@@ -334,8 +336,10 @@ def styled_picture(scene, rng, size, soft):
     """The scene drawn in another style (style_share): one or more of a canvas of another size and
     aspect (the scene's square centred on it, the rest background, so every position name still
     holds; its side from STYLE_SIDES, most of them sizes the engine resizes), a tinted background, a
-    small blur and light noise. rng: the style stream; size, soft: the plain picture's side and
-    edges (kept when the canvas is not redrawn). Returns (uint8 [H, W, 3], meta["style"])."""
+    small blur and light noise; then, for STYLE_JPEG_SHARE of them, a JPEG round trip (4:2:0, IJG
+    quality from STYLE_JPEG_QUALITY: `jpeg_roundtrip.roundtrip`), never the only style. rng: the
+    style stream; size, soft: the plain picture's side and edges (kept when the canvas is not
+    redrawn). Returns (uint8 [H, W, 3], meta["style"])."""
     canvas, tint, blur, noise = (rng.chance(0.6), rng.chance(0.4), rng.chance(0.35), rng.chance(0.4))
     if not (canvas or tint or blur or noise):
         pick = rng.below(4)
@@ -365,6 +369,10 @@ def styled_picture(scene, rng, size, soft):
         img = _blur(img, info["blur"])
     if noise:
         img, info["noise"] = _noise(img, rng)
+    # drawn after every other style, so adding it left their values as they were
+    if rng.chance(STYLE_JPEG_SHARE):
+        info["jpeg"] = rng.randint(*STYLE_JPEG_QUALITY)
+        img = jpeg_roundtrip.roundtrip(img, info["jpeg"])
     info["side"] = side
     return img, info
 
@@ -403,10 +411,11 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     (docs/demo-eval.md, the sealed test set).
     style_share: the share of pictures drawn in another style (`styled_picture`: a canvas of another
     size and aspect with the scene's square centred, a tinted background, a small blur, light
-    noise; one or more of them), from a random stream of its own, so the scene, questions and
-    answers are the plain sample's. Most of these pictures are at sizes the engine resizes: the
-    trainer letterboxes them as the engine does (tools/demo/image_preprocess.py). meta["style"]
-    says what was drawn; meta["image_size"] is the scene square's side.
+    noise; one or more of them; then for some a JPEG round trip), from a random stream of its own,
+    so the scene, questions and answers are the plain sample's. Most of these pictures are at sizes
+    the engine resizes: the trainer letterboxes them as the engine does
+    (tools/demo/image_preprocess.py). meta["style"] says what was drawn; meta["image_size"] is the
+    scene square's side.
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
