@@ -36,7 +36,6 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return name_; }
   DType stream_dtype() const override { return bf16_streams_ ? DType::BF16 : DType::F32; }
-  void set_bf16_streams(bool on) { bf16_streams_ = on; }
   const CudaDeviceInfo& device() const { return info_; }
   cuda::DeviceContext& context() { return *ctx_; }
   // Waits for every op issued so far (ops are asynchronous; read() waits by itself).
