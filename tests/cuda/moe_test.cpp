@@ -234,7 +234,8 @@ TEST_F(CudaMoeTest, PerExpertGemmsBeyondEightRows) {
 // warps (dim 128 or 384) and of eight (dim a multiple of 256, inter of 128); on Hopper with the
 // wgmma kernels (moe_grouped_sm90a.cu: CTAs of 256 weight rows where dim is a multiple of 256
 // and inter of 128, else of 128; then of 128 only; a tile's second row half of warpgroups without
-// rows at 75) and with the mma.sync ones; then the per-expert cuBLAS products the kernels replace.
+// rows at 75; products sized to a tile's pairs, or over all its rows) and with the mma.sync ones;
+// then the per-expert cuBLAS products the kernels replace.
 TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
   const CudaDeviceInfo& device = cuda_devices().front();
   const bool hopper = device.major == 9 && device.minor == 0;
@@ -252,7 +253,15 @@ TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
     check_experts(150, 384, 192, 2, 2, 2, true, false, 73);
     check_experts(150, 512, 256, 2, 2, 2, true, false, 74);
     check_experts(150, 128, 64, 4, 2, 4, false, false, 72);  // no shared expert
+    // 178 pairs an expert: a full tile and one of 50 (the wgmma kernels' 64-pair products; 75
+    // and 150's last 22 take those of 96 and 32).
+    check_experts(178, 256, 128, 2, 2, 2, true, false, 76);
   }
+  // The wgmma kernels' products over every row of each tile.
+  gpu().set_wgmma_fitted_products(false);
+  check_experts(300, 256, 128, 8, 2, 8, true, false, 75);
+  check_experts(178, 256, 128, 2, 2, 2, true, false, 76);
+  gpu().set_wgmma_fitted_products(true);
   gpu().set_wgmma_experts(W::Auto);
   gpu().set_grouped_moe(false);
   check_experts(40, 256, 128, 8, 2, 8, true, false, 70);

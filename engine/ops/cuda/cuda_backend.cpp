@@ -156,6 +156,10 @@ CudaBackend::CudaBackend(int device) {
                       : v == "128" ? WgmmaExperts::Narrow
                                    : WgmmaExperts::Off);
   }
+  // FLASHDESK_CUDA_WGMMA_FIT=0|1 (default 1): set_wgmma_fitted_products (the benchmarks' A/B).
+  bool fitted = true;
+  read_switch("FLASHDESK_CUDA_WGMMA_FIT", fitted);
+  set_wgmma_fitted_products(fitted);
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).
@@ -192,6 +196,10 @@ void CudaBackend::set_down_split(int warps) {
 
 void CudaBackend::set_wgmma_experts(WgmmaExperts w) {
   ctx_->set_wgmma_experts(w);
+}
+
+void CudaBackend::set_wgmma_fitted_products(bool on) {
+  ctx_->set_wgmma_fitted_products(on);
 }
 
 bool CudaBackend::wgmma_experts_run() const {

@@ -108,6 +108,9 @@ class CudaBackend final : public Backend {
   // tests run all three.
   using WgmmaExperts = cuda::WgmmaExperts;
   void set_wgmma_experts(WgmmaExperts w);
+  // Whether the wgmma kernels' products cover a tile's pairs rounded up to 32 (the default) or
+  // all 128 rows of the tile. FLASHDESK_CUDA_WGMMA_FIT=1|0.
+  void set_wgmma_fitted_products(bool on);
   // Whether prefill experts run those wgmma kernels now (the switch not Off, a Hopper GPU, and a
   // binary with their sm_90a code).
   bool wgmma_experts_run() const;

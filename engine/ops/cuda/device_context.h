@@ -90,6 +90,10 @@ class DeviceContext {
   // binary has them for the device, and in which CTA widths; the backend's switch.
   WgmmaExperts wgmma_experts() const { return wgmma_experts_; }
   void set_wgmma_experts(WgmmaExperts w) { wgmma_experts_ = w; }
+  // Whether those kernels size a tile's products to its pairs (else 128 a tile); the backend's
+  // switch.
+  bool wgmma_fitted_products() const { return wgmma_fitted_products_; }
+  void set_wgmma_fitted_products(bool on) { wgmma_fitted_products_ = on; }
 
  private:
   int device_;
@@ -107,6 +111,7 @@ class DeviceContext {
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   int down_split_ = 2;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
+  bool wgmma_fitted_products_ = true;
   BesideLane beside_{*pool_};  // destroyed before the pool
   bool beside_open_ = false;
   StepGraph graph_;  // last: its executable graphs go first

@@ -13,10 +13,11 @@
 // same sums: the others add zeros), half the products and a third of the X staging. H200, an
 // 8K-token call (Nsight Compute): 447 us against 459 with every plane: the kernel waits on its
 // loads more than it issues. Streams stored as BF16 (Backend::stream_dtype) are that hi plane as
-// read, eight values a 16-byte load: 252 µs a call against 398 on F32 streams. The sum of squares is formed on the CUDA cores while staging. The
-// split sums then go through the shared end (finish_mix_tile): the last block of a row tile
-// combines the splits in order and runs the Sinkhorn. One CUDA-core block a 32-row tile
-// and 512-wide split took 1.4 ms an 8K-token prefill's call, bound by its per-row reductions.
+// read, eight values a 16-byte load: 252 µs a call against 398 on F32 streams. The sum of squares
+// is formed on the CUDA cores while staging. The split sums then go through the shared end
+// (finish_mix_tile): the last block of a row tile combines the splits in order and runs the
+// Sinkhorn. One CUDA-core block a 32-row tile and 512-wide split took 1.4 ms an 8K-token prefill's
+// call, bound by its per-row reductions.
 #include <algorithm>
 
 #include "engine/ops/cuda/bf16_codes.cuh"

@@ -341,6 +341,7 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int
   a.dim = dim;
   a.limit = limit;
   a.out = ptr<float>(h);
+  a.fitted_products = ctx.wgmma_fitted_products() ? 1 : 0;
   // Eight column warps where the shapes allow: half the pairs' reads a product (up 10.4 -> 9.9
   // ms an 8K-token prefill of V4.1's experts, down equal), else four.
   if (dim % TcShape<8>::kWeights == 0 && inter % (TcShape<8>::kWeights / 2) == 0)

@@ -5,8 +5,9 @@
 // The weights are the products' A operand, from registers, and the pairs their B operand, from
 // shared memory: D[weight row][pair] = W x^T. A CTA takes a tile of up to 128 pairs and 64 kGroups
 // weight rows with kGroups warpgroups (4, the wide form, or 2), warpgroup g multiplying weight rows
-// 64 g .. + 63 against all the pairs (m64n128k16). Up, the weight rows come in blocks of 16: w1
-// rows of 8 columns, then w3 rows of the same columns, so that a thread's accumulator rows r and r
+// 64 g .. + 63 against the tile's pairs rounded up to 32, 64, 96 or 128 (m64nNk16). Up, the weight
+// rows come in blocks of 16: w1 rows of 8 columns, then w3 rows of the same columns, so that a
+// thread's accumulator rows r and r
 // + 8 are one column's gate and up values; down, they are output dims.
 //
 // Why this form (H200, an 8K-token prefill at V4.1's shapes, Nsight Compute, sixteenth session):
@@ -196,9 +197,6 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
     const uint8_t* s1 = scale_src[1] + 2 * c;
     return s0[0] | (uint32_t{s0[1]} << 8) | (uint32_t{s1[0]} << 16) | (uint32_t{s1[1]} << 24);
   };
-  float acc[64];
-  FD_UNROLL
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   // Half p of a chunk (k 32p .. 32p + 31: k16 steps 2p and 2p + 1) from code stage `stage`
   // (landed, past a barrier): rows r0 and r0 + 8's words 4p .. 4p + 3, loaded before the wait
   // that precedes their decoding so that the wait covers the loads' latency.
@@ -239,81 +237,98 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
       f[1][2 + h] = r[3];
     }
   };
-  // The products of half p of a pair stage (descriptor `pairs`) with the fragments f.
-  auto multiply_half = [&](uint64_t pairs, int p, const uint32_t(&f)[2][4]) {
-    wgmma_fence();
+
+  // The chunks' products and the epilogue with kN pairs a product (the tile's pairs rounded up to
+  // a product width): the products' time follows kN, and a third of the tiles' rows were empty
+  // at 128 (an expert's last tile holds what is left of its pairs).
+  const auto run = [&]<int kN>() {
+    float acc[kN / 2];
     FD_UNROLL
-    for (int s = 0; s < 2; ++s)
-      wgmma_m64n128k16_bf16_rs(acc, f[s], pairs + ((64 * p + 32 * s) >> 4));
-    wgmma_commit();
-  };
+    for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+    // The products of half p of a pair stage (descriptor `pairs`) with the fragments f.
+    auto multiply_half = [&](uint64_t pairs, int p, const uint32_t(&f)[2][4]) {
+      wgmma_fence();
+      FD_UNROLL
+      for (int s = 0; s < 2; ++s)
+        wgmma_m64nNk16_bf16_rs<kN>(acc, f[s], pairs + ((64 * p + 32 * s) >> 4));
+      wgmma_commit();
+    };
+    // Two half chunks' fragments: while one half's products run, the next half is decoded into the
+    // other (halves rather than whole chunks: two chunks' fragments and the accumulators did not
+    // fit 128 registers).
+    uint32_t first_half[2][4], second_half[2][4];
 
-  // Two half chunks' fragments: while one half's products run, the next half is decoded into the
-  // other (halves rather than whole chunks: two chunks' fragments and the accumulators did not
-  // fit 128 registers).
-  uint32_t first_half[2][4], second_half[2][4];
-
-  // Copy groups in order: P_j = {pairs j if j < kPairLead, codes j} for j < kCodeStages, then
-  // chunk i's H_i = {pairs i + kPairLead, codes i + kCodeStages}. Chunk i's top needs pairs i and
-  // codes i + 1 (decoded during chunk i), both in the first i + 2 groups of the kCodeStages + i
-  // committed: one may be pending. Chunk i's code stage is i % kCodeStages (`stage`, and `next`
-  // for chunk i + 1).
-  FD_UNROLL
-  for (int j = 0; j < kCodeStages; ++j) {
-    if (j < kPairLead) copy_pairs(j);
-    copy_codes(j, j);
-    async_commit();
-  }
-  uint32_t scales = load_scales(0), scales_next = load_scales(1);
-  async_wait<kCodeStages - 1>();
-  __syncthreads();  // the tables and every thread's codes of chunk 0
-  uint4 words[2];
-  load_half(0, 0, words);
-  decode_half(words, 0, scales, first_half);
-  const uint64_t pairs0 = wgmma_descriptor(pairs_smem);
-  int stage = 0, next = 1;
-  for (int i = 0; i < chunks; ++i) {
-    async_wait<1>();
-    fence_shared_for_async();
-    __syncthreads();
-    const uint64_t pairs = pairs0 + (((i % kPairStages) * kPairStageBytes) >> 4);
-    multiply_half(pairs, 0, first_half);
-    load_half(stage, 1, words);
-    wgmma_wait<1>();  // the last chunk's second half, which read second_half
-    decode_half(words, 1, scales, second_half);
-    multiply_half(pairs, 1, second_half);
-    if (i + 1 < chunks) load_half(next, 0, words);
-    wgmma_wait<1>();  // this chunk's first half
-    if (i + 1 < chunks) decode_half(words, 0, scales_next, first_half);
-    copy_pairs(i + kPairLead);
-    copy_codes(i + kCodeStages, stage);
-    async_commit();
-    scales = scales_next;
-    scales_next = load_scales(i + 2);
-    stage = next;
-    next = next + 1 == kCodeStages ? 0 : next + 1;
-  }
-  wgmma_wait<0>();
-  wgmma_hold(acc);
-
-  // Epilogue: accumulator 4j + 2h + e is weight row r0 + 8h, pair 8j + 2q + e of the tile.
-  FD_UNROLL
-  for (int j = 0; j < 16; ++j) FD_UNROLL
-  for (int e2 = 0; e2 < 2; ++e2) {
-    const int p = 8 * j + 2 * static_cast<int>(q) + e2;
-    if (p >= count) continue;
-    const int pair = first + p;
-    const float v0 = acc[4 * j + e2], v1 = acc[4 * j + 2 + e2];
-    if constexpr (kUp) {
-      const int64_t column = col0 + 8 * (r0 / 16) + r0 % 8;
-      a.out[static_cast<int64_t>(pair) * a.inter + column] =
-          swiglu(round_bf16(v0), round_bf16(v1), a.weights[pair], a.limit);
-    } else {
-      float* o = a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 + r0;
-      o[0] = round_bf16(v0);
-      o[8] = round_bf16(v1);
+    // Copy groups in order: P_j = {pairs j if j < kPairLead, codes j} for j < kCodeStages, then
+    // chunk i's H_i = {pairs i + kPairLead, codes i + kCodeStages}. Chunk i's top needs pairs i and
+    // codes i + 1 (decoded during chunk i), both in the first i + 2 groups of the kCodeStages + i
+    // committed: one may be pending. Chunk i's code stage is i % kCodeStages (`stage`, and `next`
+    // for chunk i + 1).
+    FD_UNROLL
+    for (int j = 0; j < kCodeStages; ++j) {
+      if (j < kPairLead) copy_pairs(j);
+      copy_codes(j, j);
+      async_commit();
     }
-  }
+    uint32_t scales = load_scales(0), scales_next = load_scales(1);
+    async_wait<kCodeStages - 1>();
+    __syncthreads();  // the tables and every thread's codes of chunk 0
+    uint4 words[2];
+    load_half(0, 0, words);
+    decode_half(words, 0, scales, first_half);
+    const uint64_t pairs0 = wgmma_descriptor(pairs_smem);
+    int stage = 0, next = 1;
+    for (int i = 0; i < chunks; ++i) {
+      async_wait<1>();
+      fence_shared_for_async();
+      __syncthreads();
+      const uint64_t pairs = pairs0 + (((i % kPairStages) * kPairStageBytes) >> 4);
+      multiply_half(pairs, 0, first_half);
+      load_half(stage, 1, words);
+      wgmma_wait<1>();  // the last chunk's second half, which read second_half
+      decode_half(words, 1, scales, second_half);
+      multiply_half(pairs, 1, second_half);
+      if (i + 1 < chunks) load_half(next, 0, words);
+      wgmma_wait<1>();  // this chunk's first half
+      if (i + 1 < chunks) decode_half(words, 0, scales_next, first_half);
+      copy_pairs(i + kPairLead);
+      copy_codes(i + kCodeStages, stage);
+      async_commit();
+      scales = scales_next;
+      scales_next = load_scales(i + 2);
+      stage = next;
+      next = next + 1 == kCodeStages ? 0 : next + 1;
+    }
+    wgmma_wait<0>();
+    wgmma_hold(acc);
+
+    // Epilogue: accumulator 4j + 2h + e is weight row r0 + 8h, pair 8j + 2q + e of the tile.
+    FD_UNROLL
+    for (int j = 0; j < kN / 8; ++j) FD_UNROLL
+    for (int e2 = 0; e2 < 2; ++e2) {
+      const int p = 8 * j + 2 * static_cast<int>(q) + e2;
+      if (p >= count) continue;
+      const int pair = first + p;
+      const float v0 = acc[4 * j + e2], v1 = acc[4 * j + 2 + e2];
+      if constexpr (kUp) {
+        const int64_t column = col0 + 8 * (r0 / 16) + r0 % 8;
+        a.out[static_cast<int64_t>(pair) * a.inter + column] =
+            swiglu(round_bf16(v0), round_bf16(v1), a.weights[pair], a.limit);
+      } else {
+        float* o = a.out + static_cast<int64_t>(a.slots[pair]) * a.dim + col0 + r0;
+        o[0] = round_bf16(v0);
+        o[8] = round_bf16(v1);
+      }
+    }
+  };
+  const int width = a.fitted_products ? count : kTilePairs;
+  if (width <= 32)
+    run.template operator()<32>();
+  else if (width <= 64)
+    run.template operator()<64>();
+  else if (width <= 96)
+    run.template operator()<96>();
+  else
+    run.template operator()<128>();
 #else
   (void)a;
 #endif

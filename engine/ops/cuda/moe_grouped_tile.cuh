@@ -30,6 +30,8 @@ struct GroupedArgs {
   int64_t k, inter, dim;
   float limit;
   float* out;  // up: h [pairs, inter]; down: o [slots, dim]
+  // The wgmma kernels: products over the tile's pairs rounded up to 32 (1) or over all its rows.
+  int fitted_products;
 };
 
 __device__ __forceinline__ float swiglu(float g, float u, float w, float limit) {
