@@ -245,8 +245,7 @@ TEST_F(CudaMoeTest, PrefillExpertsOnTheTensorCores) {
     // A Hopper GPU runs the wgmma kernels when they are asked for: a build without their sm_90a
     // object would fall back to the mma.sync kernels silently.
     EXPECT_EQ(gpu().wgmma_experts_run(), wgmma != W::Off && (emulated() || hopper));
-    // flash-tiny's shapes: 10 pairs an expert (the mma.sync kernels whatever the switch: the
-    // wgmma ones run from 64 on), then 75.
+    // flash-tiny's shapes: 10 pairs an expert (the wgmma kernels' 32-pair products), then 75.
     check_experts(40, 256, 128, 8, 2, 8, true, false, 70);
     check_experts(300, 256, 128, 8, 2, 8, true, false, 75);
     check_experts(150, 128, 64, 4, 2, 4, true, false, 71);

@@ -262,24 +262,19 @@ bool grouped_experts_fit(std::span<const ExpertEntry> table, int64_t experts, in
 
 namespace {
 
-// The fewest pairs an expert, on average over the step, at which the wgmma kernels run: half a
-// tile.
-constexpr int64_t kWgmmaPairsPerExpert = kTilePairs / 2;
-
 // The up and the down stage with C column warps a CTA (TcShape), or on the wgmma kernels.
 template <int C>
-void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t experts, int64_t max_tiles,
-                    int64_t pairs, int64_t dim, int64_t inter, float* h, float* o) {
+void launch_grouped(DeviceContext& ctx, GroupedArgs a, int64_t max_tiles, int64_t pairs,
+                    int64_t dim, int64_t inter, float* h, float* o) {
   using S = TcShape<C>;
   // Hopper: the same tiles on the warpgroup products (moe_grouped_sm90a.cu), where this binary
   // has them for the device.
   const WgmmaExperts w = ctx.wgmma_experts();
-  // Only where the tiles are mostly full: a wgmma CTA multiplies all 128 rows of its tile, where
-  // the mma.sync kernel's warps without pairs skip their products. H200, 32-row decode steps (0.5
-  // pairs an expert): the 40 layers 207 against 189 ms with wgmma; an 8K-token prefill (128 an
-  // expert) is where they pay.
-  const bool wgmma =
-      w != WgmmaExperts::Off && pairs >= kWgmmaPairsPerExpert * experts && grouped_wgmma_runs();
+  // At any pairs an expert: their products cover a tile's pairs rounded up to 32, so few pairs
+  // cost few products. H200, the 40 layers' 32-row decode steps (0.5 pairs an expert) 163 against
+  // 190 ms on the mma.sync kernels, a 512-token prefill 6.5 against 8.1 ms a window-only layer
+  // (with products over every row of a tile, the 32-row steps took 207 ms).
+  const bool wgmma = w != WgmmaExperts::Off && grouped_wgmma_runs();
   const bool wide = w == WgmmaExperts::Auto && grouped_wgmma_wide_fits(dim, inter);
   if (wgmma)
     launch_grouped_wgmma(ctx, a, true, max_tiles, wide);
@@ -345,9 +340,9 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int
   // Eight column warps where the shapes allow: half the pairs' reads a product (up 10.4 -> 9.9
   // ms an 8K-token prefill of V4.1's experts, down equal), else four.
   if (dim % TcShape<8>::kWeights == 0 && inter % (TcShape<8>::kWeights / 2) == 0)
-    launch_grouped<8>(ctx, a, experts, max_tiles, pairs, dim, inter, ptr<float>(h), o);
+    launch_grouped<8>(ctx, a, max_tiles, pairs, dim, inter, ptr<float>(h), o);
   else
-    launch_grouped<4>(ctx, a, experts, max_tiles, pairs, dim, inter, ptr<float>(h), o);
+    launch_grouped<4>(ctx, a, max_tiles, pairs, dim, inter, ptr<float>(h), o);
 }
 
 }  // namespace flashdesk::cuda
