@@ -21,8 +21,8 @@
 //
 // Each 64-wide k chunk: the pairs' act_quant'ed rows (BF16, exact) are copied by cp.async two
 // chunks ahead into the swizzled layout the tensor cores read; the FP4 codes (32 bytes a weight
-// row) three chunks ahead; each thread decodes its fragments (E2M1 x UE8M0 is exact in BF16)
-// straight into registers, a byte of two codes a table lookup in shared memory (row r0's; row
+// row) kCodeStages - 1 chunks ahead; each thread decodes its fragments (E2M1 x UE8M0 is exact in
+// BF16) straight into registers, a byte of two codes a table lookup in shared memory (row r0's; row
 // r0 + 8's on the integer pipe, which balances the two), while other products run. A chunk's
 // products run in two halves: one half's fragments are decoded while the other half's products
 // run (two whole chunks' fragments and the accumulators did not fit 128 registers).
@@ -30,8 +30,9 @@
 // One barrier a chunk. Stage reuse: a warpgroup awaits its products of chunk i - 1 during chunk i
 // (wgmma_wait<1> after the first half's), so every warpgroup has awaited chunk i - 2's once all
 // have passed chunk i's barrier: the pair stage of chunk i - 2 is free then. A code stage is read
-// (by the decoding) in the chunk before its own, so the stage of chunk i is free at chunk i's
-// barrier.
+// (by the decoding) in the chunk before its own and in its own, so the stage of chunk i - 1 is
+// free at chunk i's barrier (the stage of chunk i, refilled at the end of chunk i before, could
+// still be read by a thread behind the others).
 #include <algorithm>
 #include <atomic>
 
@@ -46,7 +47,13 @@ namespace {
 constexpr int kChunk = 64;                  // k a chunk: one swizzled 128-byte row
 constexpr int kPairStages = 4;              // pair stages, filled two chunks ahead
 constexpr int kPairLead = kPairStages - 2;  // (the header's stage reuse)
-constexpr int kCodeStages = 3;              // code stages, filled as many ahead
+// Code stages, filled kCodeStages - 1 chunks ahead: the codes are most of a chunk's bytes, and a
+// tile of few pairs (a short prompt, a 32-row decode step) is bound by how many of them are in
+// flight, not by its products.
+constexpr int kCodeStages = 6;
+// The groups a chunk's top may leave pending (below): its pairs were committed kPairLead chunks
+// back, its next codes kCodeStages - 2 back.
+constexpr int kPendingAtTop = kPairLead - 1 < kCodeStages - 3 ? kPairLead - 1 : kCodeStages - 3;
 constexpr int kPairStageBytes = kTilePairs * kWgmmaRowBytes;  // 16 KiB
 constexpr int kCodeRowBytes = kChunk / 2;                     // two 16-byte pieces
 
@@ -258,19 +265,21 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
     // fit 128 registers).
     uint32_t first_half[2][4], second_half[2][4];
 
-    // Copy groups in order: P_j = {pairs j if j < kPairLead, codes j} for j < kCodeStages, then
-    // chunk i's H_i = {pairs i + kPairLead, codes i + kCodeStages}. Chunk i's top needs pairs i and
-    // codes i + 1 (decoded during chunk i), both in the first i + 2 groups of the kCodeStages + i
-    // committed: one may be pending. Chunk i's code stage is i % kCodeStages (`stage`, and `next`
-    // for chunk i + 1).
+    // Copy groups in order: P_j = {pairs j if j < kPairLead, codes j} for j < kCodeStages - 1,
+    // then H_i, issued right after chunk i's barrier: {codes i + kCodeStages - 1 into the stage
+    // chunk i - 1 read (every thread has passed its reads), pairs i + kPairLead}. Codes c are group
+    // c; pairs p >= kPairLead group kCodeStages - 1 + p - kPairLead. Chunk i's top needs pairs i
+    // and codes i + 1 (decoded during chunk i) of the kCodeStages - 1 + i committed: kPendingAtTop
+    // may be pending. Chunk i's code stage is i % kCodeStages (`stage`, and `next` for chunk i +
+    // 1).
     FD_UNROLL
-    for (int j = 0; j < kCodeStages; ++j) {
+    for (int j = 0; j < kCodeStages - 1; ++j) {
       if (j < kPairLead) copy_pairs(j);
       copy_codes(j, j);
       async_commit();
     }
     uint32_t scales = load_scales(0), scales_next = load_scales(1);
-    async_wait<kCodeStages - 1>();
+    async_wait<kCodeStages - 2>();
     __syncthreads();  // the tables and every thread's codes of chunk 0
     uint4 words[2];
     load_half(0, 0, words);
@@ -278,9 +287,12 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
     const uint64_t pairs0 = wgmma_descriptor(pairs_smem);
     int stage = 0, next = 1;
     for (int i = 0; i < chunks; ++i) {
-      async_wait<1>();
+      async_wait<kPendingAtTop>();
       fence_shared_for_async();
       __syncthreads();
+      copy_codes(i + kCodeStages - 1, stage == 0 ? kCodeStages - 1 : stage - 1);
+      copy_pairs(i + kPairLead);
+      async_commit();
       const uint64_t pairs = pairs0 + (((i % kPairStages) * kPairStageBytes) >> 4);
       multiply_half(pairs, 0, first_half);
       load_half(stage, 1, words);
@@ -290,9 +302,6 @@ __global__ void __launch_bounds__(RsShape<kGroups>::kThreads, 1)
       if (i + 1 < chunks) load_half(next, 0, words);
       wgmma_wait<1>();  // this chunk's first half
       if (i + 1 < chunks) decode_half(words, 0, scales_next, first_half);
-      copy_pairs(i + kPairLead);
-      copy_codes(i + kCodeStages, stage);
-      async_commit();
       scales = scales_next;
       scales_next = load_scales(i + 2);
       stage = next;
