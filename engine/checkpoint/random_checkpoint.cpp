@@ -15,6 +15,7 @@
 #include "engine/checkpoint/engram_multipliers.h"
 #include "engine/checkpoint/random_init.h"
 #include "engine/checkpoint/random_tensor_writer.h"
+#include "engine/checkpoint/safetensors_writer.h"
 #include "engine/util/error.h"
 #include "engine/util/file_io.h"
 
@@ -22,7 +23,6 @@ namespace flashdesk {
 namespace {
 
 constexpr uint64_t kAutoShardBytes = uint64_t{4} << 30;
-constexpr int64_t kElementsPerJob = int64_t{1} << 20;
 
 // Groups of specs (a weight and its scale stay together) cut at `limit` bytes.
 std::vector<std::vector<TensorSpec>> split_into_shards(const std::vector<TensorSpec>& specs,
@@ -70,7 +70,7 @@ uint64_t write_shard(const std::filesystem::path& path, const std::vector<Tensor
   }
   std::vector<std::function<void()>> jobs;
   for (const RandomTensorPlan& plan : plan_random_tensors(specs))
-    add_random_tensor_jobs(plan, config.text, options.seed, writer, kElementsPerJob, jobs);
+    add_random_tensor_jobs(plan, config.text, options.seed, writer, kRandomElementsPerJob, jobs);
   run_jobs(jobs, threads);
   writer.commit();
   return writer.file_size();
@@ -118,19 +118,35 @@ std::vector<int64_t> random_engram_token_map(int64_t vocab_size, int64_t compres
   return map;
 }
 
+RandomTensorSet random_checkpoint_tensors(const ModelConfig& config,
+                                          const std::vector<int64_t>& layers) {
+  RandomTensorSet set;
+  if (layers.empty()) {
+    set.specs = expected_tensors(config);
+  } else {
+    set.layers = partial_layer_closure(config, layers);
+    set.specs = expected_partial_tensors(config, set.layers);
+  }
+  return set;
+}
+
+std::vector<int64_t> random_checkpoint_engram_map(const TextConfig& text, uint64_t seed) {
+  if (text.engram_layer_ids.empty()) return {};
+  // One entry per token of a tokenizer this checkpoint does not have: vocab_size of them, or
+  // more when the config's compressed vocabulary is larger (the official code allows that).
+  return random_engram_token_map(std::max(text.vocab_size, text.engram_compressed_vocab_size),
+                                 text.engram_compressed_vocab_size, seed);
+}
+
 RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& config_path,
                                                 const std::filesystem::path& out_dir,
                                                 const RandomCheckpointOptions& options) {
   const std::string config_text = read_small_file(config_path);
   const ModelConfig config = parse_model_config(config_text, config_path.string());
   RandomCheckpointSummary summary;
-  std::vector<TensorSpec> specs;
-  if (options.layers.empty()) {
-    specs = expected_tensors(config);
-  } else {
-    summary.layers = partial_layer_closure(config, options.layers);
-    specs = expected_partial_tensors(config, summary.layers);
-  }
+  RandomTensorSet set = random_checkpoint_tensors(config, options.layers);
+  summary.layers = std::move(set.layers);
+  const std::vector<TensorSpec>& specs = set.specs;
   summary.tensors = static_cast<int64_t>(specs.size());
   uint64_t total = 0;
   for (const TensorSpec& s : specs) total += s.nbytes();
@@ -167,11 +183,7 @@ RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& con
     summary.files.push_back("model.safetensors.index.json");
   }
   if (!config.text.engram_layer_ids.empty()) {
-    // One entry per token of a tokenizer this checkpoint does not have: vocab_size of them, or
-    // more when the config's compressed vocabulary is larger (the official code allows that).
-    const auto map = random_engram_token_map(
-        std::max(config.text.vocab_size, config.text.engram_compressed_vocab_size),
-        config.text.engram_compressed_vocab_size, options.seed);
+    const auto map = random_checkpoint_engram_map(config.text, options.seed);
     write_engram_map(out_dir / kEngramMapFile, map, engram_multipliers(config.text));
     summary.bytes += std::filesystem::file_size(out_dir / kEngramMapFile);
     summary.files.push_back(std::string(kEngramMapFile));

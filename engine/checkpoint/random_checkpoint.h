@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/checkpoint/config.h"
+#include "engine/checkpoint/tensor_spec.h"
 
 namespace flashdesk {
 
@@ -36,6 +37,19 @@ struct RandomCheckpointSummary {
   std::vector<std::string> files;  // written, relative to the directory
   std::vector<int64_t> layers;     // partial: the layers held; empty when complete
 };
+
+// The tensors a random checkpoint holds: every expected tensor, or for `layers` (non-empty) the
+// partial set of their closure (partial_layer_closure; InvalidRequest for a layer that does not
+// exist). The synthetic checkpoint (synthetic_checkpoint.h) holds the same.
+struct RandomTensorSet {
+  std::vector<int64_t> layers;  // the closure; empty for the whole model
+  std::vector<TensorSpec> specs;
+};
+RandomTensorSet random_checkpoint_tensors(const ModelConfig& config,
+                                          const std::vector<int64_t>& layers);
+
+// The Engram token map a random checkpoint of an Engram config holds (empty for other configs).
+std::vector<int64_t> random_checkpoint_engram_map(const TextConfig& text, uint64_t seed);
 
 RandomCheckpointSummary write_random_checkpoint(const std::filesystem::path& config_path,
                                                 const std::filesystem::path& out_dir,

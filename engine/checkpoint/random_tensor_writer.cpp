@@ -37,7 +37,7 @@ std::vector<float> draw_rows(const RandomTensorPlan& p, const InitRule& rule, ui
 }
 
 void write_plain(const RandomTensorPlan& p, const std::vector<float>& x, int64_t r0,
-                 SafetensorsWriter& w) {
+                 TensorSink& w) {
   if (p.weight->dtype == DType::F32) {
     w.write(p.weight->name, as_bytes(x), static_cast<uint64_t>(r0 * p.cols) * 4);
     return;
@@ -51,7 +51,7 @@ void write_plain(const RandomTensorPlan& p, const std::vector<float>& x, int64_t
 
 // 32 x 32 tiles, one UE8M0 scale each; r0 is a multiple of 32.
 void write_fp8_tiles(const RandomTensorPlan& p, const std::vector<float>& x, int64_t r0, int64_t r1,
-                     SafetensorsWriter& w) {
+                     TensorSink& w) {
   const int64_t cols = p.cols, scale_cols = (cols + 31) / 32;
   const int64_t tile_rows = (r1 - r0 + 31) / 32;
   std::vector<uint8_t> codes(x.size()), scales(static_cast<size_t>(tile_rows * scale_cols));
@@ -74,7 +74,7 @@ void write_fp8_tiles(const RandomTensorPlan& p, const std::vector<float>& x, int
 
 // Each row quantised in blocks of 32 columns: FP8 codes (Engram tables) or packed FP4 (experts).
 void write_row_blocks(const RandomTensorPlan& p, const std::vector<float>& x, int64_t r0,
-                      SafetensorsWriter& w) {
+                      TensorSink& w) {
   const bool fp4 = p.format == Format::Fp4Rows;
   const int64_t blocks = p.cols / 32, bytes_per_block = fp4 ? 16 : 32;
   const int64_t n_blocks = static_cast<int64_t>(x.size()) / 32;
@@ -90,7 +90,7 @@ void write_row_blocks(const RandomTensorPlan& p, const std::vector<float>& x, in
 }
 
 void generate_chunk(const RandomTensorPlan& p, const InitRule& rule, uint64_t seed, int64_t r0,
-                    int64_t r1, SafetensorsWriter& w) {
+                    int64_t r1, TensorSink& w) {
   const std::vector<float> x = draw_rows(p, rule, seed, r0, r1);
   switch (p.format) {
     case Format::Plain:
@@ -137,7 +137,7 @@ std::vector<RandomTensorPlan> plan_random_tensors(const std::vector<TensorSpec>&
 }
 
 void add_random_tensor_jobs(const RandomTensorPlan& plan, const TextConfig& text, uint64_t seed,
-                            SafetensorsWriter& writer, int64_t elements_per_job,
+                            TensorSink& sink, int64_t elements_per_job,
                             std::vector<std::function<void()>>& jobs) {
   const InitRule rule = init_rule(plan.weight->name, plan.cols, text);
   int64_t rows_per_job = std::max<int64_t>(1, elements_per_job / std::max<int64_t>(plan.cols, 1));
@@ -145,7 +145,7 @@ void add_random_tensor_jobs(const RandomTensorPlan& plan, const TextConfig& text
   for (int64_t r0 = 0; r0 < plan.rows; r0 += rows_per_job) {
     const int64_t r1 = std::min(plan.rows, r0 + rows_per_job);
     jobs.push_back(
-        [plan, rule, seed, r0, r1, &writer] { generate_chunk(plan, rule, seed, r0, r1, writer); });
+        [plan, rule, seed, r0, r1, &sink] { generate_chunk(plan, rule, seed, r0, r1, sink); });
   }
 }
 
@@ -165,7 +165,8 @@ void run_jobs(std::vector<std::function<void()>>& jobs, int threads) {
     }
   };
   std::vector<std::jthread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  const int useful = static_cast<int>(std::min<size_t>(std::max(threads, 1), jobs.size()));
+  for (int t = 1; t < useful; ++t) pool.emplace_back(worker);
   worker();
   pool.clear();  // joins
   if (error) std::rethrow_exception(error);

@@ -1,5 +1,6 @@
 // Generates one random tensor (with its scale, for quantised weights) in row chunks and writes
-// the bytes through a SafetensorsWriter; the chunks are independent jobs for a thread pool.
+// the bytes to a TensorSink (a safetensors file for make-random, memory for a synthetic
+// checkpoint); the chunks are independent jobs for a thread pool.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "engine/checkpoint/config.h"
-#include "engine/checkpoint/safetensors_writer.h"
+#include "engine/checkpoint/tensor_sink.h"
 #include "engine/checkpoint/tensor_spec.h"
 
 namespace flashdesk {
@@ -24,12 +25,18 @@ struct RandomTensorPlan {
 // Pairs each ".weight" with its ".scale" and classifies the storage format.
 std::vector<RandomTensorPlan> plan_random_tensors(const std::vector<TensorSpec>& specs);
 
-// Splits a tensor into row-chunk jobs of about `elements_per_job` values each.
+// Values a generation job draws: large enough that a job outweighs its scheduling, small enough
+// that a tensor spreads over every thread. Any size gives the same bytes (rows are independent).
+inline constexpr int64_t kRandomElementsPerJob = int64_t{1} << 20;
+
+// Splits a tensor into row-chunk jobs of about `elements_per_job` values each; each job writes
+// its rows of the weight (and of its scale) to `sink`, which must outlive the jobs.
 void add_random_tensor_jobs(const RandomTensorPlan& plan, const TextConfig& text, uint64_t seed,
-                            SafetensorsWriter& writer, int64_t elements_per_job,
+                            TensorSink& sink, int64_t elements_per_job,
                             std::vector<std::function<void()>>& jobs);
 
-// Runs jobs on `threads` threads (the calling thread included); rethrows the first error.
+// Runs jobs on up to `threads` threads (the calling thread included, no more threads than jobs);
+// rethrows the first error.
 void run_jobs(std::vector<std::function<void()>>& jobs, int threads);
 
 }  // namespace flashdesk

@@ -14,12 +14,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/checkpoint/tensor_sink.h"
 #include "engine/checkpoint/tensor_spec.h"
 #include "engine/util/file_io.h"
 
 namespace flashdesk {
 
-class SafetensorsWriter {
+class SafetensorsWriter final : public TensorSink {
  public:
   // Plans the file: header (padded with spaces so the data starts 8-byte aligned), then the
   // tensors ordered by element size (8, 4, 2, 1 bytes; stable within a size), contiguous, so
@@ -29,7 +30,7 @@ class SafetensorsWriter {
 
   // Writes `bytes` at `offset` within tensor `name`'s data. Safe to call from several threads
   // for disjoint ranges.
-  void write(std::string_view name, std::span<const uint8_t> bytes, uint64_t offset = 0);
+  void write(std::string_view name, std::span<const uint8_t> bytes, uint64_t offset = 0) override;
   // Checks that every tensor byte was written, then syncs and renames the file into place.
   void commit();
   // Renames the file into place with unwritten tensor bytes left as holes (read as zeros; the
