@@ -54,6 +54,7 @@ class CheckpointImpl final : public Checkpoint {
   const std::vector<LayerRole>& roles() const override { return roles_; }
   bool has(std::string_view name) const override { return table_.contains(name); }
   TensorView tensor(std::string_view name) const override;
+  TensorSpec tensor_spec(std::string_view name) const override;
   std::vector<std::string> tensor_names() const override { return names_; }
   std::string fingerprint() const override { return fingerprint_; }
   const WeightDigestReport& weight_digest_report() const override { return digest_report_; }
@@ -215,6 +216,14 @@ TensorView CheckpointImpl::tensor(std::string_view name) const {
   const SafetensorsEntry& e = *it->second.entry;
   return TensorView{e.name, e.dtype, e.shape, it->second.file->data(e),
                     static_cast<size_t>(e.nbytes)};
+}
+
+TensorSpec CheckpointImpl::tensor_spec(std::string_view name) const {
+  const auto it = table_.find(name);
+  FD_CHECK(it != table_.end(),
+           "no tensor " + std::string(name) + " in checkpoint " + dir_.string());
+  const SafetensorsEntry& e = *it->second.entry;
+  return TensorSpec{e.name, e.dtype, e.shape};
 }
 
 std::vector<std::filesystem::path> CheckpointImpl::files() const {

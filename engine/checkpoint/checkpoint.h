@@ -1,5 +1,7 @@
-// A model directory opened for inference: config.json, safetensors shards (memory-mapped, never
-// read whole) and the validated tensor table. The model code reads weights only through this.
+// A model opened for inference: config.json and the validated tensor table. Checkpoint::open
+// maps a directory's safetensors shards (never read whole); open_synthetic_checkpoint
+// (synthetic_checkpoint.h) generates make-random's bytes in memory instead. The model code reads
+// weights only through this.
 #pragma once
 
 #include <cstdint>
@@ -68,21 +70,32 @@ class Checkpoint {
   virtual const ModelConfig& config() const = 0;
   virtual const std::vector<LayerRole>& roles() const = 0;
   virtual bool has(std::string_view name) const = 0;
-  // The named tensor; a missing name is a bug (the directory was validated at open).
+  // The named tensor; a missing name is a bug (the directory was validated at open). Safe to
+  // call from several threads (the ranks of a RankGroup load at once). A synthetic checkpoint
+  // generates the bytes here on first use.
   virtual TensorView tensor(std::string_view name) const = 0;
+  // The named tensor's name, dtype and shape, without reading or generating its bytes.
+  virtual TensorSpec tensor_spec(std::string_view name) const = 0;
+  // Says that the caller of one earlier tensor(name) holds no pointer into its bytes any more (a
+  // backend copied them). A file checkpoint ignores it (the mapping stays; the OS pages). A
+  // synthetic one frees a weight's bytes (with its scale's) once every tensor() of them has been
+  // released, and generates them again if asked after that; a caller that never releases keeps
+  // them for the checkpoint's life. Releasing more often than tensor() was called is a bug.
+  virtual void release_tensor(std::string_view name) const { (void)name; }
   virtual std::vector<std::string> tensor_names() const = 0;
   // What keys cached KV: a SHA-256 (64 lower-case hex digits) over the engine's
   // kKvNumericsVersion, config.json, and every safetensors file's name, size, header and content
   // digest (weight_digest.h), so any changed weight byte, or an engine whose KV numerics changed,
   // gives another fingerprint. docs/checkpoint-format.md gives the byte stream.
   virtual std::string fingerprint() const = 0;
-  // How the content digests were obtained at open (files hashed, from the cache, speed).
+  // How the content digests were obtained at open (files hashed, from the cache, speed); for a
+  // synthetic checkpoint, `synthesised` says so and nothing was digested.
   virtual const WeightDigestReport& weight_digest_report() const = 0;
   // The main layers held when partial (ascending); empty for a complete checkpoint.
   virtual const std::vector<int64_t>& partial_layers() const = 0;
   // The Engram compressed-token map (one id per token id), empty when the file is absent.
   virtual std::span<const int64_t> engram_token_map() const = 0;
-  // The safetensors files mapped (shards, then the Engram map), for reports.
+  // The safetensors files mapped (shards, then the Engram map), for reports; none when synthetic.
   virtual std::vector<std::filesystem::path> files() const = 0;
 };
 

@@ -28,7 +28,7 @@ LoadProgressTracker::LoadProgressTracker(const Checkpoint& checkpoint,
   std::set<std::string, std::less<>> layers;
   for (const LayerRole& role : roles) layers.insert("layers." + std::to_string(role.layer) + ".");
   for (const std::string& name : checkpoint.tensor_names())
-    if (is_loaded_tensor(name, layers, dspark)) total_ += checkpoint.tensor(name).nbytes;
+    if (is_loaded_tensor(name, layers, dspark)) total_ += checkpoint.tensor_spec(name).nbytes();
 }
 
 void LoadProgressTracker::uploaded(const TensorView& view) {

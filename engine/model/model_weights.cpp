@@ -1,16 +1,28 @@
 // Uploads the model's weights to a backend, taking this rank's slice of each tensor as the
-// sharding table says.
+// sharding table says, and hands back to the checkpoint the bytes the backend copied.
 #include "engine/model/model_weights.h"
 
 #include <array>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <string>
 
 #include "engine/model/load_progress.h"
 
 namespace flashdesk {
 namespace {
+
+// Whether `t`'s memory overlaps the checkpoint bytes of `v`: the backend kept a view of them
+// instead of copying. Device addresses are compared as well: with unified addressing a device
+// may reach host memory at its host address.
+bool points_into(const Tensor& t, const TensorView& v) {
+  if (!t.defined() || v.nbytes == 0) return false;
+  const auto begin = reinterpret_cast<uintptr_t>(t.memory()->address());
+  const auto end = begin + t.memory()->bytes();
+  const auto v_begin = reinterpret_cast<uintptr_t>(v.data);
+  return begin < v_begin + v.nbytes && v_begin < end;
+}
 
 class WeightLoader {
  public:
@@ -21,26 +33,36 @@ class WeightLoader {
   Tensor vec(const std::string& name) {
     TensorView v = ckpt_.tensor(name);
     Counted counted{this, v};
-    if (shard_split(name) != ShardSplit::VectorByHead || plan_.world == 1) return be_.upload_f32(v);
-    const int64_t n = v.dim(0) / plan_.world;
-    std::array<int64_t, 1> shape = {n};
-    TensorView part = v;
-    part.data = v.data + plan_.rank * n * static_cast<int64_t>(dtype_size(v.dtype));
-    part.shape = shape;
-    part.nbytes = static_cast<size_t>(n) * dtype_size(v.dtype);
-    return be_.upload_f32(part);
+    Tensor out;
+    if (shard_split(name) != ShardSplit::VectorByHead || plan_.world == 1) {
+      out = be_.upload_f32(v);
+    } else {
+      const int64_t n = v.dim(0) / plan_.world;
+      std::array<int64_t, 1> shape = {n};
+      TensorView part = v;
+      part.data = v.data + plan_.rank * n * static_cast<int64_t>(dtype_size(v.dtype));
+      part.shape = shape;
+      part.nbytes = static_cast<size_t>(n) * dtype_size(v.dtype);
+      out = be_.upload_f32(part);
+    }
+    done_with(v, {&out});
+    return out;
   }
 
   Tensor raw(const std::string& name) {
     TensorView v = ckpt_.tensor(name);
     Counted counted{this, v};
-    return be_.upload(v);
+    Tensor out = be_.upload(v);
+    done_with(v, {&out});
+    return out;
   }
   // A table read a few rows a step: where the backend keeps such tables (upload_table).
   Tensor table(const std::string& name) {
     TensorView v = ckpt_.tensor(name);
     Counted counted{this, v};
-    return be_.upload_table(v);
+    Tensor out = be_.upload_table(v);
+    done_with(v, {&out});
+    return out;
   }
 
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
@@ -50,11 +72,17 @@ class WeightLoader {
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
     Counted counted{this, w, has_scale ? &s : nullptr};
     const ShardSplit split = shard_split(module + ".weight");
+    LinearWeight lw;
     if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
         split == ShardSplit::FirstRankOnly)
-      return be_.upload_linear(w, has_scale ? &s : nullptr, in_host);
-    if (split == ShardSplit::ColumnsByGroup) return column_slice(w, has_scale ? &s : nullptr);
-    return row_slice(w, has_scale ? &s : nullptr);
+      lw = be_.upload_linear(w, has_scale ? &s : nullptr, in_host);
+    else if (split == ShardSplit::ColumnsByGroup)
+      lw = column_slice(w, has_scale ? &s : nullptr);
+    else
+      lw = row_slice(w, has_scale ? &s : nullptr);
+    done_with(w, {&lw.data, &lw.scale});
+    if (has_scale) done_with(s, {&lw.data, &lw.scale});
+    return lw;
   }
 
   ExpertWeights expert(const std::string& prefix, bool in_host = false) {
@@ -76,6 +104,18 @@ class WeightLoader {
       if (second) loader->progress_->uploaded(*second);
     }
   };
+
+  // Releases the checkpoint's bytes of `v` (Checkpoint::release_tensor) unless one of `kept`
+  // points into them. A backend that copied (a GPU's upload, upload_f32's widening, a column
+  // slice) lets a synthetic checkpoint free them; a view (the CPU backends' upload, a GPU's
+  // upload_table and in-host experts) keeps them for the model's life. A GPU upload from pageable
+  // memory has read its source when it returns (the CUDA backend's upload_f32 frees its own
+  // staging vector right after, too).
+  void done_with(const TensorView& v, std::initializer_list<const Tensor*> kept) {
+    for (const Tensor* t : kept)
+      if (points_into(*t, v)) return;
+    ckpt_.release_tensor(v.name);
+  }
 
   // This rank's contiguous share of the output rows (whole 32-row scale tiles).
   LinearWeight row_slice(const TensorView& w, const TensorView* s) {
