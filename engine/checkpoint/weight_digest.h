@@ -30,6 +30,9 @@ struct WeightDigestReport {
   double seconds = 0;       // wall time of the whole digest step
   int threads = 0;          // threads that hashed
   std::string cache_note;   // what went wrong with the cache (unreadable, unwritable); or empty
+  // Non-empty for a synthetic checkpoint (no files, nothing digested): what generates its
+  // weights, e.g. "make-random seed 7" (synthetic_checkpoint.h).
+  std::string synthesised;
 };
 
 struct WeightDigests {

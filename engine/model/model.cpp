@@ -74,6 +74,10 @@ Model::Model(std::shared_ptr<const Checkpoint> checkpoint, Backend& backend,
   const TextConfig& t = config().text;
   const std::string cfg_file = (checkpoint_->dir() / "config.json").string();
   check_supported(t, cfg_file, comm_->world());
+  if (!checkpoint_->partial_layers().empty())
+    throw InvalidRequest(
+        "the checkpoint holds only some layers (make-random or synthetic "
+        "--layers), and a model runs all of them");
   decoder_first_ = decoder_first_layer(t);
   max_context_ = options.max_context > 0 ? options.max_context : t.max_position_embeddings;
   LoadProgressTracker progress(*checkpoint_, roles_, options.on_load_progress,

@@ -1,0 +1,119 @@
+// SyntheticCheckpoint: the config, the table of make-random's tensors generated on first use, the
+// random Engram map and the synthetic fingerprint.
+#include "engine/checkpoint/synthetic_checkpoint.h"
+
+#include <algorithm>
+#include <thread>
+#include <unordered_map>
+
+#include "engine/checkpoint/engram_map.h"
+#include "engine/checkpoint/random_checkpoint.h"
+#include "engine/checkpoint/random_init.h"
+#include "engine/checkpoint/synthetic_tensor.h"
+#include "engine/util/error.h"
+#include "engine/util/file_io.h"
+#include "engine/util/kv_numerics_version.h"
+#include "engine/util/sha256.h"
+
+namespace flashdesk {
+namespace {
+
+std::filesystem::path config_file_of(const std::filesystem::path& config) {
+  return std::filesystem::is_directory(config) ? config / "config.json" : config;
+}
+
+// "make-random seed 7" or "make-random seed 7, layers 2,3": what writes the same bytes.
+std::string generator_text(uint64_t seed, const std::vector<int64_t>& layers) {
+  std::string s = "make-random seed " + std::to_string(seed);
+  for (size_t i = 0; i < layers.size(); ++i)
+    s += (i == 0 ? ", layers " : ",") + std::to_string(layers[i]);
+  return s;
+}
+
+}  // namespace
+
+SyntheticCheckpoint::SyntheticCheckpoint(const std::filesystem::path& config,
+                                         const SyntheticWeights& weights)
+    : seed_(weights.seed),
+      threads_(weights.threads > 0
+                   ? weights.threads
+                   : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+  const std::filesystem::path file = config_file_of(config);
+  dir_ = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+  config_text_ = read_small_file(file);
+  config_ = parse_model_config(config_text_, file.string());
+  if (config_.name.empty())
+    config_.name = file.filename() == "config.json"
+                       ? std::filesystem::absolute(dir_).filename().string()
+                       : file.stem().string();
+  roles_ = derive_layer_roles(config_.text);
+  RandomTensorSet set = random_checkpoint_tensors(config_, weights.layers);
+  layers_ = std::move(set.layers);
+  specs_ = std::move(set.specs);
+  build_table();
+  engram_map_ = random_checkpoint_engram_map(config_.text, seed_);
+  if (!engram_map_.empty()) validate_engram_token_map(engram_map_, config_.text, file.string());
+  compute_fingerprint();
+  report_.synthesised = generator_text(seed_, layers_);
+}
+
+void SyntheticCheckpoint::build_table() {
+  const std::vector<RandomTensorPlan> plans = plan_random_tensors(specs_);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const RandomTensorPlan& p = plans[i];
+    tensors_.push_back(std::make_unique<SyntheticTensor>(p, config_.text, seed_));
+    table_.emplace(p.weight->name, Entry{p.weight, i, false});
+    if (p.scale) table_.emplace(p.scale->name, Entry{p.scale, i, true});
+  }
+  for (const TensorSpec& s : specs_) {
+    FD_CHECK(table_.contains(s.name), "synthetic checkpoint: no generator for " + s.name);
+    names_.push_back(s.name);
+  }
+}
+
+// The byte stream of the header comment above.
+void SyntheticCheckpoint::compute_fingerprint() {
+  Sha256 h;
+  h.update("flashdesk-synthetic-fingerprint-v1\n");
+  h.update_u64(kKvNumericsVersion);
+  h.update_u64(kRandomWeightsVersion);
+  h.update_u64(config_text_.size());
+  h.update(config_text_);
+  h.update_u64(seed_);
+  h.update_u64(layers_.size());
+  for (int64_t l : layers_) h.update_u64(static_cast<uint64_t>(l));
+  fingerprint_ = Sha256::hex(h.finish());
+}
+
+const SyntheticCheckpoint::Entry& SyntheticCheckpoint::entry(std::string_view name) const {
+  const auto it = table_.find(name);
+  FD_CHECK(it != table_.end(),
+           "no tensor " + std::string(name) + " in the synthetic checkpoint of " + dir_.string());
+  return it->second;
+}
+
+TensorView SyntheticCheckpoint::tensor(std::string_view name) const {
+  const Entry& e = entry(name);
+  const uint8_t* data = tensors_[e.tensor]->acquire(e.scale, threads_);
+  return TensorView{e.spec->name, e.spec->dtype, e.spec->shape, data,
+                    static_cast<size_t>(e.spec->nbytes())};
+}
+
+uint64_t SyntheticCheckpoint::resident_bytes() const {
+  uint64_t total = 0;
+  for (const auto& t : tensors_) total += t->resident_bytes();
+  return total;
+}
+
+std::unique_ptr<SyntheticCheckpoint> open_synthetic_checkpoint(const std::filesystem::path& config,
+                                                               const SyntheticWeights& weights) {
+  return std::make_unique<SyntheticCheckpoint>(config, weights);
+}
+
+std::unique_ptr<Checkpoint> open_checkpoint(const std::filesystem::path& model,
+                                            const std::optional<SyntheticWeights>& synthetic) {
+  if (synthetic) return open_synthetic_checkpoint(model, *synthetic);
+  return Checkpoint::open(model);
+}
+
+}  // namespace flashdesk
