@@ -3,15 +3,18 @@
 // memcpy with every core. Also bounded vs exact prefill at a long prompt (docs/model-spec.md
 // §3.9: bounded replays the decoder over the last window only).
 //
-//   decode_roofline_bench [--model DIR] [--decode N] [--prompt N] [--long N] [--runs N]
+//   decode_roofline_bench [--model DIR] [--synthetic-weights SEED] [--decode N] [--prompt N]
+//                         [--long N] [--runs N]
 //   defaults: the bundled demo model, 64 decode steps after a 512-token prompt, an 8192-token
-//   prompt for the prefill-mode table, median of 3 runs.
+//   prompt for the prefill-mode table, median of 3 runs. --synthetic-weights: the weights
+//   generated in memory (synthetic_checkpoint.h), --model naming a config.json or its directory.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +23,7 @@
 #include "bench/bench_options.h"
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/synthetic_checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/runtime/backend_factory.h"
 
@@ -40,17 +44,17 @@ double weight_bytes_per_token(const flashdesk::Checkpoint& ckpt) {
   const double engram_rows = static_cast<double>((t.engram_max_ngram_size - 1) * t.engram_n_heads);
   double total = 0;
   for (const std::string& name : ckpt.tensor_names()) {
-    const flashdesk::TensorView v = ckpt.tensor(name);
-    const double bytes = static_cast<double>(v.nbytes);
+    const flashdesk::TensorSpec v = ckpt.tensor_spec(name);
+    const double bytes = static_cast<double>(v.nbytes());
     if (name.rfind("vision", 0) == 0 || name.rfind("aligner", 0) == 0 ||
         name.find("image_") != std::string::npos)
       continue;
     if (name.find(".experts.") != std::string::npos && name.find("shared") == std::string::npos)
       total += bytes * expert_share;
     else if (name.rfind("embed.", 0) == 0)
-      total += bytes / static_cast<double>(v.dim(0));
+      total += bytes / static_cast<double>(v.shape[0]);
     else if (name.find("engram.embed.") != std::string::npos)
-      total += bytes / static_cast<double>(v.dim(0)) * engram_rows;
+      total += bytes / static_cast<double>(v.shape[0]) * engram_rows;
     else
       total += bytes;
   }
@@ -133,13 +137,21 @@ int main(int argc, char** argv) {
       cxxopts::value<int64_t>()->default_value("512"))(
       "long", "prompt tokens of the prefill-mode table",
       cxxopts::value<int64_t>()->default_value("8192"))(
-      "runs", "runs per measurement (median)", cxxopts::value<int64_t>()->default_value("3"));
+      "runs", "runs per measurement (median)", cxxopts::value<int64_t>()->default_value("3"))(
+      "synthetic-weights", "generate the weights in memory with this seed (no files)",
+      cxxopts::value<uint64_t>());
   const auto args = flashdesk::bench::parse_options(options, argc, argv);
   const std::string model_dir = args["model"].as<std::string>();
+  std::optional<flashdesk::SyntheticWeights> synthetic;
+  if (args.count("synthetic-weights")) {
+    synthetic.emplace();
+    synthetic->seed = args["synthetic-weights"].as<uint64_t>();
+  }
   const int64_t decode = args["decode"].as<int64_t>(), prompt_len = args["prompt"].as<int64_t>(),
                 long_len = args["long"].as<int64_t>(),
                 runs = std::max<int64_t>(1, args["runs"].as<int64_t>());
-  std::shared_ptr<const flashdesk::Checkpoint> ckpt = flashdesk::Checkpoint::open(model_dir);
+  std::shared_ptr<const flashdesk::Checkpoint> ckpt =
+      flashdesk::open_checkpoint(model_dir, synthetic);
   const int64_t vocab = ckpt->config().text.vocab_size;
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const double bytes_per_token = weight_bytes_per_token(*ckpt);

@@ -1,8 +1,11 @@
 // Forward-pass timing on the CPU reference backend: a 256-token prefill (exact and bounded) and
 // 32 greedy decode steps on a random checkpoint of a config (default: the every-role test
 // model), with 1 thread as the same-run baseline. Prints a table of medians over the runs.
+// --synthetic-weights SEED generates that checkpoint in memory instead of writing it to disk
+// (synthetic_checkpoint.h): --model then names a config.json or a directory holding one.
 //
-//   forward_bench [--model DIR | --config FILE] [--prompt N] [--decode N] [--runs N]
+//   forward_bench [--model DIR | --config FILE] [--synthetic-weights SEED] [--prompt N]
+//                 [--decode N] [--runs N]
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +24,7 @@
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/random_checkpoint.h"
+#include "engine/checkpoint/synthetic_checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/ops/cpu/cpu_backend.h"
 
@@ -62,7 +67,9 @@ int main(int argc, char** argv) {
           (std::filesystem::path(FD_SOURCE_DIR) / "assets/configs/test-every-role.json").string()))(
       "model", "a model directory instead of --config",
       cxxopts::value<std::string>()->default_value(""))(
-      "prompt", "prompt tokens", cxxopts::value<int64_t>()->default_value("256"))(
+      "synthetic-weights", "generate the weights in memory with this seed (no files)",
+      cxxopts::value<uint64_t>())("prompt", "prompt tokens",
+                                  cxxopts::value<int64_t>()->default_value("256"))(
       "decode", "decode steps", cxxopts::value<int64_t>()->default_value("32"))(
       "runs", "runs per measurement (median)", cxxopts::value<int64_t>()->default_value("3"));
   const auto args = flashdesk::bench::parse_options(options, argc, argv);
@@ -72,13 +79,19 @@ int main(int argc, char** argv) {
                 runs = std::max<int64_t>(1, args["runs"].as<int64_t>());
   const auto dir = std::filesystem::temp_directory_path() /
                    ("flashdesk-forward-bench-" + std::to_string(::getpid()));
-  if (model_dir.empty()) {
+  std::optional<flashdesk::SyntheticWeights> synthetic;
+  if (args.count("synthetic-weights")) {
+    synthetic.emplace();
+    synthetic->seed = args["synthetic-weights"].as<uint64_t>();
+    if (model_dir.empty()) model_dir = config;
+  } else if (model_dir.empty()) {
     flashdesk::RandomCheckpointOptions o;
     o.seed = 1;
     flashdesk::write_random_checkpoint(config, dir, o);
     model_dir = dir.string();
   }
-  std::shared_ptr<const flashdesk::Checkpoint> ckpt = flashdesk::Checkpoint::open(model_dir);
+  std::shared_ptr<const flashdesk::Checkpoint> ckpt =
+      flashdesk::open_checkpoint(model_dir, synthetic);
   const int64_t V = ckpt->config().text.vocab_size;
   std::mt19937 rng(1);
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));

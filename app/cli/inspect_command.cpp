@@ -1,6 +1,7 @@
 // `flashdesk-cli inspect DIR|config.json`: the config in brief, the layer-role table, parameter
 // counts, bytes by dtype and the KV bytes per token; with weights present it also validates the
-// checkpoint and prints its fingerprint and how the weights were digested for it. With --plan:
+// checkpoint and prints its fingerprint and how the weights were digested for it (with
+// --synthetic-weights: the synthetic checkpoint's fingerprint; nothing is generated). With --plan:
 // where each part of the model would live on a machine (engine/placement/placement_plan.h), this
 // one (--devices auto) or one described by the options.
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <cxxopts.hpp>
 
 #include "app/cli/cli_numbers.h"
+#include "app/cli/synthetic_options.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/model_stats.h"
 #include "engine/placement/machine_detect.h"
@@ -140,6 +142,11 @@ void print_sizes(const ModelConfig& c) {
 
 // How the weights' content digests (part of the fingerprint) were obtained.
 void print_digest_report(const WeightDigestReport& r) {
+  if (!r.synthesised.empty()) {
+    std::printf("weights: synthetic (%s), generated when first read; nothing digested\n",
+                r.synthesised.c_str());
+    return;
+  }
   const double gb = static_cast<double>(r.bytes_read) / 1e9;
   std::printf("weights digest: %zu files, %zu from the cache; %.3f GB read and hashed in %.2f s",
               r.files, r.from_cache, gb, r.seconds);
@@ -221,6 +228,7 @@ int run_inspect(int argc, char** argv) {
       cxxopts::value<double>()->default_value("100"))("ssd-bw", "with --plan: GB/s of the SSD",
                                                       cxxopts::value<double>()->default_value("7"))(
       "h,help", "show this help");
+  add_synthetic_options(opts, true);
   opts.parse_positional({"path"});
   const auto args = opts.parse(argc, argv);
   if (args.count("help") || !args.count("path")) {
@@ -228,6 +236,7 @@ int run_inspect(int argc, char** argv) {
     return args.count("help") ? 0 : 2;
   }
   const std::filesystem::path path = args["path"].as<std::string>();
+  const std::optional<SyntheticWeights> synthetic = synthetic_options(args);
   std::unique_ptr<Checkpoint> ckpt;
   ModelConfig config;
   const bool is_dir = std::filesystem::is_directory(path);
@@ -240,7 +249,10 @@ int run_inspect(int argc, char** argv) {
   const bool has_weights =
       is_dir && (std::filesystem::exists(path / "model.safetensors") ||
                  std::filesystem::exists(path / "model.safetensors.index.json"));
-  if (has_weights) {
+  if (synthetic) {
+    ckpt = open_synthetic_checkpoint(path, *synthetic);
+    config = ckpt->config();
+  } else if (has_weights) {
     CheckpointOptions options;
     options.allow_partial = args.count("allow-partial") > 0;
     ckpt = Checkpoint::open(path, options);
@@ -252,8 +264,12 @@ int run_inspect(int argc, char** argv) {
   print_roles(derive_layer_roles(config.text));
   print_sizes(config);
   if (ckpt) {
-    std::printf("\ncheckpoint: %zu tensors in %zu files, valid; fingerprint %s\n",
-                ckpt->tensor_names().size(), ckpt->files().size(), ckpt->fingerprint().c_str());
+    if (synthetic)
+      std::printf("\ncheckpoint: %zu tensors, synthetic; fingerprint %s\n",
+                  ckpt->tensor_names().size(), ckpt->fingerprint().c_str());
+    else
+      std::printf("\ncheckpoint: %zu tensors in %zu files, valid; fingerprint %s\n",
+                  ckpt->tensor_names().size(), ckpt->files().size(), ckpt->fingerprint().c_str());
     if (!ckpt->partial_layers().empty())
       std::printf("partial: holds layers %s only\n", list(ckpt->partial_layers()).c_str());
     print_digest_report(ckpt->weight_digest_report());

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/synthetic_options.h"
 #include "app/cli/turn_options.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
@@ -141,7 +142,9 @@ cxxopts::Options logits_options() {
   cxxopts::Options opts("flashdesk-cli logits",
                         "FP32 logits of a prefill and decode steps, with per-block dumps "
                         "(docs/logits-dump.md)");
-  opts.add_options()("model", "model directory", cxxopts::value<std::string>())(
+  opts.add_options()("model",
+                     "model directory (with --synthetic-weights: a config.json or its directory)",
+                     cxxopts::value<std::string>())(
       "ids", "prompt token ids: JSON array or whitespace-separated integers",
       cxxopts::value<std::string>())(
       "prompt", "prompt text: one user turn, rendered with tokenizer.json and the chat template",
@@ -173,6 +176,7 @@ cxxopts::Options logits_options() {
       cxxopts::value<int>()->default_value("1"))(
       "backend", "cpu-reference (the plain reference), cpu (optimised, same bits), cuda or cuda:N",
       cxxopts::value<std::string>()->default_value("cpu-reference"))("h,help", "this help");
+  add_synthetic_options(opts);
   return opts;
 }
 
@@ -252,7 +256,7 @@ LogitsInput read_input(const cxxopts::ParseResult& args, const Checkpoint& ckpt)
   }
   if (args.count("prompt")) {
     const RenderedPrompt rendered =
-        render_prompt(args["model"].as<std::string>(), args["prompt"].as<std::string>(), in.images,
+        render_prompt(ckpt.dir(), args["prompt"].as<std::string>(), in.images,
                       args["thinking"].as<std::string>(), args["effort"].as<std::string>());
     in.prompt.assign(rendered.ids.begin(), rendered.ids.end());
     in.spans = rendered.images;
@@ -425,7 +429,7 @@ int run_logits(int argc, char** argv) {
   }
   check_logits_args(args);
   const std::string model_dir = args["model"].as<std::string>();
-  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(model_dir);
+  std::shared_ptr<const Checkpoint> ckpt = open_checkpoint(model_dir, synthetic_options(args));
   const LogitsInput in = read_input(args, *ckpt);
   const int64_t steps =
       in.teacher ? static_cast<int64_t>(in.forced.size()) : args["decode"].as<int64_t>();

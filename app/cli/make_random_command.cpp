@@ -1,7 +1,5 @@
 // `flashdesk-cli make-random`: writes a random checkpoint for a config (tests, benchmarks).
 #include <cstdio>
-#include <optional>
-#include <sstream>
 #include <string>
 
 #include <cxxopts.hpp>
@@ -11,22 +9,6 @@
 #include "engine/util/error.h"
 
 namespace flashdesk::cli {
-namespace {
-
-std::vector<int64_t> parse_layers(const std::string& text) {
-  std::vector<int64_t> layers;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const std::optional<int64_t> v = parse_nonnegative_integer(item);
-    if (!v) throw InvalidRequest("--layers: '" + item + "' is not a layer number");
-    layers.push_back(*v);
-  }
-  if (layers.empty()) throw InvalidRequest("--layers: empty list");
-  return layers;
-}
-
-}  // namespace
 
 int run_make_random(int argc, char** argv) {
   cxxopts::Options opts("flashdesk-cli make-random",
@@ -54,7 +36,8 @@ int run_make_random(int argc, char** argv) {
     throw InvalidRequest("make-random needs --config FILE and --out DIR");
   RandomCheckpointOptions options;
   options.seed = args["seed"].as<uint64_t>();
-  if (args.count("layers")) options.layers = parse_layers(args["layers"].as<std::string>());
+  if (args.count("layers"))
+    options.layers = parse_layer_list(args["layers"].as<std::string>(), "--layers");
   options.shard_bytes = args["shard-mb"].as<uint64_t>() << 20;
   options.threads = args["threads"].as<int>();
   options.skeleton = args.count("skeleton") > 0;

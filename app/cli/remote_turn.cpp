@@ -31,7 +31,8 @@ bool wants_remote(const cxxopts::ParseResult& args) {
 
 #ifdef FLASHDESK_HAVE_REMOTE
 remote::RemoteOptions remote_options(const cxxopts::ParseResult& args) {
-  for (const char* local : {"model", "backend", "threads", "max-context", "prefill", "chunk"})
+  for (const char* local :
+       {"model", "backend", "threads", "max-context", "prefill", "chunk", "synthetic-weights"})
     if (args.count(local))
       throw InvalidRequest(std::string("--") + local + " applies to a local model, not --remote");
   remote::RemoteOptions o;

@@ -9,6 +9,7 @@
 
 #include "app/cli/cli_numbers.h"
 #include "app/cli/default_model.h"
+#include "app/cli/synthetic_options.h"
 #include "engine/util/error.h"
 #ifdef FLASHDESK_HAVE_STORAGE
 #include "storage/storage_layout.h"
@@ -18,8 +19,9 @@ namespace flashdesk::cli {
 
 void add_model_options(cxxopts::Options& options) {
   // Without --model the bundled demo model, when one is installed or beside the source tree.
-  options.add_options("model")("model", "model directory",
-                               cxxopts::value<std::string>()->default_value(default_model_dir()))(
+  options.add_options("model")(
+      "model", "model directory (with --synthetic-weights: a config.json or its directory)",
+      cxxopts::value<std::string>()->default_value(default_model_dir()))(
       "backend", "compute backend: cpu, cpu-reference, cuda (GPU 0) or cuda:N (GPU N)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "threads", "CPU threads (0 = every core)", cxxopts::value<int>()->default_value("0"))(
@@ -29,6 +31,7 @@ void add_model_options(cxxopts::Options& options) {
       "routed experts of layers >= L stay in host memory and the CPU computes them: auto (on a "
       "GPU, as the placement planner decides from its free memory), none, or a layer L",
       cxxopts::value<std::string>()->default_value("auto"));
+  add_synthetic_options(options);
 }
 
 void add_turn_options(cxxopts::Options& options) {
@@ -90,6 +93,7 @@ EngineOptions engine_options(const cxxopts::ParseResult& args, const std::string
   e.backend = args["backend"].as<std::string>();
   e.threads = args["threads"].as<int>();
   e.max_context = args["max-context"].as<int64_t>();
+  e.synthetic_weights = synthetic_options(args);
   if (e.threads < 0) throw InvalidRequest("--threads must be 0 or more");
   const std::string experts = args["host-experts-from"].as<std::string>();
   if (experts == "none") {

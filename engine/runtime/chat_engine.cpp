@@ -40,10 +40,12 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
                                              const EngineOptions& options,
                                              const LoadProgressCallback& progress) {
   std::unique_ptr<ChatEngine> e(new ChatEngine());
-  e->checkpoint_ = Checkpoint::open(model_dir);
-  const auto tokenizer_file = model_dir / "tokenizer.json";
+  e->checkpoint_ = open_checkpoint(model_dir, options.synthetic_weights);
+  const auto tokenizer_file = e->checkpoint_->dir() / "tokenizer.json";
   if (!std::filesystem::exists(tokenizer_file))
-    throw FormatError(tokenizer_file.string(), "the model directory has no tokenizer.json");
+    throw FormatError(tokenizer_file.string(), options.synthetic_weights
+                                                   ? "the config's folder has no tokenizer.json"
+                                                   : "the model directory has no tokenizer.json");
   e->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_file(tokenizer_file));
   e->template_ = std::make_unique<ChatTemplate>(*e->tokenizer_);
   check_special_tokens_embedded(e->template_->special(), e->checkpoint_->config(),
@@ -68,7 +70,7 @@ std::unique_ptr<ChatEngine> ChatEngine::load(const std::filesystem::path& model_
     }
   }
   const std::string& config_name = e->checkpoint_->config().name;
-  e->name_ = config_name.empty() ? model_dir.filename().string() : config_name;
+  e->name_ = config_name.empty() ? e->checkpoint_->dir().filename().string() : config_name;
   return e;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
+#include "engine/checkpoint/synthetic_checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/ops/backend.h"
 #include "engine/runtime/conversation.h"
@@ -41,13 +42,16 @@ struct EngineOptions {
   // placement; -1: every expert on the backend). Unset: on a GPU backend the placement planner
   // decides from the GPU's free memory before loading (auto_placement.h), elsewhere -1.
   std::optional<int64_t> host_experts_from{};
+  // Set: the weights are generated in memory (synthetic_checkpoint.h; whole models only) and
+  // load's path names a config.json or a directory holding one, tokenizer.json beside it.
+  std::optional<SyntheticWeights> synthetic_weights{};
 };
 
 class ChatEngine {
  public:
   // Opens and validates the directory (config.json, safetensors, tokenizer.json, and for Engram
-  // models engram_map.safetensors or the token map built from tokenizer.json) and uploads the
-  // weights. Throws Error subclasses
+  // models engram_map.safetensors or the token map built from tokenizer.json), or synthesises
+  // the weights (options.synthetic_weights), and uploads the weights. Throws Error subclasses
   // naming the file and what is wrong. `progress` is told of each weight tensor uploaded (on
   // this thread) and ends at done == total (load_progress.h).
   static std::unique_ptr<ChatEngine> load(const std::filesystem::path& model_dir,
