@@ -71,7 +71,7 @@ void SyntheticCheckpoint::build_table() {
   }
 }
 
-// The byte stream of the header comment above.
+// The byte stream synthetic_checkpoint.h documents (and docs/checkpoint-format.md).
 void SyntheticCheckpoint::compute_fingerprint() {
   Sha256 h;
   h.update("flashdesk-synthetic-fingerprint-v1\n");

@@ -13,6 +13,7 @@
 #include "engine/checkpoint/synthetic_checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/ops/cpu/cpu_backend.h"
+#include "engine/runtime/rank_group.h"
 #include "engine/util/error.h"
 #include "engine/util/sha256.h"
 #include "tests/engine/checkpoint_test_util.h"
@@ -184,6 +185,16 @@ TEST(SyntheticCheckpoint, ACopyingBackendHandsTheBytesBack) {
   Model model(synth, copying);
   EXPECT_EQ(synth->resident_bytes(), 0u);  // every weight copied, then released
   EXPECT_EQ(run_model(synth, copying), want);
+}
+
+// Ranks load at once, each reading (and, for the widened vectors, releasing) the same tensors.
+TEST(SyntheticCheckpoint, RanksLoadingAtOnceGiveTheWrittenCheckpointsLogits) {
+  const auto cpu_rank = [](int) { return std::make_unique<CpuReferenceBackend>(1); };
+  std::shared_ptr<const Checkpoint> ckpt = open_synthetic_checkpoint(kEveryRole, synthetic(1));
+  const auto ids = test::test_prompt(12, ckpt->config().text.vocab_size, 5);
+  RankGroup file(Checkpoint::open(test::every_role_model_dir()), 2, cpu_rank);
+  RankGroup synth(ckpt, 2, cpu_rank);
+  EXPECT_EQ(synth.prefill(ids, PrefillOptions{}), file.prefill(ids, PrefillOptions{}));
 }
 
 TEST(SyntheticCheckpoint, AReleasedWeightIsGeneratedAgain) {
