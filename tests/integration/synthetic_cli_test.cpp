@@ -86,24 +86,26 @@ TEST(SyntheticCli, GenerateFindsTheTokenizerBesideTheConfig) {
 }
 
 TEST(SyntheticCli, BadOptionsAreMessages) {
-  auto r = run_cli("inspect " + kEveryRole + " --synthetic-weights seven");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "--synthetic-weights: expected a seed")) << r.output;
-  r = run_cli("inspect " + kEveryRole + " --synthetic-weights=-1");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "--synthetic-weights: expected a seed")) << r.output;
-  r = run_cli("inspect " + kEveryRole + " --synthetic-layers 3");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "--synthetic-layers needs --synthetic-weights")) << r.output;
-  r = run_cli("inspect " + kEveryRole + " --synthetic-weights 1 --synthetic-layers 2,x");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "--synthetic-layers: 'x' is not a layer number")) << r.output;
-  r = run_cli("inspect " + kEveryRole + " --synthetic-weights 1 --synthetic-layers 99");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "layer 99 does not exist")) << r.output;
-  r = run_cli("logits --model /nonexistent/config.json --synthetic-weights 1 --ids 1 --out x");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(has(r.output, "/nonexistent/config.json")) << r.output;
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"inspect " + kEveryRole + " --synthetic-weights seven",
+       "--synthetic-weights: expected a seed"},
+      {"inspect " + kEveryRole + " --synthetic-weights=-1", "--synthetic-weights: expected a seed"},
+      {"inspect " + kEveryRole + " --synthetic-layers 3",
+       "--synthetic-layers needs --synthetic-weights"},
+      {"inspect " + kEveryRole + " --synthetic-weights 1 --synthetic-layers 2,x",
+       "--synthetic-layers: 'x' is not a layer number"},
+      {"inspect " + kEveryRole + " --synthetic-weights 1 --synthetic-layers 99",
+       "layer 99 does not exist"},
+      {"logits --model /nonexistent/config.json --synthetic-weights 1 --ids 1 --out x",
+       "/nonexistent/config.json"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args;
+    EXPECT_TRUE(has(r.output, c.message)) << c.args << "\n" << r.output;
+  }
 }
 
 }  // namespace
