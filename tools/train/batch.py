@@ -11,6 +11,8 @@ from typing import List, Optional
 import numpy as np
 import torch
 
+from .image_pack import ImagePack, pack_images
+
 
 @dataclass
 class SampleImage:
@@ -37,18 +39,6 @@ class Sample:
 
 
 @dataclass
-class ImageGroup:
-    """Images of one size in a batch: pixels [n, vit_h*vit_w, 3*p*p], placed at rows/starts."""
-    pixels: torch.Tensor
-    rows: torch.Tensor
-    starts: torch.Tensor
-    vit_h: int
-    vit_w: int
-    llm_h: int
-    llm_w: int
-
-
-@dataclass
 class Batch:
     ids: torch.Tensor            # [B, N] int64
     targets: torch.Tensor        # [B, N] int64: token at position n+1 (logit-aligned)
@@ -60,16 +50,13 @@ class Batch:
     bounded_start: torch.Tensor  # [B] int64, -1 for exact rows
     answer_start: torch.Tensor   # [B] int64 (P)
     answer_from: torch.Tensor    # [B] int64: first answer token after </think> (P if none)
-    images: List[ImageGroup]
+    images: List[ImagePack]      # the batch's pictures in a few padded sets (image_pack.py)
     tasks: List[str]
 
     def to(self, device):
         moved = {k: (v.to(device, non_blocking=True) if torch.is_tensor(v) else v)
                  for k, v in self.__dict__.items() if k not in ("images",)}
-        imgs = [ImageGroup(g.pixels.to(device, non_blocking=True), g.rows.to(device),
-                           g.starts.to(device), g.vit_h, g.vit_w, g.llm_h, g.llm_w)
-                for g in self.images]
-        return Batch(images=imgs, **moved)
+        return Batch(images=[p.to(device) for p in self.images], **moved)
 
     @property
     def n_loss_tokens(self):
@@ -118,22 +105,7 @@ def collate(samples, pad_multiple, window, bounded, keep_prefix_loss=True, pad_i
                  torch.tensor([s.answer_start for s in samples], dtype=torch.int64),
                  torch.tensor([s.answer_start if s.answer_from is None else s.answer_from
                                for s in samples], dtype=torch.int64),
-                 _image_groups(samples), [s.task for s in samples])
-
-
-def _image_groups(samples):
-    groups = {}
-    for row, s in enumerate(samples):
-        for im in s.images:
-            key = (im.vit_h, im.vit_w, im.llm_h, im.llm_w)
-            groups.setdefault(key, []).append((row, im))
-    out = []
-    for (vh, vw, lh, lw), items in sorted(groups.items()):
-        out.append(ImageGroup(
-            torch.from_numpy(np.stack([im.pixels for _, im in items]).astype(np.float32)),
-            torch.tensor([r for r, _ in items], dtype=torch.int64),
-            torch.tensor([im.start for _, im in items], dtype=torch.int64), vh, vw, lh, lw))
-    return out
+                 pack_images(samples, N), [s.task for s in samples])
 
 
 def plan_microbatches(lengths, max_tokens, pad_multiple):

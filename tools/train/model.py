@@ -17,7 +17,7 @@ from .engram import Engram
 from .moe import MoE
 from .regions import region
 from .rope import RopeTables
-from .vision import Aligner, VisionTower, image_span_rows
+from .vision import Aligner, VisionTower, packed_cells
 
 F32 = torch.float32
 
@@ -118,21 +118,20 @@ class Transformer(nn.Module):
 
     def embed_tokens(self, num, batch):
         """[B, N, dim]: BF16 embedding rows, image spans overwritten by aligner rows and the
-        start / newline / end vectors."""
+        start / newline / end vectors (one vision call per pack of pictures: image_pack.py)."""
         B, N = batch.ids.shape
-        emb = num.rb(F.embedding(batch.ids, self.embed.weight))
-        for grp in batch.images:
+        emb = num.rb(F.embedding(batch.ids, self.embed.weight)).reshape(B * N, -1)
+        for pack in batch.images:
             with region("vision"):
-                feats = self.vision(num, grp.pixels, grp.vit_h, grp.vit_w)
-                rows = self.aligner(num, feats, grp.vit_h, grp.vit_w)
-            spans = image_span_rows(num, rows, grp.llm_h, grp.llm_w, self.image_start,
-                                    self.image_newline, self.image_end)
-            L = spans.shape[1]
-            pos = grp.rows.view(-1, 1) * N + grp.starts.view(-1, 1) + torch.arange(L, device=emb.device)
-            emb = emb.reshape(B * N, -1).index_copy(0, pos.reshape(-1),
-                                                    spans.reshape(-1, spans.shape[-1]).to(emb.dtype))
-            emb = emb.view(B, N, -1)
-        return emb
+                rows = packed_cells(num, self.vision, self.aligner, pack)      # [cells, dim]
+            dim = rows.shape[-1]
+            vec = lambda p, k: num.w_bf16(p).to(rows.dtype).view(1, dim).expand(k, dim)
+            src = torch.cat((rows, vec(self.image_newline, len(pack.newline_pos)),
+                             vec(self.image_start, len(pack.start_pos)),
+                             vec(self.image_end, len(pack.end_pos))))
+            pos = torch.cat((pack.cell_pos, pack.newline_pos, pack.start_pos, pack.end_pos))
+            emb = emb.index_copy(0, pos, src.to(emb.dtype))
+        return emb.view(B, N, -1)
 
     def forward(self, num, batch, ctx):
         """Final hidden state h [B, N, dim] (after the last collapse and `norm`)."""

@@ -67,14 +67,22 @@ def apply_rope(num, x, cos, sin, inverse=False):
 
 
 def vision_tables(head_dim, theta, n_h, n_w, device):
-    """cos/sin [n_h*n_w, head_dim/2] of the ViT's 2D RoPE: per patch the phases
-    [row * inv_freq, col * inv_freq] with inv_freq = theta^(-2i/(head_dim/2))."""
-    axis = head_dim // 2
-    inv = 1.0 / (theta ** (torch.arange(0, axis, 2, dtype=F32) / axis))
+    """cos/sin [n_h*n_w, head_dim/2] of the ViT's 2D RoPE for one n_h x n_w grid, row-major."""
     rows = torch.arange(n_h, dtype=F32).repeat_interleave(n_w)
     cols = torch.arange(n_w, dtype=F32).repeat(n_h)
-    phase = torch.cat((torch.outer(rows, inv), torch.outer(cols, inv)), dim=-1)
-    return torch.cos(phase).to(device), torch.sin(phase).to(device)
+    cos, sin = vision_tables_at(head_dim, theta, torch.stack((rows, cols), -1))
+    return cos.to(device), sin.to(device)
+
+
+def vision_tables_at(head_dim, theta, rc):
+    """cos/sin [..., head_dim/2] of the ViT's 2D RoPE at patch positions rc [..., 2] (FP32 row,
+    col), on rc's device: per patch the phases [row * inv_freq, col * inv_freq] with
+    inv_freq = theta^(-2i/(head_dim/2))."""
+    axis = head_dim // 2
+    inv = 1.0 / (theta ** (torch.arange(0, axis, 2, dtype=F32) / axis))
+    inv = inv.to(rc.device)
+    phase = torch.cat((rc[..., :1] * inv, rc[..., 1:] * inv), dim=-1)
+    return torch.cos(phase), torch.sin(phase)
 
 
 def apply_rope_half(x, cos, sin):
