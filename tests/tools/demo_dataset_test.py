@@ -8,7 +8,7 @@ import unittest
 import numpy as np
 
 import demo_support
-from demo import chat_format, config_size, make_dataset, make_eval, vision_layout
+from demo import chat_format, config_size, image_preprocess, make_dataset, make_eval, mixture, vision_layout
 
 
 class DatasetTest(unittest.TestCase):
@@ -30,6 +30,28 @@ class DatasetTest(unittest.TestCase):
                 self.assertEqual((n_h, n_w), vision_layout.grid(*img.shape[:2]))
             self.assertTrue(np.all(row["targets"][row["segments"] == 0] == 0))
         self.assertEqual(sum(len(r["examples"]) for r in rows), 40)
+
+    def test_rows_hold_pictures_as_the_engine_letterboxes_them(self):
+        # 308 px would be 8x8 image tokens, over flash-tiny's 64-token budget: the engine scales it to
+        # 294 px (7x7), and the rows must hold that picture and span, as the trainer's samples do.
+        tok = demo_support.tokenizer()
+        rows = list(make_dataset.stream_rows(tok, seed=4, max_len=2048, stop=6, weights={"image": 1.0},
+                                             image_size=308))
+        drawn = [mixture.generate_sample("train", 4, k, {"image": 1.0}, image_size=308).images[0] for k in range(6)]
+        pictures = [img for row in rows for img in row["images"]]
+        spans = [s for row in rows for s in row["image_spans"]]
+        self.assertEqual(len(pictures), 6)
+        for img, (_, length, n_h, n_w), raw in zip(pictures, spans, drawn):
+            self.assertEqual(raw.shape, (308, 308, 3))
+            np.testing.assert_array_equal(img, image_preprocess.preprocess(raw, make_dataset.VISION))
+            self.assertEqual((n_h, n_w, length), (7, 7, 58))
+
+    def test_vision_limits_are_the_shipped_models(self):
+        with open(os.path.join(demo_support.REPO, "assets", "models", "flash-tiny", "config.json")) as f:
+            vc = json.load(f)["vision_config"]
+        self.assertEqual(make_dataset.VISION, {"patch": vc["patch_size"], "downsample": vc["downsample_ratio"],
+                                               "min_pixels": vc["min_pixels"],
+                                               "max_image_tokens": vc["max_image_tokens"]})
 
     def test_vision_layout_rules(self):
         self.assertEqual(vision_layout.grid(168, 168), (4, 4))

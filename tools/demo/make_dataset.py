@@ -23,16 +23,29 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from demo import chat_format, mixture, vision_layout  # noqa: E402
+from demo import chat_format, image_preprocess, mixture, vision_layout  # noqa: E402
 from demo.bpe import Tokenizer  # noqa: E402
 
 DEFAULT_TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "assets", "models",
                                  "flash-tiny", "tokenizer.json")
-VISION = {"patch": 14, "downsample": 3}  # the demo vision config's patch_size and downsample_ratio
+# The shipped flash-tiny vision config's patch_size, downsample_ratio, min_pixels and
+# max_image_tokens (assets/models/flash-tiny/config.json; tests/tools/demo_dataset_test.py checks).
+VISION = {"patch": 14, "downsample": 3, "min_pixels": 28224, "max_image_tokens": 64}
 
 
 def load_tokenizer(path=DEFAULT_TOKENIZER):
     return Tokenizer.from_file(path)
+
+
+def processed(sample, vision=VISION):
+    """The sample with each picture letterboxed to the size the engine would show the model
+    (image_preprocess.py, a bit-exact port of the engine's preprocessing), so rows for training
+    hold what inference sees and spans of the engine's grid; pictures already at that size (every
+    168 px default picture of flash-tiny) are kept as they are. Used by the trainer
+    (tools/train/demo_tasks.py) and by stream_rows."""
+    if sample.images:
+        sample.images = [image_preprocess.preprocess(img, vision) for img in sample.images]
+    return sample
 
 
 def render_example(sample, tokenizer, loss_on="all", vision=VISION):
@@ -73,8 +86,10 @@ def _finish(row, max_len, pad_id):
 
 
 def stream_rows(tokenizer, split="train", seed=0, max_len=4096, start=0, pack=True, loss_on="all", weights=None,
-                stop=None):
+                stop=None, image_size=None):
     """Rows of max_len tokens from samples start, start+1, ... (stop: exclusive end index or None).
+    Pictures (drawn at image_size, default shapes.DEFAULT_SIZE) are letterboxed as the engine
+    would (`processed`).
 
     pack=True appends whole examples to a row while they fit (BOS starts each example; segments tell
     them apart); pack=False gives one example per row. Examples longer than max_len are skipped.
@@ -86,8 +101,9 @@ def stream_rows(tokenizer, split="train", seed=0, max_len=4096, start=0, pack=Tr
 
     row, index = _new_row(), start
     while stop is None or index < stop:
-        sample = mixture.generate_sample(split, seed, index, weights, count_tokens=count, max_tokens=max_len)
-        ex = render_example(sample, tokenizer, loss_on)
+        sample = mixture.generate_sample(split, seed, index, weights, count_tokens=count, max_tokens=max_len,
+                                         image_size=image_size)
+        ex = render_example(processed(sample), tokenizer, loss_on)
         ex["info"]["index"] = index
         index += 1
         n = len(ex["ids"])

@@ -19,11 +19,11 @@ class DemoTasks:
         """generator_options: {task: {option: value}} for that task's generator in the training
         stream (calls naming no options), e.g. {"recall": {"extra_questions": 1.0}}. Eval sets
         name their options (final_only, distance, ...) and keep the held-out distribution."""
-        from demo import (arithmetic, conversation, copy_task, followup, image_preprocess, make_dataset, prose,
-                          recall, shapes, vision_layout)
+        from demo import (arithmetic, conversation, copy_task, followup, make_dataset, prose, recall, shapes,
+                          vision_layout)
         self.cfg, self.loss_on = cfg, loss_on
         self.generator_options = {k: dict(v) for k, v in (generator_options or {}).items()}
-        self.md, self.layout, self.preprocess = make_dataset, vision_layout, image_preprocess
+        self.md, self.layout = make_dataset, vision_layout
         path = tokenizer or os.path.join(REPO, "assets", "models", "flash-tiny", "tokenizer.json")
         self.tok = make_dataset.load_tokenizer(path)
         self.gens = {"recall": recall.generate, "arithmetic": arithmetic.generate,
@@ -71,13 +71,11 @@ class DemoTasks:
 
     def _processed(self, sample):
         """The sample with each picture letterboxed to its processed size as the engine does
-        (tools/demo/image_preprocess.py, a bit-exact port of engine/vision/image_preprocess.cpp),
-        so a picture of any size trains as the engine shows it; pictures already at that size are
-        kept as they are. Without a vision config there are no limits to size by: unchanged."""
-        if self.cfg.vision is None or not sample.images:
+        (make_dataset.processed, the offline rows' step too), so a picture of any size trains as
+        the engine shows it. Without a vision config there are no limits to size by: unchanged."""
+        if self.cfg.vision is None:
             return sample
-        sample.images = [self.preprocess.preprocess(img, self.vision) for img in sample.images]
-        return sample
+        return self.md.processed(sample, self.vision)
 
     def _image(self, img, start, llm_h, llm_w):
         """uint8 [H, W, 3] at its processed size -> normalised patches [vh*vw, 3*p*p]."""
