@@ -5,6 +5,7 @@ the picture changes and the scene, questions and answers do not; the port matche
 
 import os
 import struct
+import shutil
 import unittest
 import zlib
 
@@ -222,6 +223,19 @@ class JpegRoundTripTest(unittest.TestCase):
             for quality in (40, 60, 95):
                 got = jpeg_roundtrip.roundtrip(flat, quality).astype(int)
                 self.assertLessEqual(np.abs(got - flat).max(), 3, (colour, quality))
+
+    def test_fancy_upsampling_is_libjpegs_integers(self):
+        # by hand: row sums 3*own + nearer row (edges repeated), then (3*own + nearer column + 8 or 7) >> 4
+        got = jpeg_roundtrip._fancy_up(np.array([[0, 16], [32, 48]]))
+        np.testing.assert_array_equal(got, [[0, 4, 12, 16], [8, 12, 20, 24], [24, 28, 36, 40], [32, 36, 44, 48]])
+
+    @unittest.skipUnless(shutil.which("djpeg"), "needs libjpeg-turbo's djpeg (apt-get install libjpeg-turbo-progs)")
+    def test_close_to_libjpeg_turbo(self):
+        from demo import jpeg_vs_djpeg
+        for quality, mean, most, _, over2 in jpeg_vs_djpeg.compare([60, 75, 95]):
+            self.assertLess(mean.max(), 0.05, quality)
+            self.assertLessEqual(most.max(), 3, quality)
+            self.assertLess(over2, 1e-4, quality)
 
     def test_quality_sets_the_loss(self):
         img = shapes.render_soft(shapes.random_scene(shapes.Rng(3)), 210)
