@@ -4,6 +4,7 @@
 Angles are FP32 products position * frequency, cos/sin in FP32, rotation in FP32, result bf16
 (docs/numerics.md). Tables are cached per (base, yarn, length, device).
 """
+import functools
 import math
 
 import torch
@@ -78,11 +79,17 @@ def vision_tables_at(head_dim, theta, rc):
     """cos/sin [..., head_dim/2] of the ViT's 2D RoPE at patch positions rc [..., 2] (FP32 row,
     col), on rc's device: per patch the phases [row * inv_freq, col * inv_freq] with
     inv_freq = theta^(-2i/(head_dim/2))."""
-    axis = head_dim // 2
-    inv = 1.0 / (theta ** (torch.arange(0, axis, 2, dtype=F32) / axis))
-    inv = inv.to(rc.device)
+    inv = _vision_inv_freq(head_dim, float(theta), str(rc.device))
     phase = torch.cat((rc[..., :1] * inv, rc[..., 1:] * inv), dim=-1)
     return torch.cos(phase), torch.sin(phase)
+
+
+@functools.lru_cache(maxsize=None)
+def _vision_inv_freq(head_dim, theta, device):
+    """[head_dim/4] FP32 theta^(-2i/(head_dim/2)), computed on the CPU as before and copied once
+    per device: a copy from pageable memory is a host sync, which every vision call made."""
+    axis = head_dim // 2
+    return (1.0 / (theta ** (torch.arange(0, axis, 2, dtype=F32) / axis))).to(device)
 
 
 def apply_rope_half(x, cos, sin):
