@@ -147,17 +147,38 @@ class CudaAttentionTest : public CudaOpTest {
       freq[i] =
           std::pow(10000.0f, -2.0f * static_cast<float>(i) / static_cast<float>(freq.size() * 2));
     // The CUDA-core kernels with the head dim undivided and in 4 parts (decode's), the
-    // tensor-core kernel (prefill's; shapes it does not take fall back to the undivided ones),
-    // then as picked.
+    // tensor-core kernel of a CTA per query (prefill's; shapes it does not take fall back to the
+    // undivided ones) on Hopper's warpgroup products where the device (or the emulation) has them
+    // and the shape fits and on mma.sync, the split one, then as picked.
     using K = CudaBackend::AttentionKernels;
-    const std::pair<K, const char*> kernels[] = {{K::CudaCoresWhole, "cuda-cores whole"},
-                                                 {K::CudaCoresQuarters, "cuda-cores quarters"},
-                                                 {K::TensorCores, "tensor cores"},
-                                                 {K::TensorCoresSplit, "tensor cores split"},
-                                                 {K::Auto, "auto"}};
-    for (const auto& [k, name] : kernels) {
+    using WG = CudaBackend::AttentionWarpgroups;
+    struct Kernels {
+      K k;
+      WG warpgroups;
+      const char* name;
+    };
+    const Kernels kernels[] = {{K::CudaCoresWhole, WG::Auto, "cuda-cores whole"},
+                               {K::CudaCoresQuarters, WG::Auto, "cuda-cores quarters"},
+                               {K::TensorCores, WG::On, "tensor cores (warpgroups)"},
+                               {K::TensorCores, WG::Off, "tensor cores (mma.sync)"},
+                               {K::TensorCoresSplit, WG::Auto, "tensor cores split"},
+                               {K::Auto, WG::Auto, "auto"}};
+    const CudaDeviceInfo& device = cuda_devices().front();
+    const bool hopper = device.major == 9 && device.minor == 0;
+    for (const auto& [k, warpgroups, name] : kernels) {
       gpu().set_attention_kernels(k);
+      gpu().set_attention_warpgroups(warpgroups);
+      const uint64_t warpgroup_calls = gpu().attention_warpgroup_calls();
       gpu().sparse_attention(a, out);
+      // A Hopper GPU (or the emulation) runs the warpgroup kernel where it is asked for and takes
+      // the shape (head dim 128, 256 or 512), and no forced other path does (Auto picks by size).
+      const bool takes =
+          k == K::TensorCores && warpgroups == WG::On && (D == 128 || D == 256 || D == 512);
+      if (k != K::Auto) {
+        EXPECT_EQ(gpu().attention_warpgroup_calls() - warpgroup_calls,
+                  takes && (emulated() || hopper) ? 1u : 0u)
+            << name;
+      }
       const std::string what = "attention H=" + std::to_string(H) + " D=" + std::to_string(D) +
                                " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) + " " +
                                name;
@@ -170,6 +191,7 @@ class CudaAttentionTest : public CudaOpTest {
       expect_identical(from_gpu<float>(unrotated), from_gpu<float>(out), what + ", unrotated");
     }
     gpu().set_attention_kernels(K::Auto);
+    gpu().set_attention_warpgroups(WG::Auto);
   }
 
   static std::vector<int64_t> ring_holding(int64_t W, int64_t first, int64_t last) {

@@ -400,8 +400,17 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
   }
   if (kernels == K::TensorCores) {
     const Tensor pos = bind_queries(0, n);
-    if (cuda::attention_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
-                                        ptr<float>(out))) {
+    // Hopper's warpgroup products where they run (attention_wgmma_sm90a.cu) and are asked for,
+    // else mma.sync.
+    using W = AttentionWarpgroups;
+    const bool asked =
+        attention_warpgroups_ == W::On || (attention_warpgroups_ == W::Auto && a.blocks <= 2);
+    const bool warpgroups =
+        asked && cuda::attention_on_warpgroups(ctx_->stream(), a, ptr<const float>(*args.sink),
+                                               ptr<float>(out));
+    if (warpgroups) ++attention_warpgroup_calls_;
+    if (warpgroups || cuda::attention_on_tensor_cores(
+                          ctx_->stream(), a, ptr<const float>(*args.sink), ptr<float>(out))) {
       if (pairs > 0) rope(out, d, args.positions, unrotate_freq, true);
       return;
     }

@@ -33,6 +33,30 @@ struct AttnArgs {
   int64_t rope_pairs;
 };
 
+// A slot's cache row, as the prefill kernels stage it (attention_tc.cu, attention_wgmma_sm90a.cu):
+// an FP8 window row (D codes, a UE8M0 per 32) or an FP4 entry (D / 2 bytes of codes, an E4M3 per
+// 16).
+__host__ __device__ constexpr int window_row_bytes(int d) {
+  return d + d / 32;
+}
+__host__ __device__ constexpr int entry_row_bytes(int d) {
+  return d / 2 + d / 16;
+}
+// A staged raw row's bytes (the larger format, rounded up to 16).
+__host__ __device__ constexpr int raw_stride(int d) {
+  const int w = window_row_bytes(d), e = entry_row_bytes(d);
+  return ((w > e ? w : e) + 15) / 16 * 16;
+}
+// The copies' unit: the largest cp.async size (16, 8, 4) dividing both row sizes; 2 where none
+// does (D = 64's 66-byte window rows), which copies through registers.
+__host__ __device__ constexpr int copy_unit(int d) {
+  const int w = window_row_bytes(d), e = entry_row_bytes(d);
+  return w % 16 == 0 && e % 16 == 0 ? 16
+         : w % 8 == 0 && e % 8 == 0 ? 8
+         : w % 4 == 0 && e % 4 == 0 ? 4
+                                    : 2;
+}
+
 // The cache row behind slot s of query t (nullptr: empty); *fp4 says which format it has.
 __device__ inline const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t s, bool* fp4) {
   *fp4 = false;
@@ -57,6 +81,11 @@ __device__ inline const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t 
 // caller then runs the CUDA-core kernels. `out` [n, heads, dim] FP32 holding BF16 values.
 bool attention_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
                                float* out);
+
+// The same on Hopper's warpgroup products (attention_wgmma_sm90a.cu), or false where the device
+// does not run sm_90a code or the shapes are not the ones it takes (heads <= 64, head dim 128, 256
+// or 512): the caller then runs attention_on_tensor_cores.
+bool attention_on_warpgroups(cudaStream_t stream, const AttnArgs& a, const float* sink, float* out);
 
 // Where the split tensor-core kernels (attention_split_tc.cu) put one call's parts: scores
 // [n, heads, blocks * 64] and the maxima of each 16-slot quarter of a block [n, blocks * 4, heads]

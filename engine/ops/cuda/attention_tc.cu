@@ -35,29 +35,6 @@ constexpr int kMaxHeadGroups = 4;          // 64 heads
 constexpr int kKeyPad = 8;    // BF16 values after each staged row: ldmatrix rows 4 banks apart
 constexpr int kScorePad = 8;  // floats after each score row: the softmax's loads on 32 banks
 
-// A slot's cache row: an FP8 window row (D codes, a UE8M0 per 32) or an FP4 entry (D / 2 bytes of
-// codes, an E4M3 per 16).
-__host__ __device__ constexpr int window_row_bytes(int d) {
-  return d + d / 32;
-}
-__host__ __device__ constexpr int entry_row_bytes(int d) {
-  return d / 2 + d / 16;
-}
-// A staged raw row's bytes (the larger format, rounded up to 16).
-__host__ __device__ constexpr int raw_stride(int d) {
-  const int w = window_row_bytes(d), e = entry_row_bytes(d);
-  return ((w > e ? w : e) + 15) / 16 * 16;
-}
-// The copies' unit: the largest cp.async size (16, 8, 4) dividing both row sizes; 2 where none
-// does (D = 64's 66-byte window rows), which copies through registers.
-__host__ __device__ constexpr int copy_unit(int d) {
-  const int w = window_row_bytes(d), e = entry_row_bytes(d);
-  return w % 16 == 0 && e % 16 == 0 ? 16
-         : w % 8 == 0 && e % 8 == 0 ? 8
-         : w % 4 == 0 && e % 4 == 0 ? 4
-                                    : 2;
-}
-
 // Shared memory of a CTA, in this order: Q [16 HG][D + pad] bf16, keys [64][D + pad] bf16, raw
 // rows [64][raw_stride], P [16 HG][64 + pad] bf16, S [16 HG][64 + pad] f32, then per head m, den,
 // c (f32).

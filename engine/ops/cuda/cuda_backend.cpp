@@ -160,6 +160,14 @@ CudaBackend::CudaBackend(int device) {
   bool fitted = true;
   read_switch("FLASHDESK_CUDA_WGMMA_FIT", fitted);
   set_wgmma_fitted_products(fitted);
+  if (const char* w = std::getenv("FLASHDESK_CUDA_ATTENTION_WGMMA")) {
+    const std::string v(w);
+    FD_CHECK(v == "auto" || v == "1" || v == "0",
+             "FLASHDESK_CUDA_ATTENTION_WGMMA must be auto, 1 or 0, not '" + v + "'");
+    attention_warpgroups_ = v == "1"   ? AttentionWarpgroups::On
+                            : v == "0" ? AttentionWarpgroups::Off
+                                       : AttentionWarpgroups::Auto;
+  }
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).

@@ -71,6 +71,16 @@ class CudaBackend final : public Backend {
     TensorCoresSplit
   };
   void set_attention_kernels(AttentionKernels k) { attention_kernels_ = k; }
+  // Whether the tensor-core path of a CTA per query runs on Hopper's warpgroup products where the
+  // device has them (attention_wgmma_sm90a.cu) or on mma.sync (attention_tc.cu): always, never,
+  // or (Auto, the default) for key lists of up to two 64-slot blocks, the window-only layers',
+  // where it measured faster (longer lists measured slower: docs/cuda-backend.md).
+  // FLASHDESK_CUDA_ATTENTION_WGMMA=auto|1|0; the tests force each.
+  enum class AttentionWarpgroups { Off, Auto, On };
+  void set_attention_warpgroups(AttentionWarpgroups w) { attention_warpgroups_ = w; }
+  // Calls whose attention ran on the warpgroup kernel so far (the tests: a Hopper GPU must run it
+  // where it is asked for; a build without the sm_90a object would fall back silently).
+  uint64_t attention_warpgroup_calls() const { return attention_warpgroup_calls_; }
   // The indexer's tie selection in shared memory where the row fits (default), or always in
   // global memory (the tests run both).
   void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
@@ -229,6 +239,8 @@ class CudaBackend final : public Backend {
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels
+  AttentionWarpgroups attention_warpgroups_ = AttentionWarpgroups::Auto;
+  uint64_t attention_warpgroup_calls_ = 0;
 
   CudaDeviceInfo info_;
   std::string name_;

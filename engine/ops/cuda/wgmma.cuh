@@ -62,9 +62,23 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(const void* tile) {
   return start | (uint64_t{1} << 16) | (uint64_t{kWgmmaAtomBytes >> 4} << 32) | (uint64_t{1} << 62);
 }
 
+// The same swizzled rows read as a transposed ("MN-major") B operand, for products whose B is
+// stored k by k rather than n by n (attention's values: the keys' tile, slots by head dims, is B
+// of P V with the slots as k): row r of the tile is k = r, its 64 values n = 0 .. 63 (a product
+// of N <= 64 stays inside one row's 128 bytes, so the offset between 64-value column blocks is
+// never used); the 8-row atoms lie 1 KiB apart along k, and the product over k 16 s .. 16 s + 15
+// takes the descriptor of the tile advanced by 2 KiB s. Both offset fields say 1 KiB, which is
+// right whichever of the two the hardware reads for the step along k.
+__device__ __forceinline__ uint64_t wgmma_descriptor_transposed(const void* tile) {
+  const uint64_t start = (shared_address(tile) >> 4) & 0x3FFFu;
+  return start | (uint64_t{kWgmmaAtomBytes >> 4} << 16) | (uint64_t{kWgmmaAtomBytes >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
 #ifdef FLASHDESK_CUDA_EMU
 namespace wgmma_emu {
-// Element (row, k) of a swizzled BF16 tile named by a descriptor.
+// Element (row, c) of a swizzled BF16 tile named by a descriptor: k = c of row n = row for the
+// K-major form, n = c of row k = row for the transposed one.
 inline float element(uint64_t desc, int row, int k) {
   uint32_t addr = static_cast<uint32_t>(desc & 0x3FFFu) << 4;
   const uint32_t stride = static_cast<uint32_t>((desc >> 32) & 0x3FFFu) << 4;
@@ -123,19 +137,21 @@ __device__ __forceinline__ void wgmma_hold(float (&d)[N]) {
 
 #if FD_HAVE_WGMMA && !defined(FLASHDESK_CUDA_EMU)
 // The register-A product's inline assembly for one shape: accumulators DREGS ("%0, ..."), the
-// scale-d predicate's source operand PRED (1: D += A B), A's registers and the descriptor AB; the
-// accumulators d[] as the read-write operands (...).
-#define FD_WGMMA_RS(SHAPE, DREGS, PRED, AB, ...)                              \
-  asm volatile(                                                               \
-      "{\n"                                                                   \
-      ".reg .pred p;\n"                                                       \
-      "setp.ne.b32 p, " PRED                                                  \
-      ", 0;\n"                                                                \
-      "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 {" DREGS "}, " AB \
-      ", p, 1, 1, 0;\n"                                                       \
-      "}\n"                                                                   \
-      : __VA_ARGS__                                                           \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+// operand PRED of the scale-d predicate's source (`scale_d`; 0: D = A B, fresh sums), A's
+// registers and the descriptor AB, the operand TRANS of B's transposition (kTransB, an
+// immediate); the accumulators d[] as the read-write operands (...).
+#define FD_WGMMA_RS(SHAPE, DREGS, PRED, AB, TRANS, ...)                                           \
+  asm volatile(                                                                                   \
+      "{\n"                                                                                       \
+      ".reg .pred p;\n"                                                                           \
+      "setp.ne.b32 p, " PRED                                                                      \
+      ", 0;\n"                                                                                    \
+      "wgmma.mma_async.sync.aligned." SHAPE ".f32.bf16.bf16 {" DREGS "}, " AB ", p, 1, 1, " TRANS \
+      ";\n"                                                                                       \
+      "}\n"                                                                                       \
+      : __VA_ARGS__                                                                               \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d),                    \
+        "n"(kTransB ? 1 : 0))
 #define FD_WGMMA_D4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define FD_WGMMA_D16(i) FD_WGMMA_D4(i), FD_WGMMA_D4(i + 4), FD_WGMMA_D4(i + 8), FD_WGMMA_D4(i + 12)
 #define FD_WGMMA_REGS_0 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
@@ -158,10 +174,15 @@ constexpr bool kWgmmaRsWidth = N == 32 || N == 64 || N == 96 || N == 128;
 // 16 w .. 16 w + 15 in mma.sync m16n8k16's A layout (mma.cuh: with g = lane / 4 and c = 2 (lane
 // % 4), a[0] = A[g][c, c+1], a[1] = A[g+8][c, c+1], a[2] = A[g][c+8, c+9], a[3] = A[g+8][c+8,
 // c+9]). The registers must stay as they are until the product is awaited (wgmma_wait).
-template <int N>
+//
+// kTransB: B is the transposed form (wgmma_descriptor_transposed). accumulate false: d = A B, the
+// sums of this product alone (attention adds each product's sums itself, in FP32).
+template <int N, bool kTransB = false>
 __device__ __forceinline__ void wgmma_m64nNk16_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                                       uint64_t desc_b) {
+                                                       uint64_t desc_b, bool accumulate = true) {
   static_assert(kWgmmaRsWidth<N>);
+  static_assert(!kTransB || N <= 64, "a transposed B stays inside one 64-value row");
+  const uint32_t scale_d = accumulate ? 1u : 0u;
 #ifdef FLASHDESK_CUDA_EMU
   const fd_emu::ThreadContext& t = fd_emu::ctx();
   const int lane = static_cast<int>(t.lane), g = lane / 4;
@@ -177,28 +198,33 @@ __device__ __forceinline__ void wgmma_m64nNk16_bf16_rs(float (&d)[N / 2], const 
     }
   for (int i = 0; i < N / 2; ++i) {
     const int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-    float acc = d[i];
-    for (int k = 0; k < 16; ++k) acc += rows[(i % 4) / 2][k] * wgmma_emu::element(desc_b, col, k);
+    float acc = scale_d != 0 ? d[i] : 0.0f;
+    for (int k = 0; k < 16; ++k)
+      acc += rows[(i % 4) / 2][k] *
+             (kTransB ? wgmma_emu::element(desc_b, k, col) : wgmma_emu::element(desc_b, col, k));
     d[i] = acc;
   }
 #elif FD_HAVE_WGMMA
   // One instruction a width (its register list is part of it): the accumulators are operands
-  // 0 .. N/2 - 1, then A's four registers, the descriptor and the scale-d predicate's source.
+  // 0 .. N/2 - 1, then A's four registers, the descriptor, the scale-d predicate's source and the
+  // B transposition.
   if constexpr (N == 32)
-    FD_WGMMA_RS("m64n32k16", FD_WGMMA_REGS_0, "%21", "{%16, %17, %18, %19}, %20", FD_WGMMA_D16(0));
+    FD_WGMMA_RS("m64n32k16", FD_WGMMA_REGS_0, "%21", "{%16, %17, %18, %19}, %20", "%22",
+                FD_WGMMA_D16(0));
   else if constexpr (N == 64)
     FD_WGMMA_RS("m64n64k16", FD_WGMMA_REGS_0 ", " FD_WGMMA_REGS_16, "%37",
-                "{%32, %33, %34, %35}, %36", FD_WGMMA_D16(0), FD_WGMMA_D16(16));
+                "{%32, %33, %34, %35}, %36", "%38", FD_WGMMA_D16(0), FD_WGMMA_D16(16));
   else if constexpr (N == 96)
     FD_WGMMA_RS("m64n96k16", FD_WGMMA_REGS_0 ", " FD_WGMMA_REGS_16 ", " FD_WGMMA_REGS_32, "%53",
-                "{%48, %49, %50, %51}, %52", FD_WGMMA_D16(0), FD_WGMMA_D16(16), FD_WGMMA_D16(32));
+                "{%48, %49, %50, %51}, %52", "%54", FD_WGMMA_D16(0), FD_WGMMA_D16(16),
+                FD_WGMMA_D16(32));
   else
     FD_WGMMA_RS("m64n128k16",
                 FD_WGMMA_REGS_0 ", " FD_WGMMA_REGS_16 ", " FD_WGMMA_REGS_32 ", " FD_WGMMA_REGS_48,
-                "%69", "{%64, %65, %66, %67}, %68", FD_WGMMA_D16(0), FD_WGMMA_D16(16),
+                "%69", "{%64, %65, %66, %67}, %68", "%70", FD_WGMMA_D16(0), FD_WGMMA_D16(16),
                 FD_WGMMA_D16(32), FD_WGMMA_D16(48));
 #else
-  (void)d, (void)a, (void)desc_b;
+  (void)d, (void)a, (void)desc_b, (void)scale_d;
 #endif
 }
 

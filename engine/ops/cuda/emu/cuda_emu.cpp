@@ -36,7 +36,8 @@ struct Scope {  // a barrier over the live threads of a block or of one warp
 struct BlockRun {
   std::vector<Fiber> fibers;
   std::vector<Scope> warps;
-  std::vector<uint64_t> exchange;                  // one slot per thread
+  std::array<Scope, 16> named;     // bar.sync / bar.arrive ids (0 is the block's own barrier)
+  std::vector<uint64_t> exchange;  // one slot per thread
   std::vector<std::array<uint32_t, 6>> fragments;  // one A and B fragment per thread (mma)
   Scope block;
   ucontext_t scheduler;
@@ -148,6 +149,23 @@ void block_barrier() {
 
 void warp_barrier() {
   wait_at(g_block->warps[ctx().warp]);
+}
+
+void named_barrier(unsigned id, unsigned count, bool wait) {
+  if (id == 0 || id >= g_block->named.size() || count == 0 || count % 32 != 0) {
+    std::fprintf(stderr, "cuda emulator: named barrier %u with %u threads\n", id, count);
+    std::abort();
+  }
+  Scope& s = g_block->named[id];
+  const uint64_t gen = s.generation;
+  if (++s.arrived == static_cast<int>(count)) {
+    s.arrived = 0;
+    ++s.generation;
+    ++g_block->progress;
+    return;
+  }
+  if (!wait) return;
+  while (s.generation == gen) yield_to_scheduler();
 }
 
 uint64_t warp_exchange(uint64_t value, unsigned src) {

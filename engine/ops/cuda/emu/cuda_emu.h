@@ -170,6 +170,9 @@ struct ThreadContext {
 ThreadContext& ctx();
 void block_barrier();
 void warp_barrier();
+// A named barrier of the block (bar.sync / bar.arrive with an id of 1..15): released once `count`
+// threads have reached it, counting those that only arrive (wait false), which go on at once.
+void named_barrier(unsigned id, unsigned count, bool wait);
 // Lane `src` of the calling warp's values after every lane wrote `value` (all lanes take part).
 uint64_t warp_exchange(uint64_t value, unsigned src);
 // The warp-wide m16n8k16 BF16 tensor-core product with FP32 accumulation (engine/ops/cuda/mma.cuh
