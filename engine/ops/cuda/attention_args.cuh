@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "engine/ops/cuda/kernel_util.cuh"
 
@@ -55,6 +56,16 @@ __host__ __device__ constexpr int copy_unit(int d) {
          : w % 8 == 0 && e % 8 == 0 ? 8
          : w % 4 == 0 && e % 4 == 0 ? 4
                                     : 2;
+}
+
+// Whether the caches' rows start on the copies' unit (copy_unit(d)): the prefill kernels' launch
+// condition.
+inline bool rows_aligned_for_copies(const AttnArgs& a, int d) {
+  const uintptr_t mask = static_cast<uintptr_t>(copy_unit(d) - 1);
+  for (const void* p : {static_cast<const void*>(a.ring), static_cast<const void*>(a.step),
+                        static_cast<const void*>(a.entries)})
+    if ((reinterpret_cast<uintptr_t>(p) & mask) != 0) return false;
+  return true;
 }
 
 // The cache row behind slot s of query t (nullptr: empty); *fp4 says which format it has.

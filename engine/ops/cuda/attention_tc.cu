@@ -346,11 +346,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <int HG, int D>
 bool launch_tc(cudaStream_t stream, const AttnArgs& a, const float* sink, float* out) {
-  // The copies' unit needs the caches' rows aligned to it.
-  constexpr uintptr_t kMask = copy_unit(D) - 1;
-  for (const void* p : {static_cast<const void*>(a.ring), static_cast<const void*>(a.step),
-                        static_cast<const void*>(a.entries)})
-    if ((reinterpret_cast<uintptr_t>(p) & kMask) != 0) return false;
+  if (!rows_aligned_for_copies(a, D)) return false;
   const size_t bytes = smem_layout(HG, D).bytes;
   allow_dynamic_smem<attn_tc_kernel<HG, D>>(bytes);
   FD_LAUNCH((attn_tc_kernel<HG, D>), dim3(static_cast<unsigned>(a.n)), dim3(kThreads), bytes,

@@ -422,11 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <int D>
 bool launch_wgmma(cudaStream_t stream, const AttnArgs& a, const float* sink, float* out) {
-  // The copies' unit needs the caches' rows aligned to it.
-  constexpr uintptr_t kMask = copy_unit(D) - 1;
-  for (const void* p : {static_cast<const void*>(a.ring), static_cast<const void*>(a.step),
-                        static_cast<const void*>(a.entries)})
-    if ((reinterpret_cast<uintptr_t>(p) & kMask) != 0) return false;
+  if (!rows_aligned_for_copies(a, D)) return false;
   constexpr size_t kBytes = Layout<D>::kLaunchBytes;
   allow_dynamic_smem<attn_wgmma_kernel<D>>(kBytes);
   FD_LAUNCH((attn_wgmma_kernel<D>), dim3(static_cast<unsigned>(a.n)), dim3(kThreads), kBytes,
