@@ -8,9 +8,9 @@
 // session): the mma.sync kernel ran the keys' decoding, the two products and the softmax one after
 // another on every warp, at about 15% of the tensor rate, its fragment loads' latency the largest
 // stall. Here the roles are split and overlap:
-//   - a producer warpgroup copies each block's cache rows (cp.async, a ring of rows per warp, so
-//     that the copies run half a block ahead across block boundaries) and decodes them into one
-//     of two key tiles, in the swizzled layout the tensor cores read (wgmma.cuh);
+//   - a producer warpgroup copies each block's cache rows (cp.async, a ring of ten rows per warp,
+//     so that the copies run ahead across block boundaries) and decodes them into one of two key
+//     tiles, in the swizzled layout the tensor cores read (wgmma.cuh);
 //   - two consumer warpgroups multiply. S = Q K^T: warpgroup c takes slots 32 c .. 32 c + 31, Q
 //     from registers (ldmatrix from a BF16 copy in shared memory), the keys K-major; after the
 //     block step (both warpgroups' maxima exchanged), P (BF16) goes through shared memory and
@@ -18,8 +18,13 @@
 // Each product sums only its own 16 products (fresh accumulators, scale-d 0), and those sums are
 // added in FP32 on the CUDA cores, rounded to nearest, as attention_tc.cu does: the tensor cores
 // truncate as they accumulate, and a running sum kept in them drifted a golden row by 2.6e-2.
-// Two products are in flight a warpgroup (two sets of fresh accumulators): one's sums are added
-// while the next runs.
+// Several products are in flight a warpgroup (three of S's, two of P V's, each with its own
+// fresh accumulators): one's sums are added while the next ones run.
+//
+// Measured (twenty-first session, docs/cuda-backend.md): 1.98 against the mma.sync kernel's 2.08
+// ms in a window-only layer (two blocks a query), 6.24 against 6.10 in a Full r1 layer (ten):
+// the consumers bound it, their two warpgroups in lockstep through the block step. So the
+// backend takes it for short key lists (CudaBackend::AttentionWarpgroups).
 //
 // Barriers: the producer signals a tile full (named barrier 1 + tile, its 128 threads arriving,
 // the 256 consumers waiting) and the consumers signal it free once their products of it are done
