@@ -14,11 +14,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "app/cli/cli_numbers.h"
 #include "bench/bench_options.h"
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/random_tensor_writer.h"
@@ -97,13 +97,6 @@ std::map<std::string, Sample> measure(const fd::Checkpoint& ckpt, double budget,
   return out;
 }
 
-std::vector<int64_t> layer_list(const std::string& text) {
-  std::vector<int64_t> layers;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) layers.push_back(std::stoll(item));
-  return layers;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,7 +120,7 @@ int main(int argc, char** argv) {
 
   fd::SyntheticWeights weights;
   weights.seed = 1;
-  weights.layers = layer_list(args["layers"].as<std::string>());
+  weights.layers = fd::cli::parse_layer_list(args["layers"].as<std::string>(), "--layers");
   std::map<std::string, Sample> one, all;
   weights.threads = 1;
   one = measure(*fd::open_synthetic_checkpoint(config, weights), budget, max_bytes, 1);
