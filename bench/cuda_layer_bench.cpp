@@ -8,8 +8,9 @@
 //                    [--prefill N (0: none)] [--device N] [--copy-mb N] [--gemm-n N]
 //                    [--max-roles N (the first N roles only, no extrapolation: for a profiler)]
 //                    [--role N (role N alone, counted from 0 in the tables' order; for a profiler)]
-//                    [--graph 0|1 (decode steps as step graphs too: captured and launched, and
-//                     the last one launched again without capture; default 1)]
+//                    [--graph 0|1 (decode steps as step graphs too: replayed where they match a
+//                     recorded step, every step captured, and the last one launched again with
+//                     no host work; default 1)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
 //                     every kernel's start and end, cuda_timeline.h; and one more prefill of
 //                     each role, its idle gaps; default 0)]
@@ -177,15 +178,17 @@ static int run_bench(int argc, char** argv) {
                      : "");
   if (o.graph)
     std::printf(
-        "Launches: each kernel launched by the host; graph: the step captured and launched as a "
-        "step graph (engine/ops/cuda/step_graph.h; the host's capture and update included in "
-        "wall); replay: the last step's graph launched again without capture (what the step "
-        "costs when its per-step values are on the device). GB/s and the share of copy BW from "
-        "the larger of device and wall time of the launches (the engine's default path).\n\n");
+        "Launches: each kernel launched by the host; graph: the step as a step graph "
+        "(engine/ops/cuda/step_graph.h), replayed where its ops are the recorded ones (else "
+        "captured; the host's matching, capture and update included in wall); captured wall: "
+        "every step captured and updated (no replay); relaunch: the last step's graph launched "
+        "again with no host work at all. GB/s and the share of copy BW from the larger of device "
+        "and wall time of the launches (the engine's default path).\n\n");
   std::printf(
-      "| role | batch | device µs | wall µs | graph device µs | graph wall µs | replay µs | "
-      "kernels | MB read | GB/s | of copy BW |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "| role | batch | device µs | wall µs | graph device µs | graph wall µs | captured wall µs "
+      "| relaunch µs | kernels | MB read | GB/s | of copy BW |\n");
+  std::printf(
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   // Device and wall µs per step of `iters` steps issued by `step(i)`.
   std::vector<std::pair<std::string, std::vector<flashdesk::bench::KernelSpan>>> timelines;
   std::string no_trace;
@@ -211,7 +214,7 @@ static int run_bench(int argc, char** argv) {
       const uint64_t kernels = cb::kernels_launched() - k0;
       const auto [device_us, wall_us] =
           time_steps([&](int64_t i) { layer.decode(static_cast<int>(i)); });
-      double g_device = 0, g_wall = 0, replay = 0;
+      double g_device = 0, g_wall = 0, captured_wall = 0, relaunch = 0;
       if (o.graph) {
         be.set_step_graphs(true);
         auto graph_step = [&](int64_t i) {
@@ -219,9 +222,13 @@ static int run_bench(int argc, char** argv) {
           layer.decode(static_cast<int>(i));
           be.step_graph_end();
         };
+        be.set_step_replay(false);
         for (int i = 0; i < 4; ++i) graph_step(i);  // each input set's graph made once
+        captured_wall = time_steps(graph_step).second;
+        be.set_step_replay(true);
+        for (int i = 0; i < 4; ++i) graph_step(i);  // recorded for replays
         std::tie(g_device, g_wall) = time_steps(graph_step);
-        if (!o.host_experts) replay = time_steps([&](int64_t) { be.relaunch_last_step(); }).first;
+        if (!o.host_experts) relaunch = time_steps([&](int64_t) { be.relaunch_last_step(); }).first;
         be.set_step_graphs(false);
       }
       // Hybrid: the device's bytes only (the routed experts are read by the CPU).
@@ -233,10 +240,10 @@ static int run_bench(int argc, char** argv) {
       const double step_us = std::max(device_us, wall_us);
       const double gbs = bytes / (step_us * 1e-6) / 1e9;
       std::printf(
-          "| %s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
+          "| %s | %lld | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %llu | %.1f | %.0f | %.1f%% |\n",
           role_label(role).c_str(), static_cast<long long>(batch), device_us, wall_us, g_device,
-          g_wall, replay, static_cast<unsigned long long>(kernels), bytes / 1e6, gbs,
-          100.0 * gbs * 1e9 / copy_bw);
+          g_wall, captured_wall, relaunch, static_cast<unsigned long long>(kernels), bytes / 1e6,
+          gbs, 100.0 * gbs * 1e9 / copy_bw);
       per_layer_us[{sig, batch}] = step_us;
       if (timeline && batch == 1) {
         flashdesk::bench::kernel_trace_begin();
@@ -251,10 +258,13 @@ static int run_bench(int argc, char** argv) {
   }
   if (o.graph) {
     const flashdesk::cuda::StepGraphCounts& c = be.step_graph_counts();
-    std::printf("\nStep graphs: %llu launched, %llu instantiated, %llu updated in place.\n",
-                static_cast<unsigned long long>(c.launches),
-                static_cast<unsigned long long>(c.instantiations),
-                static_cast<unsigned long long>(c.updates));
+    std::printf(
+        "\nStep graphs: %llu launched, %llu instantiated, %llu updated in place, %llu replayed, "
+        "%llu replays stopped (the last at %s).\n",
+        static_cast<unsigned long long>(c.launches),
+        static_cast<unsigned long long>(c.instantiations),
+        static_cast<unsigned long long>(c.updates), static_cast<unsigned long long>(c.replays),
+        static_cast<unsigned long long>(c.replay_stops), c.last_stop);
   }
   if (o.max_roles == 0 && o.role < 0) {
     std::printf(

@@ -35,6 +35,10 @@ std::vector<float> reference_scores(const std::vector<float>& q, const std::vect
 
 class CudaIndexerTest : public CudaOpTest {
  protected:
+  // Whether check() selects inside a step graph (sizes in device memory, launches sized for a
+  // bucket of entries).
+  bool in_step_ = false;
+
   // distinct_keys > 0: key s is key s % distinct_keys, so that scores tie. width: the row the
   // selection is over (select_width; 0 = the entries).
   void check(int64_t n, int64_t heads, int64_t d, int64_t E, int64_t k, int64_t bs, int64_t C,
@@ -83,7 +87,9 @@ class CudaIndexerTest : public CudaOpTest {
       gpu().set_select_in_shared_memory(shared);
       Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
       Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
+      if (in_step_) gpu().step_graph_begin();
       gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
+      if (in_step_) gpu().step_graph_end();
       gpu().set_select_in_shared_memory(true);
       const std::vector<int32_t> got = from_gpu<int32_t>(topk);
       const std::vector<int32_t> got_c =
@@ -159,6 +165,19 @@ TEST_F(CudaIndexerTest, RowsHeldInRegisters) {
   check(1, 4, 64, 16384, 512, 8, 300, true, false, 15);         // 16 a thread, no tie
   check(1, 4, 64, 16385, 512, 8, 300, true, false, 18, 50);     // 17 a thread (a decode step's)
   check(2, 4, 64, 5000, 300, 8, 40, false, true, 16, 7, 6000);  // 6 a thread, restricted
+}
+
+// Inside a step graph the sizes are device values and the launches are sized for a bucket of
+// entries: the same ids, ties and candidates included, whether the step is captured or replayed.
+TEST_F(CudaIndexerTest, InsideAStepGraph) {
+  gpu().set_step_graphs(true);
+  in_step_ = true;
+  check(3, 4, 64, 100, 16, 8, 8, true, false, 21, 3);
+  check(3, 4, 64, 101, 16, 8, 8, true, false, 21, 3);  // same bucket, one more entry
+  check(3, 4, 64, 160, 24, 8, 5, false, true, 22, 3);
+  check(2, 4, 64, 90, 16, 8, 6, true, false, 23, 7, 120);
+  check(1, 4, 64, 600, 64, 8, 16, true, false, 24, 5);  // past the first bucket
+  EXPECT_GT(gpu().step_graph_counts().launches, 0u);
 }
 
 TEST_F(CudaIndexerTest, FullShapes) {

@@ -81,15 +81,16 @@ TEST_F(CudaMemoryTest, PoolReusesFreedBlocksWithoutTouchingLiveOnes) {
 // A step graph (step_graph.h) keeps the order the host issued: a host buffer overwritten after
 // its write() was issued still gives the old values (staged), a beside section's work is joined,
 // a read inside the step sees the work before it (the step is cut there), and the work after the
-// cut runs. The second step of the same ops updates the graphs in place.
+// cut runs. The first step is captured; the steps after it issue the same ops with new host
+// values and are replayed with those values.
 TEST_F(CudaMemoryTest, StepGraphsKeepTheIssuedOrderAcrossBesideSectionsAndReads) {
   gpu().set_step_graphs(true);
   const int64_t n = 1000;
-  for (int round = 0; round < 2; ++round) {
+  Tensor a = gpu().alloc(DType::F32, Shape{n}), b = gpu().alloc(DType::F32, Shape{n});
+  Tensor c = gpu().alloc(DType::F32, Shape{n});
+  for (int round = 0; round < 4; ++round) {
     std::vector<float> v = random_bf16(n, 40 + round);
     const std::vector<float> first = v;
-    Tensor a = gpu().alloc(DType::F32, Shape{n}), b = gpu().alloc(DType::F32, Shape{n});
-    Tensor c = gpu().alloc(DType::F32, Shape{n});
     gpu().step_graph_begin();
     gpu().write(a, v.data(), v.size() * sizeof(float));
     for (float& x : v) x += 1.0f;  // after the write was issued, before the graph runs
@@ -102,13 +103,42 @@ TEST_F(CudaMemoryTest, StepGraphsKeepTheIssuedOrderAcrossBesideSectionsAndReads)
     gpu().write(a, v.data(), v.size() * sizeof(float));
     gpu().copy(a, c);
     gpu().step_graph_end();
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(doubled[i], 2.0f * first[i]) << i;
-    EXPECT_EQ(from_gpu<float>(c), v);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(doubled[i], 2.0f * first[i]) << round << " " << i;
+    EXPECT_EQ(from_gpu<float>(c), v) << round;
   }
   const cuda::StepGraphCounts& counts = gpu().step_graph_counts();
-  EXPECT_EQ(counts.launches, 4u);  // two parts a step
+  EXPECT_EQ(counts.launches, 8u);  // two parts a step
   EXPECT_EQ(counts.instantiations, 2u);
-  EXPECT_EQ(counts.updates, 2u);
+  EXPECT_EQ(counts.replays, 6u);
+  EXPECT_EQ(counts.replay_stops, 0u);
+}
+
+// A step whose ops differ from the recorded ones (here one more kernel, then another factor)
+// stops its replay at the first difference and is captured from its start, the ops matched so far
+// issued again into the capture: every step's result is its own.
+TEST_F(CudaMemoryTest, StepGraphsCaptureAStepThatDiffersFromTheRecord) {
+  gpu().set_step_graphs(true);
+  const int64_t n = 300;
+  Tensor a = gpu().alloc(DType::F32, Shape{n});
+  const float factors[6] = {2.0f, 2.0f, 2.0f, 2.0f, 2.0f, 4.0f};
+  for (int round = 0; round < 6; ++round) {
+    const std::vector<float> v = random_bf16(n, 60 + round);
+    gpu().step_graph_begin();
+    gpu().write(a, v.data(), v.size() * sizeof(float));
+    gpu().scale(a, factors[round]);
+    if (round == 4) gpu().scale(a, 0.5f);
+    gpu().step_graph_end();
+    const std::vector<float> got = from_gpu<float>(a);
+    const float f = round == 4 ? 1.0f : factors[round];
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f * v[i]) << round << " " << i;
+  }
+  const cuda::StepGraphCounts& counts = gpu().step_graph_counts();
+  EXPECT_EQ(counts.launches, 6u);
+  EXPECT_EQ(counts.replays, 3u);       // rounds 1 to 3
+  EXPECT_EQ(counts.replay_stops, 2u);  // round 4 at its extra kernel, 5 at its factor
+  EXPECT_EQ(counts.instantiations, 2u);
+  EXPECT_EQ(counts.updates, 1u);  // round 5's graph: round 0's, updated
+  EXPECT_STREQ(counts.last_stop, "cuda::scale_kernel");
 }
 
 TEST_F(CudaMemoryTest, BackendNamesItsDevice) {

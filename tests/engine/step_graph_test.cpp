@@ -1,13 +1,15 @@
-// Step graphs on the CUDA backend (engine/ops/cuda/step_graph.h): decode steps captured and
-// launched as CUDA graphs give the logits of the same steps launched kernel by kernel, to the bit
-// (the same kernels on the same inputs), also where a host read cuts a step into several graphs
-// (routed experts in host memory); and the graphs of later steps are updated in place, not
-// instantiated anew; the fused ops give the logits of their separate kernels within the goldens'
-// bound. Skipped without a CUDA device (the cuda-emu build runs it on the emulation,
-// where only the bookkeeping and the staging of host values are real).
+// Step graphs on the CUDA backend (engine/ops/cuda/step_graph.h): decode steps run as CUDA graphs
+// give the logits of the same steps launched kernel by kernel, to the bit (the same kernels on
+// the same inputs), whether a step replays a recorded graph (its per-step values in device
+// memory) or is captured, also where a host read cuts a step into several graphs (routed experts
+// in host memory); most steps replay, and the others mostly update a graph in place; the fused
+// ops give the logits of their separate kernels within the goldens' bound. Skipped without a
+// CUDA device (the cuda-emu build runs it on the emulation, whose graphs run their captured work
+// when launched, as on the device).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "engine/ops/cuda/cuda_devices.h"
@@ -39,6 +41,16 @@ std::vector<std::vector<float>> run_steps(CudaBackend& be, bool graphs, int64_t 
   return out;
 }
 
+void print_counts(const cuda::StepGraphCounts& c) {
+  std::printf(
+      "[ measure  ] step graphs: %llu launched, %llu instantiated, %llu updated, %llu "
+      "replayed, %llu replays stopped (the last at %s)\n",
+      static_cast<unsigned long long>(c.launches),
+      static_cast<unsigned long long>(c.instantiations), static_cast<unsigned long long>(c.updates),
+      static_cast<unsigned long long>(c.replays), static_cast<unsigned long long>(c.replay_stops),
+      c.last_stop);
+}
+
 void expect_same_bits(const std::vector<std::vector<float>>& a,
                       const std::vector<std::vector<float>>& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -55,19 +67,27 @@ TEST(StepGraphs, DecodeStepsGiveTheLogitsOfPlainLaunches) {
   GTEST_SKIP() << cuda_unavailable_reason();
 #else
   if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  CudaBackend plain(0), graphed(0);
+  CudaBackend plain(0), graphed(0), captured(0);
+  captured.set_step_replay(false);
   const auto want = run_steps(plain, false, -1);
   const auto got = run_steps(graphed, true, -1);
   expect_same_bits(want, got);
+  expect_same_bits(want, run_steps(captured, true, -1));
   EXPECT_EQ(plain.step_graph_counts().launches, 0u);
+  EXPECT_EQ(captured.step_graph_counts().replays, 0u);
   const cuda::StepGraphCounts& c = graphed.step_graph_counts();
+  print_counts(c);
   // One graph a decode step (the prefill's 80 rows are past the graph limit).
   EXPECT_EQ(c.launches, static_cast<uint64_t>(kSteps));
-  // Steps of the same kernels reuse an executable graph: the compressors of the every-role
-  // model run every few steps, so a handful of topologies, each instantiated once.
-  EXPECT_GT(c.updates, 0u);
+  // Most steps issue the recorded ops (positions, ring slots, pending rows and entry counts are
+  // device values), so they replay; the others reuse an executable graph where they can: the
+  // compressors of the every-role model run every few steps, so a handful of topologies.
+  EXPECT_GE(c.replays, static_cast<uint64_t>(kSteps) / 2);
   EXPECT_LT(c.instantiations, static_cast<uint64_t>(kSteps) / 2);
-  EXPECT_EQ(c.updates + c.instantiations, c.launches);
+  EXPECT_EQ(c.updates + c.instantiations + c.replays, c.launches);
+  const cuda::StepGraphCounts& cc = captured.step_graph_counts();
+  EXPECT_GT(cc.updates, 0u);
+  EXPECT_EQ(cc.updates + cc.instantiations, cc.launches);
 #endif
 }
 
@@ -106,8 +126,10 @@ TEST(StepGraphs, HostReadsInsideAStepCutItIntoGraphs) {
   expect_same_bits(want, got);
   EXPECT_GT(graphed.host_moe_calls(), 0u);
   const cuda::StepGraphCounts& c = graphed.step_graph_counts();
+  print_counts(c);
   EXPECT_GT(c.launches, 2u * kSteps) << "each step cut at its host reads";
-  EXPECT_GT(c.updates, c.instantiations);
+  EXPECT_GT(c.replays, 0u);
+  EXPECT_GT(c.updates + c.replays, c.instantiations);
 #endif
 }
 

@@ -326,13 +326,16 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
   a.slots = w.window + a.kc;
   a.blocks = (a.slots + cuda::kBlockSlots - 1) / cuda::kBlockSlots;
   a.softmax_scale = args.softmax_scale;
-  a.step_first = w.step_first_position;
   a.ring = ptr<const uint8_t>(*w.ring);
   a.step = n_step ? ptr<const uint8_t>(*w.step) : nullptr;
   a.entries = args.topk ? ptr<const uint8_t>(*args.compressed.rows) : nullptr;
-  a.n_entries = args.topk ? args.compressed.n_entries : 0;
-  Tensor ring_pos = ctx_->upload_span(w.ring_positions, DType::I64);
+  // The ring's positions and the step's two values in one upload.
+  std::vector<int64_t> ring_and_step(w.ring_positions.begin(), w.ring_positions.end());
+  ring_and_step.push_back(w.step_first_position);
+  ring_and_step.push_back(args.topk ? args.compressed.n_entries : 0);
+  Tensor ring_pos = ctx_->upload_span(std::span<const int64_t>(ring_and_step), DType::I64);
   a.ring_positions = ptr<const int64_t>(ring_pos);
+  a.step_values = a.ring_positions + w.ring_positions.size();
   const int64_t pairs = static_cast<int64_t>(unrotate_freq.size());
   FD_CHECK(2 * pairs <= d, "sparse_attention: more rope pairs than the head dim holds");
   // The inverse RoPE in the combine kernel where the path has one; else rope() afterwards.

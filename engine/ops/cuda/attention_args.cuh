@@ -19,12 +19,16 @@ struct AttnArgs {
   const float* q;  // [n, H, D]
   const int64_t* positions;
   const int64_t* ring_positions;  // [W]
-  const uint8_t* ring;            // [W, win_bytes]
-  const uint8_t* step;            // [n_step, win_bytes]
-  int64_t step_first, window;
+  // [2]: the position of the step's first row and the count of entries that exist. In device
+  // memory (uploaded with the ring's positions), not parameters: they change every step, and a
+  // step graph replays a recorded step only where its kernels' parameters are the same
+  // (step_graph.h).
+  const int64_t* step_values;
+  const uint8_t* ring;  // [W, win_bytes]
+  const uint8_t* step;  // [n_step, win_bytes]
+  int64_t window;
   const uint8_t* entries;  // [*, entry_bytes]
-  int64_t n_entries;
-  const int32_t* topk;  // [n, kc]
+  const int32_t* topk;     // [n, kc]
   int64_t kc;
   int64_t n, heads, dim, slots, blocks;  // slots = W + kc, blocks = ceil(slots / 64)
   float softmax_scale;
@@ -77,12 +81,13 @@ __device__ inline const uint8_t* slot_row(const AttnArgs& a, int64_t t, int64_t 
     const int64_t pos = lmax(0, p - a.window + 1) + s;
     if (pos > p) return nullptr;
     const int64_t win_bytes = a.dim + a.dim / 32;
-    if (pos >= a.step_first) return a.step + (pos - a.step_first) * win_bytes;
+    const int64_t step_first = a.step_values[0];
+    if (pos >= step_first) return a.step + (pos - step_first) * win_bytes;
     const int64_t slot = pos % a.window;
     return a.ring_positions[slot] == pos ? a.ring + slot * win_bytes : nullptr;
   }
   const int32_t id = a.topk[t * a.kc + (s - a.window)];
-  if (id < 0 || id >= a.n_entries) return nullptr;
+  if (id < 0 || id >= a.step_values[1]) return nullptr;
   *fp4 = true;
   return a.entries + static_cast<int64_t>(id) * (a.dim / 2 + a.dim / 16);
 }

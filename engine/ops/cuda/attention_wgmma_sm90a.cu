@@ -96,7 +96,7 @@ __device__ void produce(const AttnArgs& a, int64_t t, uint8_t* smem, int pw, int
   // The query's window (slot_row's lookup, the ring slot of its first position found once).
   const int64_t p = a.positions[t], first = lmax(0, p - a.window + 1);
   const int64_t first_slot = a.window > 0 ? first % a.window : 0;
-  const int64_t win_bytes = window_row_bytes(D);
+  const int64_t win_bytes = window_row_bytes(D), step_first = a.step_values[0];
   // Block b's rows into table b % kTables: the row's address, bit 0 set for an FP4 entry, 0 for
   // an empty slot; thread `ptid` - 64 h looks up slot ptid of block b (h: which half does it).
   auto fill_table = [&](int64_t b, int h) {
@@ -107,8 +107,8 @@ __device__ void produce(const AttnArgs& a, int64_t t, uint8_t* smem, int pw, int
     if (s >= a.window) {
       row = slot_row(a, t, s, &fp4);
     } else if (const int64_t pos = first + s; pos <= p) {
-      if (pos >= a.step_first) {
-        row = a.step + (pos - a.step_first) * win_bytes;
+      if (pos >= step_first) {
+        row = a.step + (pos - step_first) * win_bytes;
       } else {
         int64_t slot = first_slot + s;
         if (slot >= a.window) slot -= a.window;

@@ -95,7 +95,7 @@ void Blas::use_stream(cudaStream_t stream) {
     FD_CUBLAS_CHECK(cublas_api().set_stream(static_cast<cublasHandle_t>(handle_), stream_));
 }
 
-void Blas::gemm_nt(const GemmArgs& a) {
+void Blas::issue_gemm(const GemmArgs& a) {
   ensure_handle();
   const CublasApi& api = cublas_api();
   auto h = static_cast<cublasHandle_t>(handle_);

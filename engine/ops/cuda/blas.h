@@ -37,12 +37,15 @@ class Blas {
   Blas(const Blas&) = delete;
   Blas& operator=(const Blas&) = delete;
 
+  // Offered to the step open on the stream first (step_ops.h; blas_calls.cpp).
   void gemm_nt(const GemmArgs& a);
   // The stream the products go to from now on (the context's current one).
   void use_stream(cudaStream_t stream);
 
  private:
   void ensure_handle();
+  // The product issued to the current stream (blas.cpp; blas_emu.cpp in the emulation).
+  void issue_gemm(const GemmArgs& a);
 
   int device_;
   cudaStream_t stream_;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/row_copy.h"
+#include "engine/ops/cuda/step_ops.h"
 #include "engine/util/numeric.h"
 
 namespace flashdesk {
@@ -48,9 +50,9 @@ void copy_row_runs(cudaStream_t stream, const Tensor& src, std::span<const int64
     while (j < src_rows.size() && src_rows[j] == src_rows[j - 1] + 1 &&
            dst_rows[j] == dst_rows[j - 1] + 1)
       ++j;
-    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes() + static_cast<size_t>(dst_rows[i]) * rb,
-                                  src.bytes() + static_cast<size_t>(src_rows[i]) * rb, (j - i) * rb,
-                                  cudaMemcpyDeviceToDevice, stream));
+    cuda::copy_async(dst.bytes() + static_cast<size_t>(dst_rows[i]) * rb,
+                     src.bytes() + static_cast<size_t>(src_rows[i]) * rb, (j - i) * rb,
+                     cudaMemcpyDeviceToDevice, stream);
     i = j;
   }
 }
@@ -119,8 +121,15 @@ CudaBackend::CudaBackend(int device) {
                      : v == "cuda-cores" ? GemvKernels::CudaCores
                                          : GemvKernels::Auto);
   }
-  // FLASHDESK_CUDA_GRAPH=0|1 (default 0): decode-sized steps as CUDA graphs (step_graph.h).
-  read_switch("FLASHDESK_CUDA_GRAPH", step_graphs_);
+  // FLASHDESK_CUDA_GRAPH=0|1|capture (default 0): decode-sized steps as CUDA graphs
+  // (step_graph.h), recorded steps replayed (1) or every step captured (capture).
+  if (const char* g = std::getenv("FLASHDESK_CUDA_GRAPH")) {
+    const std::string v(g);
+    FD_CHECK(v == "0" || v == "1" || v == "capture",
+             "FLASHDESK_CUDA_GRAPH must be 0, 1 or capture, not '" + v + "'");
+    step_graphs_ = v != "0";
+    set_step_replay(v == "1");
+  }
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
@@ -238,6 +247,10 @@ const cuda::StepGraphCounts& CudaBackend::step_graph_counts() const {
   return ctx_->graph_counts();
 }
 
+void CudaBackend::set_step_replay(bool on) {
+  ctx_->set_step_replay(on);
+}
+
 void CudaBackend::relaunch_last_step() {
   cuda::DeviceGuard g(ctx_->device());
   ctx_->relaunch_last_step();
@@ -284,7 +297,7 @@ Tensor CudaBackend::alloc(DType dtype, Shape shape) {
 void CudaBackend::fill_zero(Tensor& t) {
   expect_device(t, "fill_zero");
   cuda::DeviceGuard g(ctx_->device());
-  if (t.nbytes()) FD_CUDA_CHECK(cudaMemsetAsync(t.bytes(), 0, t.nbytes(), ctx_->stream()));
+  if (t.nbytes()) cuda::fill_async(t.bytes(), 0, t.nbytes(), ctx_->stream());
 }
 
 void CudaBackend::write(Tensor& dst, const void* src, size_t bytes) {
@@ -292,8 +305,8 @@ void CudaBackend::write(Tensor& dst, const void* src, size_t bytes) {
   FD_CHECK(bytes == dst.nbytes(), "write: byte count mismatch");
   cuda::DeviceGuard g(ctx_->device());
   if (bytes)
-    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes(), ctx_->host_source(src, bytes), bytes,
-                                  cudaMemcpyHostToDevice, ctx_->stream()));
+    cuda::copy_async(dst.bytes(), ctx_->host_source(src, bytes), bytes, cudaMemcpyHostToDevice,
+                     ctx_->stream());
 }
 
 void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
@@ -303,8 +316,7 @@ void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
   ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->host_wait_begin();  // inside a step graph: launches what was captured so far
-  if (bytes)
-    FD_CUDA_CHECK(cudaMemcpyAsync(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream()));
+  if (bytes) cuda::copy_async(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream());
   FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
   ctx_->host_wait_end();
 }
@@ -315,8 +327,8 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   FD_CHECK(src.nbytes() == dst.nbytes(), "copy: byte count mismatch");
   cuda::DeviceGuard g(ctx_->device());
   if (src.nbytes())
-    FD_CUDA_CHECK(cudaMemcpyAsync(dst.bytes(), src.bytes(), src.nbytes(), cudaMemcpyDeviceToDevice,
-                                  ctx_->stream()));
+    cuda::copy_async(dst.bytes(), src.bytes(), src.nbytes(), cudaMemcpyDeviceToDevice,
+                     ctx_->stream());
 }
 
 void CudaBackend::gather_rows(const Tensor& src, std::span<const int64_t> rows, Tensor& dst) {
@@ -329,7 +341,7 @@ void CudaBackend::gather_rows(const Tensor& src, std::span<const int64_t> rows, 
     to[i] = static_cast<int64_t>(i);
   }
   cuda::DeviceGuard g(ctx_->device());
-  copy_row_runs(ctx_->stream(), src, rows, dst, to, rb);
+  copy_rows(src, rows, dst, to, rb);
 }
 
 void CudaBackend::scatter_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
@@ -342,7 +354,18 @@ void CudaBackend::scatter_rows(const Tensor& src, std::span<const int64_t> src_r
                  dst_rows[i] < dst.rows(),
              "scatter_rows: row out of range");
   cuda::DeviceGuard g(ctx_->device());
-  copy_row_runs(ctx_->stream(), src, src_rows, dst, dst_rows, rb);
+  copy_rows(src, src_rows, dst, dst_rows, rb);
+}
+
+// Inside a step graph the rows go to the device as values (row_copy.h), so that a step that
+// writes other rows of the same tensors (a window ring's next slot) replays the recorded graph;
+// elsewhere one device copy per run of consecutive rows.
+void CudaBackend::copy_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
+                            std::span<const int64_t> dst_rows, size_t row_bytes) {
+  if (ctx_->in_step())
+    cuda::copy_rows_listed(*ctx_, src, src_rows, dst, dst_rows, row_bytes);
+  else
+    copy_row_runs(ctx_->stream(), src, src_rows, dst, dst_rows, row_bytes);
 }
 
 Tensor CudaBackend::upload(const TensorView& t) {
@@ -351,8 +374,7 @@ Tensor CudaBackend::upload(const TensorView& t) {
   cuda::DeviceGuard g(ctx_->device());
   Tensor out(ctx_->weights().allocate(t.nbytes), 0, t.dtype, shape_of(t));
   if (t.nbytes)
-    FD_CUDA_CHECK(
-        cudaMemcpyAsync(out.bytes(), t.data, t.nbytes, cudaMemcpyHostToDevice, ctx_->stream()));
+    cuda::copy_async(out.bytes(), t.data, t.nbytes, cudaMemcpyHostToDevice, ctx_->stream());
   return out;
 }
 
@@ -374,8 +396,8 @@ Tensor CudaBackend::upload_f32(const TensorView& t) {
   cuda::DeviceGuard g(ctx_->device());
   Tensor out(ctx_->weights().allocate(wide.size() * 4), 0, DType::F32, shape_of(t));
   if (n)
-    FD_CUDA_CHECK(cudaMemcpyAsync(out.bytes(), wide.data(), wide.size() * 4, cudaMemcpyHostToDevice,
-                                  ctx_->stream()));
+    cuda::copy_async(out.bytes(), wide.data(), wide.size() * 4, cudaMemcpyHostToDevice,
+                     ctx_->stream());
   return out;
 }
 

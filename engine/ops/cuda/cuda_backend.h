@@ -6,9 +6,8 @@
 // decode FP8/FP4 in registers, MoE experts of a token in one grouped launch, attention split over
 // the KV then combined); prefill through cuBLAS BF16 GEMMs on dequantised tiles; all work on one
 // stream of one device, so nothing here assumes the process has one GPU.
-// Decode-sized steps run as CUDA graphs (step_graph.h), captured each step and updated in place.
-// Non-goals (next steps, docs/cuda-backend.md): replaying a step's graph without capturing it
-// (per-step values in device memory), several GPUs.
+// Decode-sized steps run as CUDA graphs (step_graph.h), replayed without capture where a step's
+// ops are the recorded ones. Non-goals (next steps, docs/cuda-backend.md): several GPUs.
 // This header has no CUDA types: the op files (*.cu) reach the device through context().
 #pragma once
 
@@ -42,13 +41,14 @@ class CudaBackend final : public Backend {
   void beside_begin() override;
   Beside beside_end() override;
   void join(Beside w) override;
-  // Step graphs (step_graph.h), where enabled (FLASHDESK_CUDA_GRAPH=0|1, default 0 until measured
-  // on a GPU).
+  // Step graphs (step_graph.h), where enabled (FLASHDESK_CUDA_GRAPH=0|1|capture, default 0 until
+  // measured on a GPU); recorded steps are replayed unless set_step_replay(false) (capture).
   void step_graph_begin() override;
   void step_graph_end() override;
   void step_graph_abort() override;
   void set_step_graphs(bool on) { step_graphs_ = on; }
   bool step_graphs() const { return step_graphs_; }
+  void set_step_replay(bool on);
   const cuda::StepGraphCounts& step_graph_counts() const;
   // Launches the last step's graph again without capturing it (benchmarks: what a step costs the
   // device without the host's capture; the last step must have had no host wait inside).
@@ -207,6 +207,9 @@ class CudaBackend final : public Backend {
  private:
   // sparse_attention, with RoPE undone on out where unrotate_freq is not empty.
   void attend(const AttentionArgs& args, std::span<const float> unrotate_freq, Tensor& out);
+  // gather_rows / scatter_rows: dst row dst_rows[i] = src row src_rows[i].
+  void copy_rows(const Tensor& src, std::span<const int64_t> src_rows, Tensor& dst,
+                 std::span<const int64_t> dst_rows, size_t row_bytes);
   // moe_experts, or with shared null and shared_y set the routed sum plus that term last; round:
   // the sums rounded to BF16 (moe_experts_rounded).
   void moe_experts_with(const Tensor& x, const Tensor& ids, const Tensor& weights,

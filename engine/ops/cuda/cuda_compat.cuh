@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <tuple>
+#include <type_traits>
 
 #ifdef FLASHDESK_CUDA_EMU
 #include "engine/ops/cuda/emu/cuda_emu.h"
@@ -16,6 +18,7 @@
 #endif
 
 #include "engine/ops/cuda/cuda_check.h"
+#include "engine/ops/cuda/step_ops.h"
 
 namespace flashdesk::cuda {
 void count_kernel_launch();  // device_context.h
@@ -55,12 +58,16 @@ __device__ __forceinline__ void fd_wait_prior_grid() {
 
 namespace flashdesk::cuda {
 
-template <class... Params, class... Args>
-void launch_kernel(const char* name, const char* file, int line, void (*kernel)(Params...),
-                   dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+// One launch of `kernel` with its parameters (as the kernel takes them), checked.
+template <class... Params>
+void issue_kernel(const char* name, const char* file, int line, void (*kernel)(Params...),
+                  dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                  const std::tuple<std::decay_t<Params>...>& params) {
 #ifdef FLASHDESK_CUDA_EMU
   (void)stream;
-  fd_emu::launch(grid, block, smem, [&] { kernel(static_cast<Params>(args)...); });
+  // The parameters by value: a captured launch runs when its graph does.
+  if (fd_emu::launch_shape_valid(grid, block))
+    fd_emu::issue([=] { fd_emu::launch(grid, block, smem, [&] { std::apply(kernel, params); }); });
 #else
   if (programmatic_launch_enabled()) {
     cudaLaunchAttribute attr[1];
@@ -73,18 +80,50 @@ void launch_kernel(const char* name, const char* file, int line, void (*kernel)(
     config.stream = stream;
     config.attrs = attr;
     config.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+    std::apply([&](const auto&... p) { (void)cudaLaunchKernelEx(&config, kernel, p...); }, params);
   } else {
-    // clang-format off
-    kernel<<<grid, block, smem, stream>>>(static_cast<Params>(args)...);
-    // clang-format on
+    std::apply(
+        [&](const auto&... p) {
+          // clang-format off
+          kernel<<<grid, block, smem, stream>>>(p...);
+          // clang-format on
+        },
+        params);
   }
 #endif
-  count_kernel_launch();
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
     cuda_call_failed(static_cast<int>(e), cudaGetErrorName(e), cudaGetErrorString(e), name, file,
                      line);
+}
+
+// A launch, offered first to the step open on `stream` (step_ops.h): a replayed step takes it (its
+// graph runs the same launch), a captured one keeps a way to issue it again.
+template <class... Params, class... Args>
+void launch_kernel(const char* name, const char* file, int line, void (*kernel)(Params...),
+                   dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  const std::tuple<std::decay_t<Params>...> params(static_cast<Params>(args)...);
+  StepOffer offer = StepOffer::Issue;
+  StepOpSink* sink = step_sink(stream);
+  if (sink) {
+    thread_local std::vector<unsigned char> bytes;
+    StepOpKey key;
+    key.kind = StepOpKind::Kernel;
+    key.stream = stream;
+    key.target = reinterpret_cast<const void*>(kernel);
+    key.bytes = smem;
+    key.grid = grid;
+    key.block = block;
+    key.params = parameter_bytes(params, bytes);
+    key.name = name;
+    offer = sink->offer(key);
+  }
+  count_kernel_launch();
+  if (offer == StepOffer::Taken) return;
+  issue_kernel(name, file, line, kernel, grid, block, smem, stream, params);
+  if (offer == StepOffer::IssueAndKeep)
+    sink->keep_reissue(
+        [=] { issue_kernel(name, file, line, kernel, grid, block, smem, stream, params); });
 }
 
 // Lets Kernel take up to `bytes` of dynamic shared memory on the current device (past 48 KiB that

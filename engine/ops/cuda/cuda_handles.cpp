@@ -1,6 +1,8 @@
 // RAII handles of the CUDA runtime and the failure messages of FD_CUDA_CHECK / FD_CUBLAS_CHECK.
 #include "engine/ops/cuda/cuda_handles.h"
 
+#include "engine/ops/cuda/step_ops.h"
+
 #include <cstdio>
 #include <string>
 
@@ -39,7 +41,7 @@ Event::~Event() {
 }
 
 void Event::record(cudaStream_t stream) {
-  FD_CUDA_CHECK(cudaEventRecord(event_, stream));
+  record_event(event_, stream);
 }
 
 void Event::synchronize() const {
@@ -47,7 +49,7 @@ void Event::synchronize() const {
 }
 
 void Event::wait_in(cudaStream_t stream) const {
-  FD_CUDA_CHECK(cudaStreamWaitEvent(stream, event_, 0));
+  wait_event(stream, event_);
 }
 
 float Event::elapsed_ms_since(const Event& start) const {

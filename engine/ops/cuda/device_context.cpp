@@ -1,6 +1,8 @@
 // The per-device state of a CUDA backend.
 #include "engine/ops/cuda/device_context.h"
 
+#include "engine/ops/cuda/step_ops.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -137,34 +139,35 @@ void DeviceContext::synchronize() {
 
 void DeviceContext::step_begin() {
   FD_CHECK(!beside_open_, "step graph: a beside section is open");
-  graph_.begin(stream_.get());
+  pool_->order_cached_blocks();
+  graph_.begin(stream_.get(), beside_.stream());
   beside_.capture_started();
   pool_->hold_frees(true);
 }
 
 void DeviceContext::step_end() {
   FD_CHECK(!beside_open_, "step graph: a beside section is open at the step's end");
-  if (graph_.capturing()) beside_.merge_into(stream_.get());
-  graph_.end(stream_.get());
+  if (graph_.recording()) beside_.merge_into(stream_.get());
+  graph_.end();
   pool_->hold_frees(false);
 }
 
 void DeviceContext::step_abort() {
   beside_open_ = false;
-  graph_.abort(stream_.get());
+  graph_.abort();
   pool_->hold_frees(false);
 }
 
 void DeviceContext::host_wait_begin() {
-  if (!graph_.capturing()) return;
+  if (!graph_.recording()) return;
   FD_CHECK(!beside_open_, "step graph: a host wait inside a beside section");
   beside_.merge_into(stream_.get());  // a capture ends with every stream it forked joined
-  graph_.suspend(stream_.get());
+  graph_.suspend();
 }
 
 void DeviceContext::host_wait_end() {
-  if (!graph_.in_step() || graph_.capturing()) return;
-  graph_.resume(stream_.get());
+  if (!graph_.in_step() || graph_.recording()) return;
+  graph_.resume();
   beside_.capture_started();
 }
 
@@ -172,12 +175,12 @@ Tensor DeviceContext::upload_host(DType dtype, Shape shape, const void* data) {
   Tensor t = scratch(dtype, shape);
   if (t.nbytes() == 0) return t;
   const void* src = host_source(data, t.nbytes());
-  FD_CUDA_CHECK(cudaMemcpyAsync(t.bytes(), src, t.nbytes(), cudaMemcpyHostToDevice, stream()));
+  copy_async(t.bytes(), src, t.nbytes(), cudaMemcpyHostToDevice, stream());
   return t;
 }
 
 const void* DeviceContext::host_source(const void* data, size_t bytes) {
-  return graph_.capturing() ? graph_.stage(data, bytes) : data;
+  return graph_.recording() ? graph_.stage(data, bytes) : data;
 }
 
 }  // namespace flashdesk::cuda
@@ -196,7 +199,7 @@ Tensor DeviceContext::upload_cached(const void* key, const void* data, size_t by
 }
 
 unsigned* DeviceContext::arrival_counters(int64_t count) {
-  if (beside_open_) return beside_.counters(count, graph_.capturing());
+  if (beside_open_) return beside_.counters(count, graph_.recording());
   return grow_arrival_counters(counters_, count, *pool_, stream_.get());
 }
 

@@ -55,7 +55,8 @@ class DeviceContext {
   void host_wait_begin();
   void host_wait_end();
   const StepGraphCounts& graph_counts() const { return graph_.counts(); }
-  void relaunch_last_step() { graph_.relaunch_last(stream_.get()); }
+  void relaunch_last_step() { graph_.relaunch_last(); }
+  void set_step_replay(bool on) { graph_.set_replay(on); }
 
   // A device tensor from the pool; contents undefined (held by the beside lane until its join
   // where a section is open).

@@ -6,6 +6,7 @@
 
 #include "engine/ops/cuda/cuda_handles.h"
 #include "engine/ops/cuda/cuda_runtime_compat.h"
+#include "engine/ops/cuda/step_ops.h"
 
 namespace flashdesk::cuda {
 namespace {
@@ -131,6 +132,14 @@ void DevicePool::hold_frees(bool on) {
   hold_frees_ = on;
 }
 
+void DevicePool::order_cached_blocks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [size, blocks] : free_)
+    std::sort(blocks.begin(), blocks.end(), [](void* a, void* b) {
+      return reinterpret_cast<uintptr_t>(a) > reinterpret_cast<uintptr_t>(b);
+    });
+}
+
 void DevicePool::trim() {
   std::map<size_t, std::vector<void*>> blocks;
   {
@@ -172,7 +181,7 @@ unsigned* grow_arrival_counters(Tensor& held, int64_t count, DevicePool& pool,
   if (!held.defined() || held.numel() < count) {
     const int64_t n = std::max<int64_t>(4096, (count + 4095) / 4096 * 4096);
     held = Tensor(pool.allocate(static_cast<size_t>(n) * 4), 0, DType::I32, Shape{n});
-    FD_CUDA_CHECK(cudaMemsetAsync(held.bytes(), 0, held.nbytes(), stream));
+    fill_async(held.bytes(), 0, held.nbytes(), stream);
   }
   return static_cast<unsigned*>(static_cast<void*>(held.bytes()));
 }

@@ -38,6 +38,11 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
   // for the device, which a capture forbids (the cache may then stay above its limit until blocks
   // are reused).
   void hold_frees(bool on);
+  // Puts every size's cached blocks in address order, the lowest handed out first: at a step's
+  // start, so that a step that allocates and frees as an earlier one did, with the same blocks
+  // live, gets the same addresses (a recorded step graph replays only then; step_graph.h).
+  // Within the step the most recently freed block is reused first, as always.
+  void order_cached_blocks();
   size_t cached_bytes() const;
   size_t live_bytes() const;
 

@@ -56,9 +56,11 @@ constexpr int64_t shared_select_bytes(int64_t width) {
 constexpr int64_t kSelectStaticSmem = 20 * 1024;
 
 // A restriction's block list as an entry-block mask: allowed[t][b] = 1 for each listed block.
+// sizes: as IdxArgs::sizes (n_blocks from it where set).
 __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_t c,
-                                        int64_t n_blocks, uint8_t* allowed) {
+                                        int64_t n_blocks, const int64_t* sizes, uint8_t* allowed) {
   FD_GRID_PROLOGUE();
+  if (sizes) n_blocks = sizes[2];
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * c) return;
   const int32_t b = blocks[i];
@@ -76,8 +78,10 @@ __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_
 constexpr int kLanesPerEntry = 4;
 
 template <int MaxHeads>
-__global__ void __launch_bounds__(kScoreThreads) indexer_scores_kernel(IdxArgs a, float* scores) {
+__global__ void __launch_bounds__(kScoreThreads)
+    indexer_scores_kernel(IdxArgs call, float* scores) {
   FD_GRID_PROLOGUE();
+  const IdxArgs a = sized(call);
   constexpr int kPerLane = MaxHeads / kLanesPerEntry;
   FD_DYNAMIC_SMEM(float, qs);
   const int64_t t = blockIdx.y, q_stride = a.dim + 4;
@@ -436,9 +440,10 @@ __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool 
 // shared memory (shared_select_bytes(width) of it), else in `tie`'s global rows.
 template <bool kShared>
 __global__ void __launch_bounds__(kSelectThreads)
-    indexer_select_kernel(IdxArgs a, int64_t t0, const float* scores, int64_t k, int32_t* topk,
+    indexer_select_kernel(IdxArgs call, int64_t t0, const float* scores, int64_t k, int32_t* topk,
                           float* block_scores, int64_t c, int32_t* candidates, TieScratch tie) {
   FD_GRID_PROLOGUE();
+  const IdxArgs a = sized(call);
   __shared__ int hist[256];
   __shared__ int warp_totals[kSelectThreads / 32];
   const int64_t t = t0 + blockIdx.x;
@@ -528,6 +533,7 @@ namespace {
 // CTA there takes 2 to 8 queries and walks their rows, where the CUDA-core kernel spreads a
 // decode row's entries over blocks.
 constexpr int64_t kTensorCoreMinRows = 64;
+constexpr int64_t kStepWidthBucket = 512;
 
 // A call's score rows [n, width] and what the selection reads beside them (the uploaded visible
 // counts, the Reindex restriction as a block mask), queued on the context's stream.
@@ -543,44 +549,60 @@ ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
   const int64_t n = q.rows(), heads = q.dim(1), d = q.dim(2), E = args.keys.n_entries;
   const int64_t width = std::max(E, args.select_width);
   FD_CHECK(heads <= cuda::kMaxIndexHeads, "indexer: at most 64 heads on CUDA");
-  const int64_t bs = args.block_size, n_blocks = (width + bs - 1) / bs;
+  const int64_t bs = args.block_size;
+  // Inside a step graph the sizes go to the device (IdxArgs::sizes) and the launches are sized
+  // for the bucket of kStepWidthBucket entries the row falls in.
+  const bool in_step = ctx.in_step();
+  const int64_t true_blocks = (width + bs - 1) / bs;
+  const int64_t sized_width =
+      in_step ? (width + kStepWidthBucket - 1) / kStepWidthBucket * kStepWidthBucket : width;
+  const int64_t n_blocks = (sized_width + bs - 1) / bs;
   ScoreRows r;
   cuda::IdxArgs& a = r.a;
   a.q = ptr<const float>(q);
   a.weights = ptr<const float>(*args.weights);
-  r.visible = ctx.upload_span(args.n_visible, DType::I64);
+  // The visible counts, and inside a step the sizes after them, in one upload.
+  std::vector<int64_t> uploaded(args.n_visible.begin(), args.n_visible.end());
+  if (in_step) uploaded.insert(uploaded.end(), {E, width, true_blocks});
+  r.visible = ctx.upload_span(std::span<const int64_t>(uploaded), DType::I64);
   a.visible = ptr<const int64_t>(r.visible);
+  a.sizes = in_step ? a.visible + n : nullptr;
   a.keys = E ? ptr<const uint8_t>(*args.keys.rows) : nullptr;
   a.n = n;
   a.heads = heads;
   a.dim = d;
-  a.entries = E;
+  a.entries = in_step ? sized_width : E;
   a.block_size = bs;
   a.n_blocks = n_blocks;
-  a.width = width;
+  a.width = sized_width;
   if (args.restrict_blocks && width > 0) {
     r.allowed = ctx.scratch(DType::U8, Shape{n, n_blocks});
     backend.fill_zero(r.allowed);
     const int64_t c = args.restrict_blocks->dim(1);
     if (n * c > 0)
       FD_LAUNCH(cuda::restriction_mask_kernel, dim3(blocks_for(n * c, 256)), dim3(256), 0,
-                ctx.stream(), ptr<const int32_t>(*args.restrict_blocks), n, c, n_blocks,
+                ctx.stream(), ptr<const int32_t>(*args.restrict_blocks), n, c, n_blocks, a.sizes,
                 ptr<uint8_t>(r.allowed));
     a.allowed = ptr<const uint8_t>(r.allowed);
   }
-  r.scores = ctx.scratch(DType::F32, Shape{n, std::max<int64_t>(width, 1)});
+  // Rows of `width` scores one after another (the kernels' stride is the call's width), in room
+  // for the bucket's.
+  r.scores = ctx.scratch(DType::F32, Shape{n * std::max<int64_t>(sized_width, 1)});
   if (width == 0 || n == 0) return r;
   using K = CudaBackend::IndexerKernels;
-  const bool tc = kernels == K::TensorCores || (kernels == K::Auto && n >= kTensorCoreMinRows);
+  // The tensor-core kernels take the fields' sizes only: a step's rows (up to 64) are scored on
+  // the CUDA cores, which write the same scores to the bit (indexer_tc.cu).
+  const bool tc =
+      !in_step && (kernels == K::TensorCores || (kernels == K::Auto && n >= kTensorCoreMinRows));
   if (tc && cuda::indexer_scores_tc_fits(a)) {
     cuda::indexer_scores_tc(ctx, a, ptr<float>(r.scores));
     return r;
   }
-  FD_LAUNCH(
-      heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
-      dim3(blocks_for(width * cuda::kLanesPerEntry, cuda::kScoreThreads), static_cast<unsigned>(n)),
-      dim3(cuda::kScoreThreads), static_cast<size_t>(heads * (d + 4)) * sizeof(float), ctx.stream(),
-      a, ptr<float>(r.scores));
+  FD_LAUNCH(heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
+            dim3(blocks_for(sized_width * cuda::kLanesPerEntry, cuda::kScoreThreads),
+                 static_cast<unsigned>(n)),
+            dim3(cuda::kScoreThreads), static_cast<size_t>(heads * (d + 4)) * sizeof(float),
+            ctx.stream(), a, ptr<float>(r.scores));
   return r;
 }
 
@@ -591,7 +613,10 @@ Tensor CudaBackend::indexer_scores(const IndexerArgs& args) {
   cuda::DeviceGuard g(ctx_->device());
   // indexer_select's shape rules, a one-column top-k standing in for its output.
   check_indexer_args(args, ctx_->scratch(DType::I32, Shape{n, 1}));
-  return score_rows(*this, args, indexer_kernels_).scores;
+  const int64_t width = std::max(args.keys.n_entries, args.select_width);
+  const Tensor scores = score_rows(*this, args, indexer_kernels_).scores;
+  return Tensor(scores.memory(), scores.byte_offset(), DType::F32,
+                Shape{n, std::max<int64_t>(width, 1)});
 }
 
 void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) {
@@ -613,8 +638,9 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
     block_scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(n_blocks, 1)});
   }
   // Room for torch's selection, for a group of rows at a time (bounded, as a long prompt's rows
-  // times a long cache would not fit): in shared memory where the row fits there.
-  const int64_t row = std::max<int64_t>(width, 1);
+  // times a long cache would not fit): in shared memory where the row fits there. For the
+  // launch's row (a step's bucket).
+  const int64_t row = std::max<int64_t>(a.width, 1);
   const int64_t smem = cuda::shared_select_bytes(row);
   const bool shared =
       select_in_shared_memory_ &&

@@ -17,7 +17,22 @@ struct IdxArgs {
   const uint8_t* allowed;  // [n, n_blocks] or null
   int64_t n, heads, dim, entries, block_size, n_blocks;
   int64_t width;  // the row the selection is over: >= entries, the rest -inf
+  // Inside a step graph: [entries, width, n_blocks] in device memory, which replace the fields
+  // above; those then hold a bucket's sizes (grids, shared memory and scratch are sized for them),
+  // so that the steps of a bucket launch the same kernels with the same parameters, which a
+  // recorded step graph replays (step_graph.h). Null elsewhere.
+  const int64_t* sizes;
 };
+
+// The call's sizes as the kernels use them (`a.sizes`'s where set).
+__device__ inline IdxArgs sized(IdxArgs a) {
+  if (a.sizes) {
+    a.entries = a.sizes[0];
+    a.width = a.sizes[1];
+    a.n_blocks = a.sizes[2];
+  }
+  return a;
+}
 
 // Whether indexer_scores_tc takes the call: a head dim of 64 or 128, at most 64 heads.
 bool indexer_scores_tc_fits(const IdxArgs& a);

@@ -2,10 +2,13 @@
 // (codes bit-identical to the CPU reference: same scales, same round-to-nearest-even), their
 // dequantisation, and the ratio-m compressor pooling with its pending tokens.
 #include <algorithm>
+#include <span>
+#include <vector>
 
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/row_copy.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -47,9 +50,12 @@ namespace {
 // One thread per value: the `block` lanes of a scale block (16 or 32, which divides 32 and the
 // row) find its amax by shuffles and write a code each (FP4: the even lane writes the pair). A
 // thread per block looping over its 32 values was a decode step's 7 µs for one row.
+// dst: row 0's address, or with first_row set, the table's (row *first_row first: a value in
+// device memory inside a step graph, so that the same parameters write another row each step).
 __global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int64_t dim,
-                                     uint8_t* dst, int64_t row_bytes) {
+                                     uint8_t* dst, int64_t row_bytes, const int64_t* first_row) {
   FD_GRID_PROLOGUE();
+  if (first_row) dst += *first_row * row_bytes;
   const int block = static_cast<int>(kv_block(f));
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool in = i < n * dim;  // every lane stays for the shuffles
@@ -131,8 +137,15 @@ void CudaBackend::quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, i
   FD_CHECK(32 % kv_block(format) == 0, "quantize_rows: a scale block must divide a warp");
   if (work == 0) return;
   cuda::DeviceGuard g(ctx_->device());
+  if (ctx_->in_step()) {
+    const Tensor at = ctx_->upload_span(std::span<const int64_t>(&first_row, 1), DType::I64);
+    FD_LAUNCH(cuda::quantize_rows_kernel, dim3(blocks_for(work, 256)), dim3(256), 0, ctx_->stream(),
+              format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst), rb, ptr<const int64_t>(at));
+    return;
+  }
   FD_LAUNCH(cuda::quantize_rows_kernel, dim3(blocks_for(work, 256)), dim3(256), 0, ctx_->stream(),
-            format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst) + first_row * rb, rb);
+            format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst) + first_row * rb, rb,
+            static_cast<const int64_t*>(nullptr));
 }
 
 void CudaBackend::dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row,
@@ -172,12 +185,23 @@ void CudaBackend::compressor_pool(const Tensor& kv, const Tensor& score, int64_t
   if (count > 0) {
     const size_t row = static_cast<size_t>(d) * sizeof(float);
     const int64_t dst_row = from_new - first, src_row = from_new - n_pending;
-    FD_CUDA_CHECK(cudaMemcpyAsync(ptr<float>(pending_kv) + dst_row * d,
-                                  ptr<const float>(kv) + src_row * d, count * row,
-                                  cudaMemcpyDeviceToDevice, ctx_->stream()));
-    FD_CUDA_CHECK(cudaMemcpyAsync(ptr<float>(pending_score) + dst_row * d,
-                                  ptr<const float>(score) + src_row * d, count * row,
-                                  cudaMemcpyDeviceToDevice, ctx_->stream()));
+    // Inside a step graph the rows go to the device as values (row_copy.h): the pending row a
+    // step writes moves on every step.
+    if (ctx_->in_step()) {
+      std::vector<int64_t> src_rows(static_cast<size_t>(count)), dst_rows(src_rows.size());
+      for (int64_t i = 0; i < count; ++i) {
+        src_rows[static_cast<size_t>(i)] = src_row + i;
+        dst_rows[static_cast<size_t>(i)] = dst_row + i;
+      }
+      cuda::copy_rows_listed(*ctx_, kv, src_rows, pending_kv, dst_rows, row);
+      cuda::copy_rows_listed(*ctx_, score, src_rows, pending_score, dst_rows, row);
+    } else {
+      cuda::copy_async(ptr<float>(pending_kv) + dst_row * d, ptr<const float>(kv) + src_row * d,
+                       count * row, cudaMemcpyDeviceToDevice, ctx_->stream());
+      cuda::copy_async(ptr<float>(pending_score) + dst_row * d,
+                       ptr<const float>(score) + src_row * d, count * row, cudaMemcpyDeviceToDevice,
+                       ctx_->stream());
+    }
   }
   n_pending = left;
 }

@@ -312,7 +312,7 @@ void run_grouped_experts(DeviceContext& ctx, const ExpertEntry* table, const int
   Tensor rows = ctx.scratch(DType::I32, Shape{pairs});
   Tensor slots = ctx.scratch(DType::I32, Shape{pairs});
   Tensor pair_weights = ctx.scratch(DType::F32, Shape{pairs});
-  FD_CUDA_CHECK(cudaMemsetAsync(counts.bytes(), 0, counts.nbytes(), ctx.stream()));
+  fill_async(counts.bytes(), 0, counts.nbytes(), ctx.stream());
   const unsigned pair_blocks = blocks_for(pairs, 256);
   FD_LAUNCH(expert_count_kernel, dim3(pair_blocks), dim3(256), 0, ctx.stream(), ids, pairs, experts,
             ptr<int32_t>(counts));

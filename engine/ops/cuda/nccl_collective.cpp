@@ -10,12 +10,16 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <array>
+#include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/cuda_check.h"
 #include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/step_ops.h"
 #endif
 
 namespace flashdesk {
@@ -97,10 +101,18 @@ class NcclCollective final : public Collective {
   void all_reduce_sum(Tensor& t) override {
     check_dtype(t, DType::F32, "all_reduce_sum");
     cuda::DeviceGuard guard(backend_.context().device());
-    check(nccl_api().all_reduce(t.bytes(), t.bytes(), static_cast<size_t>(t.numel()), ncclFloat32,
-                                ncclSum, comms_->comms[static_cast<size_t>(rank_)],
-                                backend_.context().stream()),
-          "ncclAllReduce");
+    const cudaStream_t stream = backend_.context().stream();
+    ncclComm_t comm = comms_->comms[static_cast<size_t>(rank_)];
+    void* data = t.bytes();
+    const size_t count = static_cast<size_t>(t.numel());
+    const std::array<uintptr_t, 3> args = {reinterpret_cast<uintptr_t>(data), count,
+                                           reinterpret_cast<uintptr_t>(comm)};
+    cuda::library_call(
+        stream, "ncclAllReduce",
+        {reinterpret_cast<const unsigned char*>(args.data()), sizeof(args)}, [=] {
+          check(nccl_api().all_reduce(data, data, count, ncclFloat32, ncclSum, comm, stream),
+                "ncclAllReduce");
+        });
   }
 
  private:

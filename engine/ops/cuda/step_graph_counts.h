@@ -11,6 +11,10 @@ struct StepGraphCounts {
   uint64_t instantiations = 0;  // new executable graphs
   uint64_t updates = 0;         // executable graphs updated in place
   uint64_t empty = 0;           // segments with nothing captured (not launched)
+  uint64_t replays = 0;         // segments replayed: their recorded graph launched uncaptured
+  uint64_t replay_stops = 0;    // replays stopped by an op unlike the record (then captured)
+  // The op that stopped the last stopped replay (a kernel's name, "copy", ...).
+  const char* last_stop = "";
 };
 
 }  // namespace flashdesk::cuda

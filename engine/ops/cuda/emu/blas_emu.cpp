@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "engine/ops/cuda/blas.h"
+#include "engine/ops/cuda/emu/cuda_emu.h"
 #include "engine/util/numeric.h"
 
 namespace flashdesk::cuda {
@@ -16,17 +17,7 @@ float load(GemmInput in, const void* base, int64_t i) {
   return f;
 }
 
-}  // namespace
-
-Blas::~Blas() = default;
-
-void Blas::ensure_handle() {}
-
-void Blas::use_stream(cudaStream_t stream) {
-  stream_ = stream;
-}
-
-void Blas::gemm_nt(const GemmArgs& a) {
+void gemm_now(const GemmArgs& a) {
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t r = 0; r < a.rows; ++r)
       for (int64_t c = 0; c < a.cols; ++c) {
@@ -40,6 +31,20 @@ void Blas::gemm_nt(const GemmArgs& a) {
         else
           static_cast<float*>(a.y)[at] = acc;
       }
+}
+
+}  // namespace
+
+Blas::~Blas() = default;
+
+void Blas::ensure_handle() {}
+
+void Blas::use_stream(cudaStream_t stream) {
+  stream_ = stream;
+}
+
+void Blas::issue_gemm(const GemmArgs& args) {
+  fd_emu::issue([a = args] { gemm_now(a); });
 }
 
 }  // namespace flashdesk::cuda

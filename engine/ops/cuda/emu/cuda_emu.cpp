@@ -257,21 +257,29 @@ unsigned char* dynamic_smem() {
   return g_block->smem;
 }
 
-// Work issued while a stream is "captured" (the emulated graphs' node count).
-size_t g_captured_work = 0;
+// The work issued while a stream is captured, in issue order (the emulated graph's nodes).
+std::vector<std::function<void()>> g_captured_work;
 bool g_capturing = false;
 
-void note_work() {
-  if (g_capturing) ++g_captured_work;
+void issue(std::function<void()> work) {
+  if (g_capturing)
+    g_captured_work.push_back(std::move(work));
+  else
+    work();
 }
 
-void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body) {
-  note_work();
+bool launch_shape_valid(dim3 grid, dim3 block) {
   const unsigned threads = block.x * block.y * block.z;
   if (threads == 0 || threads > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
     g_last_error = cudaErrorInvalidValue;
-    return;
+    return false;
   }
+  return true;
+}
+
+void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body) {
+  const unsigned threads = block.x * block.y * block.z;
+  if (!launch_shape_valid(grid, block)) return;
   static Stacks stacks;
   stacks.ensure(threads);
   std::vector<unsigned char> smem_storage(dynamic_smem_bytes + 16);
@@ -453,15 +461,18 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t) {
-  fd_emu::note_work();
-  return cudaMemcpy(dst, src, bytes, kind);
+  fd_emu::issue([=] {
+    if (bytes) std::memmove(dst, src, bytes);
+  });
+  return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  fd_emu::note_work();
-  if (bytes) std::memset(p, value, bytes);
+  fd_emu::issue([=] {
+    if (bytes) std::memset(p, value, bytes);
+  });
   return cudaSuccess;
 }
 
@@ -520,26 +531,27 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 
 namespace {
 struct EmuGraph {
-  size_t nodes;
+  std::vector<std::function<void()>> work;
 };
 }  // namespace
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t, cudaStreamCaptureMode) {
   if (fd_emu::g_capturing) return cudaErrorInvalidValue;
   fd_emu::g_capturing = true;
-  fd_emu::g_captured_work = 0;
+  fd_emu::g_captured_work.clear();
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t* graph) {
   if (!fd_emu::g_capturing) return cudaErrorInvalidValue;
   fd_emu::g_capturing = false;
-  *graph = reinterpret_cast<cudaGraph_t>(new EmuGraph{fd_emu::g_captured_work});
+  *graph = reinterpret_cast<cudaGraph_t>(new EmuGraph{std::move(fd_emu::g_captured_work)});
+  fd_emu::g_captured_work.clear();
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t*, size_t* count) {
-  *count = reinterpret_cast<EmuGraph*>(graph)->nodes;
+  *count = reinterpret_cast<EmuGraph*>(graph)->work.size();
   return cudaSuccess;
 }
 
@@ -551,12 +563,15 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 // Same node count: the emulation's stand-in for the same topology.
 cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
                                 cudaGraphExecUpdateResultInfo*) {
-  return reinterpret_cast<EmuGraph*>(exec)->nodes == reinterpret_cast<EmuGraph*>(graph)->nodes
-             ? cudaSuccess
-             : cudaErrorInvalidValue;
+  auto* e = reinterpret_cast<EmuGraph*>(exec);
+  const auto* g = reinterpret_cast<EmuGraph*>(graph);
+  if (e->work.size() != g->work.size()) return cudaErrorInvalidValue;
+  e->work = g->work;
+  return cudaSuccess;
 }
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) {
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+  for (const std::function<void()>& w : reinterpret_cast<EmuGraph*>(exec)->work) fd_emu::issue(w);
   return cudaSuccess;
 }
 

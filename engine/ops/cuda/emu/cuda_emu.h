@@ -113,8 +113,10 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
-// Graphs (step_graph.h): work runs when it is issued, so a "captured" graph only counts what was
-// issued while capturing; instantiating, updating and launching it do nothing.
+// Graphs (step_graph.h): while a stream is captured, the work issued (launches, asynchronous copies
+// and fills) is kept, not run, and runs when a graph made from it is launched, as on the device:
+// a copy reads its source then. Updating an executable graph takes the new graph's work where the
+// node counts agree (the emulation's stand-in for the same topology).
 enum cudaStreamCaptureMode {
   cudaStreamCaptureModeGlobal = 0,
   cudaStreamCaptureModeThreadLocal = 1,
@@ -197,6 +199,11 @@ unsigned char* dynamic_smem();
 [[noreturn]] void misaligned_access(const void* address, int bytes);
 // Runs body once per thread of every block; blocks one after another.
 void launch(dim3 grid, dim3 block, size_t dynamic_smem_bytes, const std::function<void()>& body);
+// Whether a launch of this shape would start (else the launch error is set, as the device reports
+// a bad configuration when the launch is issued, captured or not).
+bool launch_shape_valid(dim3 grid, dim3 block);
+// Runs `work` now, or, while a stream is captured, keeps it for the graph being captured.
+void issue(std::function<void()> work);
 
 template <class T>
 uint64_t to_bits(T v) {
