@@ -180,7 +180,8 @@ static int run_bench(int argc, char** argv) {
     std::printf(
         "Launches: each kernel launched by the host; graph: the step as a step graph "
         "(engine/ops/cuda/step_graph.h), replayed where its ops are the recorded ones (else "
-        "captured; the host's matching, capture and update included in wall); captured wall: "
+        "captured; the host's matching, capture and update included in wall; a step begins once "
+        "the last one's graphs ran, as the step graphs keep one staging buffer); captured wall: "
         "every step captured and updated (no replay); relaunch: the last step's graph launched "
         "again with no host work at all. GB/s and the share of copy BW from the larger of device "
         "and wall time of the launches (the engine's default path).\n\n");

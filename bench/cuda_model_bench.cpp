@@ -4,10 +4,13 @@
 // cpu backend's ids, at how many steps the argmax agrees and the cpu logits' top-two margin where
 // it does not (a near tie, or a real difference). Prints a markdown table.
 //
-// --ab VAR measures an environment switch read per step (FLASHDESK_ENGRAM_AHEAD) on the GPU:
-// VAR=1 and VAR=0 alternate run by run in one process, a row each.
+// --ab VAR[=A,B,...] measures an environment switch read per step (FLASHDESK_ENGRAM_AHEAD) on the
+// GPU: its values (default 1 and 0) alternate run by run in one process, a row each.
+// FLASHDESK_CUDA_GRAPH (0, 1, capture) is read when a backend is made, so the bench sets it on the
+// backend before each run instead.
 //
-//   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N] [--ab VAR]
+//   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N]
+//                    [--ab VAR[=A,B,...]]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include "bench/bench_timing.h"
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/model/model.h"
+#include "engine/ops/cuda/cuda_backend.h"
 #include "engine/runtime/backend_factory.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -60,6 +64,17 @@ Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_
   return r;
 }
 
+// The A/B switch's value for the next runs: in the environment, and for FLASHDESK_CUDA_GRAPH
+// (read when a backend is made) on the backend itself.
+void set_switch(flashdesk::Backend& backend, const std::string& var, const std::string& value) {
+  setenv(var.c_str(), value.c_str(), 1);
+  if (var != "FLASHDESK_CUDA_GRAPH") return;
+  if (auto* cuda = dynamic_cast<flashdesk::CudaBackend*>(&backend)) {
+    cuda->set_step_graphs(value != "0");
+    cuda->set_step_replay(value == "1");
+  }
+}
+
 }  // namespace
 
 static int run_bench(int argc, char** argv) {
@@ -87,6 +102,22 @@ static int run_bench(int argc, char** argv) {
     }
     if (v.empty()) {
       std::fprintf(stderr, "cuda_model_bench: %s needs a value\n", a.c_str());
+      return 2;
+    }
+  }
+  std::vector<std::string> ab_values = {"1", "0"};
+  if (const size_t eq = ab_var.find('='); eq != std::string::npos) {
+    ab_values.clear();
+    std::string rest = ab_var.substr(eq + 1);
+    ab_var.resize(eq);
+    for (size_t at = 0; at <= rest.size();) {
+      const size_t comma = std::min(rest.find(',', at), rest.size());
+      ab_values.push_back(rest.substr(at, comma - at));
+      at = comma + 1;
+    }
+    if (ab_var.empty() || std::any_of(ab_values.begin(), ab_values.end(),
+                                      [](const std::string& s) { return s.empty(); })) {
+      std::fprintf(stderr, "cuda_model_bench: --ab wants VAR or VAR=A,B,...\n");
       return 2;
     }
   }
@@ -150,20 +181,19 @@ static int run_bench(int argc, char** argv) {
     run_once(model, prompt, 2);  // warm-up
     // The variants of an A/B (--ab VAR on the GPU: VAR=1 and VAR=0 alternating run by run in
     // this process, so that both meet the same machine state), else one.
-    const std::vector<std::string> variants = ab_var.empty() || name == "cpu"
-                                                  ? std::vector<std::string>{""}
-                                                  : std::vector<std::string>{"1", "0"};
+    const std::vector<std::string> variants =
+        ab_var.empty() || name == "cpu" ? std::vector<std::string>{""} : ab_values;
     std::vector<std::vector<double>> prefill(variants.size()), dec(variants.size());
     std::vector<Run> last(variants.size());
     for (int64_t r = 0; r < runs; ++r)
       for (size_t v = 0; v < variants.size(); ++v) {
-        if (!variants[v].empty()) setenv(ab_var.c_str(), variants[v].c_str(), 1);
+        if (!variants[v].empty()) set_switch(*backend, ab_var, variants[v]);
         last[v] = run_once(model, prompt, decode);
         prefill[v].push_back(last[v].prefill_s);
         dec[v].push_back(last[v].decode_s);
       }
     for (size_t v = 0; v < variants.size(); ++v) {
-      if (!variants[v].empty()) setenv(ab_var.c_str(), variants[v].c_str(), 1);
+      if (!variants[v].empty()) set_switch(*backend, ab_var, variants[v]);
       const double decode_tok_s = static_cast<double>(decode) / median(dec[v]);
       std::string same = "-", forced_equal = "-", margins = "-";
       if (cpu_ids.empty()) {
