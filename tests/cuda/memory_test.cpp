@@ -32,21 +32,39 @@ TEST_F(CudaMemoryTest, RowViewsAddressTheirRows) {
   EXPECT_EQ(got, std::vector<float>(v.begin() + 10, v.begin() + 25));
 }
 
-TEST_F(CudaMemoryTest, GatherAndScatterRowsMatchTheReference) {
-  const std::vector<uint8_t> bytes = random_bytes(10 * 528, 2);
-  Pair src = both(DType::U8, Shape{10, 528}, bytes);
-  const std::vector<int64_t> rows = {3, 4, 5, 9, 0, 1, 1};  // runs, a jump, a repeat
-  Pair g = both_alloc(DType::U8, Shape{7, 528});
-  gpu().gather_rows(src.gpu, rows, g.gpu);
-  cpu().gather_rows(src.cpu, rows, g.cpu);
-  EXPECT_EQ(from_gpu<uint8_t>(g.gpu), from_cpu<uint8_t>(g.cpu));
+// Row copies, as plain launches and inside a step graph (where the row numbers go to the device,
+// row_copy.h): rows of 16-byte units (a window row of 528 bytes) and of odd sizes (single bytes).
+class CudaRowCopyTest : public CudaOpTest, public ::testing::WithParamInterface<bool> {};
 
-  Pair dst = both(DType::U8, Shape{10, 528}, random_bytes(10 * 528, 3));
-  const std::vector<int64_t> from = {0, 1, 2, 6}, to = {8, 9, 0, 4};  // a wrapped ring update
-  gpu().scatter_rows(g.gpu, from, dst.gpu, to);
-  cpu().scatter_rows(g.cpu, from, dst.cpu, to);
-  EXPECT_EQ(from_gpu<uint8_t>(dst.gpu), from_cpu<uint8_t>(dst.cpu));
+TEST_P(CudaRowCopyTest, GatherAndScatterRowsMatchTheReference) {
+  const bool in_step = GetParam();
+  gpu().set_step_graphs(in_step);
+  for (const int64_t rb : {int64_t{528}, int64_t{13}}) {
+    const std::vector<uint8_t> bytes = random_bytes(static_cast<size_t>(10 * rb), 2);
+    Pair src = both(DType::U8, Shape{10, rb}, bytes);
+    const std::vector<int64_t> rows = {3, 4, 5, 9, 0, 1, 1};  // runs, a jump, a repeat
+    Pair g = both_alloc(DType::U8, Shape{7, rb});
+    gpu().step_graph_begin();
+    gpu().gather_rows(src.gpu, rows, g.gpu);
+    gpu().step_graph_end();
+    cpu().gather_rows(src.cpu, rows, g.cpu);
+    EXPECT_EQ(from_gpu<uint8_t>(g.gpu), from_cpu<uint8_t>(g.cpu)) << rb;
+
+    Pair dst = both(DType::U8, Shape{10, rb}, random_bytes(static_cast<size_t>(10 * rb), 3));
+    const std::vector<int64_t> from = {0, 1, 2, 6}, to = {8, 9, 0, 4};  // a wrapped ring update
+    gpu().step_graph_begin();
+    gpu().scatter_rows(g.gpu, from, dst.gpu, to);
+    gpu().step_graph_end();
+    cpu().scatter_rows(g.cpu, from, dst.cpu, to);
+    EXPECT_EQ(from_gpu<uint8_t>(dst.gpu), from_cpu<uint8_t>(dst.cpu)) << rb;
+  }
+  EXPECT_EQ(gpu().step_graph_counts().launches > 0, in_step);
 }
+
+INSTANTIATE_TEST_SUITE_P(PlainAndInStep, CudaRowCopyTest, ::testing::Bool(),
+                         [](const auto& param_info) {
+                           return param_info.param ? "InStep" : "Plain";
+                         });
 
 TEST_F(CudaMemoryTest, UploadKeepsTheStoredBytesAndUploadF32WidensExactly) {
   const std::vector<uint8_t> codes = random_bytes(64 * 96, 4);
