@@ -8,7 +8,10 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/ops/cuda/device_context.h"
@@ -57,13 +60,28 @@ void copy_row_runs(cudaStream_t stream, const Tensor& src, std::span<const int64
   }
 }
 
+// The value of the environment switch `name`, one of `allowed` (anything else is refused with
+// the list), or nothing where it is unset.
+std::optional<std::string> read_choice(const char* name,
+                                       std::initializer_list<std::string_view> allowed) {
+  const char* value = std::getenv(name);
+  if (!value) return std::nullopt;
+  const std::string v(value);
+  bool known = false;
+  std::string listed;
+  size_t i = 0;
+  for (std::string_view a : allowed) {
+    known = known || a == v;
+    listed += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + std::string(a);
+    ++i;
+  }
+  FD_CHECK(known, std::string(name) + " must be " + listed + ", not '" + v + "'");
+  return v;
+}
+
 // A 0|1 switch from the environment into `flag`; unset leaves the default.
 void read_switch(const char* name, bool& flag) {
-  const char* value = std::getenv(name);
-  if (!value) return;
-  const std::string v(value);
-  FD_CHECK(v == "0" || v == "1", std::string(name) + " must be 0 or 1, not '" + v + "'");
-  flag = v == "1";
+  if (const auto v = read_choice(name, {"0", "1"})) flag = *v == "1";
 }
 
 void expect_device(const Tensor& t, const char* op) {
@@ -85,50 +103,39 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_TENSOR_CORES=none|attention|moe|all (default all): which prefill paths run on
   // the tensor cores, for comparing them with the CUDA-core and cuBLAS paths they replace (the
   // indexer's scores only with all).
-  if (const char* tc = std::getenv("FLASHDESK_CUDA_TENSOR_CORES")) {
-    const std::string v(tc);
-    FD_CHECK(v == "none" || v == "attention" || v == "moe" || v == "all",
-             "FLASHDESK_CUDA_TENSOR_CORES must be none, attention, moe or all, not '" + v + "'");
+  if (const auto tc =
+          read_choice("FLASHDESK_CUDA_TENSOR_CORES", {"none", "attention", "moe", "all"})) {
+    const std::string& v = *tc;
     attention_tensor_cores_ = v == "attention" || v == "all";
     grouped_moe_ = v == "moe" || v == "all";
     if (v != "all") indexer_kernels_ = IndexerKernels::CudaCores;
   }
   // FLASHDESK_CUDA_INDEXER=auto|tensor-cores|cuda-cores (default auto): which kernel scores the
   // indexer's rows (the benchmarks' A/B).
-  if (const char* k = std::getenv("FLASHDESK_CUDA_INDEXER")) {
-    const std::string v(k);
-    FD_CHECK(v == "auto" || v == "tensor-cores" || v == "cuda-cores",
-             "FLASHDESK_CUDA_INDEXER must be auto, tensor-cores or cuda-cores, not '" + v + "'");
+  if (const auto k =
+          read_choice("FLASHDESK_CUDA_INDEXER", {"auto", "tensor-cores", "cuda-cores"})) {
+    const std::string& v = *k;
     indexer_kernels_ = v == "tensor-cores" ? IndexerKernels::TensorCores
                        : v == "cuda-cores" ? IndexerKernels::CudaCores
                                            : IndexerKernels::Auto;
   }
   // FLASHDESK_CUDA_MOE_DECODE=tc|cuda-cores (default tc): which kernels run the decode experts
   // where both can (the benchmarks' A/B).
-  if (const char* d = std::getenv("FLASHDESK_CUDA_MOE_DECODE")) {
-    const std::string v(d);
-    FD_CHECK(v == "tc" || v == "cuda-cores",
-             "FLASHDESK_CUDA_MOE_DECODE must be tc or cuda-cores, not '" + v + "'");
-    decode_experts_tc_ = v == "tc";
-  }
+  if (const auto d = read_choice("FLASHDESK_CUDA_MOE_DECODE", {"tc", "cuda-cores"}))
+    decode_experts_tc_ = *d == "tc";
   // FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores (default auto): which kernels run the dense FP8
   // linears of up to 8 rows where both can (the benchmarks' A/B).
-  if (const char* d = std::getenv("FLASHDESK_CUDA_GEMV")) {
-    const std::string v(d);
-    FD_CHECK(v == "auto" || v == "tc" || v == "cuda-cores",
-             "FLASHDESK_CUDA_GEMV must be auto, tc or cuda-cores, not '" + v + "'");
+  if (const auto d = read_choice("FLASHDESK_CUDA_GEMV", {"auto", "tc", "cuda-cores"})) {
+    const std::string& v = *d;
     set_gemv_kernels(v == "tc"           ? GemvKernels::TensorCores
                      : v == "cuda-cores" ? GemvKernels::CudaCores
                                          : GemvKernels::Auto);
   }
   // FLASHDESK_CUDA_GRAPH=0|1|capture (default 0): decode-sized steps as CUDA graphs
   // (step_graph.h), recorded steps replayed (1) or every step captured (capture).
-  if (const char* g = std::getenv("FLASHDESK_CUDA_GRAPH")) {
-    const std::string v(g);
-    FD_CHECK(v == "0" || v == "1" || v == "capture",
-             "FLASHDESK_CUDA_GRAPH must be 0, 1 or capture, not '" + v + "'");
-    step_graphs_ = v != "0";
-    set_step_replay(v == "1");
+  if (const auto g = read_choice("FLASHDESK_CUDA_GRAPH", {"0", "1", "capture"})) {
+    step_graphs_ = *g != "0";
+    set_step_replay(*g == "1");
   }
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
@@ -150,17 +157,12 @@ CudaBackend::CudaBackend(int device) {
   // two-blocks-a-multiprocessor form of hc_collapse_norm_kernel (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS", two_block_boundaries_);
   // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): set_down_split (the benchmarks' A/B).
-  if (const char* q = std::getenv("FLASHDESK_CUDA_DOWN_SPLIT")) {
-    const std::string v(q);
-    FD_CHECK(v == "4" || v == "2", "FLASHDESK_CUDA_DOWN_SPLIT must be 4 or 2, not '" + v + "'");
-    set_down_split(v == "4" ? 4 : 2);
-  }
+  if (const auto q = read_choice("FLASHDESK_CUDA_DOWN_SPLIT", {"4", "2"}))
+    set_down_split(*q == "4" ? 4 : 2);
   // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
   // benchmarks' A/B).
-  if (const char* w = std::getenv("FLASHDESK_CUDA_WGMMA")) {
-    const std::string v(w);
-    FD_CHECK(v == "1" || v == "128" || v == "0",
-             "FLASHDESK_CUDA_WGMMA must be 1, 128 or 0, not '" + v + "'");
+  if (const auto w = read_choice("FLASHDESK_CUDA_WGMMA", {"1", "128", "0"})) {
+    const std::string& v = *w;
     set_wgmma_experts(v == "1"     ? WgmmaExperts::Auto
                       : v == "128" ? WgmmaExperts::Narrow
                                    : WgmmaExperts::Off);
@@ -169,10 +171,8 @@ CudaBackend::CudaBackend(int device) {
   bool fitted = true;
   read_switch("FLASHDESK_CUDA_WGMMA_FIT", fitted);
   set_wgmma_fitted_products(fitted);
-  if (const char* w = std::getenv("FLASHDESK_CUDA_ATTENTION_WGMMA")) {
-    const std::string v(w);
-    FD_CHECK(v == "auto" || v == "1" || v == "0",
-             "FLASHDESK_CUDA_ATTENTION_WGMMA must be auto, 1 or 0, not '" + v + "'");
+  if (const auto w = read_choice("FLASHDESK_CUDA_ATTENTION_WGMMA", {"auto", "1", "0"})) {
+    const std::string& v = *w;
     attention_warpgroups_ = v == "1"   ? AttentionWarpgroups::On
                             : v == "0" ? AttentionWarpgroups::Off
                                        : AttentionWarpgroups::Auto;
@@ -180,12 +180,9 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
   // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
   // cores a CTA per query, or split over the key list).
-  if (const char* k = std::getenv("FLASHDESK_CUDA_ATTENTION")) {
-    const std::string v(k);
-    FD_CHECK(
-        v == "auto" || v == "whole" || v == "quarters" || v == "tensor-cores" || v == "split",
-        "FLASHDESK_CUDA_ATTENTION must be auto, whole, quarters, tensor-cores or split, not '" + v +
-            "'");
+  if (const auto k = read_choice("FLASHDESK_CUDA_ATTENTION",
+                                 {"auto", "whole", "quarters", "tensor-cores", "split"})) {
+    const std::string& v = *k;
     attention_kernels_ = v == "whole"          ? AttentionKernels::CudaCoresWhole
                          : v == "quarters"     ? AttentionKernels::CudaCoresQuarters
                          : v == "tensor-cores" ? AttentionKernels::TensorCores
