@@ -11,6 +11,10 @@
 //                    [--graph 0|1 (decode steps as step graphs too: replayed where they match a
 //                     recorded step, every step captured, and the last one launched again with
 //                     no host work; default 1)]
+//                    [--stack K (0: none; decode steps of K layers, the role's layer issued K
+//                     times: as launches, as one step graph, and as graphs of a part per P
+//                     layers for each P of --parts; where the host's replay overlaps the device)]
+//                    [--parts 1,4 (the part sizes --stack measures)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
 //                     every kernel's start and end, cuda_timeline.h; and one more prefill of
 //                     each role, its idle gaps; default 0)]
@@ -51,6 +55,8 @@ struct Options {
   bool host_experts = false;  // routed experts in host memory, computed on the CPU (hybrid)
   bool graph = true;          // also time decode steps as step graphs
   bool timeline = false;      // trace one batch-1 decode step of each role
+  int64_t stack = 0;          // decode steps of this many layers (0: none)
+  std::vector<int64_t> parts = {1, 4};  // layers a step graph's part holds, for --stack
 };
 
 // Option `option`'s value as a whole number, or an error that names both (std::stoll's own said
@@ -107,6 +113,10 @@ Options parse(int argc, char** argv) {
       o.graph = v == "1";
     else if (a == "--timeline")
       o.timeline = v == "1";
+    else if (a == "--stack")
+      o.stack = whole_number(a, v);
+    else if (a == "--parts")
+      o.parts = parse_list(a, v);
     else
       throw std::invalid_argument("unknown option " + a);
   }
@@ -257,7 +267,55 @@ static int run_bench(int argc, char** argv) {
     std::printf("\n## Kernel timeline of one decode step (CUPTI), %s, batch 1\n\n", label.c_str());
     flashdesk::bench::print_kernel_trace(spans);
   }
-  if (o.graph) {
+  if (o.stack > 0) {
+    // A step of several layers: the host issues (or replays) layer j + 1 while the device runs
+    // layer j. One graph for the step starts the device only once the host has matched every op;
+    // parts let the device start on the first while the host matches the next.
+    std::printf(
+        "\n## Decode steps of %lld layers (each role's layer issued %lld times a step; wall µs a "
+        "step, device µs in parentheses)\n\n| role | batch | launches | one graph |",
+        static_cast<long long>(o.stack), static_cast<long long>(o.stack));
+    for (int64_t p : o.parts) std::printf(" parts of %lld |", static_cast<long long>(p));
+    std::printf("\n| --- | ---: | ---: | ---: |");
+    for (size_t i = 0; i < o.parts.size(); ++i) std::printf(" ---: |");
+    std::printf("\n");
+    for (const auto& [sig, role] : reps) {
+      for (int64_t batch : o.batches) {
+        flashdesk::bench::SyntheticLayer layer(be, t, role, batch, o.context, 3000 + role.layer,
+                                               o.host_experts);
+        auto step = [&](int64_t i) {
+          be.step_graph_begin();  // nothing where graphs are off
+          for (int64_t j = 0; j < o.stack; ++j) {
+            layer.decode(static_cast<int>(i));
+            be.step_graph_layer_done();
+          }
+          be.step_graph_end();
+        };
+        auto timed = [&] {
+          for (int i = 0; i < 4; ++i) step(i);  // warm-up; with graphs, each input set recorded
+          return time_steps(step);
+        };
+        be.set_step_graphs(false);
+        const auto [l_dev, l_wall] = timed();
+        std::printf("| %s | %lld | %.0f (%.0f) |", role_label(role).c_str(),
+                    static_cast<long long>(batch), l_wall, l_dev);
+        be.set_step_graphs(true);
+        be.set_step_replay(true);
+        be.set_step_graph_part_layers(0);
+        const auto [g_dev, g_wall] = timed();
+        std::printf(" %.0f (%.0f) |", g_wall, g_dev);
+        for (int64_t p : o.parts) {
+          be.set_step_graph_part_layers(static_cast<int>(p));
+          const auto [p_dev, p_wall] = timed();
+          std::printf(" %.0f (%.0f) |", p_wall, p_dev);
+        }
+        std::printf("\n");
+        be.set_step_graph_part_layers(0);
+        be.set_step_graphs(false);
+      }
+    }
+  }
+  if (o.graph || o.stack > 0) {
     const flashdesk::cuda::StepGraphCounts& c = be.step_graph_counts();
     std::printf(
         "\nStep graphs: %llu launched, %llu instantiated, %llu updated in place, %llu replayed, "

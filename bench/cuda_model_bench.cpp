@@ -6,8 +6,8 @@
 //
 // --ab VAR[=A,B,...] measures an environment switch read per step (FLASHDESK_ENGRAM_AHEAD) on the
 // GPU: its values (default 1 and 0) alternate run by run in one process, a row each.
-// FLASHDESK_CUDA_GRAPH (0, 1, capture) is read when a backend is made, so the bench sets it on the
-// backend before each run instead.
+// FLASHDESK_CUDA_GRAPH (0, 1, capture) and FLASHDESK_CUDA_GRAPH_PART_LAYERS (0, 1, 2, 4, ...) are
+// read when a backend is made, so the bench has the backend read them again before each run.
 //
 //   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N]
 //                    [--ab VAR[=A,B,...]]
@@ -64,15 +64,11 @@ Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_
   return r;
 }
 
-// The A/B switch's value for the next runs: in the environment, and for FLASHDESK_CUDA_GRAPH
-// (read when a backend is made) on the backend itself.
+// The A/B switch's value for the next runs: in the environment, and for the step graphs'
+// switches (read when a backend is made) on the backend itself.
 void set_switch(flashdesk::Backend& backend, const std::string& var, const std::string& value) {
   setenv(var.c_str(), value.c_str(), 1);
-  if (var != "FLASHDESK_CUDA_GRAPH") return;
-  if (auto* cuda = dynamic_cast<flashdesk::CudaBackend*>(&backend)) {
-    cuda->set_step_graphs(value != "0");
-    cuda->set_step_replay(value == "1");
-  }
+  if (auto* cuda = dynamic_cast<flashdesk::CudaBackend*>(&backend)) cuda->read_graph_switches();
 }
 
 }  // namespace

@@ -158,7 +158,10 @@ void StepRunner::run() {
     // are a few KB; a prompt's would be hundreds of MB held through the step).
     if (n_rows_ <= kGraphRows && engram_ahead()) prefetch_engram();
     const int64_t n_layers = text_.num_hidden_layers;
-    for (int64_t layer = 0; layer < n_layers && n_rows_ > 0; ++layer) run_block(layer);
+    for (int64_t layer = 0; layer < n_layers && n_rows_ > 0; ++layer) {
+      run_block(layer);
+      if (graph) be_.step_graph_layer_done();
+    }
     logits = compute_logits();
     settle_engram_ahead();
   } catch (...) {

@@ -137,6 +137,9 @@ class Backend {
   virtual void step_graph_begin() {}
   virtual void step_graph_end() {}
   virtual void step_graph_abort() {}
+  // Inside a step: a layer was issued. A backend may launch what it recorded so far as one part,
+  // so that the device runs it while the host issues the next.
+  virtual void step_graph_layer_done() {}
 
   // The dtype the model keeps its residual streams X [n, hc, D] in between ops (the hc ops,
   // embed, engram_update and the row copies take it): F32 by default; BF16 where the backend's

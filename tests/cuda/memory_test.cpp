@@ -131,15 +131,17 @@ TEST_F(CudaMemoryTest, StepGraphsKeepTheIssuedOrderAcrossBesideSectionsAndReads)
   EXPECT_EQ(counts.replay_stops, 0u);
 }
 
-// A step whose ops differ from the recorded ones (here one more kernel, then another factor)
-// stops its replay at the first difference and is captured from its start, the ops matched so far
-// issued again into the capture: every step's result is its own.
+// A step whose ops differ from the recorded ones (here one more kernel, then other factors) stops
+// its replay at the first difference and is captured from its start, the ops matched so far issued
+// again into the capture: every step's result is its own. The captures are kept as new records
+// while the step has room for them (four), so that steps which alternate find theirs again; then
+// the least recently used record of the same topology is updated in place.
 TEST_F(CudaMemoryTest, StepGraphsCaptureAStepThatDiffersFromTheRecord) {
   gpu().set_step_graphs(true);
   const int64_t n = 300;
   Tensor a = gpu().alloc(DType::F32, Shape{n});
-  const float factors[6] = {2.0f, 2.0f, 2.0f, 2.0f, 2.0f, 4.0f};
-  for (int round = 0; round < 6; ++round) {
+  const float factors[8] = {2.0f, 2.0f, 2.0f, 2.0f, 2.0f, 4.0f, 8.0f, 16.0f};
+  for (int round = 0; round < 8; ++round) {
     const std::vector<float> v = random_bf16(n, 60 + round);
     gpu().step_graph_begin();
     gpu().write(a, v.data(), v.size() * sizeof(float));
@@ -151,11 +153,11 @@ TEST_F(CudaMemoryTest, StepGraphsCaptureAStepThatDiffersFromTheRecord) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f * v[i]) << round << " " << i;
   }
   const cuda::StepGraphCounts& counts = gpu().step_graph_counts();
-  EXPECT_EQ(counts.launches, 6u);
-  EXPECT_EQ(counts.replays, 3u);       // rounds 1 to 3
-  EXPECT_EQ(counts.replay_stops, 2u);  // round 4 at its extra kernel, 5 at its factor
-  EXPECT_EQ(counts.instantiations, 2u);
-  EXPECT_EQ(counts.updates, 1u);  // round 5's graph: round 0's, updated
+  EXPECT_EQ(counts.launches, 8u);
+  EXPECT_EQ(counts.replays, 3u);         // rounds 1 to 3
+  EXPECT_EQ(counts.replay_stops, 4u);    // round 4 at its extra kernel, 5 to 7 at their factors
+  EXPECT_EQ(counts.instantiations, 4u);  // rounds 0, 4, 5 and 6: the step's four records
+  EXPECT_EQ(counts.updates, 1u);         // round 7's graph: round 0's, the least recently used
   EXPECT_STREQ(counts.last_stop, "cuda::scale_kernel");
 }
 

@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk::cuda {
 
@@ -15,6 +16,7 @@ constexpr int kBlockSlots = 64;  // the definition's softmax block
 constexpr int64_t kMaxDim = 512;
 constexpr float kMinit = -1e30f;  // the running maximum's start (the sink is not in it)
 
+FD_NO_PADDING_BEGIN
 struct AttnArgs {
   const float* q;  // [n, H, D]
   const int64_t* positions;
@@ -32,11 +34,13 @@ struct AttnArgs {
   int64_t kc;
   int64_t n, heads, dim, slots, blocks;  // slots = W + kc, blocks = ceil(slots / 64)
   float softmax_scale;
+  int32_t padding = 0;
   // Set: the combine kernel undoes RoPE on the last 2 * rope_pairs values of each head of its
   // output (Backend::sparse_attention_unrotated); inv_freq [rope_pairs].
   const float* unrotate_freq;
   int64_t rope_pairs;
 };
+FD_NO_PADDING_END
 
 // A slot's cache row, as the prefill kernels stage it (attention_tc.cu, attention_wgmma_sm90a.cu):
 // an FP8 window row (D codes, a UE8M0 per 32) or an FP4 entry (D / 2 bytes of codes, an E4M3 per

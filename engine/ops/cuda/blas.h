@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/ops/cuda/cuda_runtime_compat.h"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk::cuda {
 
@@ -17,18 +18,21 @@ enum class GemmOutput : uint8_t { F32, Bf16 };
 // operands of type `in` (BF16 as uint16 bits, or F32), FP32 accumulation (no TF32); Y F32, or
 // (out Bf16) the FP32 sums rounded to BF16 (nearest even) as uint16 bits.
 // batch > 1: product b reads X + b*stride_x, W + b*stride_w and writes Y + b*stride_y (elements).
+FD_NO_PADDING_BEGIN
 struct GemmArgs {
   GemmInput in = GemmInput::Bf16;
+  GemmOutput out = GemmOutput::F32;
+  uint8_t padding[6] = {};
   int64_t rows = 0, cols = 0, k = 0;
   const void* x = nullptr;
   int64_t ldx = 0;
   const void* w = nullptr;
   int64_t ldw = 0;
-  GemmOutput out = GemmOutput::F32;
   void* y = nullptr;
   int64_t ldy = 0;
   int64_t batch = 1, stride_x = 0, stride_w = 0, stride_y = 0;
 };
+FD_NO_PADDING_END
 
 class Blas {
  public:

@@ -131,12 +131,7 @@ CudaBackend::CudaBackend(int device) {
                      : v == "cuda-cores" ? GemvKernels::CudaCores
                                          : GemvKernels::Auto);
   }
-  // FLASHDESK_CUDA_GRAPH=0|1|capture (default 0): decode-sized steps as CUDA graphs
-  // (step_graph.h), recorded steps replayed (1) or every step captured (capture).
-  if (const auto g = read_choice("FLASHDESK_CUDA_GRAPH", {"0", "1", "capture"})) {
-    step_graphs_ = *g != "0";
-    set_step_replay(*g == "1");
-  }
+  read_graph_switches();
   // FLASHDESK_CUDA_MOE_PARTS=1 splits the decode experts' FP8 shared slot into byte-balanced
   // parts (opt-in: its full-wave form has not run on a GPU yet; docs/cuda-backend.md).
   if (const char* parts = std::getenv("FLASHDESK_CUDA_MOE_PARTS"))
@@ -228,8 +223,21 @@ void CudaBackend::synchronize() {
   ctx_->synchronize();
 }
 
+void CudaBackend::read_graph_switches() {
+  // FLASHDESK_CUDA_GRAPH=0|1|capture (default 0): decode-sized steps as CUDA graphs
+  // (step_graph.h), recorded steps replayed (1) or every step captured (capture).
+  if (const auto g = read_choice("FLASHDESK_CUDA_GRAPH", {"0", "1", "capture"})) {
+    step_graphs_ = *g != "0";
+    set_step_replay(*g == "1");
+  }
+  if (const auto n =
+          read_choice("FLASHDESK_CUDA_GRAPH_PART_LAYERS", {"0", "1", "2", "4", "8", "16"}))
+    part_layers_ = std::stoi(*n);
+}
+
 void CudaBackend::step_graph_begin() {
   if (!step_graphs_) return;
+  layers_in_part_ = 0;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->step_begin();
 }
@@ -251,6 +259,13 @@ void CudaBackend::set_step_replay(bool on) {
 void CudaBackend::relaunch_last_step() {
   cuda::DeviceGuard g(ctx_->device());
   ctx_->relaunch_last_step();
+}
+
+void CudaBackend::step_graph_layer_done() {
+  if (!ctx_->in_step() || part_layers_ <= 0 || ++layers_in_part_ < part_layers_) return;
+  layers_in_part_ = 0;
+  cuda::DeviceGuard g(ctx_->device());
+  ctx_->step_cut();
 }
 
 void CudaBackend::step_graph_abort() {

@@ -46,7 +46,15 @@ class CudaBackend final : public Backend {
   void step_graph_begin() override;
   void step_graph_end() override;
   void step_graph_abort() override;
+  void step_graph_layer_done() override;
   void set_step_graphs(bool on) { step_graphs_ = on; }
+  // Layers a step graph's part holds (FLASHDESK_CUDA_GRAPH_PART_LAYERS, default 0): 0, the whole
+  // step one graph (cut only by host reads); n, a part launched every n layers, so the device runs
+  // a part while the host replays or captures the next, and a replay that stops captures the
+  // rest of its part only.
+  void set_step_graph_part_layers(int n) { part_layers_ = n; }
+  // Reads FLASHDESK_CUDA_GRAPH and FLASHDESK_CUDA_GRAPH_PART_LAYERS again (benchmarks' A/B).
+  void read_graph_switches();
   bool step_graphs() const { return step_graphs_; }
   void set_step_replay(bool on);
   const cuda::StepGraphCounts& step_graph_counts() const;
@@ -228,6 +236,7 @@ class CudaBackend final : public Backend {
   uint64_t host_moe_calls_ = 0;
   uint64_t host_syncs_ = 0;
   bool step_graphs_ = false;
+  int part_layers_ = 0, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;

@@ -167,8 +167,18 @@ void DeviceContext::host_wait_begin() {
 
 void DeviceContext::host_wait_end() {
   if (!graph_.in_step() || graph_.recording()) return;
+  // Each segment takes the lowest free blocks, as a step does: its addresses then do not depend on
+  // which blocks the step's earlier segments took (sized by the routing, or by a compressor's
+  // step).
+  pool_->order_cached_blocks();
   graph_.resume();
   beside_.capture_started();
+}
+
+void DeviceContext::step_cut() {
+  if (!graph_.recording()) return;
+  host_wait_begin();
+  host_wait_end();
 }
 
 Tensor DeviceContext::upload_host(DType dtype, Shape shape, const void* data) {
@@ -188,7 +198,7 @@ const void* DeviceContext::host_source(const void* data, size_t bytes) {
 namespace flashdesk::cuda {
 
 Tensor DeviceContext::upload_cached(const void* key, const void* data, size_t bytes) {
-  Cached& c = cached_[key];
+  Cached& c = cached_[{key, bytes}];
   const auto* b = static_cast<const uint8_t*>(data);
   if (c.tensor.defined() && c.bytes.size() == bytes &&
       (bytes == 0 || std::memcmp(c.bytes.data(), b, bytes) == 0))

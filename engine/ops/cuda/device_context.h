@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/ops/cuda/beside_lane.h"
@@ -54,6 +55,9 @@ class DeviceContext {
   bool in_step() const { return graph_.in_step(); }
   void host_wait_begin();
   void host_wait_end();
+  // Inside a step graph: launches what was captured so far, so that the device runs it while the
+  // host works on something else; the rest of the step is a new segment. Elsewhere: nothing.
+  void step_cut();
   const StepGraphCounts& graph_counts() const { return graph_.counts(); }
   void relaunch_last_step() { graph_.relaunch_last(); }
   void set_step_replay(bool on) { graph_.set_replay(on); }
@@ -70,8 +74,10 @@ class DeviceContext {
   Tensor upload_span(std::span<const T> v, DType dtype) {
     return upload_host(dtype, Shape{static_cast<int64_t>(v.size())}, v.data());
   }
-  // Host bytes kept on the device under `key` (e.g. the experts of a layer): uploaded again only
-  // when the bytes differ from the last upload under that key.
+  // Host bytes kept on the device under `key` and their size (e.g. the experts of a layer):
+  // uploaded again only when the bytes differ from the last upload under that key. The key must
+  // outlive the context's use of it (a model's weights, not a caller's temporary: each new address
+  // would keep another upload).
   Tensor upload_cached(const void* key, const void* data, size_t bytes);
   // At least `count` arrival counters that are zero on the stream now: the kernels whose last
   // block to finish a piece of work combines it (split sums, the experts' ordered sum, the mHC
@@ -107,7 +113,7 @@ class DeviceContext {
     std::vector<uint8_t> bytes;
     Tensor tensor;
   };
-  std::map<const void*, Cached> cached_;
+  std::map<std::pair<const void*, size_t>, Cached> cached_;
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   int down_split_ = 2;

@@ -13,6 +13,7 @@
 #include "engine/ops/cuda/gemv_tc.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/mma.cuh"
+#include "engine/ops/cuda/no_padding.h"
 #include "engine/ops/cuda/tc_codes.cuh"
 
 namespace flashdesk::cuda {
@@ -34,20 +35,22 @@ constexpr int kBlocksPerSm = 3;
 constexpr int64_t kActBytes = 32 << 10;  // staged activation values a block, at most
 constexpr float kUndo = 0x1p8f;          // e4m3x8_to_f16 gives the codes times 2^-8
 
+FD_NO_PADDING_BEGIN
 struct TcGemvArgs {
   const uint8_t* w;      // [rows, k] E4M3
   const uint8_t* scale;  // [rows / 32, scale_cols] UE8M0
   int64_t scale_cols, rows, k;
   int n;
+  int round;
   TcActs acts;      // [n, k]
   int64_t k_split;  // columns a split (a multiple of kUnitCols)
   int64_t splits;
   float* y;  // [n, y_stride]
   int64_t y_stride;
-  int round;
   float* partial;  // splits > 1: [splits, n, rows]
   unsigned* tile_done;
 };
+FD_NO_PADDING_END
 
 // acc[h][c] += row g + 8h of the warp's tile . activation row 2q + c (lane g = L / 4, q = L % 4),
 // over the units [u0, u1) of the split starting at column c0. row[h]: the two rows (null past

@@ -8,6 +8,7 @@
 #include "engine/ops/cuda/gemv_tc.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/linear.cuh"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -15,6 +16,7 @@ namespace {
 
 // The GEMV kernels' launch: one job's pointers and sizes (group g of a grouped linear reads x
 // columns [g*k, (g+1)*k) and weight rows [g*out_g, (g+1)*out_g)).
+FD_NO_PADDING_BEGIN
 struct GemvParams {
   const float* x;
   int64_t x_stride, n;
@@ -24,18 +26,19 @@ struct GemvParams {
   int64_t k_split, xs_stride;  // columns per K split (whole warp steps); staged row stride
   int64_t row_tiles;           // blocks of kGemvWarps * WarpShape::R rows of a group
   int act_quant;
+  int round;
   float* out;  // y, or the split partials [splits][n][out_stride]
   int64_t out_stride, split_stride;
-  int round;
   // K splits: the last block of a row tile's splits to finish sums the tile's partials into y
   // (split order, rounded if final_round), counting arrivals in tile_done [groups][row_tiles].
   int64_t splits;
   float* y;
   int64_t y_stride;
   int final_round;
-  unsigned* tile_done;
   int early_weights;  // the first tile's weight loads before the wait (gemv_weights_before_wait)
+  unsigned* tile_done;
 };
+FD_NO_PADDING_END
 
 // Rows per warp (R) and chunks in flight per lane per row (U) for NT activation rows: the most that
 // fit 128 registers without spilling (two blocks per multiprocessor; ptxas -v on sm_80 and

@@ -638,8 +638,10 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
     shared_parts = std::clamp<int64_t>(std::llround(ratio), 1, decode_tc ? 4 : 8);
   }
   Tensor o = ctx_->scratch(DType::F32, Shape{n * slots_per_row, d});
-  Tensor dev_table =
-      ctx_->upload_cached(experts.data(), table.data(), table.size() * sizeof(table[0]));
+  // Keyed by the layer's expert list, or by its shared expert where no routed expert is here (a
+  // caller's list of none, made for the call: its address is no key).
+  const void* owner = first != experts.end() ? static_cast<const void*>(experts.data()) : shared;
+  Tensor dev_table = ctx_->upload_cached(owner, table.data(), table.size() * sizeof(table[0]));
   cuda::SlotArgs a{ptr<const cuda::ExpertEntry>(dev_table),
                    ptr<const int32_t>(ids),
                    ptr<const float>(weights),
@@ -801,6 +803,7 @@ void CudaBackend::moe_experts_on_host(const Tensor& x, const Tensor& ids, const 
   if (shared) {
     const std::vector<const ExpertWeights*> none(experts.size(), nullptr);
     moe_experts(x, ids, weights, none, shared, swiglu_limit, y);
+    ctx_->step_cut();  // inside a step graph, the shared expert would otherwise wait for the CPU
   } else if (shared_y) {
     copy(*shared_y, y);
   }

@@ -13,11 +13,13 @@
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/moe_grouped.h"
 #include "engine/ops/cuda/moe_table.cuh"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk::cuda {
 
 constexpr int kTilePairs = 128;  // pairs (A rows) of a tile
 
+FD_NO_PADDING_BEGIN
 struct GroupedArgs {
   const ExpertEntry* table;
   const uint16_t* a;          // up: x act_quant'ed [n, dim]; down: h act_quant'ed [pairs, inter]
@@ -29,10 +31,11 @@ struct GroupedArgs {
   int64_t tile0;              // the launch's first tile (grid y is at most 65,535)
   int64_t k, inter, dim;
   float limit;
-  float* out;  // up: h [pairs, inter]; down: o [slots, dim]
   // The wgmma kernels: products over the tile's pairs rounded up to 32 (1) or over all its rows.
   int fitted_products;
+  float* out;  // up: h [pairs, inter]; down: o [slots, dim]
 };
+FD_NO_PADDING_END
 
 __device__ __forceinline__ float swiglu(float g, float u, float w, float limit) {
   if (limit > 0.0f) {

@@ -8,6 +8,7 @@
 #include "engine/ops/cuda/cuda_compat.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/moe_table.cuh"
+#include "engine/ops/cuda/no_padding.h"
 #include "engine/ops/weights.h"
 
 namespace flashdesk::cuda {
@@ -15,6 +16,7 @@ namespace flashdesk::cuda {
 // Routed experts per token: the router's picks and the sums' slot order are held per warp lane.
 constexpr int kMaxTopK = 32;
 
+FD_NO_PADDING_BEGIN
 struct SlotArgs {
   const ExpertEntry* table;  // [n_routed + 1]: the shared expert last
   const int32_t* ids;        // [n, k]
@@ -32,7 +34,9 @@ struct SlotArgs {
   // last by the sums in place of a shared slot's output; null: none.
   const float* shared_out = nullptr;
   int round_sum = 0;  // the rows' sums rounded to BF16 (CudaBackend::moe_experts_rounded)
+  int padding = 0;
 };
+FD_NO_PADDING_END
 
 // The slot of the grouped kernels' blockIdx.y, and which part of its row tiles it takes.
 struct SlotPart {

@@ -90,7 +90,7 @@ void StepGraph::begin(cudaStream_t main, cudaStream_t beside) {
   FD_CHECK(!in_step_, "step graph: a step is already open");
   // The last step's graphs must have read the staging before it is reused.
   if (used_) done_.synchronize();
-  staging_.reset();
+  for (PinnedStaging& s : staging_) s.reset();
   used_ = true;
   main_ = main;
   beside_ = beside;
@@ -211,7 +211,16 @@ void StepGraph::trace_stop(const Record& record, const StepOpKey& key, int event
       why = "another launch shape";
       for (size_t i = 0; i < op.params.size(); ++i)
         if (op.params[i] != key.params[i]) {
-          why = "parameter bytes from " + std::to_string(i);
+          // The aligned 8 bytes around it, as the record has them and as they are now (an
+          // address, a size, a stray byte).
+          const size_t at = i / 8 * 8, n = std::min<size_t>(8, op.params.size() - at);
+          uint64_t was = 0, now = 0;
+          std::memcpy(&was, &op.params[at], n);
+          std::memcpy(&now, &key.params[at], n);
+          char words[64];
+          std::snprintf(words, sizeof(words), " (0x%llx, now 0x%llx)",
+                        static_cast<unsigned long long>(was), static_cast<unsigned long long>(now));
+          why = "parameter bytes from " + std::to_string(i) + words;
           break;
         }
     }
@@ -240,12 +249,16 @@ void StepGraph::keep_captured(cudaGraph_t graph) {
     cudaGraphDestroy(graph);
     ++counts_.empty;
   } else {
-    for (size_t i = 0; i < recs.size() && !made.exec; ++i) {
-      if (!recs[i].exec) continue;
+    // While the segment has room, a new record is instantiated: updating one in place would
+    // lose it, and steps that alternate (inputs of several sets, a compressor every few steps)
+    // would then never find theirs again. Once full, the least recently used record makes room:
+    // updated in place where it has this graph's topology (which costs the host far less than
+    // instantiating), else replaced.
+    if (recs.size() == kRecordsPerSegment && recs.back().exec) {
       cudaGraphExecUpdateResultInfo info{};
-      if (cudaGraphExecUpdate(recs[i].exec, graph, &info) == cudaSuccess) {
-        made.exec = recs[i].exec;
-        recs.erase(recs.begin() + static_cast<std::ptrdiff_t>(i));
+      if (cudaGraphExecUpdate(recs.back().exec, graph, &info) == cudaSuccess) {
+        made.exec = recs.back().exec;
+        recs.pop_back();
         ++counts_.updates;
       } else {
         cudaGetLastError();  // a failed update is an answer (another topology), not an error
@@ -276,11 +289,11 @@ void StepGraph::finish_segment() {
                                     [&](size_t r) { return recs[r].ops.size() == matched_; });
     if (whole != alive_.end()) {
       const size_t r = *whole;
-      if (recs[r].exec) {
+      if (recs[r].exec) {  // an empty segment (between two host reads) launches nothing
         FD_CUDA_CHECK(cudaGraphLaunch(recs[r].exec, main_));
         ++counts_.launches;
+        ++counts_.replays;
       }
-      ++counts_.replays;
       std::rotate(recs.begin(), recs.begin() + static_cast<std::ptrdiff_t>(r),
                   recs.begin() + static_cast<std::ptrdiff_t>(r) + 1);
       mode_ = Mode::Off;
@@ -341,7 +354,10 @@ void StepGraph::abort() {
 }
 
 const void* StepGraph::stage(const void* data, size_t bytes) {
-  return staging_.copy(data, bytes);
+  // Each segment stages from its own buffer: its copies' sources then do not move with what
+  // earlier segments uploaded (a host-expert layer's segments replay whatever the routing was).
+  while (staging_.size() <= segment_) staging_.emplace_back();
+  return staging_[segment_].copy(data, bytes);
 }
 
 void StepGraph::relaunch_last() {

@@ -8,20 +8,23 @@
 // when the segment ends and every recorded op was met, the recorded graph is launched as it is, at
 // the cost of a comparison per op on the host. The first op that differs (a new position among a
 // kernel's parameters, a copy of other bytes) stops the replay: the step is captured from there,
-// after the ops matched so far were issued again into the capture, and the record of the new
-// graph replaces one of the segment's. A segment keeps up to four records (a step whose shape
-// alternates, a compressor that runs every few steps, finds its own).
+// after the ops matched so far were issued again into the capture, and the new graph is kept as a
+// record of the segment. A segment keeps up to four records (a step whose shape alternates, a
+// compressor that runs every few steps, inputs that take turns, finds its own).
 //
 // Capture. A host read or synchronisation inside a step cuts it: what was replayed or captured so
 // far is launched, the read waits for it, and the rest of the step is a new segment (suspend /
-// resume), so the caller sees the same order as without graphs. A captured segment updates one of
-// its executable graphs in place where it can (cudaGraphExecUpdate: the same kernels, new
-// arguments), which costs the host far less than instantiating. Host values the ops upload inside
-// a step are copied into pinned staging memory (a graph's copy reads its source when it runs); a
-// replayed step writes its values to the same places, so the recorded copies carry them. One
-// staging buffer, so a step begins once the previous step's graphs have run: a decode loop reads
-// each step's logits before the next step anyway, and two buffers (the host a step ahead) would
-// give every other step other copy sources, which halves the steps a record can match.
+// resume), so the caller sees the same order as without graphs; the backend also cuts a step
+// without a wait (every few layers, DeviceContext::step_cut), so the device runs one segment while
+// the host matches the next. A captured segment is instantiated while it has room for another
+// record; once full, its least recently used record is updated in place where it has the same
+// topology (cudaGraphExecUpdate: the same kernels, new arguments), which costs the host far less
+// than instantiating, or replaced. Host values the ops upload inside a step are copied into pinned
+// staging memory (a graph's copy reads its source when it runs); a replayed step writes its values
+// to the same places, so the recorded copies carry them. A staging buffer a segment, used again by
+// every step, so a step begins once the previous step's graphs have run: a decode loop reads each
+// step's logits before the next step anyway, and two buffers a segment (the host a step ahead)
+// would give every other step other copy sources, which halves the steps a record can match.
 //
 // Non-goals: graphs for prefill-sized steps (few large kernels: nothing to gain, a new
 // instantiation per shape); replaying across a library's work (cuBLAS, NCCL).
@@ -29,6 +32,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <vector>
 
@@ -139,8 +143,8 @@ class StepGraph final : public StepOpSink {
   std::vector<RecordedOp> ops_;
   // The open segment's events, by first use.
   std::vector<const void*> events_;
-  PinnedStaging staging_;
-  Event done_;  // the end of the last step's graphs
+  std::deque<PinnedStaging> staging_;  // a segment's, by segment
+  Event done_;                         // the end of the last step's graphs
   bool used_ = false;
   StepGraphCounts counts_;
 };

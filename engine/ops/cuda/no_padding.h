@@ -1,0 +1,15 @@
+// Structs whose bytes are compared as they are (kernel parameters, which a step graph compares to
+// the recorded launch's, step_ops.h; library call arguments; uploads cached by their bytes) spell
+// out their padding as zeroed members: implicit padding holds whatever the stack held, so equal
+// values could compare unequal and stop a replay. Between FD_NO_PADDING_BEGIN and
+// FD_NO_PADDING_END, a struct with implicit padding does not compile (-Wpadded as an error).
+#pragma once
+
+#if defined(__GNUC__) || defined(__clang__)
+#define FD_NO_PADDING_BEGIN \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic error \"-Wpadded\"")
+#define FD_NO_PADDING_END _Pragma("GCC diagnostic pop")
+#else
+#define FD_NO_PADDING_BEGIN
+#define FD_NO_PADDING_END
+#endif
