@@ -71,6 +71,17 @@ void set_switch(flashdesk::Backend& backend, const std::string& var, const std::
   if (auto* cuda = dynamic_cast<flashdesk::CudaBackend*>(&backend)) cuda->read_graph_switches();
 }
 
+// `into` += `now` - `before`, count by count.
+void add_difference(const flashdesk::cuda::StepGraphCounts& now,
+                    const flashdesk::cuda::StepGraphCounts& before,
+                    flashdesk::cuda::StepGraphCounts& into) {
+  into.launches += now.launches - before.launches;
+  into.replays += now.replays - before.replays;
+  into.instantiations += now.instantiations - before.instantiations;
+  into.updates += now.updates - before.updates;
+  into.replay_stops += now.replay_stops - before.replay_stops;
+}
+
 }  // namespace
 
 static int run_bench(int argc, char** argv) {
@@ -181,10 +192,16 @@ static int run_bench(int argc, char** argv) {
         ab_var.empty() || name == "cpu" ? std::vector<std::string>{""} : ab_values;
     std::vector<std::vector<double>> prefill(variants.size()), dec(variants.size());
     std::vector<Run> last(variants.size());
+    // The step graphs' counts each variant's runs added (CUDA only).
+    const auto* cuda = dynamic_cast<const flashdesk::CudaBackend*>(backend.get());
+    std::vector<flashdesk::cuda::StepGraphCounts> graphs(variants.size());
     for (int64_t r = 0; r < runs; ++r)
       for (size_t v = 0; v < variants.size(); ++v) {
         if (!variants[v].empty()) set_switch(*backend, ab_var, variants[v]);
+        const flashdesk::cuda::StepGraphCounts before =
+            cuda ? cuda->step_graph_counts() : flashdesk::cuda::StepGraphCounts{};
         last[v] = run_once(model, prompt, decode);
+        if (cuda) add_difference(cuda->step_graph_counts(), before, graphs[v]);
         prefill[v].push_back(last[v].prefill_s);
         dec[v].push_back(last[v].decode_s);
       }
@@ -223,6 +240,19 @@ static int run_bench(int argc, char** argv) {
       std::printf("| %s | %.0f | %.1f | %.2fx | %s | %s | %s |\n", label.c_str(),
                   static_cast<double>(prompt_len) / median(prefill[v]), decode_tok_s,
                   decode_tok_s / cpu_decode, same.c_str(), forced_equal.c_str(), margins.c_str());
+    }
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const flashdesk::cuda::StepGraphCounts& c = graphs[v];
+      if (c.launches == 0) continue;
+      std::printf(
+          "\nstep graphs%s%s: %llu launched over the runs, %llu replayed, %llu instantiated, %llu "
+          "updated in place, %llu replays stopped\n",
+          variants[v].empty() ? "" : ", ",
+          variants[v].empty() ? "" : (ab_var + "=" + variants[v]).c_str(),
+          static_cast<unsigned long long>(c.launches), static_cast<unsigned long long>(c.replays),
+          static_cast<unsigned long long>(c.instantiations),
+          static_cast<unsigned long long>(c.updates),
+          static_cast<unsigned long long>(c.replay_stops));
     }
   }
   return 0;

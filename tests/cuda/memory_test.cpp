@@ -161,6 +161,35 @@ TEST_F(CudaMemoryTest, StepGraphsCaptureAStepThatDiffersFromTheRecord) {
   EXPECT_STREQ(counts.last_stop, "cuda::scale_kernel");
 }
 
+// A step launched in parts of two layers (set_step_graph_part_layers; the model marks each layer's
+// end with step_graph_layer_done): three graphs a step of five layers, each replayed on its own;
+// an extra op in one layer stops the replay of that layer's part only.
+TEST_F(CudaMemoryTest, StepGraphsLaunchAPartEveryFewLayers) {
+  gpu().set_step_graphs(true);
+  gpu().set_step_graph_part_layers(2);
+  const int64_t n = 500;
+  Tensor a = gpu().alloc(DType::F32, Shape{n});
+  for (int round = 0; round < 5; ++round) {
+    const std::vector<float> v = random_bf16(n, 80 + round);
+    gpu().step_graph_begin();
+    gpu().write(a, v.data(), v.size() * sizeof(float));
+    for (int layer = 0; layer < 5; ++layer) {
+      gpu().scale(a, 2.0f);
+      if (round == 4 && layer == 2) gpu().scale(a, 0.5f);
+      gpu().step_graph_layer_done();
+    }
+    gpu().step_graph_end();
+    const std::vector<float> got = from_gpu<float>(a);
+    const float f = round == 4 ? 16.0f : 32.0f;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f * v[i]) << round << " " << i;
+  }
+  const cuda::StepGraphCounts& counts = gpu().step_graph_counts();
+  EXPECT_EQ(counts.launches, 15u);       // layers 0-1, 2-3 and 4: three parts a step
+  EXPECT_EQ(counts.instantiations, 4u);  // round 0's three parts, round 4's second part
+  EXPECT_EQ(counts.replays, 11u);        // rounds 1 to 3, and round 4's first and last parts
+  EXPECT_EQ(counts.replay_stops, 1u);
+}
+
 TEST_F(CudaMemoryTest, BackendNamesItsDevice) {
   EXPECT_EQ(gpu().name(), "cuda:0");
   EXPECT_FALSE(gpu().device().name.empty());
