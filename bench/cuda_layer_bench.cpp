@@ -12,8 +12,9 @@
 //                     recorded step, every step captured, and the last one launched again with
 //                     no host work; default 1)]
 //                    [--stack K (0: none; decode steps of K layers, the role's layer issued K
-//                     times: as launches, as one step graph, and as graphs of a part per P
-//                     layers for each P of --parts; where the host's replay overlaps the device)]
+//                     times: as launches, as one step graph, as graphs of a part per P
+//                     layers for each P of --parts (where the host's replay overlaps the
+//                     device), and as the default's trial chose (FLASHDESK_CUDA_GRAPH=auto))]
 //                    [--parts 1,4 (the part sizes --stack measures)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
 //                     every kernel's start and end, cuda_timeline.h; and one more prefill of
@@ -229,7 +230,7 @@ static int run_bench(int argc, char** argv) {
       if (o.graph) {
         be.set_step_graphs(true);
         auto graph_step = [&](int64_t i) {
-          be.step_graph_begin();
+          be.step_graph_begin(batch);
           layer.decode(static_cast<int>(i));
           be.step_graph_end();
         };
@@ -276,15 +277,15 @@ static int run_bench(int argc, char** argv) {
         "step, device µs in parentheses)\n\n| role | batch | launches | one graph |",
         static_cast<long long>(o.stack), static_cast<long long>(o.stack));
     for (int64_t p : o.parts) std::printf(" parts of %lld |", static_cast<long long>(p));
-    std::printf("\n| --- | ---: | ---: | ---: |");
-    for (size_t i = 0; i < o.parts.size(); ++i) std::printf(" ---: |");
+    std::printf(" auto (chose) |\n| --- | ---: | ---: | ---: |");
+    for (size_t i = 0; i <= o.parts.size(); ++i) std::printf(" ---: |");
     std::printf("\n");
     for (const auto& [sig, role] : reps) {
       for (int64_t batch : o.batches) {
         flashdesk::bench::SyntheticLayer layer(be, t, role, batch, o.context, 3000 + role.layer,
                                                o.host_experts);
         auto step = [&](int64_t i) {
-          be.step_graph_begin();  // nothing where graphs are off
+          be.step_graph_begin(batch);  // nothing where graphs are off
           for (int64_t j = 0; j < o.stack; ++j) {
             layer.decode(static_cast<int>(i));
             be.step_graph_layer_done();
@@ -309,7 +310,19 @@ static int run_bench(int argc, char** argv) {
           const auto [p_dev, p_wall] = timed();
           std::printf(" %.0f (%.0f) |", p_wall, p_dev);
         }
-        std::printf("\n");
+        // The default (FLASHDESK_CUDA_GRAPH=auto, parts of one layer): at batch 1, its trial's
+        // steps, each waited for as a decode step waits for its logits, then the way it chose;
+        // steps of more rows run as launches.
+        be.set_step_graphs_auto();
+        be.set_step_graph_part_layers(1);
+        for (int64_t i = 0; batch == 1 && !be.step_graph_choice()->decided(); ++i) {
+          step(i);
+          be.synchronize();
+        }
+        const auto [a_dev, a_wall] = timed();
+        const bool graphs =
+            be.step_graph_choice()->way(batch) == flashdesk::StepGraphChoice::Way::Graphs;
+        std::printf(" %.0f (%.0f), %s |\n", a_wall, a_dev, graphs ? "graphs" : "launches");
         be.set_step_graph_part_layers(0);
         be.set_step_graphs(false);
       }

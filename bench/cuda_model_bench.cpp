@@ -6,8 +6,8 @@
 //
 // --ab VAR[=A,B,...] measures an environment switch read per step (FLASHDESK_ENGRAM_AHEAD) on the
 // GPU: its values (default 1 and 0) alternate run by run in one process, a row each.
-// FLASHDESK_CUDA_GRAPH (0, 1, capture) and FLASHDESK_CUDA_GRAPH_PART_LAYERS (0, 1, 2, 4, ...) are
-// read when a backend is made, so the bench has the backend read them again before each run.
+// FLASHDESK_CUDA_GRAPH (auto, 0, 1, capture) and FLASHDESK_CUDA_GRAPH_PART_LAYERS (0, 1, 2, 4, ...)
+// are read when a backend is made, so the bench has the backend read them again before each run.
 //
 //   cuda_model_bench [--model DIR] [--prompt N] [--decode N] [--runs N] [--device N]
 //                    [--ab VAR[=A,B,...]]
@@ -40,6 +40,20 @@ struct Run {
   std::vector<int32_t> ids;    // the argmax of each step's logits (greedy decode)
   std::vector<float> margins;  // each step's top-two logit margin
 };
+
+// FLASHDESK_CUDA_GRAPH=auto (the default): what its trial chose for one-row decode steps, once
+// decided (`line` is left as it is otherwise).
+void note_auto_choice(const flashdesk::CudaBackend& cuda, std::string& line) {
+  const flashdesk::StepGraphChoice* c = cuda.step_graph_choice();
+  if (!c || !c->decided()) return;
+  char b[160];
+  std::snprintf(b, sizeof b,
+                "FLASHDESK_CUDA_GRAPH=auto chose %s for one-row steps: median step %.3f ms as "
+                "launches, %.3f ms as graphs",
+                c->way(1) == flashdesk::StepGraphChoice::Way::Graphs ? "graphs" : "launches",
+                1e3 * c->launches_median(), 1e3 * c->graphs_median());
+  line = b;
+}
 
 // Greedy decode, or teacher-forced on `forced` (the ids fed are those, the argmax is recorded).
 Run run_once(flashdesk::Model& model, const std::vector<int32_t>& prompt, int64_t decode,
@@ -195,6 +209,7 @@ static int run_bench(int argc, char** argv) {
     // The step graphs' counts each variant's runs added (CUDA only).
     const auto* cuda = dynamic_cast<const flashdesk::CudaBackend*>(backend.get());
     std::vector<flashdesk::cuda::StepGraphCounts> graphs(variants.size());
+    std::string auto_choice;  // what FLASHDESK_CUDA_GRAPH=auto's trial chose for one-row steps
     for (int64_t r = 0; r < runs; ++r)
       for (size_t v = 0; v < variants.size(); ++v) {
         if (!variants[v].empty()) set_switch(*backend, ab_var, variants[v]);
@@ -202,6 +217,7 @@ static int run_bench(int argc, char** argv) {
             cuda ? cuda->step_graph_counts() : flashdesk::cuda::StepGraphCounts{};
         last[v] = run_once(model, prompt, decode);
         if (cuda) add_difference(cuda->step_graph_counts(), before, graphs[v]);
+        if (cuda) note_auto_choice(*cuda, auto_choice);
         prefill[v].push_back(last[v].prefill_s);
         dec[v].push_back(last[v].decode_s);
       }
@@ -254,6 +270,7 @@ static int run_bench(int argc, char** argv) {
           static_cast<unsigned long long>(c.updates),
           static_cast<unsigned long long>(c.replay_stops));
     }
+    if (!auto_choice.empty()) std::printf("\n%s\n", auto_choice.c_str());
   }
   return 0;
 }

@@ -182,14 +182,14 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
     args.block_size = text_.candidate_block_size;
     auto& seq_cand = candidates_[static_cast<size_t>(s.seq)];
     if (restricted) args.restrict_blocks = &seq_cand.at(role.candidate_source);
-    Tensor topk =
-        be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.index_topk, args.select_width)});
+    // index_topk columns (and candidate_topk_blocks) at any length, those past the entries -1
+    // (none): the width stays a constant of the model, so a short context's decode steps issue
+    // the kernels, parameters and shapes of the step before and replay as a step graph
+    // (step_graph.h). The selection is the same: every backend writes -1 past the k best.
+    Tensor topk = be_.alloc(DType::I32, Shape{s.n_rows, text_.index_topk});
     Tensor cand;
-    if (role.builds_candidates) {
-      const int64_t n_blocks = (args.select_width + args.block_size - 1) / args.block_size;
-      cand =
-          be_.alloc(DType::I32, Shape{s.n_rows, std::min(text_.candidate_topk_blocks, n_blocks)});
-    }
+    if (role.builds_candidates)
+      cand = be_.alloc(DType::I32, Shape{s.n_rows, text_.candidate_topk_blocks});
     be_.indexer_select(args, topk, role.builds_candidates ? &cand : nullptr);
     if (obs_) obs_->on_topk(layer, row_info(s), to_host(topk));
     if (obs_ && role.builds_candidates)

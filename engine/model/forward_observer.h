@@ -33,7 +33,7 @@ class ForwardObserver {
   virtual void on_experts(int64_t, std::span<const RowInfo>, const HostTensor&, const HostTensor&) {
   }
   // Index sources: the published top-k [n, k] (I32 entry ids, ascending, -1 = none) of the rows
-  // of one sequence; k = min(index_topk, entries).
+  // of one sequence; k = index_topk (past the entries, -1).
   virtual void on_topk(int64_t, std::span<const RowInfo>, const HostTensor&) {}
   // The candidate source: kept candidate blocks [n, C] (I32, ascending, -1 = none) of one
   // sequence, with the block size and the number of entries.

@@ -149,7 +149,7 @@ bool engram_ahead() {
 void StepRunner::run() {
   // An observed step reads tensors after every block: it stays a sequence of launches.
   const bool graph = n_rows_ <= kGraphRows && !obs_;
-  if (graph) be_.step_graph_begin();
+  if (graph) be_.step_graph_begin(n_rows_);
   Tensor logits;
   next_attn_input_ = Tensor();
   try {

@@ -133,8 +133,9 @@ class Backend {
   // The ops issued between step_graph_begin() and step_graph_end() may be recorded and launched
   // as one unit (the CUDA backend's graphs): what the caller sees does not change, host reads in
   // between included (they wait for the work before them, which is launched first). No nesting;
-  // a step left by an exception ends with step_graph_abort(). Default: the ops run as issued.
-  virtual void step_graph_begin() {}
+  // a step left by an exception ends with step_graph_abort(). `rows`: the step's rows (a backend
+  // may time steps of one size). Default: the ops run as issued.
+  virtual void step_graph_begin(int64_t rows) { (void)rows; }
   virtual void step_graph_end() {}
   virtual void step_graph_abort() {}
   // Inside a step: a layer was issued. A backend may launch what it recorded so far as one part,

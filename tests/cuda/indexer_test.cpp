@@ -87,7 +87,7 @@ class CudaIndexerTest : public CudaOpTest {
       gpu().set_select_in_shared_memory(shared);
       Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
       Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
-      if (in_step_) gpu().step_graph_begin();
+      if (in_step_) gpu().step_graph_begin(1);
       gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
       if (in_step_) gpu().step_graph_end();
       gpu().set_select_in_shared_memory(true);

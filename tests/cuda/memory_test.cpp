@@ -44,7 +44,7 @@ TEST_P(CudaRowCopyTest, GatherAndScatterRowsMatchTheReference) {
     Pair src = both(DType::U8, Shape{10, rb}, bytes);
     const std::vector<int64_t> rows = {3, 4, 5, 9, 0, 1, 1};  // runs, a jump, a repeat
     Pair g = both_alloc(DType::U8, Shape{7, rb});
-    gpu().step_graph_begin();
+    gpu().step_graph_begin(1);
     gpu().gather_rows(src.gpu, rows, g.gpu);
     gpu().step_graph_end();
     cpu().gather_rows(src.cpu, rows, g.cpu);
@@ -52,7 +52,7 @@ TEST_P(CudaRowCopyTest, GatherAndScatterRowsMatchTheReference) {
 
     Pair dst = both(DType::U8, Shape{10, rb}, random_bytes(static_cast<size_t>(10 * rb), 3));
     const std::vector<int64_t> from = {0, 1, 2, 6}, to = {8, 9, 0, 4};  // a wrapped ring update
-    gpu().step_graph_begin();
+    gpu().step_graph_begin(1);
     gpu().scatter_rows(g.gpu, from, dst.gpu, to);
     gpu().step_graph_end();
     cpu().scatter_rows(g.cpu, from, dst.cpu, to);
@@ -109,7 +109,7 @@ TEST_F(CudaMemoryTest, StepGraphsKeepTheIssuedOrderAcrossBesideSectionsAndReads)
   for (int round = 0; round < 4; ++round) {
     std::vector<float> v = random_bf16(n, 40 + round);
     const std::vector<float> first = v;
-    gpu().step_graph_begin();
+    gpu().step_graph_begin(1);
     gpu().write(a, v.data(), v.size() * sizeof(float));
     for (float& x : v) x += 1.0f;  // after the write was issued, before the graph runs
     gpu().beside_begin();
@@ -143,7 +143,7 @@ TEST_F(CudaMemoryTest, StepGraphsCaptureAStepThatDiffersFromTheRecord) {
   const float factors[8] = {2.0f, 2.0f, 2.0f, 2.0f, 2.0f, 4.0f, 8.0f, 16.0f};
   for (int round = 0; round < 8; ++round) {
     const std::vector<float> v = random_bf16(n, 60 + round);
-    gpu().step_graph_begin();
+    gpu().step_graph_begin(1);
     gpu().write(a, v.data(), v.size() * sizeof(float));
     gpu().scale(a, factors[round]);
     if (round == 4) gpu().scale(a, 0.5f);
@@ -171,7 +171,7 @@ TEST_F(CudaMemoryTest, StepGraphsLaunchAPartEveryFewLayers) {
   Tensor a = gpu().alloc(DType::F32, Shape{n});
   for (int round = 0; round < 5; ++round) {
     const std::vector<float> v = random_bf16(n, 80 + round);
-    gpu().step_graph_begin();
+    gpu().step_graph_begin(1);
     gpu().write(a, v.data(), v.size() * sizeof(float));
     for (int layer = 0; layer < 5; ++layer) {
       gpu().scale(a, 2.0f);

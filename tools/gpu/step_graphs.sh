@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Step graphs on the GPU (docs/cuda-backend.md "Step graphs"), after tools/gpu/run.sh built the
 # engine-only tree in the same device call: the step-graph tests and the CUDA goldens with graphs
-# on (a whole step one graph, and parts of a layer), flash-tiny's decode with plain launches,
-# replays and captures alternating run by run, then with parts of 0 / 1 / 4 layers, and the
-# layer bench's graph columns and its steps of several layers (where the host's matching of a
-# step overlaps the device). Writes $OUT/step_graphs.md. Environment: OUT (required), BUDGET_S
-# (default 240), STACK (layers of the layer bench's steps, default 8).
+# on (a whole step one graph, and parts of a layer), flash-tiny's decode with the default
+# (FLASHDESK_CUDA_GRAPH=auto), plain launches and graphs alternating run by run, on a long and on a
+# short prompt, DSpark's verification steps through the CLI, and the layer bench's steps of
+# several layers at flash-tiny's and at full shapes (launches, one graph, parts, and the way
+# auto's trial chose). Writes $OUT/step_graphs.md.
+# Environment: OUT (required), BUDGET_S (default 330), STACK (layers of the layer bench's steps,
+# default 8).
 #   QUICK=1 GOLDEN=1 CLI=0 PROFILE=0 BUDGET_S=200 bash tools/gpu/run.sh; bash tools/gpu/step_graphs.sh
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
-BUDGET_S=${BUDGET_S:-240}
+BUDGET_S=${BUDGET_S:-330}
 OUT=${OUT:?set OUT to the output directory}
 BUILD=build/engine-only
 [ -d deps ] && export LD_LIBRARY_PATH="$PWD/deps/lib:${LD_LIBRARY_PATH:-}"
@@ -24,18 +26,32 @@ section() { echo; echo "## $1 ($(( $(date +%s) - START )) s in)"; echo; }
   section "engine_tests: step graphs and the CUDA goldens, graphs on (whole steps, then parts of a layer)"
   for parts in 0 1; do
     echo "FLASHDESK_CUDA_GRAPH=1 FLASHDESK_CUDA_GRAPH_PART_LAYERS=$parts:"
-    FLASHDESK_CUDA_GRAPH=1 FLASHDESK_CUDA_GRAPH_PART_LAYERS=$parts run_for 170 \
-      "$BUILD/tests/engine_tests" --gtest_filter='StepGraphs.*:*GoldenOfficial*cuda*' 2>&1 |
+    FLASHDESK_CUDA_GRAPH=1 FLASHDESK_CUDA_GRAPH_PART_LAYERS=$parts run_for 200 \
+      "$BUILD/tests/engine_tests" --gtest_filter='StepGraphs*:*GoldenOfficial*cuda*' 2>&1 |
       grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |measure|Failure|exit' | head -60
   done
-  section "flash-tiny: launches, replays, captures (cuda_model_bench --runs 5)"
-  run_for 110 "$BUILD/bench/cuda_model_bench" --runs 5 --ab FLASHDESK_CUDA_GRAPH=0,1,capture
-  section "flash-tiny: replays in parts of 0, 1 and 4 layers"
-  FLASHDESK_CUDA_GRAPH=1 run_for 70 "$BUILD/bench/cuda_model_bench" --runs 5 \
-    --ab FLASHDESK_CUDA_GRAPH_PART_LAYERS=0,1,4
+  section "flash-tiny: the default (auto) against launches and graphs (cuda_model_bench --runs 5)"
+  run_for 150 "$BUILD/bench/cuda_model_bench" --runs 5 --ab FLASHDESK_CUDA_GRAPH=auto,0,1
+  section "flash-tiny, a 16-token prompt (short context: steps before index_topk entries)"
+  run_for 110 "$BUILD/bench/cuda_model_bench" --runs 3 --prompt 16 --ab FLASHDESK_CUDA_GRAPH=0,1
+  section "flash-tiny through the CLI, DSpark verifying a 4-digit sum's thinking (graphs auto, 0, 1 in turn)"
+  for round in 1 2 3; do
+    for g in auto 0 1; do
+      printf 'FLASHDESK_CUDA_GRAPH=%s round %s: ' "$g" "$round"
+      FLASHDESK_CUDA_GRAPH=$g run_for 90 "$BUILD/bin/flashdesk-cli" generate \
+        --model assets/models/flash-tiny --backend cuda --speculative dspark --effort 50 \
+        --max-tokens 300 --prompt "What is 4821 + 3377?" --json 2>&1 |
+        grep -oE '"(decode_tokens_per_s|generated_tokens|verifies)":[0-9.]+' | tr '\n' ' '
+      echo
+    done
+  done
+  section "flash-tiny's layers: steps of ${STACK:-8} layers"
+  run_for 70 "$BUILD/bench/cuda_layer_bench" --config assets/models/flash-tiny/config.json \
+    --iters 20 --batches 1 --prefill 0 --graph 0 --stack "${STACK:-8}" --parts 1,4 --copy-mb 256 \
+    --gemm-n 1024
   section "full-shape layers: graph columns, steps of ${STACK:-8} layers"
   run_for 5 "$BUILD/bench/cuda_layer_bench" --iters 10 --batches 1,8 --prefill 0 --graph 1 \
-    --stack "${STACK:-8}" --parts 1,2,4
+    --stack "${STACK:-8}" --parts 1,2
   echo "exit $?"
 } > "$OUT/step_graphs.md" 2>&1
 tail -40 "$OUT/step_graphs.md"

@@ -6,6 +6,7 @@
 
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -221,31 +222,64 @@ void CudaBackend::synchronize() {
   ++host_syncs_;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->synchronize();
+  end_timed_step();
 }
 
 void CudaBackend::read_graph_switches() {
-  // FLASHDESK_CUDA_GRAPH=0|1|capture (default 0): decode-sized steps as CUDA graphs
-  // (step_graph.h), recorded steps replayed (1) or every step captured (capture).
-  if (const auto g = read_choice("FLASHDESK_CUDA_GRAPH", {"0", "1", "capture"})) {
-    step_graphs_ = *g != "0";
-    set_step_replay(*g == "1");
+  // FLASHDESK_CUDA_GRAPH=auto|0|1|capture (default auto): decode-sized steps as CUDA graphs
+  // (step_graph.h) where the first steps' times say they are faster (auto), always (1, recorded
+  // steps replayed; capture, every step captured) or never (0).
+  if (const auto g = read_choice("FLASHDESK_CUDA_GRAPH", {"auto", "0", "1", "capture"})) {
+    if (*g == "auto") {
+      if (graph_mode_ != GraphMode::Auto) set_step_graphs_auto();  // a decided trial is kept
+    } else {
+      set_step_graphs(*g != "0");
+    }
+    set_step_replay(*g != "capture");
   }
   if (const auto n =
           read_choice("FLASHDESK_CUDA_GRAPH_PART_LAYERS", {"0", "1", "2", "4", "8", "16"}))
     part_layers_ = std::stoi(*n);
 }
 
-void CudaBackend::step_graph_begin() {
-  if (!step_graphs_) return;
+void CudaBackend::set_step_graphs_auto() {
+  graph_mode_ = GraphMode::Auto;
+  graph_choice_ = StepGraphChoice{};
+}
+
+namespace {
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+void CudaBackend::step_graph_begin(int64_t rows) {
+  bool graphs = graph_mode_ == GraphMode::On;
+  if (graph_mode_ == GraphMode::Auto) {
+    // A step whose result was not read (a rank that reads no logits) ends where the next begins.
+    end_timed_step();
+    graphs = graph_choice_.begin_step(rows) == StepGraphChoice::Way::Graphs;
+    if (rows == 1 && !graph_choice_.decided()) timed_step_began_ = now_seconds();
+  }
+  if (!graphs) return;
   layers_in_part_ = 0;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->step_begin();
 }
 
 void CudaBackend::step_graph_end() {
+  timed_step_ended_ = timed_step_began_ >= 0;
   if (!ctx_->in_step()) return;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->step_end();
+}
+
+// The auto trial's step ended (its result on the host, or the next step begun): its time.
+void CudaBackend::end_timed_step() {
+  if (!timed_step_ended_) return;
+  graph_choice_.step_took(now_seconds() - timed_step_began_);
+  timed_step_began_ = -1;
+  timed_step_ended_ = false;
 }
 
 const cuda::StepGraphCounts& CudaBackend::step_graph_counts() const {
@@ -269,6 +303,7 @@ void CudaBackend::step_graph_layer_done() {
 }
 
 void CudaBackend::step_graph_abort() {
+  timed_step_began_ = -1;  // not timed
   if (!ctx_->in_step()) return;
   cuda::DeviceGuard g(ctx_->device());
   ctx_->step_abort();
@@ -331,6 +366,7 @@ void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
   if (bytes) cuda::copy_async(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream());
   FD_CUDA_CHECK(cudaStreamSynchronize(ctx_->stream()));
   ctx_->host_wait_end();
+  end_timed_step();  // a step's first read after its end: its result
 }
 
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {

@@ -20,6 +20,7 @@
 #include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/cuda/step_graph_counts.h"
 #include "engine/ops/cuda/wgmma_experts.h"
+#include "engine/ops/step_graph_choice.h"
 
 namespace flashdesk {
 namespace cuda {
@@ -41,21 +42,27 @@ class CudaBackend final : public Backend {
   void beside_begin() override;
   Beside beside_end() override;
   void join(Beside w) override;
-  // Step graphs (step_graph.h), where enabled (FLASHDESK_CUDA_GRAPH=0|1|capture, default 0 until
-  // measured on a GPU); recorded steps are replayed unless set_step_replay(false) (capture).
-  void step_graph_begin() override;
+  // Step graphs (step_graph.h): FLASHDESK_CUDA_GRAPH=auto (the default: the first one-row steps
+  // timed as launches and as graphs, the faster kept; step_graph_choice.h), 1 (graphs), 0
+  // (launches) or capture (every step captured, none replayed: set_step_replay(false)).
+  void step_graph_begin(int64_t rows) override;
   void step_graph_end() override;
   void step_graph_abort() override;
   void step_graph_layer_done() override;
-  void set_step_graphs(bool on) { step_graphs_ = on; }
-  // Layers a step graph's part holds (FLASHDESK_CUDA_GRAPH_PART_LAYERS, default 0): 0, the whole
+  void set_step_graphs(bool on) { graph_mode_ = on ? GraphMode::On : GraphMode::Off; }
+  // Graphs or launches as the first steps' times decide (a new trial).
+  void set_step_graphs_auto();
+  // Layers a step graph's part holds (FLASHDESK_CUDA_GRAPH_PART_LAYERS, default 1): 0, the whole
   // step one graph (cut only by host reads); n, a part launched every n layers, so the device runs
   // a part while the host replays or captures the next, and a replay that stops captures the
   // rest of its part only.
   void set_step_graph_part_layers(int n) { part_layers_ = n; }
   // Reads FLASHDESK_CUDA_GRAPH and FLASHDESK_CUDA_GRAPH_PART_LAYERS again (benchmarks' A/B).
   void read_graph_switches();
-  bool step_graphs() const { return step_graphs_; }
+  // The auto mode's trial (nullptr in the other modes).
+  const StepGraphChoice* step_graph_choice() const {
+    return graph_mode_ == GraphMode::Auto ? &graph_choice_ : nullptr;
+  }
   void set_step_replay(bool on);
   const cuda::StepGraphCounts& step_graph_counts() const;
   // Launches the last step's graph again without capturing it (benchmarks: what a step costs the
@@ -235,8 +242,15 @@ class CudaBackend final : public Backend {
   Backend& host_backend();
   uint64_t host_moe_calls_ = 0;
   uint64_t host_syncs_ = 0;
-  bool step_graphs_ = false;
-  int part_layers_ = 0, layers_in_part_ = 0;
+  enum class GraphMode { Off, On, Auto };
+  GraphMode graph_mode_ = GraphMode::Auto;
+  StepGraphChoice graph_choice_;
+  // Auto: the step being timed began at this host time (steady clock, seconds; < 0: none) and
+  // has ended (its last ops issued): its first read then gives its time to the trial.
+  double timed_step_began_ = -1;
+  bool timed_step_ended_ = false;
+  void end_timed_step();
+  int part_layers_ = 1, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
