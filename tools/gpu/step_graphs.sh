@@ -34,16 +34,28 @@ section() { echo; echo "## $1 ($(( $(date +%s) - START )) s in)"; echo; }
   run_for 150 "$BUILD/bench/cuda_model_bench" --runs 5 --ab FLASHDESK_CUDA_GRAPH=auto,0,1
   section "flash-tiny, a 16-token prompt (short context: steps before index_topk entries)"
   run_for 110 "$BUILD/bench/cuda_model_bench" --runs 3 --prompt 16 --ab FLASHDESK_CUDA_GRAPH=0,1
-  section "flash-tiny through the CLI, DSpark verifying a 4-digit sum's thinking (graphs auto, 0, 1 in turn)"
+  section "flash-tiny through the CLI, DSpark verifying a 4-digit sum's thinking (graphs auto, 0, 1 and 1 with 16 records a segment, in turn)"
+  DSPARK=("$BUILD/bin/flashdesk-cli" generate --model assets/models/flash-tiny --backend cuda
+    --speculative dspark --effort 50 --max-tokens 300 --prompt "What is 4821 + 3377?" --json)
   for round in 1 2 3; do
-    for g in auto 0 1; do
-      printf 'FLASHDESK_CUDA_GRAPH=%s round %s: ' "$g" "$round"
-      FLASHDESK_CUDA_GRAPH=$g run_for 90 "$BUILD/bin/flashdesk-cli" generate \
-        --model assets/models/flash-tiny --backend cuda --speculative dspark --effort 50 \
-        --max-tokens 300 --prompt "What is 4821 + 3377?" --json 2>&1 |
+    for v in "FLASHDESK_CUDA_GRAPH=auto" "FLASHDESK_CUDA_GRAPH=0" "FLASHDESK_CUDA_GRAPH=1" \
+             "FLASHDESK_CUDA_GRAPH=1 FLASHDESK_CUDA_GRAPH_RECORDS=16"; do
+      printf '%s round %s: ' "$v" "$round"
+      # shellcheck disable=SC2086
+      run_for 100 env $v "${DSPARK[@]}" 2>&1 |
         grep -oE '"(decode_tokens_per_s|generated_tokens|verifies)":[0-9.]+' | tr '\n' ' '
       echo
     done
+  done
+  for r in 4 16; do
+    echo "stops of a traced run, graphs on, $r records a segment (count, then the most frequent causes):"
+    run_for 90 env FLASHDESK_CUDA_GRAPH=1 FLASHDESK_CUDA_GRAPH_RECORDS=$r \
+      FLASHDESK_STEP_GRAPH_TRACE=1 "${DSPARK[@]}" 2>&1 >/dev/null | grep 'replay stopped' \
+      > "$OUT/stops.tmp"
+    wc -l < "$OUT/stops.tmp"
+    sed -E 's/segment [0-9]+: //; s/op [0-9]+/op N/; s/0x[0-9a-f]+/X/g' "$OUT/stops.tmp" |
+      cut -c1-150 | sort | uniq -c | sort -rn | head -6
+    rm -f "$OUT/stops.tmp"
   done
   section "flash-tiny's layers: steps of ${STACK:-8} layers"
   run_for 70 "$BUILD/bench/cuda_layer_bench" --config assets/models/flash-tiny/config.json \

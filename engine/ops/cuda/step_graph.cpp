@@ -45,6 +45,14 @@ void PinnedStaging::reset() {
   used_ = 0;
 }
 
+size_t StepGraph::records_requested() {
+  const char* v = std::getenv("FLASHDESK_CUDA_GRAPH_RECORDS");
+  if (!v) return 4;
+  const long n = std::strtol(v, nullptr, 10);
+  FD_CHECK(n >= 1 && n <= 64, std::string("FLASHDESK_CUDA_GRAPH_RECORDS: 1 to 64, not ") + v);
+  return static_cast<size_t>(n);
+}
+
 bool StepGraph::trace_requested() {
   const char* v = std::getenv("FLASHDESK_STEP_GRAPH_TRACE");
   return v && std::string(v) == "1";
@@ -254,7 +262,7 @@ void StepGraph::keep_captured(cudaGraph_t graph) {
     // would then never find theirs again. Once full, the least recently used record makes room:
     // updated in place where it has this graph's topology (which costs the host far less than
     // instantiating), else replaced.
-    if (recs.size() == kRecordsPerSegment && recs.back().exec) {
+    if (recs.size() == records_per_segment_ && recs.back().exec) {
       cudaGraphExecUpdateResultInfo info{};
       if (cudaGraphExecUpdate(recs.back().exec, graph, &info) == cudaSuccess) {
         made.exec = recs.back().exec;
@@ -275,7 +283,7 @@ void StepGraph::keep_captured(cudaGraph_t graph) {
     FD_CUDA_CHECK(cudaGraphLaunch(made.exec, main_));
     ++counts_.launches;
   }
-  if (recs.size() == kRecordsPerSegment) {
+  if (recs.size() == records_per_segment_) {
     if (recs.back().exec) cudaGraphExecDestroy(recs.back().exec);
     recs.pop_back();
   }

@@ -10,7 +10,8 @@
 // kernel's parameters, a copy of other bytes) stops the replay: the step is captured from there,
 // after the ops matched so far were issued again into the capture, and the new graph is kept as a
 // record of the segment. A segment keeps up to four records (a step whose shape alternates, a
-// compressor that runs every few steps, inputs that take turns, finds its own).
+// compressor that runs every few steps, inputs that take turns, finds its own;
+// FLASHDESK_CUDA_GRAPH_RECORDS sets another count, for measuring steps of many shapes).
 //
 // Capture. A host read or synchronisation inside a step cuts it: what was replayed or captured so
 // far is launched, the read waits for it, and the rest of the step is a new segment (suspend /
@@ -96,7 +97,8 @@ class StepGraph final : public StepOpSink {
   void keep_reissue(std::function<void()> reissue) override;
 
  private:
-  static constexpr size_t kRecordsPerSegment = 4;
+  // FLASHDESK_CUDA_GRAPH_RECORDS=N (1-64, default 4): the records a segment keeps.
+  static size_t records_requested();
   static bool trace_requested();
   enum class Mode { Off, Replaying, Capturing };
   struct RecordedOp {
@@ -135,6 +137,7 @@ class StepGraph final : public StepOpSink {
   Mode mode_ = Mode::Off;
   bool in_step_ = false, replay_ = true;
   const bool trace_ = trace_requested();
+  const size_t records_per_segment_ = records_requested();
   cudaStream_t main_ = nullptr, beside_ = nullptr;
   // Replaying: the open segment's records that agree with every op so far, and how many agreed.
   std::vector<size_t> alive_;
