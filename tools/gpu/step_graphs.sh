@@ -6,8 +6,9 @@
 # short prompt, DSpark's verification steps through the CLI, and the layer bench's steps of
 # several layers at flash-tiny's and at full shapes (launches, one graph, parts, and the way
 # auto's trial chose). Writes $OUT/step_graphs.md.
-# Environment: OUT (required), BUDGET_S (default 330), STACK (layers of the layer bench's steps,
-# default 8).
+# Environment: OUT (required), BUDGET_S (default 330; each stage keeps a reserve for the ones
+# after it, so a budget much below the default cuts the early stages to 5 s), STACK (layers of
+# the layer bench's steps, default 8).
 #   QUICK=1 GOLDEN=1 CLI=0 PROFILE=0 BUDGET_S=200 bash tools/gpu/run.sh; bash tools/gpu/step_graphs.sh
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
