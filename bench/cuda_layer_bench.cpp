@@ -38,6 +38,7 @@
 #include "bench/cuda_layer.h"
 #include "bench/cuda_timeline.h"
 #include "engine/ops/cuda/bench_support.h"
+#include "engine/ops/step_graph_choice.h"
 
 namespace {
 
@@ -315,7 +316,8 @@ static int run_bench(int argc, char** argv) {
         // steps of more rows run as launches.
         be.set_step_graphs_auto();
         be.set_step_graph_part_layers(1);
-        for (int64_t i = 0; batch == 1 && !be.step_graph_choice()->decided(); ++i) {
+        const bool tried = flashdesk::StepGraphChoice::tried(batch);
+        for (int64_t i = 0; tried && !be.step_graph_choice()->decided(); ++i) {
           step(i);
           be.synchronize();
         }

@@ -20,11 +20,11 @@ StepGraphChoice::Way StepGraphChoice::trial_way() const {
 }
 
 StepGraphChoice::Way StepGraphChoice::way(int64_t rows) const {
-  return rows == 1 ? trial_way() : Way::Launches;
+  return tried(rows) ? trial_way() : Way::Launches;
 }
 
 StepGraphChoice::Way StepGraphChoice::begin_step(int64_t rows) {
-  pending_ = rows == 1 && !decided_;
+  pending_ = tried(rows) && !decided_;
   return way(rows);
 }
 

@@ -31,6 +31,11 @@ class StepGraphChoice {
   // The step begun last took `seconds`, from its beginning to its result on the host.
   void step_took(double seconds);
 
+  // Whether steps of `rows` rows are tried (else they run as launches).
+  static bool tried(int64_t rows) { return rows == 1; }
+  // Whether the step begun last is one the trial times.
+  bool timing() const { return pending_; }
+
   // Whether the one-row steps' trial ended, the way steps of `rows` rows run now, and the medians
   // the trial compared (seconds; 0 until decided).
   bool decided() const { return decided_; }

@@ -65,17 +65,22 @@ TEST(StepGraphChoice, StepsOfMoreRowsRunAsLaunchesAndAreNotTimed) {
   // A 16-row prompt first, then one-row decodes and five-row verifications taking turns; the
   // verifications' times (which would say graphs) do not count.
   c.begin_step(16);
+  EXPECT_FALSE(c.timing());
   c.step_took(0.1);
   size_t steps = 0;
   while (!c.decided() && steps < 1000) {
     const int64_t rows = steps++ % 2 ? 5 : 1;
     const Way w = c.begin_step(rows);
+    EXPECT_EQ(c.timing(), rows == 1);
+    EXPECT_EQ(StepGraphChoice::tried(rows), rows == 1);
     if (rows == 5) {
       EXPECT_EQ(w, Way::Launches);
     }
     c.step_took(rows == 5 ? 0.1 : (w == Way::Graphs ? 1.2 : 1.0));
   }
   EXPECT_EQ(steps, 2 * kTrialSteps - 1);
+  c.begin_step(1);
+  EXPECT_FALSE(c.timing());  // decided: no more timing
   EXPECT_EQ(c.way(1), Way::Launches);
   EXPECT_EQ(c.way(5), Way::Launches);
   EXPECT_DOUBLE_EQ(c.launches_median(), 1.0);

@@ -259,7 +259,7 @@ void CudaBackend::step_graph_begin(int64_t rows) {
     // A step whose result was not read (a rank that reads no logits) ends where the next begins.
     end_timed_step();
     graphs = graph_choice_.begin_step(rows) == StepGraphChoice::Way::Graphs;
-    if (rows == 1 && !graph_choice_.decided()) timed_step_began_ = now_seconds();
+    if (graph_choice_.timing()) timed_step_began_ = now_seconds();
   }
   if (!graphs) return;
   layers_in_part_ = 0;
