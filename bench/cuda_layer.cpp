@@ -355,7 +355,11 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   const int64_t n = x.rows(), D = t_.head_dim, H = t_.num_attention_heads;
   const int64_t per_seq = n / static_cast<int64_t>(seqs.size()), W = t_.sliding_window;
   const float eps = static_cast<float>(t_.rms_norm_eps);
-  // As project_attention_inputs: the key/value row beside the query's linears.
+  // As project_attention_inputs: the key/value row beside the query's linears, and where the
+  // backend asks for it (as attention_layer.cpp) the compressor in that section and the indexer
+  // in one of its own after the query latent.
+  const bool beside = w.i_wq_b.has_value() && be_.indexer_beside_query(n);
+  std::vector<Tensor> topk, candidates;
   be_.beside_begin();
   Tensor kv = be_.alloc(DType::F32, Shape{n, D});
   be_.linear(x, w.wkv, kQuantLinear, kv);
@@ -363,17 +367,26 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   be_.rope(kv, D, positions, inv_freq_, false);
   Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
   be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
+  if (beside && w.c_wkv) compress(x, seqs, first_position);
   const Backend::Beside kv_section = be_.beside_end();
   Tensor qr = be_.alloc(DType::F32, Shape{n, t_.q_lora_rank});
   be_.linear(x, w.wq_a, kQuantLinear, qr);
   be_.rms_norm(qr, &w.q_norm, eps, qr);
+  Backend::Beside index_section;
+  if (beside) {
+    be_.beside_begin();
+    topk = index(qr, x, positions, seqs, first_position, candidates);
+    index_section = be_.beside_end();
+  }
   Tensor q = be_.alloc(DType::F32, Shape{n, H, D});
   be_.linear(qr, w.wq_b, kQuantLinear, q);
   be_.rope(q, D, positions, inv_freq_, false);
   be_.join(kv_section);
-  if (w.c_wkv) compress(x, seqs, first_position);
-  std::vector<Tensor> topk, candidates;
-  if (w.i_wq_b) topk = index(qr, x, positions, seqs, first_position, candidates);
+  be_.join(index_section);
+  if (!beside) {
+    if (w.c_wkv) compress(x, seqs, first_position);
+    if (w.i_wq_b) topk = index(qr, x, positions, seqs, first_position, candidates);
+  }
   Tensor o = be_.alloc(DType::F32, Shape{n, H, D});
   for (size_t s = 0; s < seqs.size(); ++s) {
     SeqCache& c = *seqs[s];

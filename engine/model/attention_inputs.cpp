@@ -6,7 +6,8 @@ namespace flashdesk {
 AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
                                          const TextConfig& text, const Tensor& x,
                                          std::span<const int64_t> positions,
-                                         std::span<const float> inv_freq) {
+                                         std::span<const float> inv_freq,
+                                         const BesideWork* beside) {
   const int64_t n = x.rows(), D = text.head_dim, H = A.sink.dim(0);
   const float eps = static_cast<float>(text.rms_norm_eps);
   AttentionInputs in;
@@ -20,14 +21,22 @@ AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
   be.rope(kv, D, positions, inv_freq, false);
   in.step_kv = be.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
   be.quantize_rows(KvFormat::Fp8Window, kv, in.step_kv, 0);
+  if (beside && beside->with_kv) beside->with_kv();
   const Backend::Beside kv_done = be.beside_end();
   in.qr = be.alloc(DType::F32, Shape{n, text.q_lora_rank});
   be.linear(x, A.wq_a, kQuantLinear, in.qr);
   be.rms_norm(in.qr, &A.q_norm, eps, in.qr);
+  Backend::Beside qr_done;
+  if (beside && beside->with_qr) {
+    be.beside_begin();
+    beside->with_qr(in.qr);
+    qr_done = be.beside_end();
+  }
   in.q = be.alloc(DType::F32, Shape{n, H, D});
   be.linear(in.qr, A.wq_b, kQuantLinear, in.q);
   be.rope(in.q, D, positions, inv_freq, false);
   be.join(kv_done);
+  be.join(qr_done);
   return in;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "engine/checkpoint/config.h"
@@ -19,9 +20,19 @@ struct AttentionInputs {
   Tensor step_kv;
 };
 
+// Work the query's projections do not read, issued in beside sections next to them (the
+// compressor and the indexer of a layer where Backend::indexer_beside_query says so): `with_kv`
+// after the key/value row in its section, `with_qr` in a section of its own once the query latent
+// exists (the indexer reads it). Both are joined before project_attention_inputs returns.
+struct BesideWork {
+  std::function<void()> with_kv;
+  std::function<void(const Tensor& qr)> with_qr;
+};
+
 AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
                                          const TextConfig& text, const Tensor& x,
                                          std::span<const int64_t> positions,
-                                         std::span<const float> inv_freq);
+                                         std::span<const float> inv_freq,
+                                         const BesideWork* beside = nullptr);
 
 }  // namespace flashdesk

@@ -16,12 +16,28 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
   const std::vector<float>& freq = model_.rope_[static_cast<size_t>(layer)];
   const int64_t n = n_rows_, D = text_.head_dim, H = A.sink.dim(0);
 
-  const AttentionInputs in = project_attention_inputs(be_, A, text_, x, positions_, freq);
+  // The compressor and the indexer read neither the query nor its RoPE: where the backend gains
+  // from it, they run beside the query's projections (not observed: an observer reads the top-k
+  // on the host, which a beside section may not).
+  const bool compress_here = A.compressor && !compressed_done;
+  const bool beside = A.indexer && !obs_ && be_.indexer_beside_query(n);
+  BesideWork work;
+  if (beside) {
+    if (compress_here) {
+      reserve_compressed_entries(layer);
+      work.with_kv = [&] { compress(layer, x); };
+    }
+    work.with_qr = [&](const Tensor& qr) { index(layer, qr, x); };
+  }
+  const AttentionInputs in =
+      project_attention_inputs(be_, A, text_, x, positions_, freq, beside ? &work : nullptr);
   const Tensor &qr = in.qr, &q = in.q, &step_kv = in.step_kv;
   observe(layer, "attn_q", q);
 
-  if (A.compressor && !compressed_done) compress(layer, x);
-  if (A.indexer) index(layer, qr, x);
+  if (!beside) {
+    if (compress_here) compress(layer, x);
+    if (A.indexer) index(layer, qr, x);
+  }
 
   Tensor o = f32(Shape{n, H, D});
   const int64_t W = text_.sliding_window;
@@ -123,6 +139,15 @@ void StepRunner::compress(int64_t layer, const Tensor& x) {
     be_.rope(lat, D, entry_pos, freq, false);
     be_.quantize_rows(KvFormat::Fp4Entry, lat, g.entries, g.n_entries);
     g.n_entries += e;
+  }
+}
+
+void StepRunner::reserve_compressed_entries(int64_t layer) {
+  const int64_t m = model_.roles_[static_cast<size_t>(layer)].compress_ratio;
+  for (const SeqRows& s : seqs_) {
+    GlobalKv& g = s.state->global[static_cast<size_t>(layer)];
+    // At most (pending + rows) / m entries, pending < m.
+    reserve_entries(be_, g, g.n_entries + s.n_rows / m + 1);
   }
 }
 

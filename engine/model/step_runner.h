@@ -44,6 +44,10 @@ class StepRunner {
   // attention_layer.cpp
   Tensor attention(int64_t layer, const Tensor& x, bool compressed_done);
   void compress(int64_t layer, const Tensor& x);
+  // Room for every entry this step's compression of `layer` may add (compress grows the caches
+  // itself otherwise): taken before a beside section compresses, since a growth there would free
+  // the old buffers while the section's copy still reads them.
+  void reserve_compressed_entries(int64_t layer);
   void index(int64_t layer, const Tensor& qr, const Tensor& x);
   // indexer_rows.cpp
   void index_each_row(int64_t layer, const SeqRows& s, const Tensor& qi, const Tensor& w);

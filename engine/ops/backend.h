@@ -294,6 +294,16 @@ class Backend {
     (void)rows;
     return false;
   }
+  // The compressor and the indexer of a layer beside the query's projections. The top-k reads the
+  // query latent but not the query itself, so where a backend gains from it (the CUDA backend at
+  // decode sizes, where the selection runs on one multiprocessor while the query's wq_b could
+  // stream) the model issues the compressor in the key/value row's section and the indexer in a
+  // section of its own after the latent (project_attention_inputs), the same ops on the same
+  // inputs.
+  virtual bool indexer_beside_query(int64_t rows) const {
+    (void)rows;
+    return false;
+  }
   // y [n, D] F32 = the shared expert's term of x (moe_experts' last). Default: moe_experts with no
   // routed expert.
   virtual void moe_shared_expert(const Tensor& x, const ExpertWeights& shared, float swiglu_limit,

@@ -148,10 +148,16 @@ TEST_F(CudaIndexerTest, ReindexRestriction) {
 // (both of its paths: nth_element when 64 k > the row, partial_sort otherwise), over rows wider
 // than the cache (select_width).
 TEST_F(CudaIndexerTest, TiesAsTorchBreaksThem) {
-  check(3, 4, 64, 100, 16, 8, 8, true, false, 7, 3);
-  check(2, 4, 64, 300, 4, 8, 8, true, false, 8, 7);  // 64 k <= 300: partial_sort
-  check(3, 4, 64, 160, 24, 8, 5, false, true, 9, 3);
-  check(2, 4, 64, 90, 16, 8, 6, true, false, 10, 7, 120);
+  for (const bool runs : {false, true}) {  // both forms of torch's selection's steps
+    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
+                      : "whole-block partitions, one thread's heap steps");
+    gpu().set_select_runs(runs);
+    gpu().set_heap_by_warp(runs);
+    check(3, 4, 64, 100, 16, 8, 8, true, false, 7, 3);
+    check(2, 4, 64, 300, 4, 8, 8, true, false, 8, 7);  // 64 k <= 300: partial_sort
+    check(3, 4, 64, 160, 24, 8, 5, false, true, 9, 3);
+    check(2, 4, 64, 90, 16, 8, 6, true, false, 10, 7, 120);
+  }
 }
 
 // Rows held in registers, several entries a thread (the decode row's form: 16 a thread at
@@ -159,12 +165,18 @@ TEST_F(CudaIndexerTest, TiesAsTorchBreaksThem) {
 // with ties at the k-th best and without. (The emulation's 99 KiB of shared memory holds rows of
 // up to about 6,000 entries; the 16,384-entry rows take this path on the GPU only.)
 TEST_F(CudaIndexerTest, RowsHeldInRegisters) {
-  check(2, 4, 64, 3000, 256, 4, 64, true, false, 13, 5, 4096);  // 4 a thread, blocks of 4
-  check(2, 4, 64, 3000, 256, 2, 64, true, false, 17, 5, 4096);  // two blocks a thread
-  check(1, 4, 64, 16384, 512, 8, 256, true, false, 14, 50);     // 16 a thread, ties
-  check(1, 4, 64, 16384, 512, 8, 300, true, false, 15);         // 16 a thread, no tie
-  check(1, 4, 64, 16385, 512, 8, 300, true, false, 18, 50);     // 17 a thread (a decode step's)
-  check(2, 4, 64, 5000, 300, 8, 40, false, true, 16, 7, 6000);  // 6 a thread, restricted
+  for (const bool runs : {false, true}) {  // both forms of torch's selection's steps
+    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
+                      : "whole-block partitions, one thread's heap steps");
+    gpu().set_select_runs(runs);
+    gpu().set_heap_by_warp(runs);
+    check(2, 4, 64, 3000, 256, 4, 64, true, false, 13, 5, 4096);  // 4 a thread, blocks of 4
+    check(2, 4, 64, 3000, 256, 2, 64, true, false, 17, 5, 4096);  // two blocks a thread
+    check(1, 4, 64, 16384, 512, 8, 256, true, false, 14, 50);     // 16 a thread, ties
+    check(1, 4, 64, 16384, 512, 8, 300, true, false, 15);         // 16 a thread, no tie
+    check(1, 4, 64, 16385, 512, 8, 300, true, false, 18, 50);     // 17 a thread (a decode step's)
+    check(2, 4, 64, 5000, 300, 8, 40, false, true, 16, 7, 6000);  // 6 a thread, restricted
+  }
 }
 
 // Inside a step graph the sizes are device values and the launches are sized for a bucket of
@@ -182,11 +194,17 @@ TEST_F(CudaIndexerTest, InsideAStepGraph) {
 
 TEST_F(CudaIndexerTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
-  check(1, 32, 128, 16384, 512, 8, 2048, true, false, 5);
-  check(4, 32, 128, 16384, 512, 8, 2048, false, true, 6);
-  check(2, 32, 128, 16384, 512, 8, 2048, true, false, 11, 50);  // ties at full width
-  // A decode step's row at a 16K context (4096 entries), ties at the k-th best.
-  check(2, 32, 128, 4096, 512, 8, 512, true, false, 12, 50);
+  for (const bool runs : {false, true}) {  // both forms of torch's selection's steps
+    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
+                      : "whole-block partitions, one thread's heap steps");
+    gpu().set_select_runs(runs);
+    gpu().set_heap_by_warp(runs);
+    check(1, 32, 128, 16384, 512, 8, 2048, true, false, 5);
+    check(4, 32, 128, 16384, 512, 8, 2048, false, true, 6);
+    check(2, 32, 128, 16384, 512, 8, 2048, true, false, 11, 50);  // ties at full width
+    // A decode step's row at a 16K context (4096 entries), ties at the k-th best.
+    check(2, 32, 128, 4096, 512, 8, 512, true, false, 12, 50);
+  }
 }
 
 }  // namespace

@@ -2,7 +2,10 @@
 // step-by-step host one (engine/util/torch_select.h, itself checked against torch and libstdc++):
 // the same first k pairs on tie-heavy rows of every size class (one partition step or many,
 // heap-select chunks one or many), and the same whole arrangement where introselect runs, also on
-// rows that drive it into its depth-limit heap select (McIlroy's adversary).
+// rows that drive it into its depth-limit heap select (McIlroy's adversary). Both forms of the
+// steps: partitions by the whole block and heap steps on one thread, and partitions over runs on
+// fewer threads as ranges shrink with heap steps by a warp (CudaBackend::set_select_runs,
+// set_heap_by_warp).
 #include <algorithm>
 #include <random>
 #include <string>
@@ -58,6 +61,8 @@ class CudaTorchSelectTest : public CudaOpTest {
     return tied;
   }
 
+  void check_tie_heavy_rows();
+
   static std::vector<std::vector<float>> levels(int64_t rows, int64_t n, int distinct,
                                                 uint32_t seed) {
     std::mt19937 rng(seed);
@@ -71,9 +76,20 @@ class CudaTorchSelectTest : public CudaOpTest {
 };
 
 TEST_F(CudaTorchSelectTest, TieHeavyRowsEndAsOnTheHost) {
+  for (const bool runs : {false, true}) {
+    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
+                      : "whole-block partitions, one thread's heap steps");
+    gpu().set_select_runs(runs);
+    gpu().set_heap_by_warp(runs);
+    check_tie_heavy_rows();
+  }
+}
+
+void CudaTorchSelectTest::check_tie_heavy_rows() {
   int tied = 0, cases = 0;
-  // Introselect: rows within one block step (<= 256) and over many; k near both ends.
-  for (const int64_t n : {5, 17, 200, 1000, 3000})
+  // Introselect: rows within one block step (<= 256) and over many, and (12,000) wider than
+  // the 256 threads' runs take; k near both ends.
+  for (const int64_t n : {5, 17, 200, 1000, 3000, 12000})
     for (const int64_t k : {int64_t{1}, n / 60 + 1, n / 2, n - 1, n})
       for (const int distinct : {2, 5, 40}) {
         if (k < 1 || k > n || k * 64 <= n) continue;
@@ -81,9 +97,11 @@ TEST_F(CudaTorchSelectTest, TieHeavyRowsEndAsOnTheHost) {
                       "introselect");
         ++cases;
       }
-  // Heap select: one chunk (4 x 256 elements) or several.
-  for (const int64_t n : {640, 5000})
-    for (const int64_t k : {int64_t{1}, int64_t{6}, n / 64})
+  // Heap select: one chunk (4 x 256 elements) or several; heaps of one node to 625 (paths of more
+  // than one five-level round, an even size's single last child; 40,000 entries: a long
+  // context's decode row).
+  for (const int64_t n : {640, 5000, 40000})
+    for (const int64_t k : {int64_t{1}, int64_t{6}, int64_t{7}, n / 64})
       for (const int distinct : {3, 50}) {
         tied += check(levels(2, n, distinct, static_cast<uint32_t>(n + k * 31 + distinct)), k,
                       "heap select");
@@ -94,13 +112,19 @@ TEST_F(CudaTorchSelectTest, TieHeavyRowsEndAsOnTheHost) {
 }
 
 TEST_F(CudaTorchSelectTest, DepthLimitFallbackEndsAsOnTheHost) {
-  for (const int64_t n : {300, 2000})
-    for (const int64_t k : {n / 3, n - 1}) {
-      const std::vector<float> v = adversarial_row(n, [&](auto& idx, auto cmp) {
-        std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), cmp);
-      });
-      check({v}, k, "adversarial");
-    }
+  for (const bool runs : {false, true}) {
+    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
+                      : "whole-block partitions, one thread's heap steps");
+    gpu().set_select_runs(runs);
+    gpu().set_heap_by_warp(runs);
+    for (const int64_t n : {300, 2000})
+      for (const int64_t k : {n / 3, n - 1}) {
+        const std::vector<float> v = adversarial_row(n, [&](auto& idx, auto cmp) {
+          std::nth_element(idx.begin(), idx.begin() + (k - 1), idx.end(), cmp);
+        });
+        check({v}, k, "adversarial");
+      }
+  }
 }
 
 }  // namespace

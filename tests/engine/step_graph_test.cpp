@@ -3,7 +3,8 @@
 // the same inputs), whether a step replays a recorded graph (its per-step values in device
 // memory) or is captured, also where a host read cuts a step into several graphs (routed experts
 // in host memory) or the step is launched in parts of a layer; most steps and parts replay; the
-// fused ops give the logits of their separate kernels within the goldens' bound. Skipped without a
+// fused ops give the logits of their separate kernels within the goldens' bound, and the indexer
+// beside the query gives those of the in-place order. Skipped without a
 // CUDA device (the cuda-emu build runs it on the emulation, whose graphs run their captured work
 // when launched, as on the device).
 #include <gtest/gtest.h>
@@ -115,6 +116,27 @@ TEST(StepGraphs, FusedOpsGiveTheLogitsOfTheSeparateKernels) {
               std::max_element(got[i].begin(), got[i].end()) - got[i].begin())
         << "step " << i;
   }
+#endif
+}
+
+// The compressor and the indexer beside the query's projections (set_indexer_beside_query): the
+// same kernels on the same inputs on another stream, so the logits of the in-place order to the
+// bit, launched or as step graphs (whose capture forks and joins the extra section).
+TEST(StepGraphs, IndexerBesideTheQueryGivesTheLogitsOfInPlace) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  CudaBackend in_place(0), beside(0), graphed(0);
+  in_place.set_indexer_beside_query(false);
+  beside.set_indexer_beside_query(true);
+  graphed.set_indexer_beside_query(true);
+  graphed.set_step_graph_part_layers(0);
+  EXPECT_TRUE(beside.indexer_beside_query(1));
+  EXPECT_FALSE(beside.indexer_beside_query(80));  // a prefill's rows fill the GPU themselves
+  const auto want = run_steps(in_place, false, -1);
+  expect_same_bits(want, run_steps(beside, false, -1));
+  expect_same_bits(want, run_steps(graphed, true, -1));
 #endif
 }
 

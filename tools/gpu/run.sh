@@ -15,7 +15,10 @@
 # or CLI round, and no profile unless PROFILE=1). PROFILE_PREFILL=0 keeps the profile to decode,
 # CLI=0 skips the CLI round, GEMV=0 the GEMV bench, LAYER_BENCH_ARGS replaces the layer bench's
 # arguments, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report (its BENCH_ARGS and
-# SKIP pass through: a prefill's kernels, for one).
+# SKIP pass through: a prefill's kernels, for one). AB="NAME=a,b ..." runs the layer bench
+# (AB_BENCH_ARGS, default a batch-1 decode of every role) under each value of each switch,
+# AB_ROUNDS times (default 2) with the values taking turns, and appends its tables to the layer
+# table; the indexer's selection bench (cuda_select_bench) is appended there in every call.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -53,7 +56,7 @@ run_for 100 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITEC
 # Reserves (the seconds kept for the stages after one) are smaller in a QUICK call.
 if [ "${QUICK:-0}" = 1 ]; then R_BUILD=50 R_TESTS=40; else R_BUILD=180 R_TESTS=200; fi
 run_for "$R_BUILD" cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
-  cuda_model_bench cuda_gemv_bench >> "$OUT/build.log" 2>&1
+  cuda_model_bench cuda_gemv_bench cuda_select_bench >> "$OUT/build.log" 2>&1
 echo "core build exit $?" >> "$OUT/build.log"
 # The golden tests live in engine_tests: built while the op tests run.
 TESTS_BUILD=
@@ -74,6 +77,29 @@ if [ "${QUICK:-0}" = 1 ]; then LAYER_ARGS=(--iters 5 --batches 1 --prefill 2048)
 [ -n "${LAYER_BENCH_ARGS:-}" ] && eval "LAYER_ARGS=($LAYER_BENCH_ARGS)"
 run_for 100 "$BUILD/bench/cuda_layer_bench" "${LAYER_ARGS[@]}" > "$OUT/bench_layers.md" 2>&1
 echo "exit $?" >> "$OUT/bench_layers.md"
+
+# A decode step's indexer selection in its two forms of torch's steps (a few seconds).
+stage bench_select
+{ echo; echo "## The indexer's selection (bench/cuda_select_bench)"; echo
+  run_for 90 "$BUILD/bench/cuda_select_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
+
+# Switches measured against each other in this call, the values taking turns.
+if [ -n "${AB:-}" ]; then
+  stage ab
+  eval "AB_ARGS=(${AB_BENCH_ARGS:---iters 5 --batches 1 --prefill 0 --graph 0})"
+  for item in $AB; do
+    name=${item%%=*}
+    echo; echo "## A/B: $name (cuda_layer_bench ${AB_ARGS[*]})"
+    for round in $(seq "${AB_ROUNDS:-2}"); do
+      IFS=, read -r -a values <<< "${item#*=}"
+      for v in "${values[@]}"; do
+        echo; echo "### $name=$v, round $round"; echo
+        env "$name=$v" timeout 120 "$BUILD/bench/cuda_layer_bench" "${AB_ARGS[@]}" 2>&1 |
+          grep -E '^\| (window|Full|Reindex|Reuse|role|---|[0-9])'
+      done
+    done
+  done >> "$OUT/bench_layers.md" 2>&1
+fi
 
 # Per-kernel device time and DRAM bytes (Nsight Compute reads the counters on the Firecracker
 # machines; elsewhere it says why not) of decode steps of two roles at batch 1 and of one role's

@@ -143,6 +143,12 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_MOE_SPLIT=0|1 (default 1): the tensor-core decode experts run the FP8 shared
   // slot as parts over K, each about a routed FP4 expert's bytes (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_MOE_SPLIT", split_shared_tc_);
+  // FLASHDESK_CUDA_SELECT_RUNS=0|1 (default 0): set_select_runs (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
+  // FLASHDESK_CUDA_HEAP_WARP=0|1 (default 0): set_heap_by_warp (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_HEAP_WARP", heap_by_warp_);
+  // FLASHDESK_CUDA_INDEXER_BESIDE=0|1 (default 0): set_indexer_beside_query (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_INDEXER_BESIDE", indexer_beside_);
   // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
   // the Backend defaults' separate kernels (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_FUSE", fuse_);

@@ -99,6 +99,17 @@ class CudaBackend final : public Backend {
   // The indexer's tie selection in shared memory where the row fits (default), or always in
   // global memory (the tests run both).
   void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
+  // Whether torch's selection partitions a range over threads that each keep a run of it as bit
+  // masks, on fewer threads as the ranges shrink (torch_select_block.cuh's partition_runs), or
+  // on the whole block with warp-striped stop lists (the default until measured on a GPU;
+  // FLASHDESK_CUDA_SELECT_RUNS=0|1; the tests run both).
+  void set_select_runs(bool on) { select_runs_ = on; }
+  bool select_runs() const { return select_runs_; }
+  // Whether the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row from
+  // 32,768 entries) run on one thread or on a warp (torch_select_block.cuh's warp_pop_to; off by
+  // default until measured; FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
+  void set_heap_by_warp(bool on) { heap_by_warp_ = on; }
+  bool heap_by_warp() const { return heap_by_warp_; }
   // Which kernel scores the indexer's rows: by row count (Auto: the tensor cores for
   // prefill-sized calls where the shape fits, indexer_tc.cu), the tensor cores wherever the shape
   // fits, or the CUDA cores (FLASHDESK_CUDA_INDEXER=auto|tensor-cores|cuda-cores; the tests
@@ -211,6 +222,11 @@ class CudaBackend final : public Backend {
   void moe_routed_experts_plus(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                std::span<const ExpertWeights* const> experts,
                                const Tensor& shared_y, float swiglu_limit, Tensor& y) override;
+  // The compressor and the indexer beside the query's projections at decode sizes
+  // (Backend::indexer_beside_query; FLASHDESK_CUDA_INDEXER_BESIDE=1; off by default until
+  // measured on a GPU).
+  bool indexer_beside_query(int64_t rows) const override;
+  void set_indexer_beside_query(bool on) { indexer_beside_ = on; }
   // The shared expert beside the router at decode sizes (FLASHDESK_CUDA_SHARED_AHEAD=1; off by
   // default: measured slower, docs/cuda-backend.md).
   void set_shared_expert_ahead(bool on) { shared_ahead_ = on; }
@@ -253,6 +269,9 @@ class CudaBackend final : public Backend {
   int part_layers_ = 1, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
+  bool select_runs_ = false;     // FLASHDESK_CUDA_SELECT_RUNS
+  bool indexer_beside_ = false;  // FLASHDESK_CUDA_INDEXER_BESIDE
+  bool heap_by_warp_ = false;    // FLASHDESK_CUDA_HEAP_WARP
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).

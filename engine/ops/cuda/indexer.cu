@@ -20,6 +20,7 @@
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/indexer_args.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/linear.cuh"
 #include "engine/ops/cuda/torch_select_block.cuh"
 #include "engine/ops/kv_format.h"
 #include "engine/util/torch_select.h"
@@ -42,6 +43,7 @@ struct TieScratch {
   torch_select::Scored* pairs;  // [rows, width]
   int32_t* lists;               // [rows, 2 * width]
   uint8_t* taken;               // [rows, width]
+  SelectForm form;              // block_torch_select's steps
 };
 
 // Shared memory a row of `width` takes in the shared-memory kernel: the pairs and two uint16
@@ -218,7 +220,7 @@ template <class Index>
 __device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
                            int64_t limit, int32_t* out, int64_t out_len, int* hist,
                            int* warp_totals, torch_select::Scored* pairs,
-                           const BlockSelectRoomOf<Index>& room, uint8_t* taken) {
+                           const BlockSelectRoomOf<Index>& room, uint8_t* taken, SelectForm form) {
   __shared__ uint32_t prefix_s;
   __shared__ int remaining_s, equal_s;
   k = lmin(k, count);
@@ -250,7 +252,7 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       taken[s] = 0;
     }
     __syncthreads();
-    block_torch_select(pairs, count, k, room, warp_totals);
+    block_torch_select(pairs, count, k, room, warp_totals, form);
     for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
       if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
     __syncthreads();
@@ -330,7 +332,8 @@ template <class Index>
 __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool drop_neg_inf,
                                 int64_t limit, int32_t* out, int64_t out_len, int* hist,
                                 int* warp_totals, torch_select::Scored* pairs,
-                                const BlockSelectRoomOf<Index>& room, uint8_t* taken) {
+                                const BlockSelectRoomOf<Index>& room, uint8_t* taken,
+                                SelectForm form) {
   __shared__ uint32_t prefix_s;
   __shared__ int remaining_s, equal_s;
   const int count = row.count, per = row.per;
@@ -387,7 +390,7 @@ __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool 
       }
     }
     __syncthreads();
-    block_torch_select(pairs, count, k, room, warp_totals);
+    block_torch_select(pairs, count, k, room, warp_totals, form);
     for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
       if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
     // The held keys read again: holding them through torch's selection spilled registers.
@@ -505,19 +508,19 @@ __global__ void __launch_bounds__(kSelectThreads)
   }
   if (held)
     select_top_held(row, sc, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs,
-                    room, taken);
+                    room, taken, tie.form);
   else
     select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, room,
-               taken);
+               taken, tie.form);
   if (!candidates) return;
   if (kShared && a.n_blocks <= static_cast<int64_t>(kHeldPerThread) * blockDim.x) {
     HeldRow blocks;
     load_held(bs, a.n_blocks, blocks);
     select_top_held(blocks, bs, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals,
-                    pairs, room, taken);
+                    pairs, room, taken, tie.form);
   } else {
     select_top(bs, a.n_blocks, c, true, a.n_blocks, candidates + t * c, c, hist, warp_totals, pairs,
-               room, taken);
+               room, taken, tie.form);
   }
 }
 
@@ -608,6 +611,12 @@ ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
 
 }  // namespace
 
+// A decode step's selection is one block a query: the rest of the GPU is free for the query's
+// projections beside it. Prefill-sized calls fill the GPU themselves.
+bool CudaBackend::indexer_beside_query(int64_t rows) const {
+  return indexer_beside_ && rows <= cuda::kGemvTokens;
+}
+
 Tensor CudaBackend::indexer_scores(const IndexerArgs& args) {
   const int64_t n = args.q->rows();
   cuda::DeviceGuard g(ctx_->device());
@@ -658,7 +667,8 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   }
   Tensor taken = ctx_->scratch(DType::U8, Shape{group, row});
   const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
-                             shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken)};
+                             shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken),
+                             cuda::select_form(select_runs_, heap_by_warp_)};
   if (shared)
     cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
   for (int64_t t0 = 0; t0 < n; t0 += group) {

@@ -20,11 +20,28 @@
 #include <cstdint>
 
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/warp_roles.cuh"
 #include "engine/util/torch_select.h"
 
 namespace flashdesk::cuda {
 
 constexpr int kHeapChunkPerThread = 4;  // elements each thread tests per heap-select chunk
+// A partition's range is spread over as many threads as give each about this many elements (at
+// most 32, one bit mask a thread; a warp at least, the block at most): a small range on few
+// threads waits at cheaper barriers.
+constexpr int kPartitionPerThread = 16;
+
+// Which forms of the selection's steps run (the backend's settings; both give torch's
+// arrangement): partitions by the whole block or over runs on fewer threads as ranges shrink
+// (partition_runs), and the heap select's steps by one thread or by a warp (warp_pop_to).
+struct SelectForm {
+  int64_t partition_per_thread = 0;  // > 0: partitions over runs of about that many elements
+  bool heap_by_warp = false;
+};
+// The form of the backend's settings (CudaBackend::select_runs, heap_by_warp).
+inline SelectForm select_form(bool runs, bool heap_by_warp) {
+  return SelectForm{runs ? kPartitionPerThread : 0, heap_by_warp};
+}
 
 // A block's working room: two index lists as long as the row, in global memory (int32) or, for
 // rows of at most 65,536 pairs, in shared memory (uint16: half the room, so a V4.1 decode row of
@@ -145,9 +162,210 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
   return cut;
 }
 
+// The barrier of the block's first `threads` threads (a multiple of 32): the block's own, a
+// warp's, or named barrier 1.
+__device__ __forceinline__ void sync_first(unsigned threads) {
+  if (threads == blockDim.x)
+    __syncthreads();
+  else if (threads == 32)
+    __syncwarp();
+  else
+    named_barrier_sync(1, threads);
+}
+
+// Exclusive sums over the first `threads` threads of two counts, and their totals. Every warp
+// scans the warps' totals itself, so one barrier is enough; `totals` is reused by the next call
+// only after later barriers.
+__device__ inline void exclusive_scan_two(int a, int b, unsigned threads, int (*totals)[32],
+                                          int& before_a, int& before_b, int& total_a,
+                                          int& total_b) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = threads >> 5;
+  int xa = a, xb = b;  // inclusive within the warp
+  for (unsigned o = 1; o < 32; o <<= 1) {
+    const int ya = __shfl_up_sync(kFullMask, xa, o), yb = __shfl_up_sync(kFullMask, xb, o);
+    if (lane >= o) xa += ya, xb += yb;
+  }
+  if (warps == 1) {
+    before_a = xa - a;
+    before_b = xb - b;
+    total_a = __shfl_sync(kFullMask, xa, 31);
+    total_b = __shfl_sync(kFullMask, xb, 31);
+    return;
+  }
+  if (lane == 31) {
+    totals[0][warp] = xa;
+    totals[1][warp] = xb;
+  }
+  sync_first(threads);
+  int wa = lane < warps ? totals[0][lane] : 0, wb = lane < warps ? totals[1][lane] : 0;
+  for (unsigned o = 1; o < 32; o <<= 1) {
+    const int ya = __shfl_up_sync(kFullMask, wa, o), yb = __shfl_up_sync(kFullMask, wb, o);
+    if (lane >= o) wa += ya, wb += yb;
+  }
+  const int from_a = __shfl_sync(kFullMask, wa, (warp + 31) & 31u),
+            from_b = __shfl_sync(kFullMask, wb, (warp + 31) & 31u);
+  before_a = (warp > 0 ? from_a : 0) + xa - a;
+  before_b = (warp > 0 ? from_b : 0) + xb - b;
+  total_a = __shfl_sync(kFullMask, wa, warps - 1);
+  total_b = __shfl_sync(kFullMask, wb, warps - 1);
+}
+
+// partition()'s result (the same swaps, the same cut) by the first `threads` threads, each with a
+// contiguous run of at most 32 elements whose stops it keeps as two bit masks: the stop lists'
+// positions come from one scan of the runs' counts. With F(m) the left stops in [first, m) and
+// G(m) the right stops in [m, last), swap j (from 1) happens iff the j-th left stop lies before
+// the j-th right stop, iff min(F(m), G(m)) >= j for some m: the swaps are max_m min(F(m), G(m)),
+// found in the run where F crosses G. No ballots, list writes for the swapped stops only, and
+// four barriers of `threads` threads (partition() waits at five of the whole block's).
+template <class Index>
+__device__ inline int64_t partition_runs(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
+                                         const BlockSelectRoomOf<Index>& room, unsigned threads) {
+  __shared__ int totals[2][32];
+  __shared__ int swaps_s;
+  __shared__ int64_t next_left_s;  // the first left stop after the swapped ones
+  const Scored p = pairs[pivot];
+  const int len = static_cast<int>(last - first);  // <= 32 * threads
+  const int run = (len + static_cast<int>(threads) - 1) / static_cast<int>(threads);
+  const int i0 = static_cast<int>(lmin(len, static_cast<int64_t>(threadIdx.x) * run));
+  const int n = static_cast<int>(lmin(len - i0, run));
+  uint32_t stop_l = 0, stop_r = 0;
+  for (int u = 0; u < n; ++u) {
+    const Scored x = pairs[first + i0 + u];
+    stop_l |= static_cast<uint32_t>(!torch_select::before(x, p)) << u;
+    stop_r |= static_cast<uint32_t>(!torch_select::before(p, x)) << u;
+  }
+  if (threadIdx.x == 0) {
+    swaps_s = 0;
+    next_left_s = last;
+  }
+  if (threads == 32) __syncwarp();  // (more threads: the scan's barrier orders these)
+  int before_l, before_r, total_l, total_r;
+  exclusive_scan_two(__popc(stop_l), __popc(stop_r), threads, totals, before_l, before_r, total_l,
+                     total_r);
+  // min(F, G) over this run's m = first + i0 .. first + i0 + n: F rises and G falls, so it is F's
+  // end value where F stays below G, G's start value where F starts above it, else walked.
+  const int f0 = before_l, g0 = total_r - before_r;
+  const int f1 = f0 + __popc(stop_l), g1 = g0 - __popc(stop_r);
+  int best;
+  if (f1 <= g1) {
+    best = f1;
+  } else if (f0 >= g0) {
+    best = g0;
+  } else {
+    int f = f0, g = g0;
+    best = f < g ? f : g;
+    for (int u = 0; u < n; ++u) {
+      f += (stop_l >> u) & 1u;
+      g -= (stop_r >> u) & 1u;
+      const int h = f < g ? f : g;
+      if (h > best) best = h;
+    }
+  }
+  if (best > 0) atomicMax(&swaps_s, best);
+  sync_first(threads);
+  const int swaps = swaps_s;
+  // The lists' first `swaps` entries: left stop of rank r at room.left[r], right stop of rank r
+  // from the right at room.right[r].
+  int seen_l = 0, seen_r = 0;
+  for (int u = 0; u < n; ++u) {
+    const int64_t at = first + i0 + u;
+    if ((stop_l >> u) & 1u) {
+      const int r = before_l + seen_l++;
+      if (r < swaps)
+        room.left[r] = static_cast<Index>(at);
+      else if (r == swaps)
+        next_left_s = at;
+    }
+    if ((stop_r >> u) & 1u) {
+      const int r = g0 - ++seen_r;
+      if (r < swaps) room.right[r] = static_cast<Index>(at);
+    }
+  }
+  sync_first(threads);
+  const int64_t next_left = next_left_s;
+  const int64_t cut =
+      swaps > 0 ? lmin(next_left, static_cast<int64_t>(room.right[swaps - 1])) : next_left;
+  for (int j = static_cast<int>(threadIdx.x); j < swaps; j += static_cast<int>(threads))
+    torch_select::swap(pairs + room.left[j], pairs + room.right[j]);
+  sync_first(threads);
+  return cut;
+}
+
+// The threads a partition of `len` elements runs on (see kPartitionPerThread).
+__device__ __forceinline__ unsigned partition_threads(int64_t len, int64_t per_thread) {
+  const int64_t want = ((len + per_thread - 1) / per_thread + 31) / 32 * 32;
+  return static_cast<unsigned>(lmin(static_cast<int64_t>(blockDim.x), lmax(int64_t{32}, want)));
+}
+
+// Where sift_down's hole moves from node h of a heap of `len`: the child that is not before the
+// other (the right one at a tie), the single left child of the last inner node of an even-sized
+// heap, or -1 at a leaf (torch_select::sift_down's steps).
+__device__ __forceinline__ int64_t hole_step(const Scored* heap, int64_t len, int64_t h) {
+  if (h < (len - 1) / 2) {
+    const int64_t right = 2 * (h + 1);
+    return torch_select::before(heap[right], heap[right - 1]) ? right - 1 : right;
+  }
+  if ((len & 1) == 0 && h == (len - 2) / 2) return 2 * h + 1;
+  return -1;
+}
+
+// torch_select::pop_to(heap, heap + len, result) by one warp (every lane calls it). The hole's
+// path p_0 = 0 .. p_D is found five levels a round: lane j takes the j-th node of the five-level
+// subtree at the round's first node and its hole step, and the path follows them by shuffles.
+// sift_down moves the path's values o_1 .. o_D up a node and push_up moves value up from p_D past
+// the parents it is not before; so with t* the last t < D where o_{t+1} is not before value (-1
+// if none), p_0 .. p_t* take o_1 .. o_{t*+1}, p_{t*+1} takes value, the nodes below keep their
+// own, and *result takes o_0: the same writes, a warp's loads at once instead of a thread's
+// dependent ones.
+__device__ inline void warp_pop_to(Scored* heap, int64_t len, Scored* result) {
+  const unsigned lane = threadIdx.x & 31u;
+  const Scored value = *result;
+  int64_t path_node = -1;  // lane t: p_t
+  int depth = 0;           // path nodes found (uniform)
+  for (int64_t root = 0;;) {
+    int64_t step = -1;
+    if (lane < 31) {
+      const int level = 31 - __clz(static_cast<int>(lane) + 1);
+      const int64_t node =
+          ((root + 1) << level) - 1 + (static_cast<int>(lane) - ((1 << level) - 1));
+      if (node < len) step = hole_step(heap, len, node);
+    }
+    int64_t at = root;
+    int j = 0;  // at's lane in the subtree
+    bool leaf = false;
+    for (int s = 0; s < 5; ++s) {
+      if (static_cast<int>(lane) == depth) path_node = at;
+      ++depth;
+      const int64_t next = __shfl_sync(kFullMask, step, j);
+      if (next < 0) {
+        leaf = true;
+        break;
+      }
+      j = next == 2 * at + 1 ? 2 * j + 1 : 2 * j + 2;
+      at = next;
+    }
+    if (leaf) break;
+    root = at;  // the subtree's sixth level: the next round's first node
+  }
+  const int D = depth - 1;
+  Scored own{0.0f, 0};
+  if (static_cast<int>(lane) <= D) own = heap[path_node];
+  const float below_value = __shfl_down_sync(kFullMask, own.value, 1);
+  const int32_t below_index = __shfl_down_sync(kFullMask, own.index, 1);
+  const Scored below{below_value, below_index};  // lane t: o_{t+1}
+  const unsigned stops =
+      __ballot_sync(kFullMask, static_cast<int>(lane) < D && !torch_select::before(below, value));
+  const int last_stop = stops ? 31 - __clz(static_cast<int>(stops)) : -1;  // t*
+  __syncwarp();
+  if (lane == 0) *result = own;
+  if (static_cast<int>(lane) <= last_stop) heap[path_node] = below;
+  if (static_cast<int>(lane) == last_stop + 1) heap[path_node] = value;
+  __syncwarp();
+}
+
 // torch_select::heap_select(pairs + first, pairs + middle, pairs + last) by the block.
 __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle, int64_t last,
-                                   int* warp_totals) {
+                                   int* warp_totals, bool by_warp) {
   __shared__ int32_t may_enter[kHeapChunkPerThread * 1024];
   __shared__ int listed_s;
   if (threadIdx.x == 0) torch_select::make_heap(pairs + first, pairs + middle);
@@ -166,10 +384,13 @@ __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle,
     }
     if (threadIdx.x == 0) listed_s = listed;
     __syncthreads();
-    if (threadIdx.x == 0)
-      for (int j = 0; j < listed_s; ++j) {
+    if (by_warp ? threadIdx.x < 32 : threadIdx.x == 0)
+      for (int j = 0; j < listed_s; ++j) {  // uniform over the warp
         Scored* x = pairs + may_enter[j];
-        if (torch_select::before(*x, pairs[first]))
+        if (!torch_select::before(*x, pairs[first])) continue;
+        if (by_warp)
+          warp_pop_to(pairs + first, middle - first, x);
+        else
           torch_select::pop_to(pairs + first, pairs + middle, x);
       }
     __syncthreads();
@@ -182,36 +403,55 @@ __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle,
 // pairs[0, n) so that its first k are the pairs torch_select::select(pairs, n, k, false) puts
 // there (the same arrangement, except that the heap-select case skips the final heap sort,
 // which only orders the first k). `warp_totals`: blockDim.x / 32 ints of shared memory.
+// `form`: which forms of the steps run (SelectForm).
 template <class Index>
 __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n, int64_t k,
-                                          const BlockSelectRoomOf<Index>& room, int* warp_totals) {
+                                          const BlockSelectRoomOf<Index>& room, int* warp_totals,
+                                          SelectForm form) {
   namespace d = block_select_detail;
   if (k <= 0) return;
   if (k * 64 <= n) {
-    d::heap_select(pairs, 0, k, n, warp_totals);
+    d::heap_select(pairs, 0, k, n, warp_totals, form.heap_by_warp);
     return;
   }
   const int64_t nth = k - 1;  // < n
+  const int64_t per_thread = form.partition_per_thread;
+  __shared__ int64_t first_s, last_s;
   int64_t first = 0, last = n, depth = torch_select::floor_log2(n) * 2;
-  while (last - first > 3) {
-    if (depth == 0) {
-      d::heap_select(pairs, first, nth + 1, last, warp_totals);
-      if (threadIdx.x == 0) torch_select::swap(pairs + first, pairs + nth);
-      __syncthreads();
-      return;
-    }
+  // The ranges shrink, so the threads a partition takes never grow: a thread not needed by one
+  // is not needed by any later, and waits below for the first thread's range.
+  while (last - first > 3 && depth > 0) {
+    const unsigned threads =
+        per_thread > 0 ? d::partition_threads(last - first - 1, per_thread) : blockDim.x;
+    if (threadIdx.x >= threads) break;
     --depth;
     if (threadIdx.x == 0) {
       const int64_t mid = first + (last - first) / 2;
       torch_select::move_median_to_first(pairs + first, pairs + first + 1, pairs + mid,
                                          pairs + last - 1);
     }
-    __syncthreads();
-    const int64_t cut = d::partition(pairs, first + 1, last, first, room);
+    d::sync_first(threads);
+    const int64_t cut =
+        per_thread <= 0 || last - first - 1 > 32 * static_cast<int64_t>(threads)
+            ? d::partition(pairs, first + 1, last, first, room)  // (the whole block's threads)
+            : d::partition_runs(pairs, first + 1, last, first, room, threads);
     if (cut <= nth)
       first = cut;
     else
       last = cut;
+  }
+  if (threadIdx.x == 0) {
+    first_s = first;
+    last_s = last;
+  }
+  __syncthreads();
+  first = first_s;
+  last = last_s;
+  if (last - first > 3) {  // the depth limit: heap select by the whole block
+    d::heap_select(pairs, first, nth + 1, last, warp_totals, form.heap_by_warp);
+    if (threadIdx.x == 0) torch_select::swap(pairs + first, pairs + nth);
+    __syncthreads();
+    return;
   }
   if (threadIdx.x == 0) torch_select::insertion_sort(pairs + first, pairs + last);
   __syncthreads();

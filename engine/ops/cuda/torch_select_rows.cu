@@ -12,12 +12,13 @@ namespace {
 constexpr int kRowThreads = 256;
 
 __global__ void __launch_bounds__(kRowThreads)
-    torch_select_rows_kernel(torch_select::Scored* pairs, int32_t* lists, int64_t n, int64_t k) {
+    torch_select_rows_kernel(torch_select::Scored* pairs, int32_t* lists, int64_t n, int64_t k,
+                             SelectForm form) {
   FD_GRID_PROLOGUE();
   __shared__ int warp_totals[kRowThreads / 32];
   const int64_t row = blockIdx.x;
   const BlockSelectRoom room{lists + row * 2 * n, lists + row * 2 * n + n};
-  block_torch_select(pairs + row * n, n, k, room, warp_totals);
+  block_torch_select(pairs + row * n, n, k, room, warp_totals, form);
 }
 
 }  // namespace
@@ -35,7 +36,8 @@ void torch_select_rows(CudaBackend& be, Tensor& pairs, int64_t n, int64_t k) {
   Tensor lists = ctx.scratch(DType::I32, Shape{rows, 2 * n});
   FD_LAUNCH(cuda::torch_select_rows_kernel, dim3(static_cast<unsigned>(rows)),
             dim3(cuda::kRowThreads), 0, ctx.stream(), cuda::ptr<torch_select::Scored>(pairs),
-            cuda::ptr<int32_t>(lists), n, k);
+            cuda::ptr<int32_t>(lists), n, k,
+            cuda::select_form(be.select_runs(), be.heap_by_warp()));
 }
 
 }  // namespace flashdesk

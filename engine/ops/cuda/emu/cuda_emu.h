@@ -297,6 +297,10 @@ inline int __popc(unsigned x) {
 inline int __ffs(int x) {
   return __builtin_ffs(x);
 }
+// Leading zero bits of x (32 for 0, as the device's).
+inline int __clz(int x) {
+  return x == 0 ? 32 : __builtin_clz(static_cast<unsigned>(x));
+}
 
 // Blocks run one at a time and threads never preempt each other: plain read-modify-writes.
 template <class T>

@@ -1,0 +1,154 @@
+// A decode step's indexer selection on the CUDA backend at the V4.1 shapes (one query, 32 index
+// heads of 128, top-512 entries and the candidate blocks of 8): torch's tie selection in its first
+// form (the whole block's partitions, one thread's heap steps) against its second (partitions over
+// runs, a warp's heap steps: CudaBackend::set_select_runs, set_heap_by_warp), the two taking turns
+// in one run, and the scoring alone (indexer_scores), so the selection's share of the
+// op shows. Random FP4 keys and queries, generated on the device; rows of 4,096 to 65,536 entries
+// (a 4K to 64K context at ratio 1). From 32,768 entries torch heap-selects (64 k <= the row),
+// whose steps the heap forms differ in and the partitions do not touch: the 65,536-entry row
+// shows what a long context's Full layer pays there. Each row's tie at the 512th score is counted
+// from its scores read back: without one the op takes no tie selection and both forms run the same
+// code. Both forms' ids must be equal.
+//
+//   cuda_select_bench [--entries 4096,16385,32767,65536] [--reps N] [--device N] [--seed N]
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/bench_options.h"
+#include "bench/bench_timing.h"
+#include "engine/ops/cuda/bench_support.h"
+#include "engine/ops/cuda/cuda_devices.h"
+
+namespace {
+
+using flashdesk::CudaBackend;
+using flashdesk::DType;
+using flashdesk::EntryCache;
+using flashdesk::IndexerArgs;
+using flashdesk::Shape;
+using flashdesk::Tensor;
+namespace cb = flashdesk::cuda_bench;
+
+constexpr int64_t kHeads = 32, kHeadDim = 128, kTopK = 512, kBlock = 8, kCandidates = 2048;
+
+struct Options {
+  std::vector<int64_t> entries;
+  int64_t reps = 20;
+  int device = 0;
+  uint64_t seed = 1;
+};
+
+Options parse(int argc, char** argv) {
+  cxxopts::Options options("cuda_select_bench",
+                           "A decode step's indexer selection: its two forms of torch's steps");
+  options.add_options()(
+      "entries", "row widths (entries a query sees)",
+      cxxopts::value<std::vector<int64_t>>()->default_value("4096,16385,32767,65536"))(
+      "reps", "timed repetitions of each form (median)",
+      cxxopts::value<int64_t>()->default_value("20"))("device", "GPU index",
+                                                      cxxopts::value<int>()->default_value("0"))(
+      "seed", "random contents", cxxopts::value<uint64_t>()->default_value("1"));
+  const auto args = flashdesk::bench::parse_options(options, argc, argv);
+  Options o;
+  o.entries = args["entries"].as<std::vector<int64_t>>();
+  o.reps = std::max<int64_t>(1, args["reps"].as<int64_t>());
+  o.device = args["device"].as<int>();
+  o.seed = args["seed"].as<uint64_t>();
+  return o;
+}
+
+// How many scores equal the k-th best (1: no tie across it).
+int64_t equal_to_kth(std::vector<float> row, int64_t k) {
+  std::nth_element(row.begin(), row.begin() + (k - 1), row.end(), std::greater<>());
+  const float kth = row[static_cast<size_t>(k - 1)];
+  return std::count(row.begin(), row.end(), kth);
+}
+
+void run_row(CudaBackend& be, const Options& o, int64_t entries) {
+  const uint64_t seed = o.seed + static_cast<uint64_t>(entries);
+  Tensor q = be.alloc(DType::F32, Shape{1, kHeads, kHeadDim});
+  cb::fill(be, q, {cb::Fill::Bf16InF32, seed, -1.0f, 1.0f});
+  Tensor w = be.alloc(DType::F32, Shape{1, kHeads});
+  cb::fill(be, w, {cb::Fill::F32, seed + 1, -0.5f, 1.0f});
+  Tensor keys = be.alloc(DType::U8, Shape{entries, kHeadDim / 2 + kHeadDim / 32});
+  cb::fill(be, keys, {cb::Fill::KeyRows, seed + 2, 0, 0, -3, kHeadDim});
+  const std::vector<int64_t> visible{entries};
+  IndexerArgs a;
+  a.q = &q;
+  a.weights = &w;
+  a.n_visible = visible;
+  a.keys = EntryCache{&keys, entries};
+  a.block_size = kBlock;
+  const int64_t blocks = (entries + kBlock - 1) / kBlock;
+  Tensor topk = be.alloc(DType::I32, Shape{1, kTopK});
+  Tensor cand = be.alloc(DType::I32, Shape{1, std::min(kCandidates, blocks)});
+
+  const Tensor scores = be.indexer_scores(a);
+  std::vector<float> row(static_cast<size_t>(scores.numel()));
+  be.read(scores, row.data(), row.size() * sizeof(float));
+  const int64_t ties = equal_to_kth(row, kTopK);
+
+  std::vector<double> ms[2], score_ms;
+  std::vector<int32_t> ids[2];
+  for (int64_t rep = -1; rep < o.reps; ++rep) {  // rep -1: untimed warm-up
+    for (const int form : {0, 1}) {
+      be.set_select_runs(form == 1);
+      be.set_heap_by_warp(form == 1);
+      const double t = cb::device_ms(be, [&] { be.indexer_select(a, topk, &cand); });
+      if (rep >= 0) ms[form].push_back(t);
+      if (rep == 0) {
+        ids[form].resize(static_cast<size_t>(kTopK));
+        be.read(topk, ids[form].data(), ids[form].size() * sizeof(int32_t));
+      }
+    }
+    const double s = cb::device_ms(be, [&] { (void)be.indexer_scores(a); });
+    if (rep >= 0) score_ms.push_back(s);
+  }
+  const double block_us = flashdesk::bench::median(ms[0]) * 1e3,
+               runs_us = flashdesk::bench::median(ms[1]) * 1e3,
+               score_us = flashdesk::bench::median(score_ms) * 1e3;
+  std::printf("| %lld | %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %s |\n",
+              static_cast<long long>(entries), static_cast<long long>(ties), score_us, block_us,
+              runs_us, block_us - score_us, runs_us - score_us,
+              (block_us - score_us) / std::max(runs_us - score_us, 1e-3),
+              ids[0] == ids[1] ? "yes" : "NO");
+}
+
+}  // namespace
+
+static int run_bench(const Options& o) {
+  if (flashdesk::cuda_devices().empty()) {
+    std::printf("cuda_select_bench: no CUDA device (%s); nothing measured\n",
+                flashdesk::cuda_unavailable_reason().c_str());
+    return 0;
+  }
+  CudaBackend be(o.device);
+  std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
+              flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
+  std::printf(
+      "| entries | equal to the 512th | scores µs | op µs, first form | op µs, second form "
+      "| selection µs, first | selection µs, second | speed-up | same ids |\n"
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+  for (const int64_t e : o.entries) run_row(be, o, e);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a timeout that stops the run
+  const Options o = parse(argc, argv);
+  for (const int64_t e : o.entries)
+    if (e < kTopK) {
+      std::fprintf(stderr, "cuda_select_bench: --entries takes rows of at least %lld\n",
+                   static_cast<long long>(kTopK));
+      return 2;
+    }
+  try {
+    return run_bench(o);
+  } catch (const std::exception& e) {  // out of memory, a CUDA error: say which
+    std::fprintf(stderr, "cuda_select_bench: %s\n", e.what());
+    return 1;
+  }
+}
