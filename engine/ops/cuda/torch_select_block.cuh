@@ -363,6 +363,28 @@ __device__ inline void warp_pop_to(Scored* heap, int64_t len, Scored* result) {
   __syncwarp();
 }
 
+// The heap steps of the listed candidates (positions in `pairs`, in index order) by one warp:
+// each that is before the heap's top replaces it (warp_pop_to). The candidates' pairs are read
+// 32 at a time, one a lane, and tested in order from registers: a step writes only its own
+// candidate's slot and the heap, so the later ones read before it are still theirs.
+__device__ inline void warp_heap_steps(Scored* heap, int64_t len, Scored* pairs,
+                                       const int32_t* listed, int n_listed) {
+  const unsigned lane = threadIdx.x & 31u;
+  Scored top = heap[0];
+  for (int j0 = 0; j0 < n_listed; j0 += 32) {  // uniform over the warp
+    const int j = j0 + static_cast<int>(lane);
+    const int32_t at = j < n_listed ? listed[j] : 0;
+    const Scored mine = j < n_listed ? pairs[at] : Scored{0.0f, 0};
+    const int count = n_listed - j0 < 32 ? n_listed - j0 : 32;
+    for (int u = 0; u < count; ++u) {
+      const Scored x{__shfl_sync(kFullMask, mine.value, u), __shfl_sync(kFullMask, mine.index, u)};
+      if (!torch_select::before(x, top)) continue;
+      warp_pop_to(heap, len, pairs + __shfl_sync(kFullMask, at, u));
+      top = heap[0];
+    }
+  }
+}
+
 // torch_select::heap_select(pairs + first, pairs + middle, pairs + last) by the block.
 __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle, int64_t last,
                                    int* warp_totals, bool by_warp) {
@@ -384,13 +406,12 @@ __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle,
     }
     if (threadIdx.x == 0) listed_s = listed;
     __syncthreads();
-    if (by_warp ? threadIdx.x < 32 : threadIdx.x == 0)
-      for (int j = 0; j < listed_s; ++j) {  // uniform over the warp
+    if (by_warp && threadIdx.x < 32)
+      warp_heap_steps(pairs + first, middle - first, pairs, may_enter, listed_s);
+    else if (!by_warp && threadIdx.x == 0)
+      for (int j = 0; j < listed_s; ++j) {
         Scored* x = pairs + may_enter[j];
-        if (!torch_select::before(*x, pairs[first])) continue;
-        if (by_warp)
-          warp_pop_to(pairs + first, middle - first, x);
-        else
+        if (torch_select::before(*x, pairs[first]))
           torch_select::pop_to(pairs + first, pairs + middle, x);
       }
     __syncthreads();
