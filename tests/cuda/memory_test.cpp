@@ -1,7 +1,9 @@
 // The CUDA backend's memory ops and weight uploads: bytes round-trip exactly, row gathers and
 // scatters match cpu-reference, weights stay in their stored formats, and the pool reuses freed
 // blocks without mixing up live ones.
+#include <cstdlib>
 #include <numeric>
+#include <string>
 
 #include "tests/cuda/cuda_test_util.h"
 
@@ -21,6 +23,21 @@ TEST_F(CudaMemoryTest, WriteReadCopyAndZeroRoundTripEveryByte) {
   gpu().fill_zero(b);
   EXPECT_EQ(from_gpu<uint8_t>(b), std::vector<uint8_t>(4099, 0));
   EXPECT_EQ(from_gpu<uint8_t>(a), bytes);  // the copy's source is untouched
+}
+
+// FLASHDESK_CUDA_GRAPH_RECORDS takes a whole number from 1 to 64; anything else stops the
+// backend's construction with the variable named (as every FLASHDESK_CUDA_* switch does), rather
+// than running with a misread count.
+using CudaMemoryDeathTest = CudaMemoryTest;
+TEST_F(CudaMemoryDeathTest, BadGraphRecordsCountIsRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* bad : {"0", "65", "4x", "", "four", "-3"}) {
+    ::setenv("FLASHDESK_CUDA_GRAPH_RECORDS", bad, 1);
+    EXPECT_DEATH(CudaBackend be(0), "FLASHDESK_CUDA_GRAPH_RECORDS: 1 to 64") << "'" << bad << "'";
+  }
+  ::setenv("FLASHDESK_CUDA_GRAPH_RECORDS", "16", 1);
+  EXPECT_NO_THROW(CudaBackend be(0));
+  ::unsetenv("FLASHDESK_CUDA_GRAPH_RECORDS");
 }
 
 TEST_F(CudaMemoryTest, RowViewsAddressTheirRows) {

@@ -48,8 +48,11 @@ void PinnedStaging::reset() {
 size_t StepGraph::records_requested() {
   const char* v = std::getenv("FLASHDESK_CUDA_GRAPH_RECORDS");
   if (!v) return 4;
-  const long n = std::strtol(v, nullptr, 10);
-  FD_CHECK(n >= 1 && n <= 64, std::string("FLASHDESK_CUDA_GRAPH_RECORDS: 1 to 64, not ") + v);
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  // The whole value a number ("4x" is not 4).
+  FD_CHECK(end != v && *end == '\0' && n >= 1 && n <= 64,
+           std::string("FLASHDESK_CUDA_GRAPH_RECORDS: 1 to 64, not '") + v + "'");
   return static_cast<size_t>(n);
 }
 
