@@ -30,21 +30,6 @@ namespace fd = flashdesk;
 using fd::bench::Clock;
 using fd::bench::seconds_since;
 
-// The storage format a plan generates: the unit its rate is measured in.
-std::string format_of(const fd::RandomTensorPlan& p) {
-  switch (p.format) {
-    case fd::RandomTensorPlan::Format::Fp8Tiles:
-      return "fp8 32x32 tiles";
-    case fd::RandomTensorPlan::Format::Fp8Rows:
-      return "fp8 rows (Engram)";
-    case fd::RandomTensorPlan::Format::Fp4Rows:
-      return "fp4 rows (experts)";
-    case fd::RandomTensorPlan::Format::Plain:
-      break;
-  }
-  return std::string(fd::dtype_name(p.weight->dtype));
-}
-
 double values_of(const fd::RandomTensorPlan& p) {
   return static_cast<double>(p.rows) * static_cast<double>(p.cols);
 }
@@ -82,7 +67,7 @@ std::map<std::string, Sample> measure(const fd::Checkpoint& ckpt, double budget,
   for (const std::string& name : ckpt.tensor_names()) specs.push_back(ckpt.tensor_spec(name));
   std::map<std::string, Sample> out;
   for (const fd::RandomTensorPlan& p : fd::plan_random_tensors(specs)) {
-    Sample& s = out[format_of(p)];
+    Sample& s = out[fd::random_format_name(p.format, p.weight->dtype)];
     if (s.values >= budget) continue;
     const auto t0 = Clock::now();
     if (static_cast<double>(p.weight->nbytes()) > max_bytes) {
@@ -135,7 +120,7 @@ int main(int argc, char** argv) {
   double model_bytes = 0;
   for (const fd::TensorSpec& s : specs) model_bytes += static_cast<double>(s.nbytes());
   for (const fd::RandomTensorPlan& p : fd::plan_random_tensors(specs))
-    model_values[format_of(p)] += values_of(p);
+    model_values[fd::random_format_name(p.format, p.weight->dtype)] += values_of(p);
 
   std::printf("synthetic_weights_bench: %s, layers %s sampled, %d threads\n\n",
               whole->config().name.c_str(), args["layers"].as<std::string>().c_str(), hw);

@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/checkpoint/config.h"
+#include "engine/checkpoint/random_recipe.h"
 #include "engine/checkpoint/tensor_spec.h"
 #include "engine/checkpoint/weight_digest.h"
 #include "engine/checkpoint/weight_digest_cache.h"
@@ -83,6 +85,13 @@ class Checkpoint {
   // them for the checkpoint's life. Releasing more often than tensor() was called is a bug.
   virtual void release_tensor(std::string_view name) const { (void)name; }
   virtual std::vector<std::string> tensor_names() const = 0;
+  // For a linear weight whose bytes are generated rather than read (a synthetic checkpoint's
+  // FP4 rows, FP8 tiles and BF16 matrices): how a backend may draw them itself
+  // (Backend::draw_linear) instead of calling tensor(). Empty for every weight of a file.
+  virtual std::optional<RandomWeightRecipe> random_recipe(std::string_view weight) const {
+    (void)weight;
+    return std::nullopt;
+  }
   // What keys cached KV: a SHA-256 (64 lower-case hex digits) over the engine's
   // kKvNumericsVersion, config.json, and every safetensors file's name, size, header and content
   // digest (weight_digest.h), so any changed weight byte, or an engine whose KV numerics changed,

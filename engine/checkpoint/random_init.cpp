@@ -34,8 +34,12 @@ uint64_t fnv1a64(std::string_view text) {
   return h;
 }
 
+uint64_t tensor_stream(uint64_t seed, std::string_view name) {
+  return SplitMix64::mix(seed ^ fnv1a64(name));
+}
+
 uint64_t row_seed(uint64_t seed, std::string_view name, int64_t row) {
-  return SplitMix64::mix(SplitMix64::mix(seed ^ fnv1a64(name)) + static_cast<uint64_t>(row));
+  return SplitMix64::mix(tensor_stream(seed, name) + static_cast<uint64_t>(row));
 }
 
 double InitRule::mean_at(int64_t column) const {

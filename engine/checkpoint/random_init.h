@@ -41,8 +41,10 @@ class SplitMix64 {
 // FNV-1a 64-bit of a name (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
 uint64_t fnv1a64(std::string_view text);
 
-// Seed of row `row` of tensor `name`: mix(mix(seed ^ fnv1a64(name)) + row). FP8/FP4 weights and
-// their scales share the stream of the ".weight" name (the scales are derived, not drawn).
+// Seed of row `row` of tensor `name`: mix(tensor_stream(seed, name) + row), where
+// tensor_stream = mix(seed ^ fnv1a64(name)). FP8/FP4 weights and their scales share the stream of
+// the ".weight" name (the scales are derived, not drawn).
+uint64_t tensor_stream(uint64_t seed, std::string_view name);
 uint64_t row_seed(uint64_t seed, std::string_view name, int64_t row);
 
 // How a tensor's values are drawn: value[c] = mean(c) + std * z, z ~ N(0, 1).

@@ -106,7 +106,59 @@ void generate_chunk(const RandomTensorPlan& p, const InitRule& rule, uint64_t se
   }
 }
 
+// The bytes of rows [r0, r1) written to two buffers that start at those rows.
+class RowsSink final : public TensorSink {
+ public:
+  RowsSink(const RandomTensorPlan& p, int64_t r0, uint8_t* weight, uint8_t* scale)
+      : p_(p), weight_(weight), scale_(scale) {
+    weight_base_ = static_cast<uint64_t>(r0) * (p.weight->nbytes() / static_cast<uint64_t>(p.rows));
+    if (p.scale) {
+      const int64_t scale_row = p.format == Format::Fp8Tiles ? r0 / 32 : r0;
+      scale_base_ = static_cast<uint64_t>(scale_row) *
+                    (p.scale->nbytes() / static_cast<uint64_t>(p.scale->shape[0]));
+    }
+  }
+
+  void write(std::string_view name, std::span<const uint8_t> bytes, uint64_t offset) override {
+    const bool weight = name == p_.weight->name;
+    FD_CHECK(weight || (p_.scale && name == p_.scale->name),
+             "the generator wrote " + std::string(name) + ", not " + p_.weight->name);
+    const uint64_t base = weight ? weight_base_ : scale_base_;
+    FD_CHECK(offset >= base, "rows written before the first asked for: " + std::string(name));
+    std::copy(bytes.begin(), bytes.end(), (weight ? weight_ : scale_) + (offset - base));
+  }
+
+ private:
+  const RandomTensorPlan& p_;
+  uint8_t* weight_;
+  uint8_t* scale_;
+  uint64_t weight_base_ = 0, scale_base_ = 0;
+};
+
 }  // namespace
+
+void write_random_rows(const RandomTensorPlan& plan, const TextConfig& text, uint64_t seed,
+                       int64_t r0, int64_t r1, uint8_t* weight, uint8_t* scale) {
+  FD_CHECK(0 <= r0 && r0 < r1 && r1 <= plan.rows, plan.weight->name + ": rows out of range");
+  FD_CHECK(plan.format != Format::Fp8Tiles || (r0 % 32 == 0 && (r1 % 32 == 0 || r1 == plan.rows)),
+           plan.weight->name + ": FP8 tiles are written in whole 32-row groups");
+  RowsSink sink(plan, r0, weight, scale);
+  generate_chunk(plan, init_rule(plan.weight->name, plan.cols, text), seed, r0, r1, sink);
+}
+
+std::string random_format_name(Format format, DType dtype) {
+  switch (format) {
+    case Format::Fp8Tiles:
+      return "fp8 32x32 tiles";
+    case Format::Fp8Rows:
+      return "fp8 rows (Engram)";
+    case Format::Fp4Rows:
+      return "fp4 rows (experts)";
+    case Format::Plain:
+      break;
+  }
+  return std::string(dtype_name(dtype));
+}
 
 std::vector<RandomTensorPlan> plan_random_tensors(const std::vector<TensorSpec>& specs) {
   std::unordered_map<std::string_view, const TensorSpec*> by_name;

@@ -99,6 +99,34 @@ TensorView SyntheticCheckpoint::tensor(std::string_view name) const {
                     static_cast<size_t>(e.spec->nbytes())};
 }
 
+std::optional<RandomWeightRecipe> SyntheticCheckpoint::random_recipe(
+    std::string_view weight) const {
+  using Format = RandomTensorPlan::Format;
+  const auto it = table_.find(weight);
+  if (it == table_.end() || it->second.scale) return std::nullopt;
+  const RandomTensorPlan& p = tensors_[it->second.tensor]->plan();
+  const bool drawable =
+      p.format == Format::Fp4Rows || p.format == Format::Fp8Tiles ||
+      (p.format == Format::Plain && p.weight->dtype == DType::BF16 && p.weight->shape.size() == 2);
+  const InitRule rule = init_rule(p.weight->name, p.cols, config_.text);
+  if (!drawable || rule.hc_base) return std::nullopt;
+  RandomWeightRecipe r;
+  r.weight = p.weight->name;
+  if (p.scale) r.scale = p.scale->name;
+  r.format = p.format;
+  r.dtype = p.weight->dtype;
+  r.rows = p.rows;
+  r.cols = p.cols;
+  r.stream = tensor_stream(seed_, p.weight->name);
+  r.std = rule.std;
+  r.mean = rule.mean;
+  r.host_rows = [&p, &text = config_.text, seed = seed_](int64_t r0, int64_t r1, uint8_t* w,
+                                                         uint8_t* s) {
+    write_random_rows(p, text, seed, r0, r1, w, s);
+  };
+  return r;
+}
+
 uint64_t SyntheticCheckpoint::resident_bytes() const {
   uint64_t total = 0;
   for (const auto& t : tensors_) total += t->resident_bytes();

@@ -4,9 +4,9 @@
 //
 // Goals: byte-for-byte the tensors and Engram token map of write_random_checkpoint; generation on
 // first tensor() (every thread, row chunks as the writer), so opening costs nothing; host memory
-// returned once a backend has copied a weight (Checkpoint::release_tensor). Non-goals (for now):
-// generating on the GPU itself (every weight passes through host memory first), a vision tower
-// or DSpark stages in a partial set (make-random leaves them out too).
+// returned once a backend has copied a weight (Checkpoint::release_tensor); a recipe for each
+// linear, so a GPU backend can draw it itself (random_recipe). Non-goals (for now): a vision
+// tower or DSpark stages in a partial set (make-random leaves them out too).
 //
 // What differs from Checkpoint::open of the written directory: files() is empty; dir() is the
 // folder holding the config file (tokenizer.json is looked for there, and errors about the config
@@ -58,6 +58,9 @@ class SyntheticCheckpoint final : public Checkpoint {
     tensors_[entry(name).tensor]->release();
   }
   std::vector<std::string> tensor_names() const override { return names_; }
+  // FP4 rows, FP8 32 x 32 tiles and 2-D BF16 weights (the mHC base, whose mean varies by column,
+  // and the Engram tables' FP8 rows are generated here); host_rows generates on one thread.
+  std::optional<RandomWeightRecipe> random_recipe(std::string_view weight) const override;
   std::string fingerprint() const override { return fingerprint_; }
   const WeightDigestReport& weight_digest_report() const override { return report_; }
   const std::vector<int64_t>& partial_layers() const override { return layers_; }

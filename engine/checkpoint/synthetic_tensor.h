@@ -24,6 +24,7 @@ class SyntheticTensor {
   const uint8_t* acquire(bool scale, int threads);
   // One reader fewer; the bytes are freed when none is left.
   void release();
+  const RandomTensorPlan& plan() const { return plan_; }
   // The bytes held in memory now: the weight's and its scale's, or 0 (reports, tests).
   uint64_t resident_bytes() const;
 

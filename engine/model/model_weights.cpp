@@ -67,6 +67,8 @@ class WeightLoader {
 
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
   LinearWeight linear(const std::string& module, bool in_host = false) {
+    if (!in_host)
+      if (LinearWeight drawn = draw(module); drawn.data.defined()) return drawn;
     TensorView w = ckpt_.tensor(module + ".weight");
     const bool has_scale = ckpt_.has(module + ".scale");
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
@@ -104,6 +106,40 @@ class WeightLoader {
       if (second) loader->progress_->uploaded(*second);
     }
   };
+
+  // The linear drawn by the backend itself where the checkpoint generates it and the backend
+  // can (Backend::draw_linear); this rank's rows, as linear() would slice them. Undefined data
+  // otherwise (a file, a host backend, a column slice), and nothing generated on the host.
+  LinearWeight draw(const std::string& module) {
+    const std::optional<RandomWeightRecipe> recipe = ckpt_.random_recipe(module + ".weight");
+    if (!recipe) return {};
+    const ShardSplit split = shard_split(module + ".weight");
+    int64_t first = 0, rows = recipe->rows;
+    if (plan_.world > 1 && (split == ShardSplit::RowsByHead || split == ShardSplit::RowsByGroup)) {
+      rows = recipe->rows / plan_.world;
+      first = plan_.rank * rows;
+      FD_CHECK(recipe->rows % plan_.world == 0 && rows % 32 == 0,
+               module + ".weight: rows do not split into whole 32-row tiles");
+    } else if (plan_.world > 1 && split == ShardSplit::ColumnsByGroup) {
+      return {};
+    }
+    LinearWeight lw = be_.draw_linear(*recipe, first, rows);
+    if (lw.data.defined() && progress_) {
+      progress_->uploaded(spec_view(recipe->weight));
+      if (!recipe->scale.empty()) progress_->uploaded(spec_view(recipe->scale));
+    }
+    return lw;
+  }
+
+  // A view of the named tensor's name and size only (load progress counts bytes by name).
+  TensorView spec_view(std::string_view name) const {
+    const TensorSpec spec = ckpt_.tensor_spec(name);
+    TensorView v;
+    v.name = name;
+    v.dtype = spec.dtype;
+    v.nbytes = static_cast<size_t>(spec.nbytes());
+    return v;
+  }
 
   // Releases the checkpoint's bytes of `v` (Checkpoint::release_tensor) unless one of `kept`
   // points into them. A backend that copied (a GPU's upload, upload_f32's widening, a column

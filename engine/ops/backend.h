@@ -172,6 +172,16 @@ class Backend {
   // in_host: left in host memory (the mapped checkpoint) on any backend: routed experts that a
   // device backend computes on the CPU (hybrid placement, docs/placement.md).
   LinearWeight upload_linear(const TensorView& w, const TensorView* scale, bool in_host = false);
+  // A synthetic checkpoint's linear drawn on the backend itself from `recipe` (random_recipe.h):
+  // rows [first_row, first_row + rows) of the weight (this rank's share) with their scale rows,
+  // byte for byte what upload_linear of the checkpoint's bytes would hold, none of them in host
+  // memory. The default draws nothing and returns a weight whose data is undefined: the host
+  // generates the bytes (Checkpoint::tensor) and upload_linear copies them.
+  virtual LinearWeight draw_linear(const RandomWeightRecipe& recipe, int64_t first_row,
+                                   int64_t rows) {
+    (void)recipe, (void)first_row, (void)rows;
+    return {};
+  }
 
   // -- dense ops over rows (tokens) --
   // y [n, out] = x [n, in] . W^T with the numerics of `mode` (docs/numerics.md).

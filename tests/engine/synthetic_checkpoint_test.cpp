@@ -4,15 +4,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <thread>
 
 #include "engine/checkpoint/checkpoint.h"
 #include "engine/checkpoint/random_checkpoint.h"
+#include "engine/checkpoint/random_init.h"
 #include "engine/checkpoint/synthetic_checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/ops/cpu/cpu_backend.h"
+#include "engine/ops/cuda/cuda_devices.h"
+#ifdef FLASHDESK_HAVE_CUDA
+#include "engine/ops/cuda/cuda_backend.h"
+#endif
+#include "engine/ops/drawn_linear.h"
 #include "engine/runtime/rank_group.h"
 #include "engine/util/error.h"
 #include "engine/util/sha256.h"
@@ -165,6 +173,114 @@ class CopyingBackend final : public CpuReferenceBackend {
     }
   }
 };
+
+// A CPU backend that draws the linears a synthetic checkpoint offers (Backend::draw_linear), as
+// the CUDA backend does on its GPU, here through the recipe's host generator: the loader's path
+// for drawn weights, rank slices included, without a GPU.
+class DrawingBackend final : public CpuReferenceBackend {
+ public:
+  DrawingBackend() : CpuReferenceBackend(2) {}
+  LinearWeight draw_linear(const RandomWeightRecipe& r, int64_t first, int64_t rows) override {
+    if (r.format == RandomTensorPlan::Format::Fp8Rows) return {};
+    const DrawnLinearLayout l = drawn_linear_layout(r, first, rows);
+    Tensor data = alloc(l.dtype, l.data), scale;
+    if (l.scaled) scale = alloc(DType::F8_E8M0, l.scale);
+    r.host_rows(first, first + rows, data.bytes(), l.scaled ? scale.bytes() : nullptr);
+    ++drawn;
+    ++drawn_by_all;
+    return drawn_linear(r, l, std::move(data), std::move(scale));
+  }
+  int drawn = 0;
+  static inline std::atomic<int> drawn_by_all{0};
+};
+
+// Each recipe's host rows are the tensor's rows; what is not a drawable linear has no recipe.
+TEST(SyntheticCheckpoint, RecipesRowsAreTheTensorsRows) {
+  const auto synth = open_synthetic_checkpoint(kEveryRole, synthetic(6));
+  int recipes = 0;
+  for (const std::string& name : synth->tensor_names()) {
+    const auto r = synth->random_recipe(name);
+    const TensorSpec spec = synth->tensor_spec(name);
+    const bool drawable =
+        spec.shape.size() == 2 && !name.ends_with("engram.embed.weight") &&
+        (spec.dtype == DType::BF16 || spec.dtype == DType::F8_E4M3 || spec.dtype == DType::I8);
+    ASSERT_EQ(r.has_value(), drawable) << name;
+    if (!r) continue;
+    ++recipes;
+    EXPECT_EQ(r->weight, name);
+    EXPECT_EQ(r->stream, tensor_stream(6, name));
+    const TensorView w = synth->tensor(name);
+    const size_t row_bytes = w.nbytes / static_cast<size_t>(r->rows);
+    // The last 32-row group (or row), which a rank's slice or a flagged unit may ask for alone.
+    const int64_t r0 =
+        r->format == RandomTensorPlan::Format::Fp8Tiles ? (r->rows - 1) / 32 * 32 : r->rows - 1;
+    std::vector<uint8_t> rows(row_bytes * static_cast<size_t>(r->rows - r0)), scale(4096);
+    r->host_rows(r0, r->rows, rows.data(), scale.data());
+    EXPECT_EQ(std::memcmp(rows.data(), w.data + static_cast<size_t>(r0) * row_bytes, rows.size()),
+              0)
+        << name;
+    if (!r->scale.empty()) {
+      const TensorView s = synth->tensor(r->scale);
+      const size_t scale_row = s.nbytes / static_cast<size_t>(s.dim(0));
+      const size_t first =
+          static_cast<size_t>(r->format == RandomTensorPlan::Format::Fp8Tiles ? r0 / 32 : r0);
+      EXPECT_EQ(std::memcmp(scale.data(), s.data + first * scale_row, scale_row), 0) << r->scale;
+    }
+  }
+  EXPECT_GT(recipes, 50);
+  EXPECT_FALSE(synth->random_recipe("layers.2.attn.wq_b.scale"));
+  EXPECT_FALSE(synth->random_recipe("layers.2.hc_attn_base"));
+  EXPECT_FALSE(Checkpoint::open(test::every_role_model_dir())->random_recipe("embed.weight"));
+}
+
+TEST(SyntheticCheckpoint, DrawnLinearsGiveTheWrittenCheckpointsLogits) {
+  CpuReferenceBackend be(2);
+  const auto want = run_model(Checkpoint::open(test::every_role_model_dir()), be);
+  std::shared_ptr<const SyntheticCheckpoint> read =
+      open_synthetic_checkpoint(kEveryRole, synthetic(1));
+  std::shared_ptr<const SyntheticCheckpoint> drawn =
+      open_synthetic_checkpoint(kEveryRole, synthetic(1));
+  DrawingBackend drawing;
+  EXPECT_EQ(run_model(drawn, drawing), want);
+  EXPECT_GT(drawing.drawn, 50);
+  // The drawn linears were never generated into the checkpoint's memory, where the CPU backend
+  // would have kept them.
+  EXPECT_EQ(run_model(read, be), want);
+  EXPECT_LT(drawn->resident_bytes() * 2, read->resident_bytes());
+}
+
+// Two ranks, each drawing its share of the row-split linears.
+TEST(SyntheticCheckpoint, RanksDrawingTheirRowsGiveTheWrittenCheckpointsLogits) {
+  const auto drawing_rank = [](int) { return std::make_unique<DrawingBackend>(); };
+  const auto cpu_rank = [](int) { return std::make_unique<CpuReferenceBackend>(1); };
+  std::shared_ptr<const Checkpoint> ckpt = open_synthetic_checkpoint(kEveryRole, synthetic(1));
+  const auto ids = test::test_prompt(12, ckpt->config().text.vocab_size, 5);
+  RankGroup file(Checkpoint::open(test::every_role_model_dir()), 2, cpu_rank);
+  const int before = DrawingBackend::drawn_by_all;
+  RankGroup synth(ckpt, 2, drawing_rank);
+  EXPECT_GT(DrawingBackend::drawn_by_all - before, 100);
+  EXPECT_EQ(synth.prefill(ids, PrefillOptions{}), file.prefill(ids, PrefillOptions{}));
+}
+
+// The CUDA backend drawing the linears on its GPU (random_draw.h) gives the logits it gives for
+// the written checkpoint, to the bit.
+TEST(SyntheticCheckpoint, DrawnOnTheGpuGiveTheWrittenCheckpointsLogits) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  CudaBackend reading(0);
+  const auto want = run_model(Checkpoint::open(test::every_role_model_dir()), reading);
+  CudaBackend drawing(0);
+  drawing.set_draw_weights(true);
+  EXPECT_EQ(run_model(open_synthetic_checkpoint(kEveryRole, synthetic(1)), drawing), want);
+  EXPECT_GT(drawing.draw_stats().weights, 50u);
+  std::printf("drawn: %llu linears, %llu units, %llu of them by the host\n",
+              static_cast<unsigned long long>(drawing.draw_stats().weights),
+              static_cast<unsigned long long>(drawing.draw_stats().units),
+              static_cast<unsigned long long>(drawing.draw_stats().host_units));
+#endif
+}
 
 TEST(SyntheticCheckpoint, SameLogitsAsTheWrittenCheckpoint) {
   CpuReferenceBackend be(2);

@@ -56,7 +56,7 @@ run_for 100 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITEC
 # Reserves (the seconds kept for the stages after one) are smaller in a QUICK call.
 if [ "${QUICK:-0}" = 1 ]; then R_BUILD=50 R_TESTS=40; else R_BUILD=180 R_TESTS=200; fi
 run_for "$R_BUILD" cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
-  cuda_model_bench cuda_gemv_bench cuda_select_bench >> "$OUT/build.log" 2>&1
+  cuda_model_bench cuda_gemv_bench cuda_select_bench cuda_draw_bench >> "$OUT/build.log" 2>&1
 echo "core build exit $?" >> "$OUT/build.log"
 # The golden tests live in engine_tests: built while the op tests run.
 TESTS_BUILD=
@@ -82,6 +82,12 @@ echo "exit $?" >> "$OUT/bench_layers.md"
 stage bench_select
 { echo; echo "## The indexer's selection (bench/cuda_select_bench)"; echo
   run_for 90 "$BUILD/bench/cuda_select_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
+
+# A synthetic checkpoint's linears drawn on the GPU against host generation and upload (a few
+# seconds; issue 23's load of the whole model).
+stage bench_draw
+{ echo; echo "## Synthetic linears drawn on the GPU (bench/cuda_draw_bench)"; echo
+  run_for 80 "$BUILD/bench/cuda_draw_bench" --experts 8; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
 
 # Switches measured against each other in this call, the values taking turns.
 if [ -n "${AB:-}" ]; then
@@ -168,7 +174,7 @@ fi  # QUICK
 stage golden
 [ -n "$TESTS_BUILD" ] && wait "$TESTS_BUILD"
 if [ -n "$TESTS_BUILD" ] && [ -x "$BUILD/tests/engine_tests" ]; then
-  run_for 10 "$BUILD/tests/engine_tests" --gtest_filter='*Golden*cuda*:HybridExperts.*:StepGraphs.*:ShardedModel.OneGpu*' >> "$OUT/golden.log" 2>&1
+  run_for 10 "$BUILD/tests/engine_tests" --gtest_filter='*Golden*cuda*:HybridExperts.*:StepGraphs.*:ShardedModel.OneGpu*:SyntheticCheckpoint.DrawnOnTheGpu*' >> "$OUT/golden.log" 2>&1
   echo "golden exit $?" >> "$OUT/golden.log"
 fi
 

@@ -18,6 +18,7 @@
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
 #include "engine/ops/cuda/gemv_kernels.h"
+#include "engine/ops/cuda/random_draw.h"
 #include "engine/ops/cuda/step_graph_counts.h"
 #include "engine/ops/cuda/wgmma_experts.h"
 #include "engine/ops/step_graph_choice.h"
@@ -170,6 +171,20 @@ class CudaBackend final : public Backend {
   // there and uploads the few it needs (issue 18: 189 GiB of V4.1-Flash fit no GPU).
   Tensor upload_table(const TensorView& t) override { return mapped_host_tensor(t); }
   Tensor upload_f32(const TensorView& t) override;
+  // A synthetic checkpoint's linear drawn on the GPU (random_draw.h) where the switch is on
+  // (FLASHDESK_CUDA_DRAW_WEIGHTS=1; off by default until it has run on a GPU): the units the
+  // kernel flags are generated on the host and copied over it.
+  LinearWeight draw_linear(const RandomWeightRecipe& recipe, int64_t first_row,
+                           int64_t rows) override;
+  void set_draw_weights(bool on) { draw_weights_ = on; }
+  // The flagging margin as a power of two (random_draw.h's kDrawMarginLog2; the tests widen it).
+  void set_draw_margin_log2(int e) { draw_margin_log2_ = e; }
+  struct DrawStats {
+    uint64_t weights = 0;     // linears drawn on the GPU
+    uint64_t units = 0;       // their rows (FP8 tiles: 32-row groups)
+    uint64_t host_units = 0;  // of which the host generated
+  };
+  const DrawStats& draw_stats() const { return draw_stats_; }
 
   void linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) override;
   void grouped_linear(const Tensor& x, const LinearWeight& w, int64_t groups, Tensor& y) override;
@@ -285,6 +300,9 @@ class CudaBackend final : public Backend {
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels
   AttentionWarpgroups attention_warpgroups_ = AttentionWarpgroups::Auto;
+  bool draw_weights_ = false;  // FLASHDESK_CUDA_DRAW_WEIGHTS
+  int draw_margin_log2_ = cuda::kDrawMarginLog2;
+  DrawStats draw_stats_;
   uint64_t attention_warpgroup_calls_ = 0;
 
   CudaDeviceInfo info_;

@@ -346,6 +346,18 @@ inline float __fadd_rn(float a, float b) {
 inline float __fsub_rn(float a, float b) {
   return a - b;
 }
+inline double __dmul_rn(double a, double b) {
+  return a * b;
+}
+inline double __dadd_rn(double a, double b) {
+  return a + b;
+}
+inline double __dsub_rn(double a, double b) {
+  return a - b;
+}
+inline float __double2float_rn(double a) {
+  return static_cast<float>(a);
+}
 inline void sincosf(float a, float* s, float* c) {
   *s = std::sin(a);
   *c = std::cos(a);

@@ -1,0 +1,70 @@
+// CudaBackend::draw_linear: a synthetic checkpoint's linear drawn on the GPU (random_draw.h), the
+// units the kernel cannot vouch for generated on the host and copied over.
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/cuda_handles.h"
+#include "engine/ops/cuda/device_context.h"
+#include "engine/ops/cuda/step_ops.h"
+#include "engine/ops/drawn_linear.h"
+#include "engine/util/error.h"
+
+namespace flashdesk {
+
+LinearWeight CudaBackend::draw_linear(const RandomWeightRecipe& recipe, int64_t first_row,
+                                      int64_t rows) {
+  using Format = RandomTensorPlan::Format;
+  if (!draw_weights_ || recipe.format == Format::Fp8Rows) return {};
+  const DrawnLinearLayout layout = drawn_linear_layout(recipe, first_row, rows);
+  cuda::DeviceGuard g(ctx_->device());
+  const size_t data_bytes = static_cast<size_t>(layout.data.numel()) * dtype_size(layout.dtype);
+  Tensor data(ctx_->weights().allocate(data_bytes), 0, layout.dtype, layout.data), scale;
+  if (layout.scaled)
+    scale = Tensor(ctx_->weights().allocate(static_cast<size_t>(layout.scale.numel())), 0,
+                   DType::F8_E8M0, layout.scale);
+
+  cuda::RandomDraw d;
+  d.format = recipe.format;
+  d.first_row = first_row;
+  d.rows = rows;
+  d.cols = recipe.cols;
+  d.stream = recipe.stream;
+  d.std = recipe.std;
+  d.mean = recipe.mean;
+  d.margin_log2 = draw_margin_log2_;
+  const int64_t units = cuda::draw_units(d);
+  Tensor flags = ctx_->scratch(DType::U8, Shape{units});
+  cuda::draw_random_weight(*ctx_, d, data.bytes(), layout.scaled ? scale.bytes() : nullptr,
+                           flags.bytes());
+  std::vector<uint8_t> flagged(static_cast<size_t>(units));
+  read(flags, flagged.data(), flagged.size());  // waits for the kernel
+
+  // Each flagged unit's rows and scale rows from the host's generator, over the drawn ones.
+  const int64_t unit_rows = recipe.format == Format::Fp8Tiles ? 32 : 1;
+  const size_t row_bytes = data_bytes / static_cast<size_t>(rows);
+  const size_t scale_row_bytes = layout.scaled ? static_cast<size_t>(layout.scale[1]) : 0;
+  std::vector<uint8_t> w(row_bytes * static_cast<size_t>(unit_rows)), s(scale_row_bytes);
+  for (int64_t u = 0; u < units; ++u) {
+    if (!flagged[static_cast<size_t>(u)]) continue;
+    const int64_t r0 = u * unit_rows, r1 = std::min(rows, r0 + unit_rows);
+    recipe.host_rows(first_row + r0, first_row + r1, w.data(), s.data());
+    const size_t n = row_bytes * static_cast<size_t>(r1 - r0);
+    cuda::copy_async(data.bytes() + static_cast<size_t>(r0) * row_bytes, w.data(), n,
+                     cudaMemcpyHostToDevice, ctx_->stream());
+    if (layout.scaled) {
+      // FP4 rows: a scale row a row; FP8 tiles: a scale row a 32-row group.
+      cuda::copy_async(scale.bytes() + static_cast<size_t>(u) * scale_row_bytes, s.data(),
+                       scale_row_bytes, cudaMemcpyHostToDevice, ctx_->stream());
+    }
+    synchronize();  // the host buffers are reused for the next unit
+    ++draw_stats_.host_units;
+  }
+  ++draw_stats_.weights;
+  draw_stats_.units += static_cast<uint64_t>(units);
+  return drawn_linear(recipe, layout, std::move(data), std::move(scale));
+}
+
+}  // namespace flashdesk

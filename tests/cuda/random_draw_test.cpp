@@ -1,0 +1,147 @@
+// A synthetic checkpoint's linears drawn on the GPU (CudaBackend::draw_linear, random_draw.h):
+// byte for byte the host's generation (Checkpoint::tensor, make-random's bytes) for every
+// drawable weight of the every-role model, for a rank's row slice, with the flagged units handed
+// to the host, and at the full V4.1-Flash shapes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/synthetic_checkpoint.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace flashdesk {
+namespace {
+
+using Format = RandomTensorPlan::Format;
+
+std::filesystem::path config_asset(const std::string& name) {
+  return std::filesystem::path(FD_SOURCE_DIR) / "assets" / "configs" / name;
+}
+
+class CudaRandomDrawTest : public test::CudaOpTest {
+ protected:
+  // The bytes of a device tensor.
+  std::vector<uint8_t> host_bytes(const Tensor& t) {
+    std::vector<uint8_t> out(t.nbytes());
+    gpu().read(t, out.data(), out.size());
+    return out;
+  }
+
+  // Draws rows [first, first + rows) of `name` and compares them, and their scale rows, with the
+  // host's bytes of the whole tensor.
+  void expect_drawn_as_host(const Checkpoint& ckpt, const std::string& name, int64_t first = 0,
+                            int64_t rows = -1) {
+    const std::optional<RandomWeightRecipe> recipe = ckpt.random_recipe(name);
+    ASSERT_TRUE(recipe) << name;
+    if (rows < 0) rows = recipe->rows;
+    const LinearWeight lw = gpu().draw_linear(*recipe, first, rows);
+    ASSERT_TRUE(lw.data.defined()) << name;
+    EXPECT_EQ(lw.out, rows) << name;
+    EXPECT_EQ(lw.in, recipe->cols) << name;
+    const TensorView w = ckpt.tensor(name);
+    const size_t row_bytes = w.nbytes / static_cast<size_t>(recipe->rows);
+    const std::vector<uint8_t> got = host_bytes(lw.data);
+    ASSERT_EQ(got.size(), row_bytes * static_cast<size_t>(rows)) << name;
+    EXPECT_EQ(std::memcmp(got.data(), w.data + static_cast<size_t>(first) * row_bytes, got.size()),
+              0)
+        << name << " rows " << first << "+" << rows;
+    if (!recipe->scale.empty()) {
+      const TensorView s = ckpt.tensor(recipe->scale);
+      const size_t scale_row = s.nbytes / static_cast<size_t>(s.dim(0));
+      const int64_t first_scale_row = recipe->format == Format::Fp8Tiles ? first / 32 : first;
+      const std::vector<uint8_t> got_scale = host_bytes(lw.scale);
+      EXPECT_EQ(
+          std::memcmp(got_scale.data(), s.data + static_cast<size_t>(first_scale_row) * scale_row,
+                      got_scale.size()),
+          0)
+          << recipe->scale;
+      ckpt.release_tensor(recipe->scale);
+    } else {
+      EXPECT_FALSE(lw.scale.defined()) << name;
+    }
+    ckpt.release_tensor(name);
+  }
+};
+
+TEST_F(CudaRandomDrawTest, OffByDefaultDrawsNothing) {
+  const auto ckpt = open_synthetic_checkpoint(config_asset("test-every-role.json"), {3, {}, 2});
+  const auto recipe = ckpt->random_recipe("layers.2.attn.wq_b.weight");
+  ASSERT_TRUE(recipe);
+  gpu().set_draw_weights(false);
+  EXPECT_FALSE(gpu().draw_linear(*recipe, 0, recipe->rows).data.defined());
+  EXPECT_EQ(gpu().draw_stats().weights, 0u);
+}
+
+// Every weight of the every-role model the checkpoint offers: FP4 experts, FP8 tiles (wo_a's
+// and the head's shapes included) and BF16 matrices.
+TEST_F(CudaRandomDrawTest, EveryRoleWeightsAreTheHostBytes) {
+  const auto ckpt = open_synthetic_checkpoint(config_asset("test-every-role.json"), {3, {}, 2});
+  gpu().set_draw_weights(true);
+  int formats[4] = {};
+  for (const std::string& name : ckpt->tensor_names()) {
+    const auto recipe = ckpt->random_recipe(name);
+    if (!recipe) continue;
+    ++formats[static_cast<int>(recipe->format)];
+    expect_drawn_as_host(*ckpt, name);
+  }
+  EXPECT_GT(formats[static_cast<int>(Format::Fp4Rows)], 0);
+  EXPECT_GT(formats[static_cast<int>(Format::Fp8Tiles)], 0);
+  EXPECT_GT(formats[static_cast<int>(Format::Plain)], 0);
+  EXPECT_EQ(formats[static_cast<int>(Format::Fp8Rows)], 0);  // Engram tables stay on the host
+  EXPECT_EQ(gpu().draw_stats().weights,
+            static_cast<uint64_t>(formats[0] + formats[1] + formats[2] + formats[3]));
+}
+
+// A rank's share: rows from a 32-row group on (FP8 tiles), any row (FP4, BF16).
+TEST_F(CudaRandomDrawTest, RowSlicesAreTheHostRows) {
+  const auto ckpt = open_synthetic_checkpoint(config_asset("test-every-role.json"), {4, {}, 2});
+  gpu().set_draw_weights(true);
+  expect_drawn_as_host(*ckpt, "layers.2.attn.wq_b.weight", 128, 256);      // FP8 tiles
+  expect_drawn_as_host(*ckpt, "layers.2.ffn.experts.3.w1.weight", 5, 17);  // FP4 rows
+  expect_drawn_as_host(*ckpt, "embed.weight", 7, 100);                     // BF16
+}
+
+// A margin wide enough that many units are flagged: the host's rows replace them, and the bytes
+// are still the host's.
+TEST_F(CudaRandomDrawTest, FlaggedUnitsAreTheHostBytes) {
+  const auto ckpt = open_synthetic_checkpoint(config_asset("test-every-role.json"), {5, {}, 2});
+  gpu().set_draw_weights(true);
+  gpu().set_draw_margin_log2(-34);
+  for (const char* name : {"layers.8.attn.wq_b.weight", "layers.8.ffn.experts.0.w2.weight",
+                           "layers.8.ffn.gate.weight", "head.weight"})
+    if (ckpt->random_recipe(name)) expect_drawn_as_host(*ckpt, name);
+  const auto& st = gpu().draw_stats();
+  EXPECT_GE(st.weights, 3u);
+  EXPECT_GT(st.host_units, 0u) << "the wide margin flags units";
+  EXPECT_LT(st.host_units, st.units);
+}
+
+// The full V4.1-Flash shapes of one layer and the head (about 0.7 G values): the GPU's own libm
+// against the host's, where a margin too narrow would show as a differing byte.
+TEST_F(CudaRandomDrawTest, FullShapesAreTheHostBytes) {
+  FD_REQUIRE_FULL_SHAPES();
+  const auto ckpt =
+      open_synthetic_checkpoint(config_asset("deepseek-v4.1-flash.json"), {0, {2}, 0});
+  gpu().set_draw_weights(true);
+  const std::string p = "layers.2.";
+  std::vector<std::string> names = {
+      p + "attn.wq_a.weight", p + "attn.wq_b.weight", p + "attn.wkv.weight", p + "attn.wo_a.weight",
+      p + "attn.wo_b.weight", p + "ffn.gate.weight",  "head.weight"};
+  for (int e = 0; e < 16; ++e)
+    for (const char* m : {"w1", "w2", "w3"})
+      names.push_back(p + "ffn.experts." + std::to_string(e) + "." + m + ".weight");
+  for (const std::string& n : names)
+    if (ckpt->random_recipe(n)) expect_drawn_as_host(*ckpt, n);
+  const auto& st = gpu().draw_stats();
+  EXPECT_GE(st.weights, names.size() - 2);
+  std::printf("drawn: %llu weights, %llu units, %llu of them by the host\n",
+              static_cast<unsigned long long>(st.weights),
+              static_cast<unsigned long long>(st.units),
+              static_cast<unsigned long long>(st.host_units));
+}
+
+}  // namespace
+}  // namespace flashdesk
