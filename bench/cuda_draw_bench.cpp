@@ -1,13 +1,18 @@
 // Drawing a synthetic checkpoint's linears on the GPU (CudaBackend::draw_linear, random_draw.h)
 // against what a load does without it, measured in the same run: the host generating them on
 // every thread (Checkpoint::tensor) and the backend uploading them. V4.1-Flash's attention,
-// router and head of one layer and a sample of its routed experts; values per second by storage
-// format, the units the host regenerated, and the whole model's linears at each rate.
+// router and head of one layer and a sample of its routed experts, and the first rows of an Engram
+// table (CudaBackend::draw_table: drawn, then copied to host memory, against the host's threads
+// writing them there); values per second by storage format, the units the host regenerated, and
+// the whole model at each rate.
 //
-//   cuda_draw_bench [--config FILE] [--layer N] [--experts N] [--device N]
+//   cuda_draw_bench [--config FILE] [--layer N] [--experts N] [--table-rows N] [--device N]
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,7 +47,8 @@ std::vector<std::string> sampled_linears(const fd::Checkpoint& ckpt, int64_t lay
   const std::string p = "layers." + std::to_string(layer) + ".";
   std::vector<std::string> names;
   for (const std::string& name : ckpt.tensor_names()) {
-    if (!ckpt.random_recipe(name)) continue;
+    const auto recipe = ckpt.random_recipe(name);
+    if (!recipe || recipe->format == fd::RandomTensorPlan::Format::Fp8Rows) continue;
     const bool expert = name.find(".ffn.experts.") != std::string::npos;
     if (expert) {
       const size_t at = name.find(".ffn.experts.") + 13;
@@ -51,6 +57,20 @@ std::vector<std::string> sampled_linears(const fd::Checkpoint& ckpt, int64_t lay
     if (name.starts_with(p) || name == "head.weight") names.push_back(name);
   }
   return names;
+}
+
+// The first `rows` rows of the table `r` into host memory as a load without drawing makes them:
+// write_random_rows on `threads` threads, each a contiguous share.
+void host_table_rows(const fd::RandomWeightRecipe& r, int64_t rows, int threads, uint8_t* codes,
+                     uint8_t* scales) {
+  std::vector<std::jthread> pool;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t a = rows * t / threads, b = rows * (t + 1) / threads;
+    if (a < b)
+      pool.emplace_back([&r, a, b, codes, scales] {
+        r.host_rows(a, b, codes + a * r.cols, scales + a * (r.cols / 32));
+      });
+  }
 }
 
 }  // namespace
@@ -65,6 +85,8 @@ int main(int argc, char** argv) {
               .string()))("layer", "main layer sampled",
                           cxxopts::value<int64_t>()->default_value("2"))(
       "experts", "routed experts of it sampled", cxxopts::value<int64_t>()->default_value("16"))(
+      "table-rows", "first rows of an Engram table sampled (0: none)",
+      cxxopts::value<int64_t>()->default_value("4194304"))(
       "device", "GPU index", cxxopts::value<int>()->default_value("0"));
   const auto args = fd::bench::parse_options(options, argc, argv);
   if (fd::cuda_devices().empty()) {
@@ -73,10 +95,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   const int64_t layer = args["layer"].as<int64_t>();
+  const std::string config = args["config"].as<std::string>();
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   fd::SyntheticWeights w;
   w.seed = 1;
   w.layers = {layer};
-  const auto ckpt = fd::open_synthetic_checkpoint(args["config"].as<std::string>(), w);
+  // With the first Engram layer, for its table.
+  const std::vector<int64_t> engram =
+      fd::open_synthetic_checkpoint(config, w)->config().text.engram_layer_ids;
+  if (!engram.empty() && engram.front() != layer) w.layers.push_back(engram.front());
+  std::sort(w.layers.begin(), w.layers.end());
+  const auto ckpt = fd::open_synthetic_checkpoint(config, w);
   const std::vector<std::string> names =
       sampled_linears(*ckpt, layer, args["experts"].as<int64_t>());
   fd::CudaBackend gpu(args["device"].as<int>());
@@ -107,22 +136,41 @@ int main(int argc, char** argv) {
     }
     s.host_s += seconds_since(t0);
   }
-  const fd::CudaBackend::DrawStats& after = gpu.draw_stats();
+  const fd::CudaBackend::DrawStats linears = gpu.draw_stats();
 
-  // The whole model's drawable linears by format.
-  const auto whole = fd::open_synthetic_checkpoint(args["config"].as<std::string>(), {});
+  // An Engram table's first rows: drawn into host memory, and written there by the host.
+  std::optional<fd::RandomWeightRecipe> table;
+  if (!engram.empty() && args["table-rows"].as<int64_t>() > 0)
+    table =
+        ckpt->random_recipe("layers." + std::to_string(engram.front()) + ".engram.embed.weight");
+  bool table_same = false;
+  if (table) {
+    table->rows = std::min(table->rows, args["table-rows"].as<int64_t>());
+    Sample& s = by_format[format_of(*table)];
+    s.values = values_of(*table);
+    auto t0 = Clock::now();
+    const fd::QuantTable drawn = gpu.draw_table(*table);
+    s.draw_s = seconds_since(t0);
+    std::vector<uint8_t> codes(drawn.codes.nbytes()), scales(drawn.scales.nbytes());
+    t0 = Clock::now();
+    host_table_rows(*table, table->rows, hw, codes.data(), scales.data());
+    s.host_s = seconds_since(t0);
+    table_same = std::memcmp(codes.data(), drawn.codes.bytes(), codes.size()) == 0 &&
+                 std::memcmp(scales.data(), drawn.scales.bytes(), scales.size()) == 0;
+  }
+
+  // The whole model's drawable weights by format.
+  const auto whole = fd::open_synthetic_checkpoint(config, {});
   std::map<std::string, double> model_values;
   for (const std::string& name : whole->tensor_names())
     if (const auto r = whole->random_recipe(name)) model_values[format_of(*r)] += values_of(*r);
 
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::printf("cuda_draw_bench: %s on %s, layer %lld, %zu linears; host: %d threads + upload\n\n",
+  std::printf("cuda_draw_bench: %s on %s, layer %lld, %zu linears; host: %d threads\n\n",
               ckpt->config().name.c_str(), gpu.device().name.c_str(), static_cast<long long>(layer),
               names.size(), hw);
   std::printf(
-      "| format | sampled G values | GPU draw s | GPU G values/s | host + upload s | host G "
-      "values/s | GPU / host | whole model G values | whole model s, GPU | whole model s, host "
-      "|\n");
+      "| format | sampled G values | GPU draw s | GPU G values/s | host s | host G values/s | "
+      "GPU / host | whole model G values | whole model s, GPU | whole model s, host |\n");
   std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   double gpu_total = 0, host_total = 0;
   for (const auto& [format, s] : by_format) {
@@ -134,11 +182,20 @@ int main(int argc, char** argv) {
                 format.c_str(), s.values / 1e9, s.draw_s, g / 1e9, s.host_s, h / 1e9, g / h,
                 n / 1e9, n / g, n / h);
   }
+  const fd::CudaBackend::DrawStats& all = gpu.draw_stats();
   std::printf(
-      "\nunits (rows; FP8 tiles: 32-row groups) drawn: %llu, regenerated by the host: %llu\n"
-      "whole model's drawable linears: %.0f s drawn on this GPU, %.0f s generated here and "
-      "uploaded\n",
-      static_cast<unsigned long long>(after.units - before.units),
-      static_cast<unsigned long long>(after.host_units - before.host_units), gpu_total, host_total);
+      "\nhost s: the linears generated on every thread and uploaded; the table's rows generated on "
+      "every thread into host memory (the GPU's: drawn and copied there).\n"
+      "units (rows; FP8 tiles: 32-row groups) drawn: linears %llu, table %llu; regenerated by the "
+      "host: linears %llu, table %llu\n"
+      "whole model (the formats sampled): %.0f s drawn on this GPU, %.0f s on the host here\n",
+      static_cast<unsigned long long>(linears.units - before.units),
+      static_cast<unsigned long long>(all.units - linears.units),
+      static_cast<unsigned long long>(linears.host_units - before.host_units),
+      static_cast<unsigned long long>(all.host_units - linears.host_units), gpu_total, host_total);
+  if (table)
+    std::printf("table %s, first %lld rows: drawn and host bytes equal: %s\n",
+                std::string(table->weight).c_str(), static_cast<long long>(table->rows),
+                table_same ? "yes" : "NO");
   return 0;
 }

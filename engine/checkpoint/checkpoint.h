@@ -85,9 +85,10 @@ class Checkpoint {
   // them for the checkpoint's life. Releasing more often than tensor() was called is a bug.
   virtual void release_tensor(std::string_view name) const { (void)name; }
   virtual std::vector<std::string> tensor_names() const = 0;
-  // For a linear weight whose bytes are generated rather than read (a synthetic checkpoint's
-  // FP4 rows, FP8 tiles and BF16 matrices): how a backend may draw them itself
-  // (Backend::draw_linear) instead of calling tensor(). Empty for every weight of a file.
+  // For a weight whose bytes are generated rather than read (a synthetic checkpoint's FP4 rows,
+  // FP8 tiles, BF16 matrices and Engram tables): how a backend may draw them itself
+  // (Backend::draw_linear, draw_table) instead of calling tensor(). Empty for every weight of a
+  // file.
   virtual std::optional<RandomWeightRecipe> random_recipe(std::string_view weight) const {
     (void)weight;
     return std::nullopt;

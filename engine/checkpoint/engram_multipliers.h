@@ -1,5 +1,5 @@
-// Engram's hash multipliers (docs/model-spec.md §7 step 3), computed as the official engram.py does:
-// for Engram layer L, numpy default_rng(10007 * L).integers(0, bound, max_ngram_size) * 2 + 1
+// Engram's hash multipliers (docs/model-spec.md §7 step 3), computed as the official engram.py
+// does: for Engram layer L, numpy default_rng(10007 * L).integers(0, bound, max_ngram_size) * 2 + 1
 // with bound = max(1, (int64_max // compressed_vocab_size) // 2). Odd, and small enough that
 // compressed id x multiplier cannot overflow int64.
 #pragma once

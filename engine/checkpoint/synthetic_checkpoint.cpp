@@ -106,7 +106,7 @@ std::optional<RandomWeightRecipe> SyntheticCheckpoint::random_recipe(
   if (it == table_.end() || it->second.scale) return std::nullopt;
   const RandomTensorPlan& p = tensors_[it->second.tensor]->plan();
   const bool drawable =
-      p.format == Format::Fp4Rows || p.format == Format::Fp8Tiles ||
+      p.format == Format::Fp4Rows || p.format == Format::Fp8Tiles || p.format == Format::Fp8Rows ||
       (p.format == Format::Plain && p.weight->dtype == DType::BF16 && p.weight->shape.size() == 2);
   const InitRule rule = init_rule(p.weight->name, p.cols, config_.text);
   if (!drawable || rule.hc_base) return std::nullopt;

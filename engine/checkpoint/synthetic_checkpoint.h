@@ -58,8 +58,8 @@ class SyntheticCheckpoint final : public Checkpoint {
     tensors_[entry(name).tensor]->release();
   }
   std::vector<std::string> tensor_names() const override { return names_; }
-  // FP4 rows, FP8 32 x 32 tiles and 2-D BF16 weights (the mHC base, whose mean varies by column,
-  // and the Engram tables' FP8 rows are generated here); host_rows generates on one thread.
+  // FP4 rows, FP8 32 x 32 tiles, FP8 rows (the Engram tables) and 2-D BF16 weights (not the mHC
+  // base, whose mean varies by column); host_rows generates on the calling thread.
   std::optional<RandomWeightRecipe> random_recipe(std::string_view weight) const override;
   std::string fingerprint() const override { return fingerprint_; }
   const WeightDigestReport& weight_digest_report() const override { return report_; }

@@ -65,6 +65,21 @@ class WeightLoader {
     return out;
   }
 
+  // An Engram table: `module` + ".weight" codes and ".scale" codes, drawn by the backend where it
+  // can (Backend::draw_table), else where upload_table keeps them.
+  QuantTable quant_table(const std::string& module) {
+    if (const auto recipe = ckpt_.random_recipe(module + ".weight");
+        recipe && recipe->format == RandomTensorPlan::Format::Fp8Rows)
+      if (QuantTable drawn = be_.draw_table(*recipe); drawn.codes.defined()) {
+        if (progress_) {
+          progress_->uploaded(spec_view(recipe->weight));
+          progress_->uploaded(spec_view(recipe->scale));
+        }
+        return drawn;
+      }
+    return QuantTable{table(module + ".weight"), table(module + ".scale")};
+  }
+
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.
   LinearWeight linear(const std::string& module, bool in_host = false) {
     if (!in_host)
@@ -112,7 +127,7 @@ class WeightLoader {
   // otherwise (a file, a host backend, a column slice), and nothing generated on the host.
   LinearWeight draw(const std::string& module) {
     const std::optional<RandomWeightRecipe> recipe = ckpt_.random_recipe(module + ".weight");
-    if (!recipe) return {};
+    if (!recipe || recipe->format == RandomTensorPlan::Format::Fp8Rows) return {};
     const ShardSplit split = shard_split(module + ".weight");
     int64_t first = 0, rows = recipe->rows;
     if (plan_.world > 1 && (split == ShardSplit::RowsByHead || split == ShardSplit::RowsByGroup)) {
@@ -302,7 +317,7 @@ ModelWeights load_model_weights(const Checkpoint& ckpt, const std::vector<LayerR
                    t.n_routed_experts);
     if (role.engram) {
       EngramWeights e;
-      e.table = QuantTable{ld.table(p + "engram.embed.weight"), ld.table(p + "engram.embed.scale")};
+      e.table = ld.quant_table(p + "engram.embed");
       e.wkv = ld.linear(p + "engram.wkv");
       e.q_weight = ld.vec(p + "engram.q_weight");
       e.k_weight = ld.vec(p + "engram.k_weight");

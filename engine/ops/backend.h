@@ -182,6 +182,13 @@ class Backend {
     (void)recipe, (void)first_row, (void)rows;
     return {};
   }
+  // A synthetic checkpoint's Engram table (FP8 rows, `recipe`) drawn by the backend where
+  // upload_table would keep it, byte for byte the checkpoint's codes and scales. The default
+  // draws nothing (undefined codes): the host generates them and upload_table takes them.
+  virtual QuantTable draw_table(const RandomWeightRecipe& recipe) {
+    (void)recipe;
+    return {};
+  }
 
   // -- dense ops over rows (tokens) --
   // y [n, out] = x [n, in] . W^T with the numerics of `mode` (docs/numerics.md).

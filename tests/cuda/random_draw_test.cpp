@@ -1,7 +1,7 @@
 // A synthetic checkpoint's linears drawn on the GPU (CudaBackend::draw_linear, random_draw.h):
 // byte for byte the host's generation (Checkpoint::tensor, make-random's bytes) for every
-// drawable weight of the every-role model, for a rank's row slice, with the flagged units handed
-// to the host, and at the full V4.1-Flash shapes.
+// drawable weight of the every-role model and its Engram tables, for a rank's row slice, with the
+// flagged units handed to the host, and at the full V4.1-Flash shapes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "engine/checkpoint/synthetic_checkpoint.h"
+#include "engine/ops/cuda/random_draw.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace flashdesk {
 namespace {
 
+using cuda::kDrawMarginLog2;
 using Format = RandomTensorPlan::Format;
 
 std::filesystem::path config_asset(const std::string& name) {
@@ -72,7 +74,7 @@ TEST_F(CudaRandomDrawTest, OffByDefaultDrawsNothing) {
   ASSERT_TRUE(recipe);
   gpu().set_draw_weights(false);
   EXPECT_FALSE(gpu().draw_linear(*recipe, 0, recipe->rows).data.defined());
-  EXPECT_EQ(gpu().draw_stats().weights, 0u);
+  EXPECT_EQ(gpu().draw_stats().draws, 0u);
 }
 
 // Every weight of the every-role model the checkpoint offers: FP4 experts, FP8 tiles (wo_a's
@@ -83,16 +85,45 @@ TEST_F(CudaRandomDrawTest, EveryRoleWeightsAreTheHostBytes) {
   int formats[4] = {};
   for (const std::string& name : ckpt->tensor_names()) {
     const auto recipe = ckpt->random_recipe(name);
-    if (!recipe) continue;
+    if (!recipe || recipe->format == Format::Fp8Rows) continue;  // tables: below
     ++formats[static_cast<int>(recipe->format)];
     expect_drawn_as_host(*ckpt, name);
   }
   EXPECT_GT(formats[static_cast<int>(Format::Fp4Rows)], 0);
   EXPECT_GT(formats[static_cast<int>(Format::Fp8Tiles)], 0);
   EXPECT_GT(formats[static_cast<int>(Format::Plain)], 0);
-  EXPECT_EQ(formats[static_cast<int>(Format::Fp8Rows)], 0);  // Engram tables stay on the host
-  EXPECT_EQ(gpu().draw_stats().weights,
+  EXPECT_EQ(gpu().draw_stats().draws,
             static_cast<uint64_t>(formats[0] + formats[1] + formats[2] + formats[3]));
+}
+
+// The Engram tables, drawn in chunks of 37 rows (the last one short) into host memory; with the
+// wide margin too, the flagged rows then written by the host there.
+TEST_F(CudaRandomDrawTest, EngramTablesAreTheHostBytes) {
+  const auto ckpt = open_synthetic_checkpoint(config_asset("test-every-role.json"), {6, {}, 2});
+  gpu().set_draw_weights(true);
+  gpu().set_draw_table_chunk_rows(37);
+  int tables = 0;
+  for (int margin : {kDrawMarginLog2, -34}) {
+    gpu().set_draw_margin_log2(margin);
+    for (const std::string& name : ckpt->tensor_names()) {
+      const auto recipe = ckpt->random_recipe(name);
+      if (!recipe || recipe->format != Format::Fp8Rows) continue;
+      ++tables;
+      const QuantTable t = gpu().draw_table(*recipe);
+      ASSERT_TRUE(t.codes.defined()) << name;
+      ASSERT_TRUE(t.codes.host_accessible()) << name << ": tables stay in host memory";
+      const TensorView w = ckpt->tensor(name), s = ckpt->tensor(recipe->scale);
+      ASSERT_EQ(t.codes.nbytes(), w.nbytes) << name;
+      ASSERT_EQ(t.scales.nbytes(), s.nbytes) << name;
+      EXPECT_EQ(std::memcmp(t.codes.bytes(), w.data, w.nbytes), 0) << name;
+      EXPECT_EQ(std::memcmp(t.scales.bytes(), s.data, s.nbytes), 0) << recipe->scale;
+      EXPECT_GT(recipe->rows, 37) << "a table of one chunk tests no chunking";
+      ckpt->release_tensor(name);
+      ckpt->release_tensor(recipe->scale);
+    }
+  }
+  EXPECT_EQ(tables, 4);  // two Engram layers, each margin
+  EXPECT_GT(gpu().draw_stats().host_units, 0u);
 }
 
 // A rank's share: rows from a 32-row group on (FP8 tiles), any row (FP4, BF16).
@@ -114,7 +145,7 @@ TEST_F(CudaRandomDrawTest, FlaggedUnitsAreTheHostBytes) {
                            "layers.8.ffn.gate.weight", "head.weight"})
     if (ckpt->random_recipe(name)) expect_drawn_as_host(*ckpt, name);
   const auto& st = gpu().draw_stats();
-  EXPECT_GE(st.weights, 3u);
+  EXPECT_GE(st.draws, 3u);
   EXPECT_GT(st.host_units, 0u) << "the wide margin flags units";
   EXPECT_LT(st.host_units, st.units);
 }
@@ -136,10 +167,9 @@ TEST_F(CudaRandomDrawTest, FullShapesAreTheHostBytes) {
   for (const std::string& n : names)
     if (ckpt->random_recipe(n)) expect_drawn_as_host(*ckpt, n);
   const auto& st = gpu().draw_stats();
-  EXPECT_GE(st.weights, names.size() - 2);
-  std::printf("drawn: %llu weights, %llu units, %llu of them by the host\n",
-              static_cast<unsigned long long>(st.weights),
-              static_cast<unsigned long long>(st.units),
+  EXPECT_GE(st.draws, names.size() - 2);
+  std::printf("drawn: %llu linears, %llu units, %llu of them by the host\n",
+              static_cast<unsigned long long>(st.draws), static_cast<unsigned long long>(st.units),
               static_cast<unsigned long long>(st.host_units));
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
@@ -176,11 +177,17 @@ class CudaBackend final : public Backend {
   // kernel flags are generated on the host and copied over it.
   LinearWeight draw_linear(const RandomWeightRecipe& recipe, int64_t first_row,
                            int64_t rows) override;
+  // An Engram table drawn on the GPU in chunks (kDrawTableChunkBytes of codes each) and copied
+  // to host memory, where upload_table would keep it; the flagged rows generated there.
+  QuantTable draw_table(const RandomWeightRecipe& recipe) override;
   void set_draw_weights(bool on) { draw_weights_ = on; }
   // The flagging margin as a power of two (random_draw.h's kDrawMarginLog2; the tests widen it).
   void set_draw_margin_log2(int e) { draw_margin_log2_ = e; }
+  // Rows a table chunk holds (0: kDrawTableChunkBytes of codes; the tests take a few).
+  void set_draw_table_chunk_rows(int64_t rows) { draw_table_chunk_rows_ = rows; }
+  static constexpr int64_t kDrawTableChunkBytes = int64_t{256} << 20;
   struct DrawStats {
-    uint64_t weights = 0;     // linears drawn on the GPU
+    uint64_t draws = 0;       // kernels drawing a linear or a table's chunk
     uint64_t units = 0;       // their rows (FP8 tiles: 32-row groups)
     uint64_t host_units = 0;  // of which the host generated
   };
@@ -268,6 +275,10 @@ class CudaBackend final : public Backend {
                            std::span<const ExpertWeights* const> experts,
                            const ExpertWeights* shared, const Tensor* shared_y, float swiglu_limit,
                            Tensor& y);
+  // The draw of `recipe`'s rows in the device's terms (first_row and rows: the whole weight).
+  cuda::RandomDraw draw_of(const RandomWeightRecipe& recipe) const;
+  // Draws `d` to device memory and returns its units' flags (one byte each; waits for them).
+  std::vector<uint8_t> draw_flagged(const cuda::RandomDraw& d, uint8_t* weight, uint8_t* scale);
   // The CPU backend (all cores, made on first use) that runs what stays in host memory: routed
   // experts of hybrid layers, Engram table rows.
   Backend& host_backend();
@@ -302,6 +313,7 @@ class CudaBackend final : public Backend {
   AttentionWarpgroups attention_warpgroups_ = AttentionWarpgroups::Auto;
   bool draw_weights_ = false;  // FLASHDESK_CUDA_DRAW_WEIGHTS
   int draw_margin_log2_ = cuda::kDrawMarginLog2;
+  int64_t draw_table_chunk_rows_ = 0;
   DrawStats draw_stats_;
   uint64_t attention_warpgroup_calls_ = 0;
 

@@ -26,21 +26,12 @@ LinearWeight CudaBackend::draw_linear(const RandomWeightRecipe& recipe, int64_t 
     scale = Tensor(ctx_->weights().allocate(static_cast<size_t>(layout.scale.numel())), 0,
                    DType::F8_E8M0, layout.scale);
 
-  cuda::RandomDraw d;
-  d.format = recipe.format;
+  cuda::RandomDraw d = draw_of(recipe);
   d.first_row = first_row;
   d.rows = rows;
-  d.cols = recipe.cols;
-  d.stream = recipe.stream;
-  d.std = recipe.std;
-  d.mean = recipe.mean;
-  d.margin_log2 = draw_margin_log2_;
   const int64_t units = cuda::draw_units(d);
-  Tensor flags = ctx_->scratch(DType::U8, Shape{units});
-  cuda::draw_random_weight(*ctx_, d, data.bytes(), layout.scaled ? scale.bytes() : nullptr,
-                           flags.bytes());
-  std::vector<uint8_t> flagged(static_cast<size_t>(units));
-  read(flags, flagged.data(), flagged.size());  // waits for the kernel
+  const std::vector<uint8_t> flagged =
+      draw_flagged(d, data.bytes(), layout.scaled ? scale.bytes() : nullptr);
 
   // Each flagged unit's rows and scale rows from the host's generator, over the drawn ones.
   const int64_t unit_rows = recipe.format == Format::Fp8Tiles ? 32 : 1;
@@ -62,9 +53,68 @@ LinearWeight CudaBackend::draw_linear(const RandomWeightRecipe& recipe, int64_t 
     synchronize();  // the host buffers are reused for the next unit
     ++draw_stats_.host_units;
   }
-  ++draw_stats_.weights;
-  draw_stats_.units += static_cast<uint64_t>(units);
   return drawn_linear(recipe, layout, std::move(data), std::move(scale));
+}
+
+QuantTable CudaBackend::draw_table(const RandomWeightRecipe& recipe) {
+  if (!draw_weights_ || recipe.format != RandomTensorPlan::Format::Fp8Rows) return {};
+  const std::string name(recipe.weight);
+  FD_CHECK(recipe.dtype == DType::F8_E4M3 && recipe.cols % 32 == 0,
+           name + ": an Engram table is FP8 rows of whole 32-value blocks");
+  const int64_t rows = recipe.rows, cols = recipe.cols, blocks = cols / 32;
+  // In host memory, as upload_table keeps a table (engram_gather reads its rows there).
+  Backend& host = host_backend();
+  QuantTable t{host.alloc(DType::F8_E4M3, Shape{rows, cols}),
+               host.alloc(DType::F8_E8M0, Shape{rows, blocks})};
+  const int64_t chunk = std::min(rows, draw_table_chunk_rows_ > 0
+                                           ? draw_table_chunk_rows_
+                                           : std::max<int64_t>(1, kDrawTableChunkBytes / cols));
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor codes = ctx_->scratch(DType::F8_E4M3, Shape{chunk, cols});
+  Tensor scales = ctx_->scratch(DType::F8_E8M0, Shape{chunk, blocks});
+  cuda::RandomDraw d = draw_of(recipe);
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    d.first_row = r0;
+    d.rows = std::min(chunk, rows - r0);
+    const std::vector<uint8_t> flagged = draw_flagged(d, codes.bytes(), scales.bytes());
+    uint8_t* host_codes = t.codes.bytes() + r0 * cols;
+    uint8_t* host_scales = t.scales.bytes() + r0 * blocks;
+    cuda::copy_async(host_codes, codes.bytes(), static_cast<size_t>(d.rows * cols),
+                     cudaMemcpyDeviceToHost, ctx_->stream());
+    cuda::copy_async(host_scales, scales.bytes(), static_cast<size_t>(d.rows * blocks),
+                     cudaMemcpyDeviceToHost, ctx_->stream());
+    synchronize();
+    for (int64_t u = 0; u < d.rows; ++u)
+      if (flagged[static_cast<size_t>(u)]) {
+        recipe.host_rows(r0 + u, r0 + u + 1, host_codes + u * cols, host_scales + u * blocks);
+        ++draw_stats_.host_units;
+      }
+  }
+  return t;
+}
+
+cuda::RandomDraw CudaBackend::draw_of(const RandomWeightRecipe& recipe) const {
+  cuda::RandomDraw d;
+  d.format = recipe.format;
+  d.rows = recipe.rows;
+  d.cols = recipe.cols;
+  d.stream = recipe.stream;
+  d.std = recipe.std;
+  d.mean = recipe.mean;
+  d.margin_log2 = draw_margin_log2_;
+  return d;
+}
+
+std::vector<uint8_t> CudaBackend::draw_flagged(const cuda::RandomDraw& d, uint8_t* weight,
+                                               uint8_t* scale) {
+  const int64_t units = cuda::draw_units(d);
+  Tensor flags = ctx_->scratch(DType::U8, Shape{units});
+  cuda::draw_random_weight(*ctx_, d, weight, scale, flags.bytes());
+  std::vector<uint8_t> flagged(static_cast<size_t>(units));
+  read(flags, flagged.data(), flagged.size());  // waits for the kernel
+  ++draw_stats_.draws;
+  draw_stats_.units += static_cast<uint64_t>(units);
+  return flagged;
 }
 
 }  // namespace flashdesk

@@ -81,7 +81,7 @@ FD_DEV float amax_of(const float (&x)[kBlockValues], int n) {
 }
 
 // Thread t: row t / blocks, columns 32 (t % blocks) on. FP4 rows: 16 packed bytes and a UE8M0
-// code; BF16: up to 32 values.
+// code; FP8 rows (Engram tables): 32 codes and a UE8M0 code; BF16: up to 32 values.
 __global__ void __launch_bounds__(kThreads)
     draw_rows_kernel(RandomDraw d, uint8_t* weight, uint8_t* scale, uint8_t* flags) {
   FD_GRID_PROLOGUE();
@@ -112,6 +112,28 @@ __global__ void __launch_bounds__(kThreads)
     packed.z = words[2];
     packed.w = words[3];
     *reinterpret_cast<uint4*>(weight + r * (d.cols / 2) + c0 / 2) = packed;
+    scale[r * blocks + b] = code;
+  } else if (d.format == Format::Fp8Rows) {
+    const uint8_t code = fp8_scale_code(amax_of(x, kBlockValues));
+    const float s = e8m0_to_f32(code);
+    uint32_t words[8];
+    FD_UNROLL
+    for (int w = 0; w < 8; ++w) {
+      uint32_t word = 0;
+      FD_UNROLL
+      for (int i = 0; i < 4; ++i)
+        word |= static_cast<uint32_t>(fp8_code(x[4 * w + i], s)) << (8 * i);
+      words[w] = word;
+    }
+    uint4* out = reinterpret_cast<uint4*>(weight + r * d.cols + c0);
+    for (int h = 0; h < 2; ++h) {
+      uint4 half;
+      half.x = words[4 * h];
+      half.y = words[4 * h + 1];
+      half.z = words[4 * h + 2];
+      half.w = words[4 * h + 3];
+      out[h] = half;
+    }
     scale[r * blocks + b] = code;
   } else {
     uint16_t* out = reinterpret_cast<uint16_t*>(weight) + r * d.cols + c0;
@@ -155,9 +177,9 @@ int64_t draw_units(const RandomDraw& d) {
 void draw_random_weight(DeviceContext& ctx, const RandomDraw& d, uint8_t* weight, uint8_t* scale,
                         uint8_t* flags) {
   FD_CHECK(d.rows >= 0 && d.cols > 0 && d.first_row >= 0, "draw_random_weight: bad shape");
-  FD_CHECK(d.format != Format::Fp8Rows, "draw_random_weight: FP8 rows are drawn on the host");
-  FD_CHECK(d.format != Format::Fp4Rows || d.cols % kBlockValues == 0,
-           "draw_random_weight: FP4 rows need whole 32-value blocks");
+  FD_CHECK(
+      (d.format != Format::Fp4Rows && d.format != Format::Fp8Rows) || d.cols % kBlockValues == 0,
+      "draw_random_weight: FP4 and FP8 rows need whole 32-value blocks");
   FD_CHECK(d.format != Format::Fp8Tiles || d.first_row % 32 == 0,
            "draw_random_weight: FP8 tiles are drawn from a whole 32-row group");
   const int64_t units = draw_units(d);
@@ -169,8 +191,9 @@ void draw_random_weight(DeviceContext& ctx, const RandomDraw& d, uint8_t* weight
     FD_LAUNCH(draw_tiles_kernel, dim3(blocks_for(threads, kThreads)), dim3(kThreads), 0,
               ctx.stream(), d, weight, scale, flags);
   } else {
-    FD_CHECK(d.format == Format::Fp4Rows || d.format == Format::Plain,
-             "draw_random_weight: unknown format");
+    FD_CHECK(
+        d.format == Format::Fp4Rows || d.format == Format::Fp8Rows || d.format == Format::Plain,
+        "draw_random_weight: unknown format");
     const int64_t threads = d.rows * blocks;
     FD_LAUNCH(draw_rows_kernel, dim3(blocks_for(threads, kThreads)), dim3(kThreads), 0,
               ctx.stream(), d, weight, scale, flags);

@@ -1,6 +1,7 @@
-// Drawing a synthetic checkpoint's weight on the device (Backend::draw_linear): random_init.h's
-// splitmix64 rows and Box-Muller pairs in double precision, quantised as make-random's writer
-// quantises (random_tensor_writer.cpp), so the bytes need no host memory and no copy.
+// Drawing a synthetic checkpoint's weight on the device (Backend::draw_linear, draw_table):
+// random_init.h's splitmix64 rows and Box-Muller pairs in double precision, quantised as
+// make-random's writer quantises (random_tensor_writer.cpp), so a linear's bytes need no host
+// memory and no copy, and an Engram table's no host thread.
 //
 // The device's log, sin and cos are not the host's (CUDA's are within 1-2 units in the last
 // place, glibc's within 1), and make-random's bytes are the host's. So each value whose double
@@ -25,7 +26,7 @@ class DeviceContext;
 inline constexpr int kDrawMarginLog2 = -46;
 
 struct RandomDraw {
-  RandomTensorPlan::Format format = RandomTensorPlan::Format::Plain;  // not Fp8Rows
+  RandomTensorPlan::Format format = RandomTensorPlan::Format::Plain;
   int64_t first_row = 0, rows = 0;  // the rows drawn (FP8 tiles: first_row a multiple of 32)
   int64_t cols = 0;                 // logical columns (FP4: twice the bytes)
   uint64_t stream = 0;              // row r's seed: SplitMix64::mix(stream + r)
