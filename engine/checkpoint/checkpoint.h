@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -87,11 +88,19 @@ class Checkpoint {
   virtual std::vector<std::string> tensor_names() const = 0;
   // For a weight whose bytes are generated rather than read (a synthetic checkpoint's FP4 rows,
   // FP8 tiles, BF16 matrices and Engram tables): how a backend may draw them itself
-  // (Backend::draw_linear, draw_table) instead of calling tensor(). Empty for every weight of a
+  // (Backend::draw_linear, draw_into_host) instead of calling tensor(). Empty for every weight of a
   // file.
   virtual std::optional<RandomWeightRecipe> random_recipe(std::string_view weight) const {
     (void)weight;
     return std::nullopt;
+  }
+  // tensor(name), except that a synthetic checkpoint that has yet to generate the bytes lets
+  // `draw` write them (the weight's and its scale's) first; where it returns false the host
+  // generates them as tensor() does. A file's tensor is read as tensor() reads it.
+  using DrawInto = std::function<bool(uint8_t* weight, uint8_t* scale)>;
+  virtual TensorView tensor_drawn(std::string_view name, const DrawInto& draw) const {
+    (void)draw;
+    return tensor(name);
   }
   // What keys cached KV: a SHA-256 (64 lower-case hex digits) over the engine's
   // kKvNumericsVersion, config.json, and every safetensors file's name, size, header and content

@@ -93,8 +93,12 @@ const SyntheticCheckpoint::Entry& SyntheticCheckpoint::entry(std::string_view na
 }
 
 TensorView SyntheticCheckpoint::tensor(std::string_view name) const {
+  return tensor_drawn(name, {});
+}
+
+TensorView SyntheticCheckpoint::tensor_drawn(std::string_view name, const DrawInto& draw) const {
   const Entry& e = entry(name);
-  const uint8_t* data = tensors_[e.tensor]->acquire(e.scale, threads_);
+  const uint8_t* data = tensors_[e.tensor]->acquire(e.scale, threads_, draw);
   return TensorView{e.spec->name, e.spec->dtype, e.spec->shape, data,
                     static_cast<size_t>(e.spec->nbytes())};
 }

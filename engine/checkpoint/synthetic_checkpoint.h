@@ -53,6 +53,7 @@ class SyntheticCheckpoint final : public Checkpoint {
   bool has(std::string_view name) const override { return table_.contains(name); }
   // Generates the weight (with its scale) on first use, on `threads` threads; thread-safe.
   TensorView tensor(std::string_view name) const override;
+  TensorView tensor_drawn(std::string_view name, const DrawInto& draw) const override;
   TensorSpec tensor_spec(std::string_view name) const override { return *entry(name).spec; }
   void release_tensor(std::string_view name) const override {
     tensors_[entry(name).tensor]->release();

@@ -65,10 +65,11 @@ SyntheticTensor::SyntheticTensor(const RandomTensorPlan& plan, const TextConfig&
                                  uint64_t seed)
     : plan_(plan), text_(text), seed_(seed) {}
 
-const uint8_t* SyntheticTensor::acquire(bool scale, int threads) {
+const uint8_t* SyntheticTensor::acquire(bool scale, int threads,
+                                        const std::function<bool(uint8_t*, uint8_t*)>& draw) {
   FD_CHECK(!scale || plan_.scale, plan_.weight->name + " has no scale");
   const std::lock_guard lock(mutex_);
-  if (!weight_) generate(threads);
+  if (!weight_) generate(threads, draw);
   ++readers_;
   return scale ? scale_.get() : weight_.get();
 }
@@ -89,10 +90,15 @@ uint64_t SyntheticTensor::resident_bytes() const {
 }
 
 // Called with mutex_ held: other threads wanting this tensor wait, others generate theirs.
-void SyntheticTensor::generate(int threads) {
+void SyntheticTensor::generate(int threads, const std::function<bool(uint8_t*, uint8_t*)>& draw) {
   auto weight = std::make_unique_for_overwrite<uint8_t[]>(plan_.weight->nbytes());
   std::unique_ptr<uint8_t[]> scale;
   if (plan_.scale) scale = std::make_unique_for_overwrite<uint8_t[]>(plan_.scale->nbytes());
+  if (draw && draw(weight.get(), scale.get())) {  // a backend drew them (on its GPU)
+    weight_ = std::move(weight);
+    scale_ = std::move(scale);
+    return;
+  }
   MemorySink sink(plan_.weight, weight.get(), plan_.scale, scale.get());
   std::vector<std::function<void()>> jobs;
   add_random_tensor_jobs(plan_, text_, seed_, sink, kRandomElementsPerJob, jobs);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -19,9 +20,11 @@ class SyntheticTensor {
   SyntheticTensor(const RandomTensorPlan& plan, const TextConfig& text, uint64_t seed);
 
   // The bytes of the weight (scale = false) or of its scale, generated on up to `threads`
-  // threads when absent. Counts one reader until release(). Thread-safe; a second caller waits
-  // for the first one's generation rather than repeating it.
-  const uint8_t* acquire(bool scale, int threads);
+  // threads when absent, or written by `draw` where it is set and returns true
+  // (Checkpoint::tensor_drawn). Counts one reader until release(). Thread-safe; a second caller
+  // waits for the first one's generation rather than repeating it.
+  const uint8_t* acquire(bool scale, int threads,
+                         const std::function<bool(uint8_t*, uint8_t*)>& draw = {});
   // One reader fewer; the bytes are freed when none is left.
   void release();
   const RandomTensorPlan& plan() const { return plan_; }
@@ -29,7 +32,7 @@ class SyntheticTensor {
   uint64_t resident_bytes() const;
 
  private:
-  void generate(int threads);
+  void generate(int threads, const std::function<bool(uint8_t*, uint8_t*)>& draw);
 
   const RandomTensorPlan plan_;
   const TextConfig& text_;

@@ -57,27 +57,23 @@ class WeightLoader {
     return out;
   }
   // A table read a few rows a step: where the backend keeps such tables (upload_table).
-  Tensor table(const std::string& name) {
-    TensorView v = ckpt_.tensor(name);
+  Tensor table(const std::string& name, const Checkpoint::DrawInto& draw = {}) {
+    TensorView v = draw ? ckpt_.tensor_drawn(name, draw) : ckpt_.tensor(name);
     Counted counted{this, v};
     Tensor out = be_.upload_table(v);
     done_with(v, {&out});
     return out;
   }
 
-  // An Engram table: `module` + ".weight" codes and ".scale" codes, drawn by the backend where it
-  // can (Backend::draw_table), else where upload_table keeps them.
+  // An Engram table: `module` + ".weight" codes and ".scale" codes, where upload_table keeps
+  // them. A synthetic checkpoint's are drawn by the backend where it can (draw_into_host) into
+  // the checkpoint's memory, which every rank then shares.
   QuantTable quant_table(const std::string& module) {
-    if (const auto recipe = ckpt_.random_recipe(module + ".weight");
-        recipe && recipe->format == RandomTensorPlan::Format::Fp8Rows)
-      if (QuantTable drawn = be_.draw_table(*recipe); drawn.codes.defined()) {
-        if (progress_) {
-          progress_->uploaded(spec_view(recipe->weight));
-          progress_->uploaded(spec_view(recipe->scale));
-        }
-        return drawn;
-      }
-    return QuantTable{table(module + ".weight"), table(module + ".scale")};
+    Checkpoint::DrawInto draw;
+    if (const std::optional<RandomWeightRecipe> recipe = ckpt_.random_recipe(module + ".weight"))
+      draw = [this, r = *recipe](uint8_t* w, uint8_t* s) { return be_.draw_into_host(r, w, s); };
+    Tensor codes = table(module + ".weight", draw);
+    return QuantTable{std::move(codes), table(module + ".scale")};
   }
 
   // `module` + ".weight" (+ ".scale" when quantised), sliced for this rank.

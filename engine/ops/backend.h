@@ -182,12 +182,13 @@ class Backend {
     (void)recipe, (void)first_row, (void)rows;
     return {};
   }
-  // A synthetic checkpoint's Engram table (FP8 rows, `recipe`) drawn by the backend where
-  // upload_table would keep it, byte for byte the checkpoint's codes and scales. The default
-  // draws nothing (undefined codes): the host generates them and upload_table takes them.
-  virtual QuantTable draw_table(const RandomWeightRecipe& recipe) {
-    (void)recipe;
-    return {};
+  // A synthetic checkpoint's Engram table (FP8 rows, `recipe`) drawn by the backend into host
+  // buffers of its size (`weight` codes, `scale` codes), byte for byte what the host would
+  // generate: the checkpoint holds them, shared by every rank, and upload_table takes them as
+  // any table. False (the default): nothing drawn, the host generates them.
+  virtual bool draw_into_host(const RandomWeightRecipe& recipe, uint8_t* weight, uint8_t* scale) {
+    (void)recipe, (void)weight, (void)scale;
+    return false;
   }
 
   // -- dense ops over rows (tokens) --

@@ -61,16 +61,43 @@ void RankGroup::on_every_rank(const std::function<void(Rank&)>& fn) {
 
 std::vector<float> RankGroup::prefill(const std::vector<int32_t>& prompt,
                                       const PrefillOptions& options) {
+  return std::move(prefill_batch({prompt}, options).front());
+}
+
+std::vector<float> RankGroup::decode(int32_t id) {
+  if (sequences() != 1)
+    throw InvalidRequest("RankGroup::decode: one sequence (prefill), not a batch of " +
+                         std::to_string(sequences()));
+  return std::move(decode_batch(std::span<const int32_t>(&id, 1)).front());
+}
+
+std::vector<std::vector<float>> RankGroup::prefill_batch(
+    const std::vector<std::vector<int32_t>>& prompts, const PrefillOptions& options) {
+  if (prompts.empty()) throw InvalidRequest("RankGroup: a batch of no prompts");
   on_every_rank([&](Rank& rank) {
-    rank.state = std::make_unique<SequenceState>(rank.model->new_sequence());
-    rank.logits = rank.model->prefill(*rank.state, prompt, options);
+    rank.states.clear();
+    rank.logits.clear();
+    for (const std::vector<int32_t>& prompt : prompts) {
+      rank.states.push_back(std::make_unique<SequenceState>(rank.model->new_sequence()));
+      rank.logits.push_back(rank.model->prefill(*rank.states.back(), prompt, options));
+    }
   });
   return ranks_.front().logits;
 }
 
-std::vector<float> RankGroup::decode(int32_t id) {
-  FD_CHECK(ranks_.front().state != nullptr, "RankGroup::decode before prefill");
-  on_every_rank([&](Rank& rank) { rank.logits = rank.model->decode(*rank.state, id); });
+std::vector<std::vector<float>> RankGroup::decode_batch(std::span<const int32_t> ids) {
+  if (ids.size() != sequences())
+    throw InvalidRequest("RankGroup: " + std::to_string(ids.size()) + " ids for " +
+                         std::to_string(sequences()) + " sequences");
+  on_every_rank([&](Rank& rank) {
+    std::vector<SequenceStep> steps(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      steps[i].state = rank.states[i].get();
+      steps[i].tokens = ids.subspan(i, 1);
+    }
+    rank.model->step(steps);
+    for (size_t i = 0; i < ids.size(); ++i) rank.logits[i] = std::move(steps[i].out_logits);
+  });
   return ranks_.front().logits;
 }
 

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/checkpoint/checkpoint.h"
@@ -34,18 +35,29 @@ class RankGroup {
   int ranks() const { return static_cast<int>(ranks_.size()); }
   const ModelConfig& config() const { return ranks_.front().model->config(); }
 
-  // A new sequence on every rank with `prompt` prefilled; the logits as Model::prefill gives them.
+  // A new sequence on every rank with `prompt` prefilled (replacing the earlier sequences); the
+  // logits as Model::prefill gives them.
   std::vector<float> prefill(const std::vector<int32_t>& prompt, const PrefillOptions& options);
   // One token of that sequence.
   std::vector<float> decode(int32_t id);
+
+  // A batch of new sequences (replacing the earlier ones), each prompt prefilled in turn as
+  // prefill() does; each one's logits.
+  std::vector<std::vector<float>> prefill_batch(const std::vector<std::vector<int32_t>>& prompts,
+                                                const PrefillOptions& options);
+  // One token of each sequence (ids[i] for sequence i) in one step over the batch (Model::step),
+  // as a server decodes its running requests together; each one's logits.
+  std::vector<std::vector<float>> decode_batch(std::span<const int32_t> ids);
+  // The sequences held (prefill: one).
+  size_t sequences() const { return ranks_.front().states.size(); }
 
  private:
   struct Rank {
     std::unique_ptr<Backend> backend;
     std::unique_ptr<Collective> comm;
     std::unique_ptr<Model> model;
-    std::unique_ptr<SequenceState> state;
-    std::vector<float> logits;
+    std::vector<std::unique_ptr<SequenceState>> states;
+    std::vector<std::vector<float>> logits;  // a row a sequence
   };
   // fn(rank) on one thread per rank, all joined; the first exception is rethrown.
   void on_every_rank(const std::function<void(Rank&)>& fn);

@@ -70,6 +70,46 @@ TEST(ShardedModel, OneGpuRankThroughNcclIsTheSingleDevice) {
   }
 }
 
+// On two GPUs (issue 22): the model split over cuda:0 and cuda:1, joined by NCCL, gives the
+// greedy ids of one GPU, and logits within the reductions' reordering of them. Skipped with
+// fewer than two GPUs and on the CPU emulation (no NCCL there).
+void expect_two_gpus_decode_as_one(const std::filesystem::path& dir, uint32_t seed) {
+  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(dir);
+  const auto ids = test_prompt(24, ckpt->config().text.vocab_size, seed);
+  std::unique_ptr<Backend> one_be = make_cuda_backend(0);
+  Model one(ckpt, *one_be);
+  SequenceState s = one.new_sequence();
+  std::vector<float> want = one.prefill(s, ids, PrefillOptions{});
+  RankGroup group(
+      ckpt, 2, [](int r) { return make_cuda_backend(r); }, {}, make_nccl_collectives);
+  std::vector<float> got = group.prefill(ids, PrefillOptions{});
+  for (int step = 0; step < 8; ++step) {
+    EXPECT_LE(max_abs_diff(got, want), 0.02 * max_abs(want)) << dir.filename() << " step " << step;
+    const auto next =
+        static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
+    // The same greedy id, unless one GPU's top two are nearer than the reordering's drift.
+    const auto got_id = std::max_element(got.begin(), got.end()) - got.begin();
+    if (got_id != next) {
+      EXPECT_LE(want[static_cast<size_t>(next)] - want[static_cast<size_t>(got_id)],
+                0.02 * max_abs(want))
+          << dir.filename() << ": the greedy ids part at step " << step;
+    }
+    want = one.decode(s, next);
+    got = group.decode(next);
+  }
+}
+
+TEST(ShardedModel, TwoGpusDecodeAsOne) {
+#ifdef FLASHDESK_CUDA_EMU
+  GTEST_SKIP() << "NCCL runs on a GPU; the CPU emulation has none";
+#endif
+  if (cuda_devices().size() < 2)
+    GTEST_SKIP() << "needs two GPUs; " << cuda_devices().size() << " found";
+  expect_two_gpus_decode_as_one(every_role_model_dir(), 31);
+  expect_two_gpus_decode_as_one(std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny",
+                                32);
+}
+
 TEST(ShardedModel, TwoRanksMatchOneDeviceOnTheEveryRoleCheckpoint) {
   expect_ranks_match_one_device(every_role_model_dir(), 2, 11);
 }
@@ -94,6 +134,43 @@ TEST(ShardedModel, FourRanksMatchOneDeviceOnTheEveryRoleRolesWithFourOutputGroup
   write_random_checkpoint(config_path, model_dir, testing::random_options(5));
   expect_ranks_match_one_device(model_dir, 4, 13);
   expect_ranks_match_one_device(model_dir, 2, 14);
+}
+
+// A batch of three sequences over two ranks, prompts of other lengths, decoded in steps over the
+// batch: each sequence's logits are those of the same ranks running it alone (a batched step's
+// rows are computed as separate ones, up to the FP32 order of a wider product).
+TEST(ShardedModel, TwoRanksDecodeABatchAsEachSequenceAlone) {
+  std::shared_ptr<const Checkpoint> ckpt = Checkpoint::open(every_role_model_dir());
+  const int64_t V = ckpt->config().text.vocab_size;
+  const std::vector<std::vector<int32_t>> prompts = {test_prompt(24, V, 21), test_prompt(7, V, 22),
+                                                     test_prompt(40, V, 23)};
+  RankGroup batch(ckpt, 2, cpu_rank), alone(ckpt, 2, cpu_rank);
+  std::vector<std::vector<float>> got = batch.prefill_batch(prompts, PrefillOptions{});
+  ASSERT_EQ(batch.sequences(), 3u);
+  std::vector<std::vector<std::vector<float>>> want(prompts.size());
+  std::vector<std::vector<int32_t>> next(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    want[i].push_back(alone.prefill(prompts[i], PrefillOptions{}));
+    EXPECT_LE(max_abs_diff(got[i], want[i].back()), 1e-6 * max_abs(want[i].back())) << i;
+    for (int step = 0; step < 3; ++step) {  // the greedy ids of the sequence alone
+      const std::vector<float>& l = want[i].back();
+      next[i].push_back(static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()));
+      want[i].push_back(alone.decode(next[i].back()));
+    }
+  }
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<int32_t> ids = {next[0][step], next[1][step], next[2][step]};
+    got = batch.decode_batch(ids);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::vector<float>& w = want[i][static_cast<size_t>(step) + 1];
+      EXPECT_LE(max_abs_diff(got[i], w), 1e-6 * max_abs(w)) << "sequence " << i << " step " << step;
+      EXPECT_GT(max_abs(got[i]), 0.0f);
+    }
+  }
+  EXPECT_THROW(batch.decode_batch(std::vector<int32_t>{1, 2}), InvalidRequest);
+  EXPECT_THROW(batch.decode(1), InvalidRequest);  // a batch, not one sequence
+  RankGroup fresh(ckpt, 2, cpu_rank);
+  EXPECT_THROW(fresh.decode(1), InvalidRequest);  // nothing prefilled
 }
 
 // The small checkpoints have 2 output groups: four ranks are refused with the reason.

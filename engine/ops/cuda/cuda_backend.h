@@ -178,8 +178,8 @@ class CudaBackend final : public Backend {
   LinearWeight draw_linear(const RandomWeightRecipe& recipe, int64_t first_row,
                            int64_t rows) override;
   // An Engram table drawn on the GPU in chunks (kDrawTableChunkBytes of codes each) and copied
-  // to host memory, where upload_table would keep it; the flagged rows generated there.
-  QuantTable draw_table(const RandomWeightRecipe& recipe) override;
+  // to the host buffers; the flagged rows generated there.
+  bool draw_into_host(const RandomWeightRecipe& recipe, uint8_t* weight, uint8_t* scale) override;
   void set_draw_weights(bool on) { draw_weights_ = on; }
   // The flagging margin as a power of two (random_draw.h's kDrawMarginLog2; the tests widen it).
   void set_draw_margin_log2(int e) { draw_margin_log2_ = e; }

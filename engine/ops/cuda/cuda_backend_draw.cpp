@@ -56,16 +56,13 @@ LinearWeight CudaBackend::draw_linear(const RandomWeightRecipe& recipe, int64_t 
   return drawn_linear(recipe, layout, std::move(data), std::move(scale));
 }
 
-QuantTable CudaBackend::draw_table(const RandomWeightRecipe& recipe) {
-  if (!draw_weights_ || recipe.format != RandomTensorPlan::Format::Fp8Rows) return {};
+bool CudaBackend::draw_into_host(const RandomWeightRecipe& recipe, uint8_t* weight,
+                                 uint8_t* scale) {
+  if (!draw_weights_ || recipe.format != RandomTensorPlan::Format::Fp8Rows) return false;
   const std::string name(recipe.weight);
   FD_CHECK(recipe.dtype == DType::F8_E4M3 && recipe.cols % 32 == 0,
            name + ": an Engram table is FP8 rows of whole 32-value blocks");
   const int64_t rows = recipe.rows, cols = recipe.cols, blocks = cols / 32;
-  // In host memory, as upload_table keeps a table (engram_gather reads its rows there).
-  Backend& host = host_backend();
-  QuantTable t{host.alloc(DType::F8_E4M3, Shape{rows, cols}),
-               host.alloc(DType::F8_E8M0, Shape{rows, blocks})};
   const int64_t chunk = std::min(rows, draw_table_chunk_rows_ > 0
                                            ? draw_table_chunk_rows_
                                            : std::max<int64_t>(1, kDrawTableChunkBytes / cols));
@@ -77,8 +74,8 @@ QuantTable CudaBackend::draw_table(const RandomWeightRecipe& recipe) {
     d.first_row = r0;
     d.rows = std::min(chunk, rows - r0);
     const std::vector<uint8_t> flagged = draw_flagged(d, codes.bytes(), scales.bytes());
-    uint8_t* host_codes = t.codes.bytes() + r0 * cols;
-    uint8_t* host_scales = t.scales.bytes() + r0 * blocks;
+    uint8_t* host_codes = weight + r0 * cols;
+    uint8_t* host_scales = scale + r0 * blocks;
     cuda::copy_async(host_codes, codes.bytes(), static_cast<size_t>(d.rows * cols),
                      cudaMemcpyDeviceToHost, ctx_->stream());
     cuda::copy_async(host_scales, scales.bytes(), static_cast<size_t>(d.rows * blocks),
@@ -90,7 +87,7 @@ QuantTable CudaBackend::draw_table(const RandomWeightRecipe& recipe) {
         ++draw_stats_.host_units;
       }
   }
-  return t;
+  return true;
 }
 
 cuda::RandomDraw CudaBackend::draw_of(const RandomWeightRecipe& recipe) const {

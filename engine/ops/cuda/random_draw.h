@@ -1,4 +1,4 @@
-// Drawing a synthetic checkpoint's weight on the device (Backend::draw_linear, draw_table):
+// Drawing a synthetic checkpoint's weight on the device (Backend::draw_linear, draw_into_host):
 // random_init.h's splitmix64 rows and Box-Muller pairs in double precision, quantised as
 // make-random's writer quantises (random_tensor_writer.cpp), so a linear's bytes need no host
 // memory and no copy, and an Engram table's no host thread.

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One model over the GPUs of one host (issues 22 and 23; docs/placement.md "Ranks in one
+# process"), after tools/gpu/run.sh configured and built the engine-only tree in the same device
+# call: builds what it adds (engine_tests, model_ranks_bench), runs the NCCL, drawing and
+# split-model tests (two-GPU ones skip on one GPU), then the whole model over RANKS GPUs
+# (bench/model_ranks_bench: load, time to the first token of 8K and 64K prompts exact and
+# bounded, decode at batches 1, 8 and 32 against the weight-bytes roofline, the KV of a 1M
+# context). Writes $OUT/ranks.md.
+# Environment: OUT (required), BUDGET_S (default 500), RANKS (default: every GPU), MODEL (default
+# V4.1-Flash's config, its weights synthetic, seed 1), BENCH_ARGS (model_ranks_bench's other
+# arguments), DRAW (default 1: synthetic weights drawn on the GPUs, FLASHDESK_CUDA_DRAW_WEIGHTS).
+#   QUICK=1 GOLDEN=0 CLI=0 PROFILE=0 BUDGET_S=150 bash tools/gpu/run.sh; bash tools/gpu/ranks.sh
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/../.."
+START=$(date +%s)
+BUDGET_S=${BUDGET_S:-500}
+OUT=${OUT:?set OUT to the output directory}
+BUILD=build/engine-only
+[ -d deps ] && export LD_LIBRARY_PATH="$PWD/deps/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+left() { echo $(( START + BUDGET_S - $(date +%s) )); }
+# A command under the time left minus a reserve for the stages after it.
+run_for() { local reserve=$1; shift; local t=$(( $(left) - reserve )); (( t < 5 )) && t=5; timeout "$t" "$@"; }
+section() { echo; echo "## $1 ($(( $(date +%s) - START )) s in)"; echo; }
+GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+RANKS=${RANKS:-$GPUS}
+MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
+
+{
+  echo "# One model over $RANKS of $GPUS GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  section "build"
+  run_for 400 cmake --build "$BUILD" -j "$(nproc)" --target engine_tests model_ranks_bench 2>&1 | tail -3
+  section "cuda_tests: NCCL and the synthetic weights drawn on the GPU"
+  run_for 380 "$BUILD/tests/cuda_tests" --gtest_filter='NcclTest.*:CudaRandomDraw*' 2>&1 |
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
+  section "engine_tests: the split model (two GPUs against one) and a drawing backend's logits"
+  run_for 340 "$BUILD/tests/engine_tests" \
+    --gtest_filter='ShardedModel.*:SyntheticCheckpoint.DrawnOnTheGpu*' 2>&1 |
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
+  section "model_ranks_bench ($MODEL, synthetic seed 1, DRAW=${DRAW:-1})"
+  eval "ARGS=(${BENCH_ARGS:-})"
+  FLASHDESK_CUDA_DRAW_WEIGHTS=${DRAW:-1} run_for 5 "$BUILD/bench/model_ranks_bench" \
+    --model "$MODEL" --synthetic-weights 1 --backend cuda --ranks "$RANKS" "${ARGS[@]}" 2>&1
+  echo "exit $?"
+} > "$OUT/ranks.md" 2>&1
+cat "$OUT/ranks.md"
