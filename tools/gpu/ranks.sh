@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # One model over the GPUs of one host (issues 22 and 23; docs/placement.md "Ranks in one
 # process"), after tools/gpu/run.sh configured and built the engine-only tree in the same device
-# call: builds what it adds (engine_tests, model_ranks_bench), runs the NCCL, drawing and
-# split-model tests (two-GPU ones skip on one GPU), then the whole model over RANKS GPUs
+# call: builds what it adds (engine_tests, model_ranks_bench, cuda_allreduce_bench), runs the
+# NCCL, drawing and split-model tests (two-GPU ones skip on one GPU), NCCL's all-reduce latency
+# at a token's sizes on 1..N GPUs (also in a step graph), then the whole model over RANKS GPUs
 # (bench/model_ranks_bench: load, time to the first token of 8K and 64K prompts exact and
 # bounded, decode at batches 1, 8 and 32 against the weight-bytes roofline, the KV of a 1M
 # context). Writes $OUT/ranks.md.
 # Environment: OUT (required), BUDGET_S (default 500), RANKS (default: every GPU), MODEL (default
-# V4.1-Flash's config, its weights synthetic, seed 1), BENCH_ARGS (model_ranks_bench's other
+# V4.1-Flash's config, its weights synthetic, seed 1; on one GPU name a model that fits, e.g.
+# assets/models/flash-tiny/config.json), BENCH_ARGS (model_ranks_bench's other
 # arguments), DRAW (default 1: synthetic weights drawn on the GPUs, FLASHDESK_CUDA_DRAW_WEIGHTS).
 #   QUICK=1 GOLDEN=0 CLI=0 PROFILE=0 BUDGET_S=150 bash tools/gpu/run.sh; bash tools/gpu/ranks.sh
 set -uo pipefail
@@ -29,7 +31,8 @@ MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
 {
   echo "# One model over $RANKS of $GPUS GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
   section "build"
-  run_for 400 cmake --build "$BUILD" -j "$(nproc)" --target engine_tests model_ranks_bench 2>&1 | tail -3
+  run_for 400 cmake --build "$BUILD" -j "$(nproc)" --target engine_tests model_ranks_bench \
+    cuda_allreduce_bench 2>&1 | tail -3
   section "cuda_tests: NCCL and the synthetic weights drawn on the GPU"
   run_for 380 "$BUILD/tests/cuda_tests" --gtest_filter='NcclTest.*:CudaRandomDraw*' 2>&1 |
     grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
@@ -37,6 +40,8 @@ MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
   run_for 340 "$BUILD/tests/engine_tests" \
     --gtest_filter='ShardedModel.*:SyntheticCheckpoint.DrawnOnTheGpu*' 2>&1 |
     grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
+  section "NCCL all-reduce latency at a token's sizes (cuda_allreduce_bench)"
+  run_for 300 "$BUILD/bench/cuda_allreduce_bench"
   section "model_ranks_bench ($MODEL, synthetic seed 1, DRAW=${DRAW:-1})"
   eval "ARGS=(${BENCH_ARGS:-})"
   FLASHDESK_CUDA_DRAW_WEIGHTS=${DRAW:-1} run_for 5 "$BUILD/bench/model_ranks_bench" \
