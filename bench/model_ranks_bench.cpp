@@ -162,15 +162,17 @@ int main(int argc, char** argv) {
 
   const int64_t context = args["context"].as<int64_t>(), steps = args["decode"].as<int64_t>();
   std::printf(
-      "\n| batch | context | ms a step | ms/token | tokens/s | floor ms/token (batch 1) | "
-      "of the floor |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+      "\n| batch | context | ms a step | ms a step a layer | ms/token | tokens/s | floor ms/token "
+      "(batch 1) | of the floor |\n");
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   const double floor_ms = 1e3 * bytes_per_token / ranks / bandwidth;
   for (const int64_t b : args["batches"].as<std::vector<int64_t>>()) {
     const DecodeRow r = decode_steps(group, b, context, std::max<int64_t>(1, steps));
-    std::printf("| %lld | %lld | %.3f | %.3f | %.1f | %.3f | %.1f%% |\n", static_cast<long long>(b),
-                static_cast<long long>(context), r.step_ms, r.step_ms / static_cast<double>(b),
-                1e3 * static_cast<double>(b) / r.step_ms, floor_ms, 100.0 * floor_ms / r.step_ms);
+    std::printf("| %lld | %lld | %.3f | %.3f | %.3f | %.1f | %.3f | %.1f%% |\n",
+                static_cast<long long>(b), static_cast<long long>(context), r.step_ms,
+                r.step_ms / static_cast<double>(config.text.num_hidden_layers),
+                r.step_ms / static_cast<double>(b), 1e3 * static_cast<double>(b) / r.step_ms,
+                floor_ms, 100.0 * floor_ms / r.step_ms);
   }
 
   const fd::KvBytesPerToken kv = fd::kv_bytes_per_token(config);

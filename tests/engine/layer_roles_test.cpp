@@ -75,6 +75,45 @@ TEST(LayerRoles, EveryRoleConfigByHand) {
   }
 }
 
+// tools/configs/roles_config.py: V4.1-Flash's dimensions over eight layers, one of each role of
+// the full-size table (the benchmarks' whole model where 43 layers do not fit).
+TEST(LayerRoles, RolesConfigHasEveryFullSizeRoleAtFullSizeShapes) {
+  const ModelConfig full =
+      load_model_config(testing::config_asset("deepseek-v4.1-flash.json").string());
+  const ModelConfig c =
+      load_model_config(testing::config_asset("deepseek-v4.1-flash-roles.json").string());
+  const std::vector<Expected> want = {{W, -1, -1, -1}, {W, -1, -1, -1}, {F, 2, 2, -1},
+                                      {R, 2, 2, -1},   {F, 4, 4, -1},   {R, 4, 4, -1},
+                                      {X, 4, 6, 4},    {R, 4, 6, -1}};
+  const auto roles = derive_layer_roles(c.text);
+  ASSERT_EQ(roles.size(), want.size());
+  for (size_t l = 0; l < want.size(); ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    EXPECT_EQ(roles[l].role, want[l].role);
+    EXPECT_EQ(roles[l].kv_source, want[l].kv);
+    EXPECT_EQ(roles[l].index_source, want[l].index);
+    EXPECT_EQ(roles[l].candidate_source, want[l].candidate);
+    EXPECT_EQ(roles[l].engram, l == 1 || l == 2);
+    EXPECT_EQ(roles[l].decoder, l >= 4);
+    EXPECT_EQ(roles[l].builds_candidates, l == 4);
+  }
+  // The compress ratios of the full-size roles: window-only, 2 and 1 (candidates on ratio 1).
+  EXPECT_EQ(roles[2].compress_ratio, 2);
+  EXPECT_EQ(roles[4].compress_ratio, 1);
+  const TextConfig &a = c.text, &b = full.text;
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.q_lora_rank, b.q_lora_rank);
+  EXPECT_EQ(a.o_groups, b.o_groups);
+  EXPECT_EQ(a.n_routed_experts, b.n_routed_experts);
+  EXPECT_EQ(a.moe_intermediate_size, b.moe_intermediate_size);
+  EXPECT_EQ(a.index_topk, b.index_topk);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.engram_head_dim, b.engram_head_dim);
+  EXPECT_LT(a.engram_num_embeddings[0], b.engram_num_embeddings[0] / 100);  // small tables
+}
+
 TEST(LayerRoles, NoDecoderWhenEngramOrAnotherSourceFollows) {
   ModelConfig c = load_model_config(testing::config_asset("test-every-role.json").string());
   c.text.engram_layer_ids = {1, 9};

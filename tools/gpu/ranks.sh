@@ -7,11 +7,15 @@
 # (bench/model_ranks_bench: load, time to the first token of 8K and 64K prompts exact and
 # bounded, decode at batches 1, 8 and 32 against the weight-bytes roofline, the KV of a 1M
 # context). Writes $OUT/ranks.md.
-# Environment: OUT (required), BUDGET_S (default 500), RANKS (default: every GPU), MODEL (default
-# V4.1-Flash's config, its weights synthetic, seed 1; on one GPU name a model that fits, e.g.
-# assets/models/flash-tiny/config.json), BENCH_ARGS (model_ranks_bench's other
-# arguments), DRAW (default 1: synthetic weights drawn on the GPUs, FLASHDESK_CUDA_DRAW_WEIGHTS).
-#   QUICK=1 GOLDEN=0 CLI=0 PROFILE=0 BUDGET_S=150 bash tools/gpu/run.sh; bash tools/gpu/ranks.sh
+# Environment: OUT (required), BUDGET_S (default 500), RANKS (rank counts the bench runs with in
+# turn; default: every GPU), MODEL (default V4.1-Flash's config, its weights synthetic, seed 1),
+# BENCH_ARGS (model_ranks_bench's other arguments), DRAW (default 1: synthetic weights drawn on
+# the GPUs, FLASHDESK_CUDA_DRAW_WEIGHTS).
+#   issue 23, four GPUs: QUICK=1 GOLDEN=0 CLI=0 PROFILE=0 BUDGET_S=150 bash tools/gpu/run.sh;
+#     bash tools/gpu/ranks.sh
+#   issue 22, two GPUs against one (V4.1-Flash's shapes, a layer of each role: 67 GiB):
+#     RANKS="1 2" MODEL=assets/configs/deepseek-v4.1-flash-roles.json \
+#     BENCH_ARGS="--prompts 8192 --batches 1,8" bash tools/gpu/ranks.sh
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -42,10 +46,12 @@ MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
     grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
   section "NCCL all-reduce latency at a token's sizes (cuda_allreduce_bench)"
   run_for 300 "$BUILD/bench/cuda_allreduce_bench"
-  section "model_ranks_bench ($MODEL, synthetic seed 1, DRAW=${DRAW:-1})"
   eval "ARGS=(${BENCH_ARGS:-})"
-  FLASHDESK_CUDA_DRAW_WEIGHTS=${DRAW:-1} run_for 5 "$BUILD/bench/model_ranks_bench" \
-    --model "$MODEL" --synthetic-weights 1 --backend cuda --ranks "$RANKS" "${ARGS[@]}" 2>&1
-  echo "exit $?"
+  for ranks in $RANKS; do
+    section "model_ranks_bench ($MODEL, synthetic seed 1, $ranks ranks, DRAW=${DRAW:-1})"
+    FLASHDESK_CUDA_DRAW_WEIGHTS=${DRAW:-1} run_for 5 "$BUILD/bench/model_ranks_bench" \
+      --model "$MODEL" --synthetic-weights 1 --backend cuda --ranks "$ranks" "${ARGS[@]}" 2>&1
+    echo "exit $?"
+  done
 } > "$OUT/ranks.md" 2>&1
 cat "$OUT/ranks.md"
