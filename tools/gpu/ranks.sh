@@ -6,7 +6,7 @@
 # at a token's sizes on 1..N GPUs (also in a step graph), then the whole model over RANKS GPUs
 # (bench/model_ranks_bench: load, time to the first token of 8K and 64K prompts exact and
 # bounded, decode at batches 1, 8 and 32 against the weight-bytes roofline, the KV of a 1M
-# context). Writes $OUT/ranks.md.
+# context), and a layer of each role decoding at a 1M-token context. Writes $OUT/ranks.md.
 # Environment: OUT (required), BUDGET_S (default 500), RANKS (rank counts the bench runs with in
 # turn; default: every GPU), MODEL (default V4.1-Flash's config, its weights synthetic, seed 1),
 # BENCH_ARGS (model_ranks_bench's other arguments), DRAW (default 1: synthetic weights drawn on
@@ -53,5 +53,13 @@ MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
       --model "$MODEL" --synthetic-weights 1 --backend cuda --ranks "$ranks" "${ARGS[@]}" 2>&1
     echo "exit $?"
   done
+  # A 1M-token context's decode: each role's layer on GPU 0 with caches of 1M positions (random,
+  # no prefill), and the 40 main layers' sum (LONG=0 skips it).
+  if [ "${LONG:-1}" = 1 ]; then
+    section "decode at a 1M-token context, a layer of each role (cuda_layer_bench, GPU 0)"
+    run_for 5 "$BUILD/bench/cuda_layer_bench" --context 1048576 --iters 3 --batches 1 \
+      --prefill 0 --graph 0 2>&1
+    echo "exit $?"
+  fi
 } > "$OUT/ranks.md" 2>&1
 cat "$OUT/ranks.md"
