@@ -21,9 +21,9 @@ class RolesConfigTest(unittest.TestCase):
             self.assertEqual(out, f.read())
 
     def test_engram_rows_are_consecutive_prime_sums(self):
-        # 3 primes a layer from 10: 11 13 17 | 19 23 29
-        self.assertEqual(roles_config.engram_rows(10, 2, 3), [41, 71])
-        self.assertEqual(roles_config.engram_rows(11, 1, 1), [11])
+        # 3 primes a layer (1 n-gram size x 3 heads) from 10: 11 13 17 | 19 23 29
+        self.assertEqual(roles_config.engram_rows(10, 2, 1, 3), [41, 71])
+        self.assertEqual(roles_config.engram_rows(10, 1, 2, 1), [24])
 
     def test_only_layers_and_engram_tables_change(self):
         with open(roles_config.SOURCE, encoding="utf-8") as f:

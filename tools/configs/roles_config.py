@@ -9,41 +9,25 @@ indexed by layer 6). The three DSpark stages read layers 5-7. Every dimension is
 only the Engram tables are smaller (engram_vocab_size 100000: about 2.4 M rows a layer, not
 384 M), so a synthetic checkpoint of it is 60 GB and fits one GPU.
 
-  python3 tools/configs/roles_config.py > assets/configs/deepseek-v4.1-flash-roles.json
+  /usr/bin/python3 tools/configs/roles_config.py > assets/configs/deepseek-v4.1-flash-roles.json
 """
 import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from flashdesk_ref.engram_hash import engram_primes  # noqa: E402
+
 SOURCE = os.path.join(HERE, "..", "..", "assets", "configs", "deepseek-v4.1-flash.json")
 ENGRAM_VOCAB = 100000
 
 
-def is_prime(n):
-    if n < 2:
-        return False
-    f = 2
-    while f * f <= n:
-        if n % f == 0:
-            return False
-        f += 1
-    return True
-
-
-def engram_rows(vocab, layers, per_layer):
-    """Rows of each layer's tables: the sums of consecutive primes from vocab upwards, per_layer
-    of them a layer (engine/checkpoint/engram_primes.cpp)."""
-    rows, candidate = [], vocab
-    for _ in range(layers):
-        total = 0
-        for _ in range(per_layer):
-            while not is_prime(candidate):
-                candidate += 1
-            total += candidate
-            candidate += 1
-        rows.append(total)
-    return rows
+def engram_rows(vocab, layers, per_ngram, heads):
+    """Rows of each layer's tables: the sums of its primes (flashdesk_ref.engram_hash)."""
+    primes = engram_primes(vocab, per_ngram + 1, heads, layers)
+    return [int(primes[e].sum()) for e in range(layers)]
 
 
 def roles_config(source):
@@ -57,8 +41,8 @@ def roles_config(source):
     text["candidate_source_layer_id"] = 4
     text["engram_layer_ids"] = [1, 2]
     text["engram_vocab_size"] = ENGRAM_VOCAB
-    per_layer = (text["engram_max_ngram_size"] - 1) * text["engram_n_heads"]
-    text["engram_num_embeddings"] = engram_rows(ENGRAM_VOCAB, 2, per_layer)
+    text["engram_num_embeddings"] = engram_rows(ENGRAM_VOCAB, 2, text["engram_max_ngram_size"] - 1,
+                                                text["engram_n_heads"])
     text["dspark_target_layer_ids"] = [5, 6, 7]
     return config
 

@@ -22,12 +22,7 @@ START=$(date +%s)
 BUDGET_S=${BUDGET_S:-500}
 OUT=${OUT:?set OUT to the output directory}
 BUILD=build/engine-only
-[ -d deps ] && export LD_LIBRARY_PATH="$PWD/deps/lib:${LD_LIBRARY_PATH:-}"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-left() { echo $(( START + BUDGET_S - $(date +%s) )); }
-# A command under the time left minus a reserve for the stages after it.
-run_for() { local reserve=$1; shift; local t=$(( $(left) - reserve )); (( t < 5 )) && t=5; timeout "$t" "$@"; }
-section() { echo; echo "## $1 ($(( $(date +%s) - START )) s in)"; echo; }
+source tools/gpu/after_run.sh
 GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 RANKS=${RANKS:-$GPUS}
 MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}

@@ -16,12 +16,7 @@ START=$(date +%s)
 BUDGET_S=${BUDGET_S:-330}
 OUT=${OUT:?set OUT to the output directory}
 BUILD=build/engine-only
-[ -d deps ] && export LD_LIBRARY_PATH="$PWD/deps/lib:${LD_LIBRARY_PATH:-}"
-export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-left() { echo $(( START + BUDGET_S - $(date +%s) )); }
-# A command under the time left minus a reserve for the stages after it.
-run_for() { local reserve=$1; shift; local t=$(( $(left) - reserve )); (( t < 5 )) && t=5; timeout "$t" "$@"; }
-section() { echo; echo "## $1 ($(( $(date +%s) - START )) s in)"; echo; }
+source tools/gpu/after_run.sh
 
 {
   section "engine_tests: step graphs and the CUDA goldens, graphs on (whole steps, then parts of a layer)"

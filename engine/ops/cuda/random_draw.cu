@@ -80,6 +80,34 @@ FD_DEV float amax_of(const float (&x)[kBlockValues], int n) {
   return a;
 }
 
+// A block's 32 codes of `Bits` bits (4: FP4 E2M1, packed low nibble first; 8: FP8 E4M3) at
+// scale s, stored as whole 16-byte words at `out` (16-byte aligned).
+template <int Bits>
+FD_DEV void store_block(const float (&x)[kBlockValues], float s, uint8_t* out) {
+  constexpr int kPerWord = 32 / Bits, kWords = kBlockValues / kPerWord;
+  uint32_t words[kWords];
+  FD_UNROLL
+  for (int w = 0; w < kWords; ++w) {
+    uint32_t word = 0;
+    FD_UNROLL
+    for (int i = 0; i < kPerWord; ++i) {
+      const float v = x[kPerWord * w + i];
+      const uint32_t c = Bits == 4 ? fp4_code(v, s) : fp8_code(v, s);
+      word |= c << (Bits * i);
+    }
+    words[w] = word;
+  }
+  FD_UNROLL
+  for (int q = 0; q < kWords / 4; ++q) {
+    uint4 v;
+    v.x = words[4 * q];
+    v.y = words[4 * q + 1];
+    v.z = words[4 * q + 2];
+    v.w = words[4 * q + 3];
+    reinterpret_cast<uint4*>(out)[q] = v;
+  }
+}
+
 // Thread t: row t / blocks, columns 32 (t % blocks) on. FP4 rows: 16 packed bytes and a UE8M0
 // code; FP8 rows (Engram tables): 32 codes and a UE8M0 code; BF16: up to 32 values.
 __global__ void __launch_bounds__(kThreads)
@@ -94,46 +122,15 @@ __global__ void __launch_bounds__(kThreads)
   bool unsafe = false;
   draw_block(d, ldexp(1.0, d.margin_log2), d.first_row + r, c0, n, x, unsafe);
   if (unsafe) flags[r] = 1;
-  if (d.format == Format::Fp4Rows) {
-    const uint8_t code = fp4_e8m0_scale_code(amax_of(x, kBlockValues));
-    const float s = e8m0_to_f32(code);
-    uint32_t words[4];
-    FD_UNROLL
-    for (int w = 0; w < 4; ++w) {
-      uint32_t word = 0;
-      FD_UNROLL
-      for (int i = 0; i < 8; ++i)
-        word |= static_cast<uint32_t>(fp4_code(x[8 * w + i], s)) << (4 * i);
-      words[w] = word;
-    }
-    uint4 packed;
-    packed.x = words[0];
-    packed.y = words[1];
-    packed.z = words[2];
-    packed.w = words[3];
-    *reinterpret_cast<uint4*>(weight + r * (d.cols / 2) + c0 / 2) = packed;
-    scale[r * blocks + b] = code;
-  } else if (d.format == Format::Fp8Rows) {
-    const uint8_t code = fp8_scale_code(amax_of(x, kBlockValues));
-    const float s = e8m0_to_f32(code);
-    uint32_t words[8];
-    FD_UNROLL
-    for (int w = 0; w < 8; ++w) {
-      uint32_t word = 0;
-      FD_UNROLL
-      for (int i = 0; i < 4; ++i)
-        word |= static_cast<uint32_t>(fp8_code(x[4 * w + i], s)) << (8 * i);
-      words[w] = word;
-    }
-    uint4* out = reinterpret_cast<uint4*>(weight + r * d.cols + c0);
-    for (int h = 0; h < 2; ++h) {
-      uint4 half;
-      half.x = words[4 * h];
-      half.y = words[4 * h + 1];
-      half.z = words[4 * h + 2];
-      half.w = words[4 * h + 3];
-      out[h] = half;
-    }
+  if (d.format == Format::Fp4Rows || d.format == Format::Fp8Rows) {
+    const bool fp4 = d.format == Format::Fp4Rows;
+    const float amax = amax_of(x, kBlockValues);
+    const uint8_t code = fp4 ? fp4_e8m0_scale_code(amax) : fp8_scale_code(amax);
+    uint8_t* out = weight + r * (fp4 ? d.cols / 2 : d.cols) + (fp4 ? c0 / 2 : c0);
+    if (fp4)
+      store_block<4>(x, e8m0_to_f32(code), out);
+    else
+      store_block<8>(x, e8m0_to_f32(code), out);
     scale[r * blocks + b] = code;
   } else {
     uint16_t* out = reinterpret_cast<uint16_t*>(weight) + r * d.cols + c0;
