@@ -7,7 +7,8 @@
 //
 //   model_ranks_bench [--model DIR | --model CONFIG --synthetic-weights SEED] [--backend cuda|cpu]
 //                     [--ranks N] [--prompts 8192,65536] [--modes exact,bounded]
-//                     [--batches 1,8,32] [--context N] [--decode N] [--kv-context N]
+//                     [--chunk N] [--batches 1,8,32] [--context N] [--decode N]
+//                     [--kv-context N]
 //   With cuda, FLASHDESK_CUDA_DRAW_WEIGHTS=1 draws synthetic weights on the GPUs (random_draw.h).
 #include <algorithm>
 #include <cstdio>
@@ -98,6 +99,10 @@ int main(int argc, char** argv) {
       cxxopts::value<std::vector<std::string>>()->default_value("exact,bounded"))(
       "batches", "decode batch sizes",
       cxxopts::value<std::vector<int64_t>>()->default_value("1,8,32"))(
+      "chunk",
+      "prefill step size in tokens (0: a prompt in one step, whose index scores are "
+      "[tokens, entries] F32: 17 GB a ratio-1 layer at 64K)",
+      cxxopts::value<int64_t>()->default_value("8192"))(
       "context", "prompt tokens of each decoded sequence",
       cxxopts::value<int64_t>()->default_value("1024"))(
       "decode", "timed decode steps (median)", cxxopts::value<int64_t>()->default_value("16"))(
@@ -146,12 +151,14 @@ int main(int argc, char** argv) {
       "(read + write): %.0f GB/s; decode floor at batch 1: %.3f ms/token\n\n",
       load_s, bytes_per_token / 1e9, bandwidth / 1e9, 1e3 * bytes_per_token / ranks / bandwidth);
 
+  const int64_t chunk = args["chunk"].as<int64_t>();
+  std::printf("prefill in steps of %lld tokens\n\n", static_cast<long long>(chunk));
   std::printf("| prompt tokens | prefill | time to first token s | prompt tokens/s |\n");
   std::printf("| ---: | --- | ---: | ---: |\n");
   for (const int64_t n : args["prompts"].as<std::vector<int64_t>>())
     for (const std::string& mode : args["modes"].as<std::vector<std::string>>()) {
       const fd::PrefillOptions opt{
-          mode == "bounded" ? fd::PrefillMode::Bounded : fd::PrefillMode::Exact, 0, false};
+          mode == "bounded" ? fd::PrefillMode::Bounded : fd::PrefillMode::Exact, chunk, false};
       const auto prompt = random_prompt(n, config.text.vocab_size, 11);
       t0 = Clock::now();
       group.prefill(prompt, opt);
