@@ -59,6 +59,10 @@ void RankGroup::on_every_rank(const std::function<void(Rank&)>& fn) {
   if (failed) std::rethrow_exception(failed);
 }
 
+void RankGroup::each_rank(const std::function<void(int rank, Model& model)>& fn) {
+  on_every_rank([&](Rank& rank) { fn(static_cast<int>(&rank - ranks_.data()), *rank.model); });
+}
+
 std::vector<float> RankGroup::prefill(const std::vector<int32_t>& prompt,
                                       const PrefillOptions& options) {
   return std::move(prefill_batch({prompt}, options).front());
@@ -66,8 +70,10 @@ std::vector<float> RankGroup::prefill(const std::vector<int32_t>& prompt,
 
 std::vector<float> RankGroup::decode(int32_t id) {
   if (sequences() != 1)
-    throw InvalidRequest("RankGroup::decode: one sequence (prefill), not a batch of " +
-                         std::to_string(sequences()));
+    throw InvalidRequest(sequences() == 0 ? std::string("RankGroup::decode before prefill")
+                                          : "RankGroup::decode: one sequence (prefill), not a "
+                                            "batch of " +
+                                                std::to_string(sequences()));
   return std::move(decode_batch(std::span<const int32_t>(&id, 1)).front());
 }
 

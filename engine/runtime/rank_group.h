@@ -51,6 +51,12 @@ class RankGroup {
   // The sequences held (prefill: one).
   size_t sequences() const { return ranks_.front().states.size(); }
 
+  // fn(rank, its model) on every rank's thread at once, all joined (the first exception
+  // rethrown): a caller's own sequence of steps on every rank, with its own observers and state
+  // (the golden tests' forced block inputs and caches). The ranks must issue the same model calls
+  // in the same order, as the all-reduces inside them pair up.
+  void each_rank(const std::function<void(int rank, Model& model)>& fn);
+
  private:
   struct Rank {
     std::unique_ptr<Backend> backend;

@@ -31,6 +31,9 @@
 #include "engine/checkpoint/random_checkpoint.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/model/cache_forcing.h"
+#include "engine/ops/cuda/cuda_devices.h"
+#include "engine/runtime/backend_factory.h"
+#include "engine/runtime/rank_group.h"
 #include "engine/vision/image_input.h"
 #include "engine/vision/vision_encoder.h"
 #include "tests/engine/checkpoint_test_util.h"
@@ -117,18 +120,29 @@ struct Rate {
 class GoldenOfficial : public ::testing::TestWithParam<BackendMode> {
  protected:
   void check(const std::string& name, const std::filesystem::path& model_dir);
+  // What the engine recorded and gave on `model`: the golden's prompt with its block inputs and
+  // images, its caches forced after each step, its decode inputs.
+  struct Run {
+    NamedTensors eng;
+    std::vector<float> logits;  // the last prefill row, then each decode step's
+    CacheForcing forcing;
+  };
+  static Run run(Model& model, const NamedTensors& g, const std::string& mode);
+  // Every block, id and logit `recorded` against the golden (model_: the model that ran it).
+  void check_run(const std::string& name, const std::string& backend, const std::string& mode,
+                 const NamedTensors& g, Run recorded);
 
   // Entries of each candidate source's KV now (the width of the recorded candidate masks).
-  std::map<int64_t, int64_t> candidate_entries(const SequenceState& s) const {
+  static std::map<int64_t, int64_t> candidate_entries(const Model& model, const SequenceState& s) {
     std::map<int64_t, int64_t> m;
-    for (const LayerRole& r : m_.model->roles())
+    for (const LayerRole& r : model.roles())
       if (r.builds_candidates) m[r.layer] = s.global[static_cast<size_t>(r.kv_source)].n_entries;
     return m;
   }
   // Whether prefill row p of block l has an official counterpart: every row, but in bounded mode
   // only the last of a decoder block (the others see a window cut to the prompt's tail).
   bool comparable(int64_t l, int64_t p) const {
-    return !bounded_ || l < m_.model->decoder_first() || p == P_ - 1;
+    return !bounded_ || l < model_->decoder_first() || p == P_ - 1;
   }
   // Block l's error over the prefill rows that have an official counterpart, and over the decode.
   std::pair<ErrSums, ErrSums> block_errors(const NamedTensors& g, int64_t l) const;
@@ -136,6 +150,7 @@ class GoldenOfficial : public ::testing::TestWithParam<BackendMode> {
   void check_logits(const NamedTensors& g) const;
 
   BackendModel m_;
+  const Model* model_ = nullptr;
   NamedTensors eng_;
   std::vector<float> logits_;  // the last prefill row, then each decode step's
   CacheForcing forcing_;
@@ -144,7 +159,7 @@ class GoldenOfficial : public ::testing::TestWithParam<BackendMode> {
 };
 
 std::pair<ErrSums, ErrSums> GoldenOfficial::block_errors(const NamedTensors& g, int64_t l) const {
-  const TextConfig& text = m_.model->config().text;
+  const TextConfig& text = model_->config().text;
   const int64_t L = text.num_hidden_layers, hc = text.hc_mult, D = text.hidden_size;
   const Layout pre{1, L, P_, hc, D}, dec{T_, L, 1, hc, D};
   std::vector<int64_t> rows(static_cast<size_t>(L * P_), 0);
@@ -157,7 +172,7 @@ std::pair<ErrSums, ErrSums> GoldenOfficial::block_errors(const NamedTensors& g, 
 
 void GoldenOfficial::check_ids(const NamedTensors& g, int64_t l, Rate& experts, Rate& topk,
                                Rate& cands) const {
-  const TextConfig& text = m_.model->config().text;
+  const TextConfig& text = model_->config().text;
   const int64_t L = text.num_hidden_layers;
   const auto ran = id_values(eng_, "prefill_positions_run");
   const auto k = static_cast<size_t>(text.num_experts_per_tok);
@@ -193,7 +208,7 @@ void GoldenOfficial::check_ids(const NamedTensors& g, int64_t l, Rate& experts, 
         const auto vis = std::min(
             w, static_cast<size_t>(
                    (pos + 1) /
-                   std::max<int64_t>(1, m_.model->roles()[static_cast<size_t>(l)].compress_ratio)));
+                   std::max<int64_t>(1, model_->roles()[static_cast<size_t>(l)].compress_ratio)));
         cands.add(std::equal(a.begin() + i * w, a.begin() + i * w + vis, b.begin() + i * w));
       }
     }
@@ -206,7 +221,7 @@ void GoldenOfficial::check_logits(const NamedTensors& g) const {
     const std::vector<float> d = floats(g, "decode_logits");
     want.insert(want.end(), d.begin(), d.end());
   }
-  const size_t V = static_cast<size_t>(m_.model->config().text.vocab_size);
+  const size_t V = static_cast<size_t>(model_->config().text.vocab_size);
   ASSERT_LE(want.size(), logits_.size());
   double worst = 0;
   for (size_t r = 0; r < want.size(); r += V)
@@ -224,44 +239,58 @@ void GoldenOfficial::check_logits(const NamedTensors& g) const {
       worst, static_cast<long long>(same), argmax_want.size());
 }
 
-void GoldenOfficial::check(const std::string& name, const std::filesystem::path& model_dir) {
-  const auto& [backend, mode] = GetParam();
-  const NamedTensors g = load_golden(golden_dir("official") / (name + ".safetensors"));
-  m_ = load_on(model_dir, backend);
-  Model& model = *m_.model;
+GoldenOfficial::Run GoldenOfficial::run(Model& model, const NamedTensors& g,
+                                        const std::string& mode) {
+  Run out;
   const std::vector<int32_t> prompt = ids(g, "prompt_ids"), forced = ids(g, "decode_input_ids");
-  P_ = static_cast<int64_t>(prompt.size());
-  T_ = static_cast<int64_t>(forced.size());
+  const auto P = static_cast<int64_t>(prompt.size()), T = static_cast<int64_t>(forced.size());
   // Image spans: their rows come from the golden's embeddings; the spans mark them as image rows.
   std::vector<ImageEmbedding> images;
   if (g.count("image_spans"))
     for (size_t i = 0; i + 1 < ints(g, "image_spans").size(); i += 2) {
       const auto sp = ints(g, "image_spans");
       images.push_back(ImageEmbedding{
-          sp[i], m_.backend->zeros(DType::F32,
-                                   Shape{sp[i + 1] - sp[i], model.config().text.hidden_size})});
+          sp[i], model.backend().zeros(DType::F32,
+                                       Shape{sp[i + 1] - sp[i], model.config().text.hidden_size})});
     }
   SequenceState s = model.new_sequence();
-  DumpRecorder pre(model, "prefill_", P_, 0, 0);
+  DumpRecorder pre(model, "prefill_", P, 0, 0);
   pre.set_block_inputs(&g);
   PrefillOptions po{parse_prefill_mode(mode), 0, false};
   po.images = images;
-  logits_ = model.prefill(s, prompt, po, &pre);
-  pre.finish(candidate_entries(s));
-  forcing_ = {};
-  force_global_kv(model, s, g, "prefill_", forcing_);
-  DumpRecorder dec(model, "decode_", 1, T_, P_);
+  out.logits = model.prefill(s, prompt, po, &pre);
+  pre.finish(candidate_entries(model, s));
+  force_global_kv(model, s, g, "prefill_", out.forcing);
+  DumpRecorder dec(model, "decode_", 1, T, P);
   dec.set_block_inputs(&g);
-  for (int64_t t = 0; t < T_; ++t) {
+  for (int64_t t = 0; t < T; ++t) {
     dec.begin_step(t);
     const std::vector<float> row = model.decode(s, forced[static_cast<size_t>(t)], &dec);
-    logits_.insert(logits_.end(), row.begin(), row.end());
-    force_global_kv(model, s, g, "decode_", forcing_);
+    out.logits.insert(out.logits.end(), row.begin(), row.end());
+    force_global_kv(model, s, g, "decode_", out.forcing);
   }
-  dec.finish(candidate_entries(s));
-  eng_ = std::move(pre.tensors());
-  for (auto& [n, tensor] : dec.tensors()) eng_.emplace(n, std::move(tensor));
+  dec.finish(candidate_entries(model, s));
+  out.eng = std::move(pre.tensors());
+  for (auto& [n, tensor] : dec.tensors()) out.eng.emplace(n, std::move(tensor));
+  return out;
+}
 
+void GoldenOfficial::check(const std::string& name, const std::filesystem::path& model_dir) {
+  const auto& [backend, mode] = GetParam();
+  const NamedTensors g = load_golden(golden_dir("official") / (name + ".safetensors"));
+  m_ = load_on(model_dir, backend);
+  model_ = m_.model.get();
+  check_run(name, backend, mode, g, run(*m_.model, g, mode));
+}
+
+void GoldenOfficial::check_run(const std::string& name, const std::string& backend,
+                               const std::string& mode, const NamedTensors& g, Run recorded) {
+  const Model& model = *model_;
+  P_ = static_cast<int64_t>(ids(g, "prompt_ids").size());
+  T_ = static_cast<int64_t>(ids(g, "decode_input_ids").size());
+  eng_ = std::move(recorded.eng);
+  logits_ = std::move(recorded.logits);
+  forcing_ = recorded.forcing;
   bounded_ = mode == "bounded";
   std::printf("[official] %s %s %s (P = %lld, T = %lld):\n%5s %-18s %11s %11s\n", name.c_str(),
               backend.c_str(), mode.c_str(), static_cast<long long>(P_), static_cast<long long>(T_),
@@ -308,6 +337,48 @@ TEST_P(GoldenOfficial, FlashTinyOnAPromptLongerThanItsWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothBackendsBothModes, GoldenOfficial, backends_and_modes(),
+                         backend_mode_name);
+
+// The same goldens with the model split over two ranks (docs/placement.md "Ranks in one
+// process"; issue 22): "cpu" backends joined in this process, or two GPUs joined by NCCL ("cuda":
+// skipped with fewer than two, and on the CPU emulation, which has no NCCL). Every rank runs the
+// golden's steps with its own recorder and forcing, as the ranks of one model run a request;
+// rank 0's records are held to the goldens as one device's.
+class GoldenOfficialRanks : public GoldenOfficial {
+ protected:
+  void check_ranks(const std::string& name, const std::filesystem::path& model_dir) {
+    const auto& [backend, mode] = GetParam();
+    const bool gpus = backend == "cuda";
+#ifdef FLASHDESK_CUDA_EMU
+    if (gpus) GTEST_SKIP() << "NCCL runs on a GPU; the CPU emulation has none";
+#endif
+    if (gpus && cuda_devices().size() < 2)
+      GTEST_SKIP() << "needs two GPUs; " << cuda_devices().size() << " found";
+    const NamedTensors g = load_golden(golden_dir("official") / (name + ".safetensors"));
+    RankGroup group(
+        Checkpoint::open(model_dir), 2,
+        [&](int r) { return make_backend(gpus ? "cuda:" + std::to_string(r) : backend, 1); }, {},
+        gpus ? RankGroup::CollectiveMaker(make_nccl_collectives) : RankGroup::CollectiveMaker());
+    std::vector<Run> runs(2);
+    group.each_rank([&](int r, Model& model) {
+      runs[static_cast<size_t>(r)] = run(model, g, mode);
+      if (r == 0) model_ = &model;
+    });
+    check_run(name + ", 2 ranks", backend, mode, g, std::move(runs[0]));
+  }
+};
+
+TEST_P(GoldenOfficialRanks, EveryRoleCheckpointWithEngramAndAnImage) {
+  check_ranks("test-official", official_model());
+}
+
+TEST_P(GoldenOfficialRanks, FlashTinyOnAPromptLongerThanItsWindow) {
+  check_ranks("flash-tiny", std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny");
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoRanks, GoldenOfficialRanks,
+                         ::testing::Combine(::testing::Values("cpu", "cuda"),
+                                            ::testing::Values("exact", "bounded")),
                          backend_mode_name);
 
 // The image's span rows (ViT, aligner, delimiter vectors) against the official ones: the

@@ -27,6 +27,11 @@ using testing::long_text;
 using testing::TempDir;
 using testing::turn_options;
 
+std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // A fresh-process generation of `prompt` with no cache at all: the reference.
 std::vector<TokenId> fresh_answer(ChatEngine& engine, const std::vector<TokenId>& prompt,
                                   const TurnOptions& t) {
@@ -224,6 +229,7 @@ TEST(SessionResume, CorruptBlockIsRecomputedNeverUsed) {
     c = static_cast<char>(c ^ 0x10);
     f.write(&c, 1);
   }
+  const std::string corrupt = file_bytes(file);
   PersistentChat chat(*engine, chat_options(dir));
   chat.open_session(b.session);
   const TurnOptions t = turn_options(PrefillMode::Bounded);
@@ -233,10 +239,12 @@ TEST(SessionResume, CorruptBlockIsRecomputedNeverUsed) {
   EXPECT_EQ(s.reused_ssd_tokens, kBlock);  // only the block before the damaged one
   EXPECT_EQ(s.replayed_tokens, kBlock);
   EXPECT_EQ(s.computed_tokens, static_cast<int64_t>(turn.turn.prompt_ids.size()) - kBlock);
-  EXPECT_FALSE(std::filesystem::exists(file));  // deleted, and written again after the turn
+  // Deleted, and written again after the turn: block writes are asynchronous, so the new file
+  // may already be there now; after flush() it must be, without the flipped byte.
   EXPECT_GE(turn.blocks_queued, 1);
   chat.flush();
-  EXPECT_TRUE(std::filesystem::exists(file));
+  ASSERT_TRUE(std::filesystem::exists(file));
+  EXPECT_NE(file_bytes(file), corrupt);
   EXPECT_EQ(chat.blocks().stats().reads_corrupt, 1);
 }
 
@@ -244,10 +252,10 @@ TEST(SessionResume, ThinkingTurnsCutTheLiveKvBackToThePromptEnd) {
   // The next prompt drops the answer's reasoning from the previous prompt's <think> on: the live
   // state is cut back exactly to the window mark taken there, nothing is replayed, and the answer
   // is the one of a fresh sequence that computes the prompt as the live one did (a one-shot
-  // prefill can keep other exactly tied top-k entries: docs/numerics.md "Top-k"). Blocks are written only before the mark (the reasoning's
-  // blocks would never match) and the state is cut back to the mark after each turn, so a session
-  // switch restores the parked window exactly and a restart restores the blocks and replays the
-  // window.
+  // prefill can keep other exactly tied top-k entries: docs/numerics.md "Top-k"). Blocks are
+  // written only before the mark (the reasoning's blocks would never match) and the state is cut
+  // back to the mark after each turn, so a session switch restores the parked window exactly and a
+  // restart restores the blocks and replays the window.
   TempDir dir;
   TurnOptions t = turn_options(PrefillMode::Exact, 24);
   t.mode = ThinkingMode::kThinking;

@@ -35,10 +35,10 @@ MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
   section "cuda_tests: NCCL and the synthetic weights drawn on the GPU"
   run_for 380 "$BUILD/tests/cuda_tests" --gtest_filter='NcclTest.*:CudaRandomDraw*' 2>&1 |
     grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
-  section "engine_tests: the split model (two GPUs against one) and a drawing backend's logits"
+  section "engine_tests: the split model (two GPUs against one), the goldens over two ranks, a drawing backend's logits"
   run_for 340 "$BUILD/tests/engine_tests" \
-    --gtest_filter='ShardedModel.*:SyntheticCheckpoint.DrawnOnTheGpu*' 2>&1 |
-    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
+    --gtest_filter='ShardedModel.*:SyntheticCheckpoint.DrawnOnTheGpu*:TwoRanks/GoldenOfficialRanks.*' 2>&1 |
+    grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure|^\[official\]' | head -80
   section "NCCL all-reduce latency at a token's sizes (cuda_allreduce_bench)"
   run_for 300 "$BUILD/bench/cuda_allreduce_bench"
   eval "ARGS=(${BENCH_ARGS:-})"
