@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One model over the GPUs of one host (issues 22 and 23; docs/placement.md "Ranks in one
 # process"), after tools/gpu/run.sh configured and built the engine-only tree in the same device
-# call: builds what it adds (engine_tests, model_ranks_bench, cuda_allreduce_bench), runs the
+# call: builds what it runs (engine_tests, model_ranks_bench, cuda_allreduce_bench, ...), runs the
 # NCCL, drawing and split-model tests (two-GPU ones skip on one GPU), NCCL's all-reduce latency
 # at a token's sizes on 1..N GPUs (also in a step graph), then the whole model over RANKS GPUs
 # (bench/model_ranks_bench: load, time to the first token of 8K and 64K prompts exact and
@@ -30,8 +30,8 @@ MODEL=${MODEL:-assets/configs/deepseek-v4.1-flash.json}
 {
   echo "# One model over $RANKS of $GPUS GPUs ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
   section "build"
-  run_for 400 cmake --build "$BUILD" -j "$(nproc)" --target engine_tests model_ranks_bench \
-    cuda_allreduce_bench 2>&1 | tail -3
+  run_for 250 cmake --build "$BUILD" -j "$(nproc)" --target engine_tests model_ranks_bench \
+    cuda_allreduce_bench cuda_tests cuda_layer_bench 2>&1 | tail -3
   section "cuda_tests: NCCL and the synthetic weights drawn on the GPU"
   run_for 380 "$BUILD/tests/cuda_tests" --gtest_filter='NcclTest.*:CudaRandomDraw*' 2>&1 |
     grep -E '^\[ +(OK|FAILED|PASSED|SKIPPED) |drawn:|Failure' | head -40
