@@ -68,13 +68,19 @@ class CudaRandomDrawTest : public test::CudaOpTest {
   }
 };
 
-TEST_F(CudaRandomDrawTest, OffByDefaultDrawsNothing) {
+// On by default (FLASHDESK_CUDA_DRAW_WEIGHTS unset); off, nothing is drawn (the host generates).
+TEST_F(CudaRandomDrawTest, OnByDefaultAndOffDrawsNothing) {
   const auto ckpt = open_synthetic_checkpoint(config_asset("test-every-role.json"), {3, {}, 2});
   const auto recipe = ckpt->random_recipe("layers.2.attn.wq_b.weight");
   ASSERT_TRUE(recipe);
+  if (!std::getenv("FLASHDESK_CUDA_DRAW_WEIGHTS")) {
+    EXPECT_TRUE(gpu().draw_linear(*recipe, 0, recipe->rows).data.defined());
+    EXPECT_EQ(gpu().draw_stats().draws, 1u);
+  }
   gpu().set_draw_weights(false);
+  const uint64_t before = gpu().draw_stats().draws;
   EXPECT_FALSE(gpu().draw_linear(*recipe, 0, recipe->rows).data.defined());
-  EXPECT_EQ(gpu().draw_stats().draws, 0u);
+  EXPECT_EQ(gpu().draw_stats().draws, before);
 }
 
 // Every weight of the every-role model the checkpoint offers: FP4 experts, FP8 tiles (wo_a's

@@ -145,11 +145,11 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_MOE_SPLIT", split_shared_tc_);
   // FLASHDESK_CUDA_SELECT_RUNS=0|1 (default 0): set_select_runs (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
-  // FLASHDESK_CUDA_HEAP_WARP=0|1 (default 0): set_heap_by_warp (the benchmarks' A/B).
+  // FLASHDESK_CUDA_HEAP_WARP=0|1 (default 1): set_heap_by_warp (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_HEAP_WARP", heap_by_warp_);
   // FLASHDESK_CUDA_INDEXER_BESIDE=0|1 (default 0): set_indexer_beside_query (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_INDEXER_BESIDE", indexer_beside_);
-  // FLASHDESK_CUDA_DRAW_WEIGHTS=0|1 (default 0): set_draw_weights.
+  // FLASHDESK_CUDA_DRAW_WEIGHTS=0|1 (default 1): set_draw_weights.
   read_switch("FLASHDESK_CUDA_DRAW_WEIGHTS", draw_weights_);
   // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
   // the Backend defaults' separate kernels (the benchmarks' A/B).

@@ -108,8 +108,9 @@ class CudaBackend final : public Backend {
   void set_select_runs(bool on) { select_runs_ = on; }
   bool select_runs() const { return select_runs_; }
   // Whether the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row from
-  // 32,768 entries) run on one thread or on a warp (torch_select_block.cuh's warp_pop_to; off by
-  // default until measured; FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
+  // 32,768 entries) run on a warp (torch_select_block.cuh's warp_pop_to; the default: a 64K
+  // context's Full and Reindex layers 10% faster on an H100) or on one thread
+  // (FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
   void set_heap_by_warp(bool on) { heap_by_warp_ = on; }
   bool heap_by_warp() const { return heap_by_warp_; }
   // Which kernel scores the indexer's rows: by row count (Auto: the tensor cores for
@@ -172,9 +173,10 @@ class CudaBackend final : public Backend {
   // there and uploads the few it needs (issue 18: 189 GiB of V4.1-Flash fit no GPU).
   Tensor upload_table(const TensorView& t) override { return mapped_host_tensor(t); }
   Tensor upload_f32(const TensorView& t) override;
-  // A synthetic checkpoint's linear drawn on the GPU (random_draw.h) where the switch is on
-  // (FLASHDESK_CUDA_DRAW_WEIGHTS=1; off by default until it has run on a GPU): the units the
-  // kernel flags are generated on the host and copied over it.
+  // A synthetic checkpoint's linear drawn on the GPU (random_draw.h) unless the switch is off
+  // (FLASHDESK_CUDA_DRAW_WEIGHTS=0; on by default since it gave the host's bytes on an H100 and
+  // drew FP4 experts 49x faster than 16 host threads and an upload): the units the kernel flags
+  // are generated on the host and copied over it.
   LinearWeight draw_linear(const RandomWeightRecipe& recipe, int64_t first_row,
                            int64_t rows) override;
   // An Engram table drawn on the GPU in chunks (kDrawTableChunkBytes of codes each) and copied
@@ -297,7 +299,7 @@ class CudaBackend final : public Backend {
   bool select_in_shared_memory_ = true;
   bool select_runs_ = false;     // FLASHDESK_CUDA_SELECT_RUNS
   bool indexer_beside_ = false;  // FLASHDESK_CUDA_INDEXER_BESIDE
-  bool heap_by_warp_ = false;    // FLASHDESK_CUDA_HEAP_WARP
+  bool heap_by_warp_ = true;     // FLASHDESK_CUDA_HEAP_WARP
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
@@ -311,7 +313,7 @@ class CudaBackend final : public Backend {
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels
   AttentionWarpgroups attention_warpgroups_ = AttentionWarpgroups::Auto;
-  bool draw_weights_ = false;  // FLASHDESK_CUDA_DRAW_WEIGHTS
+  bool draw_weights_ = true;  // FLASHDESK_CUDA_DRAW_WEIGHTS
   int draw_margin_log2_ = cuda::kDrawMarginLog2;
   int64_t draw_table_chunk_rows_ = 0;
   DrawStats draw_stats_;
