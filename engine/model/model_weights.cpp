@@ -84,12 +84,11 @@ class WeightLoader {
     const bool has_scale = ckpt_.has(module + ".scale");
     TensorView s = has_scale ? ckpt_.tensor(module + ".scale") : TensorView{};
     Counted counted{this, w, has_scale ? &s : nullptr};
-    const ShardSplit split = shard_split(module + ".weight");
+    const Take take = take_of(module + ".weight");
     LinearWeight lw;
-    if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
-        split == ShardSplit::FirstRankOnly)
+    if (take == Take::Whole)
       lw = be_.upload_linear(w, has_scale ? &s : nullptr, in_host);
-    else if (split == ShardSplit::ColumnsByGroup)
+    else if (take == Take::Columns)
       lw = column_slice(w, has_scale ? &s : nullptr);
     else
       lw = row_slice(w, has_scale ? &s : nullptr);
@@ -124,17 +123,11 @@ class WeightLoader {
   LinearWeight draw(const std::string& module) {
     const std::optional<RandomWeightRecipe> recipe = ckpt_.random_recipe(module + ".weight");
     if (!recipe || recipe->format == RandomTensorPlan::Format::Fp8Rows) return {};
-    const ShardSplit split = shard_split(module + ".weight");
-    int64_t first = 0, rows = recipe->rows;
-    if (plan_.world > 1 && (split == ShardSplit::RowsByHead || split == ShardSplit::RowsByGroup)) {
-      rows = recipe->rows / plan_.world;
-      first = plan_.rank * rows;
-      FD_CHECK(recipe->rows % plan_.world == 0 && rows % 32 == 0,
-               module + ".weight: rows do not split into whole 32-row tiles");
-    } else if (plan_.world > 1 && split == ShardSplit::ColumnsByGroup) {
-      return {};
-    }
-    LinearWeight lw = be_.draw_linear(*recipe, first, rows);
+    const Take take = take_of(module + ".weight");
+    if (take == Take::Columns) return {};
+    const RowShare share =
+        take == Take::Rows ? row_share(recipe->rows, recipe->weight) : RowShare{0, recipe->rows};
+    LinearWeight lw = be_.draw_linear(*recipe, share.first, share.rows);
     if (lw.data.defined() && progress_) {
       progress_->uploaded(spec_view(recipe->weight));
       if (!recipe->scale.empty()) progress_->uploaded(spec_view(recipe->scale));
@@ -164,11 +157,32 @@ class WeightLoader {
     ckpt_.release_tensor(v.name);
   }
 
-  // This rank's contiguous share of the output rows (whole 32-row scale tiles).
+  // How this rank takes a linear weight (the sharding table's split): whole, its share of the
+  // output rows, or its share of the input columns.
+  enum class Take : uint8_t { Whole, Rows, Columns };
+  Take take_of(const std::string& weight) const {
+    const ShardSplit split = shard_split(weight);
+    if (plan_.world == 1 || split == ShardSplit::Replicated || split == ShardSplit::ExpertsByRank ||
+        split == ShardSplit::FirstRankOnly)
+      return Take::Whole;
+    return split == ShardSplit::ColumnsByGroup ? Take::Columns : Take::Rows;
+  }
+
+  // This rank's contiguous share [first, first + rows) of `total` output rows (whole 32-row scale
+  // tiles).
+  struct RowShare {
+    int64_t first = 0, rows = 0;
+  };
+  RowShare row_share(int64_t total, std::string_view name) const {
+    const int64_t rows = total / plan_.world;
+    FD_CHECK(total % plan_.world == 0 && rows % 32 == 0,
+             std::string(name) + ": rows do not split into whole 32-row tiles");
+    return {plan_.rank * rows, rows};
+  }
+
+  // This rank's share of the output rows, copied as stored.
   LinearWeight row_slice(const TensorView& w, const TensorView* s) {
-    const int64_t rows = w.dim(0) / plan_.world, first = plan_.rank * rows;
-    FD_CHECK(w.dim(0) % plan_.world == 0 && rows % 32 == 0,
-             std::string(w.name) + ": rows do not split into whole 32-row tiles");
+    const auto [first, rows] = row_share(w.dim(0), w.name);
     std::array<int64_t, 2> wshape = {rows, w.dim(1)}, sshape = {0, 0};
     TensorView wp = w, sp;
     const size_t row_bytes = w.nbytes / static_cast<size_t>(w.dim(0));
