@@ -1,16 +1,18 @@
 // A decode step's indexer selection on the CUDA backend at the V4.1 shapes (one query, 32 index
-// heads of 128, top-512 entries and the candidate blocks of 8): torch's tie selection in its first
-// form (the whole block's partitions, one thread's heap steps) against its second (partitions over
-// runs, a warp's heap steps: CudaBackend::set_select_runs, set_heap_by_warp), the two taking turns
-// in one run, and the scoring alone (indexer_scores), so the selection's share of the
-// op shows. Random FP4 keys and queries, generated on the device; rows of 4,096 to 65,536 entries
-// (a 4K to 64K context at ratio 1). From 32,768 entries torch heap-selects (64 k <= the row),
-// whose steps the heap forms differ in and the partitions do not touch: the 65,536-entry row
-// shows what a long context's Full layer pays there. Each row's tie at the 512th score is counted
-// from its scores read back: without one the op takes no tie selection and both forms run the same
-// code. Both forms' ids must be equal.
+// heads of 128, top-512 entries and the 2,048 candidate blocks of 8): torch's tie selection with
+// one thread's heap steps on the heap in place against the default (a warp's heap steps on the
+// heap in shared memory: CudaBackend::set_heap_by_warp), the two taking turns in one run, and
+// the scoring alone (indexer_scores: two entries a lane group from 262,144 entries,
+// CudaBackend::set_score_pairs_from), so the selection's share of the op shows. Random FP4 keys
+// and queries, generated on the device; rows of 4,096 to 1,048,576 entries (a 4K to 1M context
+// at ratio 1). From 32,768 entries torch heap-selects the top 512 (64 k <= the row), and at
+// 1,048,576 the candidate blocks too (2,048 of 131,072): the forms differ only there (below
+// 32,768 both partition the same way). Each row's tie at the 512th score is counted from its scores
+// read back: without one the op takes no tie selection and both forms run the same code. Both
+// forms' ids must be equal.
 //
-//   cuda_select_bench [--entries 4096,16385,32767,65536] [--reps N] [--device N] [--seed N]
+//   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
+//                     [--seed N]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -43,10 +45,10 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   cxxopts::Options options("cuda_select_bench",
-                           "A decode step's indexer selection: its two forms of torch's steps");
-  options.add_options()(
-      "entries", "row widths (entries a query sees)",
-      cxxopts::value<std::vector<int64_t>>()->default_value("4096,16385,32767,65536"))(
+                           "A decode step's indexer selection: two forms of torch's heap steps");
+  options.add_options()("entries", "row widths (entries a query sees)",
+                        cxxopts::value<std::vector<int64_t>>()->default_value(
+                            "4096,16385,32767,65536,262144,1048576"))(
       "reps", "timed repetitions of each form (median)",
       cxxopts::value<int64_t>()->default_value("20"))("device", "GPU index",
                                                       cxxopts::value<int>()->default_value("0"))(
@@ -95,7 +97,7 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   std::vector<int32_t> ids[2];
   for (int64_t rep = -1; rep < o.reps; ++rep) {  // rep -1: untimed warm-up
     for (const int form : {0, 1}) {
-      be.set_select_runs(form == 1);
+      be.set_select_runs(false);
       be.set_heap_by_warp(form == 1);
       const double t = cb::device_ms(be, [&] { be.indexer_select(a, topk, &cand); });
       if (rep >= 0) ms[form].push_back(t);
@@ -129,8 +131,8 @@ static int run_bench(const Options& o) {
   std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
               flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
   std::printf(
-      "| entries | equal to the 512th | scores µs | op µs, first form | op µs, second form "
-      "| selection µs, first | selection µs, second | speed-up | same ids |\n"
+      "| entries | equal to the 512th | scores µs | op µs, one thread's heap | op µs, a warp's "
+      "(default) | selection µs, one thread's | selection µs, a warp's | speed-up | same ids |\n"
       "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
   for (const int64_t e : o.entries) run_row(be, o, e);
   return 0;

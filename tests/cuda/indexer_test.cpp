@@ -82,15 +82,19 @@ class CudaIndexerTest : public CudaOpTest {
     a.restrict_blocks = restricted ? &rt.gpu : nullptr;
     a.block_size = bs;
     a.select_width = width;
-    // Torch's tie selection in shared memory (where the row fits) and in global memory.
+    // Torch's tie selection in shared memory (where the row fits) and in global memory; the
+    // scores one entry a lane group and two (set_score_pairs_from).
+    const int64_t pairs_from = gpu().score_pairs_from();
     for (const bool shared : {true, false}) {
       gpu().set_select_in_shared_memory(shared);
+      gpu().set_score_pairs_from(shared ? int64_t{1} << 40 : 0);
       Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
       Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
       if (in_step_) gpu().step_graph_begin(1);
       gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
       if (in_step_) gpu().step_graph_end();
       gpu().set_select_in_shared_memory(true);
+      gpu().set_score_pairs_from(pairs_from);
       const std::vector<int32_t> got = from_gpu<int32_t>(topk);
       const std::vector<int32_t> got_c =
           candidates ? from_gpu<int32_t>(cand) : std::vector<int32_t>();
@@ -204,6 +208,11 @@ TEST_F(CudaIndexerTest, FullShapes) {
     check(2, 32, 128, 16384, 512, 8, 2048, true, false, 11, 50);  // ties at full width
     // A decode step's row at a 16K context (4096 entries), ties at the k-th best.
     check(2, 32, 128, 4096, 512, 8, 512, true, false, 12, 50);
+    // Long contexts' decode rows, ties at the k-th best: 65,536 entries (torch heap-selects the
+    // top 512, in global memory with the heap in shared memory) and 1M (the 2,048 candidate
+    // blocks of 131,072 heap-selected too).
+    check(1, 4, 64, 65536, 512, 8, 2048, true, false, 19, 50);
+    check(1, 4, 64, 1048576, 512, 8, 2048, true, false, 20, 50);
   }
 }
 

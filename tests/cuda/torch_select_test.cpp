@@ -98,7 +98,7 @@ void CudaTorchSelectTest::check_tie_heavy_rows() {
         ++cases;
       }
   // Heap select: one chunk (4 x 256 elements) or several; heaps of one node to 625 (paths of more
-  // than one five-level round, an even size's single last child; 40,000 entries: a long
+  // than one six-level round, an even size's single last child; 40,000 entries: a long
   // context's decode row).
   for (const int64_t n : {640, 5000, 40000})
     for (const int64_t k : {int64_t{1}, int64_t{6}, int64_t{7}, n / 64})
@@ -107,6 +107,12 @@ void CudaTorchSelectTest::check_tie_heavy_rows() {
                       "heap select");
         ++cases;
       }
+  // The indexer's candidate blocks at a 1M context: a heap of 2,048 pairs (the kernels' whole
+  // shared room, two six-level rounds a step), and one past the room (the heap in place).
+  for (const int64_t k : {int64_t{2048}, int64_t{2100}}) {
+    tied += check(levels(1, 64 * k, 200, static_cast<uint32_t>(k)), k, "heap select, large heap");
+    ++cases;
+  }
   EXPECT_GT(cases, 60);
   EXPECT_GT(tied, 60) << "the rows must tie across the k-th best, or they test nothing";
 }

@@ -85,6 +85,18 @@ void read_switch(const char* name, bool& flag) {
   if (const auto v = read_choice(name, {"0", "1"})) flag = *v == "1";
 }
 
+// A count from the environment into `count` (the whole value a number >= 0); unset leaves the
+// default.
+void read_count(const char* name, int64_t& count) {
+  const char* v = std::getenv(name);
+  if (!v) return;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  FD_CHECK(end != v && *end == '\0' && n >= 0,
+           std::string(name) + " must be a count of 0 or more, not '" + v + "'");
+  count = n;
+}
+
 void expect_device(const Tensor& t, const char* op) {
   FD_CHECK(t.defined() && !t.host_accessible(),
            std::string(op) + ": tensor is not device memory of the CUDA backend");
@@ -147,6 +159,8 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
   // FLASHDESK_CUDA_HEAP_WARP=0|1 (default 1): set_heap_by_warp (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_HEAP_WARP", heap_by_warp_);
+  // FLASHDESK_CUDA_SCORE_PAIRS_FROM=N (default 262,144): set_score_pairs_from (the A/B).
+  read_count("FLASHDESK_CUDA_SCORE_PAIRS_FROM", score_pairs_from_);
   // FLASHDESK_CUDA_INDEXER_BESIDE=0|1 (default 0): set_indexer_beside_query (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_INDEXER_BESIDE", indexer_beside_);
   // FLASHDESK_CUDA_DRAW_WEIGHTS=0|1 (default 1): set_draw_weights.

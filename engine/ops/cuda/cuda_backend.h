@@ -108,11 +108,17 @@ class CudaBackend final : public Backend {
   void set_select_runs(bool on) { select_runs_ = on; }
   bool select_runs() const { return select_runs_; }
   // Whether the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row from
-  // 32,768 entries) run on a warp (torch_select_block.cuh's warp_pop_to; the default: a 64K
-  // context's Full and Reindex layers 10% faster on an H100) or on one thread
-  // (FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
+  // 32,768 entries) run on a warp with the heap in shared memory (torch_select_block.cuh's
+  // warp_pop_to; the default: 1.05-1.08x the selection at 64K-1M entries on an H100) or on one
+  // thread with the heap in place (FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
   void set_heap_by_warp(bool on) { heap_by_warp_ = on; }
   bool heap_by_warp() const { return heap_by_warp_; }
+  // From how many entries a row's indexer scores (CUDA-core kernel) take two entries a lane group,
+  // each q load from shared memory feeding both, instead of one: halving the blocks is no loss
+  // only where they are many (default 262,144: a 1M-context layer's scores 0.3-0.4 ms faster on
+  // an H100; FLASHDESK_CUDA_SCORE_PAIRS_FROM=N; the tests run both forms).
+  void set_score_pairs_from(int64_t entries) { score_pairs_from_ = entries; }
+  int64_t score_pairs_from() const { return score_pairs_from_; }
   // Which kernel scores the indexer's rows: by row count (Auto: the tensor cores for
   // prefill-sized calls where the shape fits, indexer_tc.cu), the tensor cores wherever the shape
   // fits, or the CUDA cores (FLASHDESK_CUDA_INDEXER=auto|tensor-cores|cuda-cores; the tests
@@ -297,9 +303,10 @@ class CudaBackend final : public Backend {
   int part_layers_ = 1, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
-  bool select_runs_ = false;     // FLASHDESK_CUDA_SELECT_RUNS
-  bool indexer_beside_ = false;  // FLASHDESK_CUDA_INDEXER_BESIDE
-  bool heap_by_warp_ = true;     // FLASHDESK_CUDA_HEAP_WARP
+  bool select_runs_ = false;           // FLASHDESK_CUDA_SELECT_RUNS
+  bool indexer_beside_ = false;        // FLASHDESK_CUDA_INDEXER_BESIDE
+  bool heap_by_warp_ = true;           // FLASHDESK_CUDA_HEAP_WARP
+  int64_t score_pairs_from_ = 262144;  // FLASHDESK_CUDA_SCORE_PAIRS_FROM
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).

@@ -79,7 +79,10 @@ __global__ void restriction_mask_kernel(const int32_t* blocks, int64_t n, int64_
 // four lanes' heads sit on different banks.
 constexpr int kLanesPerEntry = 4;
 
-template <int MaxHeads>
+// Entries: entries a lane group takes (1, or 2: the block's second half of its entries, 128 on,
+// so that each q load from shared memory feeds both entries' products and the block stages q once
+// for 256 entries: FLASHDESK_CUDA_SCORE_PAIRS). Each entry's sums are the one-entry kernel's.
+template <int MaxHeads, int Entries>
 __global__ void __launch_bounds__(kScoreThreads)
     indexer_scores_kernel(IdxArgs call, float* scores) {
   FD_GRID_PROLOGUE();
@@ -88,79 +91,105 @@ __global__ void __launch_bounds__(kScoreThreads)
   FD_DYNAMIC_SMEM(float, qs);
   const int64_t t = blockIdx.y, q_stride = a.dim + 4;
   const int64_t visible = lmin(a.visible[t], a.entries);
+  const int64_t group_entries = blockDim.x / kLanesPerEntry;  // entries of one lane group pass
   // A block past the visible entries (a decode row is as wide as the prompt's: most of it) only
   // writes -inf, without staging q.
-  const int64_t block_first = static_cast<int64_t>(blockIdx.x) * blockDim.x / kLanesPerEntry;
+  const int64_t block_first = static_cast<int64_t>(blockIdx.x) * group_entries * Entries;
   if (block_first >= visible) {
-    const int64_t s = block_first + threadIdx.x;
-    if (threadIdx.x < blockDim.x / kLanesPerEntry && s < a.width)
-      scores[t * a.width + s] = -INFINITY;
+    for (int e = 0; e < Entries; ++e) {
+      const int64_t s = block_first + e * group_entries + threadIdx.x;
+      if (threadIdx.x < group_entries && s < a.width) scores[t * a.width + s] = -INFINITY;
+    }
     return;
   }
   for (int64_t i = threadIdx.x; i < a.heads * a.dim; i += blockDim.x)
     qs[(i / a.dim) * q_stride + i % a.dim] = a.q[t * a.heads * a.dim + i];
   __syncthreads();
   const int part = static_cast<int>(threadIdx.x % kLanesPerEntry);
-  const int64_t s = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kLanesPerEntry;
-  // Every lane stays to the end for the gather's shuffles.
-  const bool live =
-      s < a.width && s < visible && !(a.allowed && !a.allowed[t * a.n_blocks + s / a.block_size]);
-  float dh[kPerLane];
+  int64_t s[Entries];
+  bool live[Entries];
   FD_UNROLL
-  for (int hh = 0; hh < kPerLane; ++hh) dh[hh] = 0.0f;
-  if (live) {
+  for (int e = 0; e < Entries; ++e) {
+    s[e] = block_first + e * group_entries + threadIdx.x / kLanesPerEntry;
+    // Every lane stays to the end for the gather's shuffles.
+    live[e] = s[e] < a.width && s[e] < visible &&
+              !(a.allowed && !a.allowed[t * a.n_blocks + s[e] / a.block_size]);
+  }
+  float dh[Entries][kPerLane];
+  FD_UNROLL
+  for (int e = 0; e < Entries; ++e) FD_UNROLL
+  for (int hh = 0; hh < kPerLane; ++hh) dh[e][hh] = 0.0f;
+  bool any_live = false;
+  FD_UNROLL
+  for (int e = 0; e < Entries; ++e) any_live = any_live || live[e];
+  if (any_live) {
     const int64_t row_bytes = a.dim / 2 + a.dim / 32;
     const bool words_aligned = row_bytes % 4 == 0;  // dim a multiple of 128 (the model's 128)
-    const uint8_t* row = a.keys + s * row_bytes;
     for (int64_t j = 0; j < a.dim / 32; ++j) {
-      const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
-      const uint8_t* codes = row + j * 16;
-      uint32_t word[4];
+      float kv[Entries][32];
       FD_UNROLL
-      for (int w = 0; w < 4; ++w)
-        word[w] = words_aligned ? load_aligned<uint32_t>(codes + 4 * w)
-                                : codes[4 * w] | (codes[4 * w + 1] << 8) |
-                                      (codes[4 * w + 2] << 16) | (uint32_t{codes[4 * w + 3]} << 24);
-      float kv[32];
-      FD_UNROLL
-      for (int i = 0; i < 32; ++i)
-        kv[i] = e2m1_to_f32((word[i / 8] >> (4 * (i % 8))) & 0xFu) * scale;
+      for (int e = 0; e < Entries; ++e) {
+        // A dead entry's products are computed from a live row's bytes and never used.
+        const uint8_t* row = a.keys + (live[e] ? s[e] : s[0]) * row_bytes;
+        const float scale = e8m0_to_f32(row[a.dim / 2 + j]);
+        const uint8_t* codes = row + j * 16;
+        uint32_t word[4];
+        FD_UNROLL
+        for (int w = 0; w < 4; ++w)
+          word[w] = words_aligned
+                        ? load_aligned<uint32_t>(codes + 4 * w)
+                        : codes[4 * w] | (codes[4 * w + 1] << 8) | (codes[4 * w + 2] << 16) |
+                              (uint32_t{codes[4 * w + 3]} << 24);
+        FD_UNROLL
+        for (int i = 0; i < 32; ++i)
+          kv[e][i] = e2m1_to_f32((word[i / 8] >> (4 * (i % 8))) & 0xFu) * scale;
+      }
       FD_UNROLL
       for (int hh = 0; hh < kPerLane; ++hh) {
         const int64_t h = hh * kLanesPerEntry + part;
         if (h < a.heads) {
           const float* qh = qs + h * q_stride + j * 32;
-          float acc = dh[hh];
+          float acc[Entries];
+          FD_UNROLL
+          for (int e = 0; e < Entries; ++e) acc[e] = dh[e][hh];
           FD_UNROLL
           for (int i = 0; i < 8; ++i) {
             const float4 q4 = load_aligned<float4>(qh + 4 * i);
-            acc += q4.x * kv[4 * i];
-            acc += q4.y * kv[4 * i + 1];
-            acc += q4.z * kv[4 * i + 2];
-            acc += q4.w * kv[4 * i + 3];
+            FD_UNROLL
+            for (int e = 0; e < Entries; ++e) {
+              acc[e] += q4.x * kv[e][4 * i];
+              acc[e] += q4.y * kv[e][4 * i + 1];
+              acc[e] += q4.z * kv[e][4 * i + 2];
+              acc[e] += q4.w * kv[e][4 * i + 3];
+            }
           }
-          dh[hh] = acc;
+          FD_UNROLL
+          for (int e = 0; e < Entries; ++e) dh[e][hh] = acc[e];
         }
       }
     }
   }
-  float term[kPerLane];
-  FD_UNROLL
-  for (int hh = 0; hh < kPerLane; ++hh) {
-    const int64_t h = hh * kLanesPerEntry + part;
-    term[hh] = live && h < a.heads
-                   ? round_bf16(fmaxf(round_bf16(dh[hh]), 0.0f) * a.weights[t * a.heads + h])
-                   : 0.0f;
-  }
   const int first_lane = static_cast<int>(threadIdx.x & 31u) & ~(kLanesPerEntry - 1);
-  float total = 0.0f;
   FD_UNROLL
-  for (int h = 0; h < MaxHeads; ++h) {
-    const float v =
-        __shfl_sync(kFullMask, term[h / kLanesPerEntry], first_lane + h % kLanesPerEntry);
-    if (h < a.heads) total += v;
+  for (int e = 0; e < Entries; ++e) {
+    float term[kPerLane];
+    FD_UNROLL
+    for (int hh = 0; hh < kPerLane; ++hh) {
+      const int64_t h = hh * kLanesPerEntry + part;
+      term[hh] = live[e] && h < a.heads
+                     ? round_bf16(fmaxf(round_bf16(dh[e][hh]), 0.0f) * a.weights[t * a.heads + h])
+                     : 0.0f;
+    }
+    float total = 0.0f;
+    FD_UNROLL
+    for (int h = 0; h < MaxHeads; ++h) {
+      const float v =
+          __shfl_sync(kFullMask, term[h / kLanesPerEntry], first_lane + h % kLanesPerEntry);
+      if (h < a.heads) total += v;
+    }
+    if (part == 0 && s[e] < a.width)
+      scores[t * a.width + s[e]] = live[e] ? round_bf16(total) : -INFINITY;
   }
-  if (part == 0 && s < a.width) scores[t * a.width + s] = live ? round_bf16(total) : -INFINITY;
 }
 
 // Larger float -> larger key; -0 and +0 share one key.
@@ -211,11 +240,21 @@ __device__ __forceinline__ void count_digit(bool valid, uint32_t key, uint32_t m
     atomicAdd(&hist[digit], __popc(same));
 }
 
+// Whether an order key is a BF16 value's (its low 16 bits fixed: 0, or all ones for a negative).
+__device__ __forceinline__ bool bf16_key(uint32_t key) {
+  return (key & 0xFFFFu) == ((key >> 31) ? 0u : 0xFFFFu);
+}
+
+// Values read from memory kStreamLoads at a time a thread, all in flight together (a long row's
+// passes wait on L2, and one load an iteration left most of that wait exposed).
+constexpr int kStreamLoads = 8;
+
 // out[0, out_len) = the k best of vals[0, count) as torch.topk chooses them, in ascending index
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
 // positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
 // Called by every thread of the block. Rows of at most kHeldPerThread values a thread go to
-// select_top_held instead.
+// select_top_held instead; this form reads the row from memory at each pass (two radix digits
+// for a row of BF16 values, as the index scores are, found in the first pass).
 template <class Index>
 __device__ void select_top(const float* vals, int64_t count, int64_t k, bool drop_neg_inf,
                            int64_t limit, int32_t* out, int64_t out_len, int* hist,
@@ -226,30 +265,58 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   k = lmin(k, count);
   uint32_t prefix = 0, mask = 0;
   int remaining = static_cast<int>(k);
-  for (int shift = 24; shift >= 0; shift -= 8) {
+  int last_shift = 0;
+  const int64_t stride = static_cast<int64_t>(blockDim.x);
+  for (int shift = 24; shift >= last_shift; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();
-    for (int64_t base = 0; base < count; base += blockDim.x) {
-      const int64_t s = base + threadIdx.x;
-      count_digit(s < count, s < count ? order_key(vals[s]) : 0u, mask, prefix, shift, hist);
+    bool bf16 = true;
+    for (int64_t base = 0; base < count; base += kStreamLoads * stride) {
+      uint32_t key[kStreamLoads];
+      FD_UNROLL
+      for (int u = 0; u < kStreamLoads; ++u) {
+        const int64_t i = base + u * stride + threadIdx.x;
+        key[u] = i < count ? order_key(vals[i]) : 0u;
+      }
+      FD_UNROLL
+      for (int u = 0; u < kStreamLoads; ++u) {
+        const bool valid = base + u * stride + threadIdx.x < count;
+        bf16 = bf16 && (!valid || bf16_key(key[u]));
+        count_digit(valid, key[u], mask, prefix, shift, hist);
+      }
     }
+    if (shift == 24 && !__syncthreads_or(!bf16)) last_shift = 16;
     __syncthreads();
     if (threadIdx.x < 32)
-      pick_digit(hist, shift, shift == 0, prefix, remaining, &prefix_s, &remaining_s, &equal_s);
+      pick_digit(hist, shift, shift == last_shift, prefix, remaining, &prefix_s, &remaining_s,
+                 &equal_s);
     __syncthreads();
     prefix = prefix_s;
     remaining = remaining_s;
     mask |= 0xFFu << shift;
     __syncthreads();
   }
+  if (last_shift == 16) prefix |= (prefix >> 31) ? 0u : 0xFFFFu;
   const uint32_t threshold = prefix;  // the k-th best key; `remaining` of its equals are taken
   const uint32_t neg_inf = order_key(-INFINITY);
   // Which equals: torch's choice, unless all of them are taken (or all dropped).
   const bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
   if (tie) {
-    for (int64_t s = threadIdx.x; s < count; s += blockDim.x) {
-      pairs[s] = torch_select::Scored{vals[s], static_cast<int32_t>(s)};
-      taken[s] = 0;
+    for (int64_t base = 0; base < count; base += kStreamLoads * stride) {
+      float v[kStreamLoads];
+      FD_UNROLL
+      for (int u = 0; u < kStreamLoads; ++u) {
+        const int64_t i = base + u * stride + threadIdx.x;
+        v[u] = i < count ? vals[i] : 0.0f;
+      }
+      FD_UNROLL
+      for (int u = 0; u < kStreamLoads; ++u) {
+        const int64_t i = base + u * stride + threadIdx.x;
+        if (i < count) {
+          pairs[i] = torch_select::Scored{v[u], static_cast<int32_t>(i)};
+          taken[i] = 0;
+        }
+      }
     }
     __syncthreads();
     block_torch_select(pairs, count, k, room, warp_totals, form);
@@ -257,25 +324,44 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       if (order_key(pairs[j].value) == threshold) taken[pairs[j].index] = 1;
     __syncthreads();
   }
-  // The ordered compaction, one block scan a round over two 16-bit counts (a round has at most
-  // 1024 of each): values above the threshold, and its equals that are taken (torch's marks, or
-  // else every equal, of which the first `remaining` in index order count).
-  int written = 0, equal_seen = 0;
-  for (int64_t base = 0; base < count; base += blockDim.x) {
-    const int64_t s = base + threadIdx.x;
-    const uint32_t key = s < count ? order_key(vals[s]) : 0u;
-    const bool in = s < count && k > 0 && !(drop_neg_inf && key == neg_inf);
-    const int above = in && key > threshold;
-    const int equal = in && key == threshold && (!tie || taken[s]);
+  // The ordered compaction over tiles of kStreamLoads values a thread, thread t taking the tile's
+  // run kStreamLoads t .. (so thread order is index order): one block scan a tile over two 16-bit
+  // counts (a tile has at most 8,192 of each) of values above the threshold and of its equals
+  // that are taken (torch's marks, or else every equal, of which the first `remaining` in index
+  // order count). One scan per 1,024 values was most of a 1M-entry row's compaction.
+  const int64_t tile = kStreamLoads * stride;
+  int64_t written = 0, equal_seen = 0;
+  for (int64_t base = 0; base < count; base += tile) {
+    const int64_t first = base + kStreamLoads * static_cast<int64_t>(threadIdx.x);
+    uint32_t key[kStreamLoads];
+    FD_UNROLL
+    for (int u = 0; u < kStreamLoads; ++u)
+      key[u] = first + u < count ? order_key(vals[first + u]) : 0u;
+    unsigned above = 0, equal = 0;  // bit u: value first + u
+    FD_UNROLL
+    for (int u = 0; u < kStreamLoads; ++u) {
+      const int64_t s = first + u;
+      const bool in = s < count && k > 0 && !(drop_neg_inf && key[u] == neg_inf);
+      above |= static_cast<unsigned>(in && key[u] > threshold) << u;
+      equal |= static_cast<unsigned>(in && key[u] == threshold && (!tie || taken[s])) << u;
+    }
     int totals = 0;
-    const int before = block_exclusive_scan(above | (equal << 16), warp_totals, &totals);
-    const int equal_room = tie ? 1 << 30 : (remaining > equal_seen ? remaining - equal_seen : 0);
-    const int equal_before = before >> 16;
-    const bool take = above || (equal && equal_before < equal_room);
-    const int pos = (before & 0xFFFF) + (equal_before < equal_room ? equal_before : equal_room);
-    if (take && written + pos < out_len)
-      out[written + pos] = s < limit ? static_cast<int32_t>(s) : -1;
-    written += (totals & 0xFFFF) + ((totals >> 16) < equal_room ? totals >> 16 : equal_room);
+    const int before =
+        block_exclusive_scan(__popc(above) | (__popc(equal) << 16), warp_totals, &totals);
+    const int64_t equal_room = tie ? int64_t{1} << 40 : lmax(int64_t{0}, remaining - equal_seen);
+    int64_t above_before = before & 0xFFFF, equal_before = before >> 16;
+    FD_UNROLL
+    for (int u = 0; u < kStreamLoads; ++u) {
+      const bool a = (above >> u) & 1u, e = (equal >> u) & 1u;
+      if (a || (e && equal_before < equal_room)) {
+        const int64_t pos = written + above_before + lmin(equal_before, equal_room);
+        const int64_t s = first + u;
+        if (pos < out_len) out[pos] = s < limit ? static_cast<int32_t>(s) : -1;
+      }
+      above_before += a;
+      equal_before += e;
+    }
+    written += (totals & 0xFFFF) + lmin(static_cast<int64_t>(totals >> 16), equal_room);
     equal_seen += totals >> 16;
   }
   for (int64_t i = written + threadIdx.x; i < out_len; i += blockDim.x) out[i] = -1;
@@ -344,7 +430,7 @@ __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool 
   bool bf16 = true;
   FD_UNROLL
   for (int j = 0; j < kHeldPerThread; ++j)
-    if (row.valid(j)) bf16 = bf16 && (key[j] & 0xFFFFu) == ((key[j] >> 31) ? 0u : 0xFFFFu);
+    if (row.valid(j)) bf16 = bf16 && bf16_key(key[j]);
   const int last_shift = __syncthreads_or(!bf16) ? 0 : 16;
   uint32_t prefix = 0, mask = 0;
   int remaining = static_cast<int>(k);
@@ -461,9 +547,10 @@ __global__ void __launch_bounds__(kSelectThreads)
     Index* lists = reinterpret_cast<Index*>(pairs + a.width);
     room = {lists, lists + a.width};
   } else {
+    // The row's pairs in global memory; the warp's heap select works in shared memory.
     pairs = tie.pairs + static_cast<int64_t>(blockIdx.x) * a.width;
     Index* lists = tie.lists + static_cast<int64_t>(blockIdx.x) * 2 * a.width;
-    room = {lists, lists + a.width};
+    room = {lists, lists + a.width, heap_room(), kHeapRoomPairs};
   }
   float* bs = candidates ? block_scores + t * a.n_blocks : nullptr;
   // Rows held in registers in the shared-memory kernel only (the global one, for rows too wide
@@ -601,8 +688,13 @@ ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
     cuda::indexer_scores_tc(ctx, a, ptr<float>(r.scores));
     return r;
   }
-  FD_LAUNCH(heads <= 32 ? &cuda::indexer_scores_kernel<32> : &cuda::indexer_scores_kernel<64>,
-            dim3(blocks_for(sized_width * cuda::kLanesPerEntry, cuda::kScoreThreads),
+  const int entries = sized_width >= backend.score_pairs_from() ? 2 : 1;
+  const auto kernel = heads <= 32 ? (entries == 2 ? &cuda::indexer_scores_kernel<32, 2>
+                                                  : &cuda::indexer_scores_kernel<32, 1>)
+                                  : (entries == 2 ? &cuda::indexer_scores_kernel<64, 2>
+                                                  : &cuda::indexer_scores_kernel<64, 1>);
+  FD_LAUNCH(kernel,
+            dim3(blocks_for(sized_width * cuda::kLanesPerEntry, cuda::kScoreThreads * entries),
                  static_cast<unsigned>(n)),
             dim3(cuda::kScoreThreads), static_cast<size_t>(heads * (d + 4)) * sizeof(float),
             ctx.stream(), a, ptr<float>(r.scores));

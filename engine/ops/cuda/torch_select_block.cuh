@@ -13,8 +13,10 @@
 //     the last <= 3 elements and the bookkeeping stay on one thread (constant work).
 //   - heap select (torch's partial_sort when 64 k <= n, and introselect's depth-limit fallback):
 //     the heap's top only moves to better values, so an element not before the top when a chunk
-//     starts cannot enter during that chunk; the block tests a chunk at once and one thread runs
-//     the heap steps of the few that may enter, in index order. The heap's own steps stay serial.
+//     starts cannot enter during that chunk; the block tests a chunk at once (one scan lists
+//     those that may enter, in index order) and one thread or one warp runs their heap steps,
+//     the warp's with the heap in shared memory (BlockSelectRoomOf::heap). The steps stay serial;
+//     make_heap runs a level's parents at once.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,15 @@
 namespace flashdesk::cuda {
 
 constexpr int kHeapChunkPerThread = 4;  // elements each thread tests per heap-select chunk
+// Pairs of shared memory a kernel gives the warp's heap select (BlockSelectRoomOf::heap): the
+// indexer's heaps are its top 512 entries and, at a 1M context, its 2,048 candidate blocks.
+constexpr int64_t kHeapRoomPairs = 2048;
+
+// That room, in the shared memory of each kernel that calls this.
+__device__ __forceinline__ torch_select::Scored* heap_room() {
+  __shared__ torch_select::Scored room[kHeapRoomPairs];
+  return room;
+}
 // A partition's range is spread over as many threads as give each about this many elements (at
 // most 32, one bit mask a thread; a warp at least, the block at most): a small range on few
 // threads waits at cheaper barriers.
@@ -50,6 +61,9 @@ template <class Index>
 struct BlockSelectRoomOf {
   Index* left;   // [n]: where the left scan stops, ascending
   Index* right;  // [n]: where the right scan stops, descending
+  // Shared memory for a warp's heap select (heap_len pairs), or none: the heap works in place.
+  torch_select::Scored* heap = nullptr;
+  int64_t heap_len = 0;
 };
 using BlockSelectRoom = BlockSelectRoomOf<int32_t>;
 
@@ -309,43 +323,52 @@ __device__ __forceinline__ int64_t hole_step(const Scored* heap, int64_t len, in
   return -1;
 }
 
-// torch_select::pop_to(heap, heap + len, result) by one warp (every lane calls it). The hole's
-// path p_0 = 0 .. p_D is found five levels a round: lane j takes the j-th node of the five-level
-// subtree at the round's first node and its hole step, and the path follows them by shuffles.
-// sift_down moves the path's values o_1 .. o_D up a node and push_up moves value up from p_D past
-// the parents it is not before; so with t* the last t < D where o_{t+1} is not before value (-1
-// if none), p_0 .. p_t* take o_1 .. o_{t*+1}, p_{t*+1} takes value, the nodes below keep their
-// own, and *result takes o_0: the same writes, a warp's loads at once instead of a thread's
-// dependent ones.
-__device__ inline void warp_pop_to(Scored* heap, int64_t len, Scored* result) {
+// Node j (level order, 0 the root) of the subtree at `root`.
+__device__ __forceinline__ int64_t subtree_node(int64_t root, int j) {
+  const int level = 31 - __clz(j + 1);
+  return ((root + 1) << level) - 1 + (j - ((1 << level) - 1));
+}
+
+// torch_select::pop_to for a heap in shared memory by one warp (every lane calls it), `value`
+// being *result (the caller has it in registers); returns the heap's new top. The hole's path
+// p_0 = 0 .. p_D is found six levels a round: lane j takes nodes j and j + 32 of the 63-node
+// subtree at the round's first node, both hole steps' loads in flight together, and two ballots
+// (a leaf, a right step) give every lane the path through the subtree without a shuffle. sift_down
+// moves the path's values o_1 .. o_D up a node and push_up moves value up from p_D past the
+// parents it is not before; so with t* the last t < D where o_{t+1} is not before value (-1 if
+// none), p_0 .. p_t* take o_1 .. o_{t*+1}, p_{t*+1} takes value, the nodes below keep their own,
+// and *result takes o_0: the same writes, a warp's loads at once instead of a thread's dependent
+// ones. (Two rounds for heaps of up to 4,095 pairs: the indexer's 512 and 2,048.)
+__device__ inline Scored warp_pop_to(Scored* heap, int64_t len, Scored value, Scored* result) {
   const unsigned lane = threadIdx.x & 31u;
-  const Scored value = *result;
   int64_t path_node = -1;  // lane t: p_t
   int depth = 0;           // path nodes found (uniform)
   for (int64_t root = 0;;) {
-    int64_t step = -1;
-    if (lane < 31) {
-      const int level = 31 - __clz(static_cast<int>(lane) + 1);
-      const int64_t node =
-          ((root + 1) << level) - 1 + (static_cast<int>(lane) - ((1 << level) - 1));
-      if (node < len) step = hole_step(heap, len, node);
-    }
+    const int64_t node_a = subtree_node(root, static_cast<int>(lane));
+    const int64_t node_b = lane < 31 ? subtree_node(root, static_cast<int>(lane) + 32) : len;
+    const int64_t step_a = node_a < len ? hole_step(heap, len, node_a) : -1;
+    const int64_t step_b = node_b < len ? hole_step(heap, len, node_b) : -1;
+    const uint64_t leaf = __ballot_sync(kFullMask, step_a < 0) |
+                          static_cast<uint64_t>(__ballot_sync(kFullMask, step_b < 0)) << 32;
+    const uint64_t right = __ballot_sync(kFullMask, step_a == 2 * node_a + 2) |
+                           static_cast<uint64_t>(__ballot_sync(kFullMask, step_b == 2 * node_b + 2))
+                               << 32;
     int64_t at = root;
-    int j = 0;  // at's lane in the subtree
-    bool leaf = false;
-    for (int s = 0; s < 5; ++s) {
+    int j = 0;  // at's number in the subtree
+    bool ended = false;
+    for (int s = 0; s < 6; ++s) {
       if (static_cast<int>(lane) == depth) path_node = at;
       ++depth;
-      const int64_t next = __shfl_sync(kFullMask, step, j);
-      if (next < 0) {
-        leaf = true;
+      if ((leaf >> j) & 1u) {
+        ended = true;
         break;
       }
-      j = next == 2 * at + 1 ? 2 * j + 1 : 2 * j + 2;
-      at = next;
+      const int r = static_cast<int>((right >> j) & 1u);
+      j = 2 * j + 1 + r;
+      at = 2 * at + 1 + r;
     }
-    if (leaf) break;
-    root = at;  // the subtree's sixth level: the next round's first node
+    if (ended) break;
+    root = at;  // the subtree's seventh level: the next round's first node
   }
   const int D = depth - 1;
   Scored own{0.0f, 0};
@@ -361,59 +384,95 @@ __device__ inline void warp_pop_to(Scored* heap, int64_t len, Scored* result) {
   if (static_cast<int>(lane) <= last_stop) heap[path_node] = below;
   if (static_cast<int>(lane) == last_stop + 1) heap[path_node] = value;
   __syncwarp();
+  // The new top: o_1 where the path moved up, else value.
+  const Scored first_below{__shfl_sync(kFullMask, below_value, 0),
+                           __shfl_sync(kFullMask, below_index, 0)};
+  return last_stop >= 0 ? first_below : value;
 }
 
-// The heap steps of the listed candidates (positions in `pairs`, in index order) by one warp:
+// The heap steps of the listed candidates (offsets into `chunk`, in index order) by one warp:
 // each that is before the heap's top replaces it (warp_pop_to). The candidates' pairs are read
 // 32 at a time, one a lane, and tested in order from registers: a step writes only its own
 // candidate's slot and the heap, so the later ones read before it are still theirs.
-__device__ inline void warp_heap_steps(Scored* heap, int64_t len, Scored* pairs,
-                                       const int32_t* listed, int n_listed) {
+__device__ inline void warp_heap_steps(Scored* heap, int64_t len, Scored* chunk,
+                                       const uint16_t* listed, int n_listed) {
   const unsigned lane = threadIdx.x & 31u;
   Scored top = heap[0];
   for (int j0 = 0; j0 < n_listed; j0 += 32) {  // uniform over the warp
     const int j = j0 + static_cast<int>(lane);
-    const int32_t at = j < n_listed ? listed[j] : 0;
-    const Scored mine = j < n_listed ? pairs[at] : Scored{0.0f, 0};
+    const int at = j < n_listed ? listed[j] : 0;
+    const Scored mine = j < n_listed ? chunk[at] : Scored{0.0f, 0};
     const int count = n_listed - j0 < 32 ? n_listed - j0 : 32;
     for (int u = 0; u < count; ++u) {
       const Scored x{__shfl_sync(kFullMask, mine.value, u), __shfl_sync(kFullMask, mine.index, u)};
       if (!torch_select::before(x, top)) continue;
-      warp_pop_to(heap, len, pairs + __shfl_sync(kFullMask, at, u));
-      top = heap[0];
+      top = warp_pop_to(heap, len, x, chunk + __shfl_sync(kFullMask, at, u));
     }
   }
 }
 
-// torch_select::heap_select(pairs + first, pairs + middle, pairs + last) by the block.
+// torch_select::make_heap(heap, heap + len) by the block: make_heap sifts the parents down from
+// the last to the root, and a parent's sift touches only its own subtree, so the parents of one
+// level (disjoint subtrees, each level done before the one above it) sift at once.
+__device__ inline void block_make_heap(Scored* heap, int64_t len) {
+  if (len < 2) return;
+  const int64_t last_parent = (len - 2) / 2;
+  for (int64_t level = torch_select::floor_log2(last_parent + 1); level >= 0; --level) {
+    const int64_t lo = (int64_t{1} << level) - 1, hi = lmin(2 * lo + 1, last_parent + 1);
+    for (int64_t p = lo + threadIdx.x; p < hi; p += blockDim.x)
+      torch_select::sift_down(heap, p, len, heap[p]);
+    __syncthreads();
+  }
+}
+
+// torch_select::heap_select(pairs + first, pairs + middle, pairs + last) by the block. With
+// `by_warp` the heap steps are a warp's and the heap (`middle - first` pairs) works in `room` (the
+// caller's shared memory, room_len pairs) where it fits: a heap step's loads then wait on shared
+// memory, not on L2 (ten of them a step, a few thousand steps a long-context decode row).
 __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle, int64_t last,
-                                   int* warp_totals, bool by_warp) {
-  __shared__ int32_t may_enter[kHeapChunkPerThread * 1024];
-  __shared__ int listed_s;
-  if (threadIdx.x == 0) torch_select::make_heap(pairs + first, pairs + middle);
-  __syncthreads();
+                                   int* warp_totals, bool by_warp, Scored* room, int64_t room_len) {
+  __shared__ uint16_t may_enter[kHeapChunkPerThread * 1024];  // offsets into the chunk
+  const int64_t len = middle - first;
+  const bool in_room = by_warp && room != nullptr && len <= room_len;
+  Scored* heap = pairs + first;
+  if (in_room) {
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) room[i] = heap[i];
+    __syncthreads();
+    heap = room;
+  }
+  block_make_heap(heap, len);
+  // The chunk's elements are tested against the top it starts with: the top only moves to
+  // better values, so one not before it cannot enter during the chunk. Thread t tests the
+  // chunk's elements 4t .. 4t + 3, so one block scan lists those that may, in index order.
   const int64_t chunk = kHeapChunkPerThread * static_cast<int64_t>(blockDim.x);
   for (int64_t base = middle; base < last; base += chunk) {
-    const Scored top = pairs[first];
+    const Scored top = heap[0];
+    const int64_t mine = kHeapChunkPerThread * static_cast<int64_t>(threadIdx.x);
+    Scored x[kHeapChunkPerThread];
+    FD_UNROLL
+    for (int u = 0; u < kHeapChunkPerThread; ++u)
+      x[u] = base + mine + u < last ? pairs[base + mine + u] : top;
+    unsigned enters = 0;
+    FD_UNROLL
+    for (int u = 0; u < kHeapChunkPerThread; ++u)
+      enters |= static_cast<unsigned>(torch_select::before(x[u], top)) << u;
     int listed = 0;
-    for (int part = 0; part < kHeapChunkPerThread; ++part) {  // index order: part, then thread
-      const int64_t i = base + part * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-      const int enters = i < last && torch_select::before(pairs[i], top);
-      int total = 0;
-      const int pos = block_exclusive_scan(enters, warp_totals, &total);
-      if (enters) may_enter[listed + pos] = static_cast<int32_t>(i);
-      listed += total;
-    }
-    if (threadIdx.x == 0) listed_s = listed;
+    int at = block_exclusive_scan(__popc(enters), warp_totals, &listed);
+    FD_UNROLL
+    for (int u = 0; u < kHeapChunkPerThread; ++u)
+      if ((enters >> u) & 1u) may_enter[at++] = static_cast<uint16_t>(mine + u);
     __syncthreads();
     if (by_warp && threadIdx.x < 32)
-      warp_heap_steps(pairs + first, middle - first, pairs, may_enter, listed_s);
+      warp_heap_steps(heap, len, pairs + base, may_enter, listed);
     else if (!by_warp && threadIdx.x == 0)
-      for (int j = 0; j < listed_s; ++j) {
-        Scored* x = pairs + may_enter[j];
-        if (torch_select::before(*x, pairs[first]))
-          torch_select::pop_to(pairs + first, pairs + middle, x);
+      for (int j = 0; j < listed; ++j) {
+        Scored* y = pairs + base + may_enter[j];
+        if (torch_select::before(*y, heap[0])) torch_select::pop_to(heap, heap + len, y);
       }
+    __syncthreads();
+  }
+  if (in_room) {
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) pairs[first + i] = room[i];
     __syncthreads();
   }
 }
@@ -432,7 +491,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   namespace d = block_select_detail;
   if (k <= 0) return;
   if (k * 64 <= n) {
-    d::heap_select(pairs, 0, k, n, warp_totals, form.heap_by_warp);
+    d::heap_select(pairs, 0, k, n, warp_totals, form.heap_by_warp, room.heap, room.heap_len);
     return;
   }
   const int64_t nth = k - 1;  // < n
@@ -469,7 +528,8 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   first = first_s;
   last = last_s;
   if (last - first > 3) {  // the depth limit: heap select by the whole block
-    d::heap_select(pairs, first, nth + 1, last, warp_totals, form.heap_by_warp);
+    d::heap_select(pairs, first, nth + 1, last, warp_totals, form.heap_by_warp, room.heap,
+                   room.heap_len);
     if (threadIdx.x == 0) torch_select::swap(pairs + first, pairs + nth);
     __syncthreads();
     return;

@@ -17,7 +17,8 @@ __global__ void __launch_bounds__(kRowThreads)
   FD_GRID_PROLOGUE();
   __shared__ int warp_totals[kRowThreads / 32];
   const int64_t row = blockIdx.x;
-  const BlockSelectRoom room{lists + row * 2 * n, lists + row * 2 * n + n};
+  const BlockSelectRoom room{lists + row * 2 * n, lists + row * 2 * n + n, heap_room(),
+                             kHeapRoomPairs};
   block_torch_select(pairs + row * n, n, k, room, warp_totals, form);
 }
 
