@@ -249,6 +249,17 @@ __device__ __forceinline__ bool bf16_key(uint32_t key) {
 // passes wait on L2, and one load an iteration left most of that wait exposed).
 constexpr int kStreamLoads = 8;
 
+// The order keys of values base + u * blockDim.x + threadIdx.x (u < kStreamLoads), 0 past the
+// row: a thread's part of one pass over a row, its loads all in flight together.
+__device__ __forceinline__ void stream_keys(const float* vals, int64_t count, int64_t base,
+                                            uint32_t (&key)[kStreamLoads]) {
+  FD_UNROLL
+  for (int u = 0; u < kStreamLoads; ++u) {
+    const int64_t i = base + u * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    key[u] = i < count ? order_key(vals[i]) : 0u;
+  }
+}
+
 // out[0, out_len) = the k best of vals[0, count) as torch.topk chooses them, in ascending index
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
 // positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
@@ -273,11 +284,7 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
     bool bf16 = true;
     for (int64_t base = 0; base < count; base += kStreamLoads * stride) {
       uint32_t key[kStreamLoads];
-      FD_UNROLL
-      for (int u = 0; u < kStreamLoads; ++u) {
-        const int64_t i = base + u * stride + threadIdx.x;
-        key[u] = i < count ? order_key(vals[i]) : 0u;
-      }
+      stream_keys(vals, count, base, key);
       FD_UNROLL
       for (int u = 0; u < kStreamLoads; ++u) {
         const bool valid = base + u * stride + threadIdx.x < count;
@@ -301,7 +308,24 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   const uint32_t neg_inf = order_key(-INFINITY);
   // Which equals: torch's choice, unless all of them are taken (or all dropped).
   const bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
-  if (tie) {
+  if (tie && heap_selects_values(count, k, room, form)) {
+    // Torch heap-selects: from the values themselves, the marks cleared at the equals only (the
+    // compaction reads no others).
+    for (int64_t base = 0; base < count; base += kStreamLoads * stride) {
+      uint32_t key[kStreamLoads];
+      stream_keys(vals, count, base, key);
+      FD_UNROLL
+      for (int u = 0; u < kStreamLoads; ++u) {
+        const int64_t i = base + u * stride + threadIdx.x;
+        if (i < count && key[u] == threshold) taken[i] = 0;
+      }
+    }
+    __syncthreads();
+    block_heap_select_values(vals, count, k, room, warp_totals);
+    for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
+      if (order_key(room.heap[j].value) == threshold) taken[room.heap[j].index] = 1;
+    __syncthreads();
+  } else if (tie) {
     for (int64_t base = 0; base < count; base += kStreamLoads * stride) {
       float v[kStreamLoads];
       FD_UNROLL

@@ -380,7 +380,7 @@ __device__ inline Scored warp_pop_to(Scored* heap, int64_t len, Scored value, Sc
       __ballot_sync(kFullMask, static_cast<int>(lane) < D && !torch_select::before(below, value));
   const int last_stop = stops ? 31 - __clz(static_cast<int>(stops)) : -1;  // t*
   __syncwarp();
-  if (lane == 0) *result = own;
+  if (lane == 0 && result) *result = own;
   if (static_cast<int>(lane) <= last_stop) heap[path_node] = below;
   if (static_cast<int>(lane) == last_stop + 1) heap[path_node] = value;
   __syncwarp();
@@ -390,23 +390,39 @@ __device__ inline Scored warp_pop_to(Scored* heap, int64_t len, Scored value, Sc
   return last_stop >= 0 ? first_below : value;
 }
 
-// The heap steps of the listed candidates (offsets into `chunk`, in index order) by one warp:
-// each that is before the heap's top replaces it (warp_pop_to). The candidates' pairs are read
-// 32 at a time, one a lane, and tested in order from registers: a step writes only its own
-// candidate's slot and the heap, so the later ones read before it are still theirs.
-__device__ inline void warp_heap_steps(Scored* heap, int64_t len, Scored* chunk,
+// The row a heap select reads: pairs in memory, whose slots take the heap's evicted tops as
+// torch's do (PairRow), or the values themselves with their indices, nothing written back
+// (ValueRow: a caller that only needs the first k reads a row of floats once instead of writing
+// and reading pairs twice its size).
+struct PairRow {
+  Scored* pairs;
+  __device__ Scored at(int64_t i) const { return pairs[i]; }
+  __device__ Scored* slot(int64_t i) const { return pairs + i; }
+};
+struct ValueRow {
+  const float* vals;
+  __device__ Scored at(int64_t i) const { return Scored{vals[i], static_cast<int32_t>(i)}; }
+  __device__ Scored* slot(int64_t) const { return nullptr; }
+};
+
+// The heap steps of the listed candidates (offsets from `base`, in index order) by one warp:
+// each that is before the heap's top replaces it (warp_pop_to). The candidates are read 32 at a
+// time, one a lane, and tested in order from registers: a step writes only its own candidate's
+// slot and the heap, so the later ones read before it are still theirs.
+template <class Row>
+__device__ inline void warp_heap_steps(Scored* heap, int64_t len, const Row& row, int64_t base,
                                        const uint16_t* listed, int n_listed) {
   const unsigned lane = threadIdx.x & 31u;
   Scored top = heap[0];
   for (int j0 = 0; j0 < n_listed; j0 += 32) {  // uniform over the warp
     const int j = j0 + static_cast<int>(lane);
     const int at = j < n_listed ? listed[j] : 0;
-    const Scored mine = j < n_listed ? chunk[at] : Scored{0.0f, 0};
+    const Scored mine = j < n_listed ? row.at(base + at) : Scored{0.0f, 0};
     const int count = n_listed - j0 < 32 ? n_listed - j0 : 32;
     for (int u = 0; u < count; ++u) {
       const Scored x{__shfl_sync(kFullMask, mine.value, u), __shfl_sync(kFullMask, mine.index, u)};
       if (!torch_select::before(x, top)) continue;
-      top = warp_pop_to(heap, len, x, chunk + __shfl_sync(kFullMask, at, u));
+      top = warp_pop_to(heap, len, x, row.slot(base + __shfl_sync(kFullMask, at, u)));
     }
   }
 }
@@ -425,18 +441,21 @@ __device__ inline void block_make_heap(Scored* heap, int64_t len) {
   }
 }
 
-// torch_select::heap_select(pairs + first, pairs + middle, pairs + last) by the block. With
-// `by_warp` the heap steps are a warp's and the heap (`middle - first` pairs) works in `room` (the
-// caller's shared memory, room_len pairs) where it fits: a heap step's loads then wait on shared
-// memory, not on L2 (ten of them a step, a few thousand steps a long-context decode row).
-__device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle, int64_t last,
+// torch_select::heap_select(first, middle, last) over `row` by the block. With `by_warp` the heap
+// steps are a warp's and the heap (`middle - first` pairs) works in `room` (the caller's shared
+// memory, room_len pairs) where it fits: a heap step's loads then wait on shared memory, not on
+// L2 (ten of them a step, a few thousand steps a long-context decode row). Else one thread's, on
+// the heap in place (a PairRow only). A PairRow's heap ends in its slots [first, middle); with
+// a ValueRow it stays in `room`.
+template <class Row>
+__device__ inline void heap_select(const Row& row, int64_t first, int64_t middle, int64_t last,
                                    int* warp_totals, bool by_warp, Scored* room, int64_t room_len) {
   __shared__ uint16_t may_enter[kHeapChunkPerThread * 1024];  // offsets into the chunk
   const int64_t len = middle - first;
   const bool in_room = by_warp && room != nullptr && len <= room_len;
-  Scored* heap = pairs + first;
+  Scored* heap = row.slot(first);
   if (in_room) {
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) room[i] = heap[i];
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) room[i] = row.at(first + i);
     __syncthreads();
     heap = room;
   }
@@ -451,7 +470,7 @@ __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle,
     Scored x[kHeapChunkPerThread];
     FD_UNROLL
     for (int u = 0; u < kHeapChunkPerThread; ++u)
-      x[u] = base + mine + u < last ? pairs[base + mine + u] : top;
+      x[u] = base + mine + u < last ? row.at(base + mine + u) : top;
     unsigned enters = 0;
     FD_UNROLL
     for (int u = 0; u < kHeapChunkPerThread; ++u)
@@ -462,22 +481,41 @@ __device__ inline void heap_select(Scored* pairs, int64_t first, int64_t middle,
     for (int u = 0; u < kHeapChunkPerThread; ++u)
       if ((enters >> u) & 1u) may_enter[at++] = static_cast<uint16_t>(mine + u);
     __syncthreads();
-    if (by_warp && threadIdx.x < 32)
-      warp_heap_steps(heap, len, pairs + base, may_enter, listed);
-    else if (!by_warp && threadIdx.x == 0)
+    if (in_room && threadIdx.x < 32)
+      warp_heap_steps(heap, len, row, base, may_enter, listed);
+    else if (!in_room && threadIdx.x == 0)
       for (int j = 0; j < listed; ++j) {
-        Scored* y = pairs + base + may_enter[j];
+        Scored* y = row.slot(base + may_enter[j]);
         if (torch_select::before(*y, heap[0])) torch_select::pop_to(heap, heap + len, y);
       }
     __syncthreads();
   }
-  if (in_room) {
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) pairs[first + i] = room[i];
+  if (in_room && row.slot(first) != nullptr) {
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) *row.slot(first + i) = room[i];
     __syncthreads();
   }
 }
 
 }  // namespace block_select_detail
+
+// Whether block_heap_select_values takes a row of n values for its k best: torch heap-selects
+// there (64 k <= n) and the heap fits the room for a warp's steps.
+template <class Index>
+__device__ inline bool heap_selects_values(int64_t n, int64_t k,
+                                           const BlockSelectRoomOf<Index>& room, SelectForm form) {
+  return k > 0 && k * 64 <= n && form.heap_by_warp && room.heap != nullptr && k <= room.heap_len;
+}
+
+// torch_select::select(pairs, n, k, false)'s first k pairs (in the heap's order) for the pairs
+// (vals[i], i), left in room.heap[0, k), read straight from the values: no pairs in memory. Called
+// by every thread of the block where heap_selects_values holds.
+template <class Index>
+__device__ inline void block_heap_select_values(const float* vals, int64_t n, int64_t k,
+                                                const BlockSelectRoomOf<Index>& room,
+                                                int* warp_totals) {
+  block_select_detail::heap_select(block_select_detail::ValueRow{vals}, 0, k, n, warp_totals, true,
+                                   room.heap, room.heap_len);
+}
 
 // Called by every thread of the block (blockDim.x a multiple of 32, at most 1024): permutes
 // pairs[0, n) so that its first k are the pairs torch_select::select(pairs, n, k, false) puts
@@ -491,7 +529,8 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   namespace d = block_select_detail;
   if (k <= 0) return;
   if (k * 64 <= n) {
-    d::heap_select(pairs, 0, k, n, warp_totals, form.heap_by_warp, room.heap, room.heap_len);
+    d::heap_select(d::PairRow{pairs}, 0, k, n, warp_totals, form.heap_by_warp, room.heap,
+                   room.heap_len);
     return;
   }
   const int64_t nth = k - 1;  // < n
@@ -528,8 +567,8 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   first = first_s;
   last = last_s;
   if (last - first > 3) {  // the depth limit: heap select by the whole block
-    d::heap_select(pairs, first, nth + 1, last, warp_totals, form.heap_by_warp, room.heap,
-                   room.heap_len);
+    d::heap_select(d::PairRow{pairs}, first, nth + 1, last, warp_totals, form.heap_by_warp,
+                   room.heap, room.heap_len);
     if (threadIdx.x == 0) torch_select::swap(pairs + first, pairs + nth);
     __syncthreads();
     return;
