@@ -1,5 +1,9 @@
 // Layer roles derived from the config, checked against the full-size table of docs/model-spec.md
 // §1.2 and a hand-worked table for the every-role test config.
+#include <functional>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "engine/checkpoint/config.h"
@@ -18,6 +22,24 @@ constexpr auto W = AttnRole::WindowOnly;
 constexpr auto F = AttnRole::Full;
 constexpr auto X = AttnRole::Reindex;
 constexpr auto R = AttnRole::Reuse;
+
+// Each layer's role and sources as `want` lists them, Engram on the layers `engram` names, the
+// decoder from layer `decoder_from` on, the candidate blocks built by layer `builds_at`. The caller
+// has asserted that there are as many roles as `want` (a test stops there otherwise).
+void expect_roles(const std::vector<LayerRole>& roles, const std::vector<Expected>& want,
+                  const std::function<bool(size_t)>& engram, size_t decoder_from,
+                  size_t builds_at) {
+  for (size_t l = 0; l < want.size(); ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    EXPECT_EQ(roles[l].role, want[l].role);
+    EXPECT_EQ(roles[l].kv_source, want[l].kv);
+    EXPECT_EQ(roles[l].index_source, want[l].index);
+    EXPECT_EQ(roles[l].candidate_source, want[l].candidate);
+    EXPECT_EQ(roles[l].engram, engram(l));
+    EXPECT_EQ(roles[l].decoder, l >= decoder_from);
+    EXPECT_EQ(roles[l].builds_candidates, l == builds_at);
+  }
+}
 
 TEST(LayerRoles, FullSizeMatchesModelMd) {
   const ModelConfig c =
@@ -62,17 +84,9 @@ TEST(LayerRoles, EveryRoleConfigByHand) {
       {X, 8, 10, 8},   {R, 8, 10, -1},  {X, 8, 12, 8}, {R, 8, 12, -1}};
   const auto roles = derive_layer_roles(c.text);
   ASSERT_EQ(roles.size(), want.size());
-  for (size_t l = 0; l < want.size(); ++l) {
-    SCOPED_TRACE("layer " + std::to_string(l));
-    EXPECT_EQ(roles[l].layer, static_cast<int64_t>(l));
-    EXPECT_EQ(roles[l].role, want[l].role);
-    EXPECT_EQ(roles[l].kv_source, want[l].kv);
-    EXPECT_EQ(roles[l].index_source, want[l].index);
-    EXPECT_EQ(roles[l].candidate_source, want[l].candidate);
-    EXPECT_EQ(roles[l].engram, l == 1 || l == 5);
-    EXPECT_EQ(roles[l].decoder, l >= 8);
-    EXPECT_EQ(roles[l].builds_candidates, l == 8);
-  }
+  expect_roles(
+      roles, want, [](size_t l) { return l == 1 || l == 5; }, 8, 8);
+  for (size_t l = 0; l < roles.size(); ++l) EXPECT_EQ(roles[l].layer, static_cast<int64_t>(l));
 }
 
 // tools/configs/roles_config.py: V4.1-Flash's dimensions over eight layers, one of each role of
@@ -87,16 +101,8 @@ TEST(LayerRoles, RolesConfigHasEveryFullSizeRoleAtFullSizeShapes) {
                                       {X, 4, 6, 4},    {R, 4, 6, -1}};
   const auto roles = derive_layer_roles(c.text);
   ASSERT_EQ(roles.size(), want.size());
-  for (size_t l = 0; l < want.size(); ++l) {
-    SCOPED_TRACE("layer " + std::to_string(l));
-    EXPECT_EQ(roles[l].role, want[l].role);
-    EXPECT_EQ(roles[l].kv_source, want[l].kv);
-    EXPECT_EQ(roles[l].index_source, want[l].index);
-    EXPECT_EQ(roles[l].candidate_source, want[l].candidate);
-    EXPECT_EQ(roles[l].engram, l == 1 || l == 2);
-    EXPECT_EQ(roles[l].decoder, l >= 4);
-    EXPECT_EQ(roles[l].builds_candidates, l == 4);
-  }
+  expect_roles(
+      roles, want, [](size_t l) { return l == 1 || l == 2; }, 4, 4);
   // The compress ratios of the full-size roles: window-only, 2 and 1 (candidates on ratio 1).
   EXPECT_EQ(roles[2].compress_ratio, 2);
   EXPECT_EQ(roles[4].compress_ratio, 1);
