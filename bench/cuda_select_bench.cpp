@@ -1,15 +1,17 @@
 // A decode step's indexer selection on the CUDA backend at the V4.1 shapes (one query, 32 index
-// heads of 128, top-512 entries and the 2,048 candidate blocks of 8): torch's tie selection with
-// one thread's heap steps on the heap in place against the default (a warp's heap steps on the
-// heap in shared memory: CudaBackend::set_heap_by_warp), the two taking turns in one run, and
-// the scoring alone (indexer_scores: two entries a lane group from 262,144 entries,
+// heads of 128, top-512 entries and the 2,048 candidate blocks of 8), three forms taking turns in
+// one run: torch's heap steps by one thread with the heap in place (the reference), by a warp with
+// the heap in shared memory (CudaBackend::set_heap_by_warp), and that with the top-k and the
+// candidate blocks of a row too wide for the shared-memory selection on two blocks at once
+// instead of one after the other (CudaBackend::set_select_split; the default); and the scoring
+// alone (indexer_scores: two entries a lane group from 262,144 entries,
 // CudaBackend::set_score_pairs_from), so the selection's share of the op shows. Random FP4 keys
-// and queries, generated on the device; rows of 4,096 to 1,048,576 entries (a 4K to 1M context
-// at ratio 1). From 32,768 entries torch heap-selects the top 512 (64 k <= the row), and at
-// 1,048,576 the candidate blocks too (2,048 of 131,072): the forms differ only there (below
-// 32,768 both partition the same way). Each row's tie at the 512th score is counted from its scores
-// read back: without one the op takes no tie selection and both forms run the same code. Both
-// forms' ids must be equal.
+// and queries, generated on the device; rows of 4,096 to 1,048,576 entries (a 4K to 1M context at
+// ratio 1). From 32,768 entries torch heap-selects the top 512 (64 k <= the row), and at
+// 1,048,576 the candidate blocks too (2,048 of 131,072); below about 18,000 entries the row is
+// selected in shared memory on one block and the two warp forms run the same code (below 32,768
+// all three do). Each row's tie at the 512th score is counted from its scores read back. All
+// three forms' ids (top-k and candidates) must be equal.
 //
 //   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
 //                     [--seed N]
@@ -45,7 +47,7 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   cxxopts::Options options("cuda_select_bench",
-                           "A decode step's indexer selection: two forms of torch's heap steps");
+                           "A decode step's indexer selection: three forms of torch's heap steps");
   options.add_options()("entries", "row widths (entries a query sees)",
                         cxxopts::value<std::vector<int64_t>>()->default_value(
                             "4096,16385,32767,65536,262144,1048576"))(
@@ -93,30 +95,40 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   be.read(scores, row.data(), row.size() * sizeof(float));
   const int64_t ties = equal_to_kth(row, kTopK);
 
-  std::vector<double> ms[2], score_ms;
-  std::vector<int32_t> ids[2];
+  // The forms: 0 one thread's heap steps on one block (the reference), 1 a warp's on one block,
+  // 2 a warp's with the top-k and the candidates on two blocks (the default).
+  constexpr int kForms = 3;
+  std::vector<double> ms[kForms], score_ms;
+  std::vector<int32_t> ids[kForms];
   for (int64_t rep = -1; rep < o.reps; ++rep) {  // rep -1: untimed warm-up
-    for (const int form : {0, 1}) {
+    for (int form = 0; form < kForms; ++form) {
       be.set_select_runs(false);
-      be.set_heap_by_warp(form == 1);
+      be.set_heap_by_warp(form >= 1);
+      be.set_select_split(form == 2);
       const double t = cb::device_ms(be, [&] { be.indexer_select(a, topk, &cand); });
       if (rep >= 0) ms[form].push_back(t);
-      if (rep == 0) {
-        ids[form].resize(static_cast<size_t>(kTopK));
-        be.read(topk, ids[form].data(), ids[form].size() * sizeof(int32_t));
+      if (rep == 0) {  // the top-k, then the candidates
+        ids[form].resize(static_cast<size_t>(topk.numel() + cand.numel()));
+        be.read(topk, ids[form].data(), static_cast<size_t>(topk.numel()) * sizeof(int32_t));
+        be.read(cand, ids[form].data() + topk.numel(),
+                static_cast<size_t>(cand.numel()) * sizeof(int32_t));
       }
     }
     const double s = cb::device_ms(be, [&] { (void)be.indexer_scores(a); });
     if (rep >= 0) score_ms.push_back(s);
   }
-  const double block_us = flashdesk::bench::median(ms[0]) * 1e3,
-               runs_us = flashdesk::bench::median(ms[1]) * 1e3,
-               score_us = flashdesk::bench::median(score_ms) * 1e3;
-  std::printf("| %lld | %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %s |\n",
-              static_cast<long long>(entries), static_cast<long long>(ties), score_us, block_us,
-              runs_us, block_us - score_us, runs_us - score_us,
-              (block_us - score_us) / std::max(runs_us - score_us, 1e-3),
-              ids[0] == ids[1] ? "yes" : "NO");
+  be.set_heap_by_warp(true);
+  be.set_select_split(true);
+  const double score_us = flashdesk::bench::median(score_ms) * 1e3;
+  double op_us[kForms], select_us[kForms];
+  for (int f = 0; f < kForms; ++f) {
+    op_us[f] = flashdesk::bench::median(ms[f]) * 1e3;
+    select_us[f] = std::max(op_us[f] - score_us, 1e-3);
+  }
+  std::printf("| %lld | %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %s |\n",
+              static_cast<long long>(entries), static_cast<long long>(ties), score_us, op_us[0],
+              op_us[1], op_us[2], select_us[2], select_us[0] / select_us[1],
+              select_us[0] / select_us[2], ids[0] == ids[1] && ids[0] == ids[2] ? "yes" : "NO");
 }
 
 }  // namespace
@@ -131,9 +143,10 @@ static int run_bench(const Options& o) {
   std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
               flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
   std::printf(
-      "| entries | equal to the 512th | scores µs | op µs, one thread's heap | op µs, a warp's "
-      "(default) | selection µs, one thread's | selection µs, a warp's | speed-up | same ids |\n"
-      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+      "| entries | equal to the 512th | scores µs | op µs, one thread's heap | op µs, a warp's, "
+      "one block | op µs, a warp's, two blocks (default) | selection µs, default | selection "
+      "speed-up, a warp's one block | selection speed-up, default | same ids |\n"
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
   for (const int64_t e : o.entries) run_row(be, o, e);
   return 0;
 }

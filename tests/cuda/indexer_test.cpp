@@ -82,11 +82,14 @@ class CudaIndexerTest : public CudaOpTest {
     a.restrict_blocks = restricted ? &rt.gpu : nullptr;
     a.block_size = bs;
     a.select_width = width;
-    // Torch's tie selection in shared memory (where the row fits) and in global memory; the
-    // scores one entry a lane group and two (set_score_pairs_from).
+    // Torch's tie selection in shared memory (where the row fits) and in global memory, there
+    // with the top-k and the candidates on two blocks and on one (set_select_split); the scores
+    // one entry a lane group and two (set_score_pairs_from).
     const int64_t pairs_from = gpu().score_pairs_from();
-    for (const bool shared : {true, false}) {
+    for (const int form : {0, 1, 2}) {
+      const bool shared = form == 0;
       gpu().set_select_in_shared_memory(shared);
+      gpu().set_select_split(form == 1);
       gpu().set_score_pairs_from(shared ? int64_t{1} << 40 : 0);
       Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
       Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
@@ -94,6 +97,7 @@ class CudaIndexerTest : public CudaOpTest {
       gpu().indexer_select(a, topk, candidates ? &cand : nullptr);
       if (in_step_) gpu().step_graph_end();
       gpu().set_select_in_shared_memory(true);
+      gpu().set_select_split(true);
       gpu().set_score_pairs_from(pairs_from);
       const std::vector<int32_t> got = from_gpu<int32_t>(topk);
       const std::vector<int32_t> got_c =
@@ -115,7 +119,9 @@ class CudaIndexerTest : public CudaOpTest {
         std::vector<int32_t> want(static_cast<size_t>(k));
         cpu::select_best(score, visible[static_cast<size_t>(t)], false, want);
         const std::string what = "query " + std::to_string(t) + " E=" + std::to_string(E) +
-                                 (shared ? " (shared)" : " (global)");
+                                 (shared      ? " (shared)"
+                                  : form == 1 ? " (global, two blocks)"
+                                              : " (global, one block)");
         EXPECT_EQ(std::vector<int32_t>(got.begin() + t * k, got.begin() + (t + 1) * k), want)
             << what << " top-k";
         if (!candidates) continue;

@@ -159,6 +159,8 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
   // FLASHDESK_CUDA_HEAP_WARP=0|1 (default 1): set_heap_by_warp (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_HEAP_WARP", heap_by_warp_);
+  // FLASHDESK_CUDA_SELECT_SPLIT=0|1 (default 1): set_select_split (the benchmarks' A/B).
+  read_switch("FLASHDESK_CUDA_SELECT_SPLIT", select_split_);
   // FLASHDESK_CUDA_SCORE_PAIRS_FROM=N (default 262,144): set_score_pairs_from (the A/B).
   read_count("FLASHDESK_CUDA_SCORE_PAIRS_FROM", score_pairs_from_);
   // FLASHDESK_CUDA_INDEXER_BESIDE=0|1 (default 0): set_indexer_beside_query (the benchmarks' A/B).

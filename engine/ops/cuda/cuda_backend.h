@@ -109,10 +109,17 @@ class CudaBackend final : public Backend {
   bool select_runs() const { return select_runs_; }
   // Whether the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row from
   // 32,768 entries) run on a warp with the heap in shared memory (torch_select_block.cuh's
-  // warp_pop_to; the default: 1.05-1.08x the selection at 64K-1M entries on an H100) or on one
+  // warp_pop_to; the default: 1.22-1.30x the selection at 64K-1M entries on an H100) or on one
   // thread with the heap in place (FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
   void set_heap_by_warp(bool on) { heap_by_warp_ = on; }
   bool heap_by_warp() const { return heap_by_warp_; }
+  // Whether a row too wide for the shared-memory selection (a decode row from about 18,000
+  // entries) selects its top-k and its candidate blocks on two blocks at once (the default: a
+  // Full layer's selection 1.65x at 1M entries, 1.04-1.71x at 32K-256K on an H100) or one after
+  // the other on one: on long rows each is a serial heap select (FLASHDESK_CUDA_SELECT_SPLIT=0|1;
+  // the tests run both).
+  void set_select_split(bool on) { select_split_ = on; }
+  bool select_split() const { return select_split_; }
   // From how many entries a row's indexer scores (CUDA-core kernel) take two entries a lane group,
   // each q load from shared memory feeding both, instead of one: halving the blocks is no loss
   // only where they are many (default 262,144: a 1M-context layer's scores 0.3-0.4 ms faster on
@@ -307,6 +314,7 @@ class CudaBackend final : public Backend {
   bool indexer_beside_ = false;        // FLASHDESK_CUDA_INDEXER_BESIDE
   bool heap_by_warp_ = true;           // FLASHDESK_CUDA_HEAP_WARP
   int64_t score_pairs_from_ = 262144;  // FLASHDESK_CUDA_SCORE_PAIRS_FROM
+  bool select_split_ = true;           // FLASHDESK_CUDA_SELECT_SPLIT
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).

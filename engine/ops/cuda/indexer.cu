@@ -549,8 +549,11 @@ __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool 
 }
 
 // One block per query (rows t0 + blockIdx.x): top-k entries, then (with candidates) the
-// candidate blocks, whose scores are taken before the top-k. kShared: torch's selection works in
-// shared memory (shared_select_bytes(width) of it), else in `tie`'s global rows.
+// candidate blocks, whose scores are taken before the top-k. With two blocks a query (gridDim.y
+// 2, candidates only) block y 0 selects the top-k and block y 1 the candidate blocks, each in
+// its own scratch rows: the two selections, each a serial heap on long rows, overlap. kShared:
+// torch's selection works in shared memory (shared_select_bytes(width) of it), else in `tie`'s
+// global rows.
 template <bool kShared>
 __global__ void __launch_bounds__(kSelectThreads)
     indexer_select_kernel(IdxArgs call, int64_t t0, const float* scores, int64_t k, int32_t* topk,
@@ -561,7 +564,12 @@ __global__ void __launch_bounds__(kSelectThreads)
   __shared__ int warp_totals[kSelectThreads / 32];
   const int64_t t = t0 + blockIdx.x;
   const float* sc = scores + t * a.width;
-  uint8_t* taken = tie.taken + static_cast<int64_t>(blockIdx.x) * a.width;
+  // Which selections this block makes (uniform in the block, so the barriers below are too).
+  const bool split = gridDim.y == 2;
+  const bool selects_top = !split || blockIdx.y == 0;
+  const bool selects_candidates = candidates && (!split || blockIdx.y == 1);
+  const int64_t slot = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+  uint8_t* taken = tie.taken + slot * a.width;
   using Index = std::conditional_t<kShared, uint16_t, int32_t>;
   torch_select::Scored* pairs;
   BlockSelectRoomOf<Index> room;
@@ -572,8 +580,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     room = {lists, lists + a.width};
   } else {
     // The row's pairs in global memory; the warp's heap select works in shared memory.
-    pairs = tie.pairs + static_cast<int64_t>(blockIdx.x) * a.width;
-    Index* lists = tie.lists + static_cast<int64_t>(blockIdx.x) * 2 * a.width;
+    pairs = tie.pairs + slot * a.width;
+    Index* lists = tie.lists + slot * 2 * a.width;
     room = {lists, lists + a.width, heap_room(), kHeapRoomPairs};
   }
   float* bs = candidates ? block_scores + t * a.n_blocks : nullptr;
@@ -582,7 +590,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   const bool held = kShared && a.width <= static_cast<int64_t>(kHeldPerThread) * blockDim.x;
   HeldRow row;
   if (held) load_held(sc, a.width, row);
-  if (candidates) {
+  if (selects_candidates) {
     const int64_t visible = lmin(a.visible[t], a.entries);
     const auto block_score = [&](int64_t b, float m) {
       return (visible >= 1 && b == (visible - 1) / a.block_size) ? INFINITY : m;
@@ -617,13 +625,15 @@ __global__ void __launch_bounds__(kSelectThreads)
     }
     __syncthreads();
   }
-  if (held)
-    select_top_held(row, sc, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs,
-                    room, taken, tie.form);
-  else
-    select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs, room,
-               taken, tie.form);
-  if (!candidates) return;
+  if (selects_top) {
+    if (held)
+      select_top_held(row, sc, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs,
+                      room, taken, tie.form);
+    else
+      select_top(sc, a.width, k, false, a.visible[t], topk + t * k, k, hist, warp_totals, pairs,
+                 room, taken, tie.form);
+  }
+  if (!selects_candidates) return;
   if (kShared && a.n_blocks <= static_cast<int64_t>(kHeldPerThread) * blockDim.x) {
     HeldRow blocks;
     load_held(bs, a.n_blocks, blocks);
@@ -770,25 +780,28 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   const bool shared =
       select_in_shared_memory_ &&
       smem + cuda::kSelectStaticSmem <= static_cast<int64_t>(ctx_->props().sharedMemPerBlockOptin);
-  const int64_t row_room =
-      row * static_cast<int64_t>(shared ? sizeof(uint8_t)
-                                        : sizeof(torch_select::Scored) + 2 * sizeof(int32_t) +
-                                              sizeof(uint8_t));
+  // Rows too wide for shared memory select their top-k and their candidate blocks on two blocks
+  // a query, each with its own scratch rows (select_split).
+  const int64_t ways = candidates && !shared && select_split_ ? 2 : 1;
+  const int64_t row_room = ways * row *
+                           static_cast<int64_t>(shared ? sizeof(uint8_t)
+                                                       : sizeof(torch_select::Scored) +
+                                                             2 * sizeof(int32_t) + sizeof(uint8_t));
   const int64_t group = std::clamp<int64_t>((int64_t{64} << 20) / row_room, 1, n);
   Tensor pairs, lists;
   if (!shared) {
-    pairs = ctx_->scratch(DType::U8,
-                          Shape{group, row * static_cast<int64_t>(sizeof(torch_select::Scored))});
-    lists = ctx_->scratch(DType::I32, Shape{group, 2 * row});
+    pairs = ctx_->scratch(
+        DType::U8, Shape{ways * group, row * static_cast<int64_t>(sizeof(torch_select::Scored))});
+    lists = ctx_->scratch(DType::I32, Shape{ways * group, 2 * row});
   }
-  Tensor taken = ctx_->scratch(DType::U8, Shape{group, row});
+  Tensor taken = ctx_->scratch(DType::U8, Shape{ways * group, row});
   const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
                              shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken),
                              cuda::select_form(select_runs_, heap_by_warp_)};
   if (shared)
     cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
   for (int64_t t0 = 0; t0 < n; t0 += group) {
-    const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)));
+    const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)), static_cast<unsigned>(ways));
     if (shared)
       FD_LAUNCH(cuda::indexer_select_kernel<true>, grid, dim3(cuda::kSelectThreads),
                 static_cast<size_t>(smem), ctx_->stream(), a, t0, ptr<const float>(scores), k,

@@ -314,9 +314,9 @@ __device__ __forceinline__ unsigned partition_threads(int64_t len, int64_t per_t
 // Where sift_down's hole moves from node h of a heap of `len`: the child that is not before the
 // other (the right one at a tie), the single left child of the last inner node of an even-sized
 // heap, or -1 at a leaf (torch_select::sift_down's steps).
-__device__ __forceinline__ int64_t hole_step(const Scored* heap, int64_t len, int64_t h) {
+__device__ __forceinline__ int hole_step(const Scored* heap, int len, int h) {
   if (h < (len - 1) / 2) {
-    const int64_t right = 2 * (h + 1);
+    const int right = 2 * (h + 1);
     return torch_select::before(heap[right], heap[right - 1]) ? right - 1 : right;
   }
   if ((len & 1) == 0 && h == (len - 2) / 2) return 2 * h + 1;
@@ -324,7 +324,7 @@ __device__ __forceinline__ int64_t hole_step(const Scored* heap, int64_t len, in
 }
 
 // Node j (level order, 0 the root) of the subtree at `root`.
-__device__ __forceinline__ int64_t subtree_node(int64_t root, int j) {
+__device__ __forceinline__ int subtree_node(int root, int j) {
   const int level = 31 - __clz(j + 1);
   return ((root + 1) << level) - 1 + (j - ((1 << level) - 1));
 }
@@ -338,22 +338,24 @@ __device__ __forceinline__ int64_t subtree_node(int64_t root, int j) {
 // parents it is not before; so with t* the last t < D where o_{t+1} is not before value (-1 if
 // none), p_0 .. p_t* take o_1 .. o_{t*+1}, p_{t*+1} takes value, the nodes below keep their own,
 // and *result takes o_0: the same writes, a warp's loads at once instead of a thread's dependent
-// ones. (Two rounds for heaps of up to 4,095 pairs: the indexer's 512 and 2,048.)
-__device__ inline Scored warp_pop_to(Scored* heap, int64_t len, Scored value, Scored* result) {
+// ones. (Two rounds for heaps of up to 4,095 pairs: the indexer's 512 and 2,048. Node numbers
+// in 32 bits: the heap is the shared room's, and a step is a chain of dependent instructions
+// that 64-bit arithmetic makes longer.)
+__device__ inline Scored warp_pop_to(Scored* heap, int len, Scored value, Scored* result) {
   const unsigned lane = threadIdx.x & 31u;
-  int64_t path_node = -1;  // lane t: p_t
-  int depth = 0;           // path nodes found (uniform)
-  for (int64_t root = 0;;) {
-    const int64_t node_a = subtree_node(root, static_cast<int>(lane));
-    const int64_t node_b = lane < 31 ? subtree_node(root, static_cast<int>(lane) + 32) : len;
-    const int64_t step_a = node_a < len ? hole_step(heap, len, node_a) : -1;
-    const int64_t step_b = node_b < len ? hole_step(heap, len, node_b) : -1;
+  int path_node = -1;  // lane t: p_t
+  int depth = 0;       // path nodes found (uniform)
+  for (int root = 0;;) {
+    const int node_a = subtree_node(root, static_cast<int>(lane));
+    const int node_b = lane < 31 ? subtree_node(root, static_cast<int>(lane) + 32) : len;
+    const int step_a = node_a < len ? hole_step(heap, len, node_a) : -1;
+    const int step_b = node_b < len ? hole_step(heap, len, node_b) : -1;
     const uint64_t leaf = __ballot_sync(kFullMask, step_a < 0) |
                           static_cast<uint64_t>(__ballot_sync(kFullMask, step_b < 0)) << 32;
     const uint64_t right = __ballot_sync(kFullMask, step_a == 2 * node_a + 2) |
                            static_cast<uint64_t>(__ballot_sync(kFullMask, step_b == 2 * node_b + 2))
                                << 32;
-    int64_t at = root;
+    int at = root;
     int j = 0;  // at's number in the subtree
     bool ended = false;
     for (int s = 0; s < 6; ++s) {
@@ -410,7 +412,7 @@ struct ValueRow {
 // time, one a lane, and tested in order from registers: a step writes only its own candidate's
 // slot and the heap, so the later ones read before it are still theirs.
 template <class Row>
-__device__ inline void warp_heap_steps(Scored* heap, int64_t len, const Row& row, int64_t base,
+__device__ inline void warp_heap_steps(Scored* heap, int len, const Row& row, int64_t base,
                                        const uint16_t* listed, int n_listed) {
   const unsigned lane = threadIdx.x & 31u;
   Scored top = heap[0];
@@ -482,7 +484,7 @@ __device__ inline void heap_select(const Row& row, int64_t first, int64_t middle
       if ((enters >> u) & 1u) may_enter[at++] = static_cast<uint16_t>(mine + u);
     __syncthreads();
     if (in_room && threadIdx.x < 32)
-      warp_heap_steps(heap, len, row, base, may_enter, listed);
+      warp_heap_steps(heap, static_cast<int>(len), row, base, may_enter, listed);
     else if (!in_room && threadIdx.x == 0)
       for (int j = 0; j < listed; ++j) {
         Scored* y = row.slot(base + may_enter[j]);
