@@ -1,23 +1,24 @@
 // A decode step's indexer selection on the CUDA backend at the V4.1 shapes (one query, 32 index
-// heads of 128, top-512 entries and the 2,048 candidate blocks of 8), three forms taking turns in
+// heads of 128, top-512 entries and the 2,048 candidate blocks of 8), five forms taking turns in
 // one run: torch's heap steps by one thread with the heap in place (the reference), by a warp with
-// the heap in shared memory (CudaBackend::set_heap_by_warp), and that with the top-k and the
-// candidate blocks of a row too wide for the shared-memory selection on two blocks at once
-// instead of one after the other (CudaBackend::set_select_split; the default); and the scoring
-// alone (indexer_scores: two entries a lane group from 262,144 entries,
+// the heap in shared memory, by one thread on that copy (CudaBackend::set_heap_steps), each with
+// the top-k and the candidate blocks one after the other on one block, and the last two with them
+// on two blocks at once (CudaBackend::set_select_split; a warp's so is the default); and the
+// scoring alone (indexer_scores: two entries a lane group from 262,144 entries,
 // CudaBackend::set_score_pairs_from), so the selection's share of the op shows. Random FP4 keys
 // and queries, generated on the device; rows of 4,096 to 1,048,576 entries (a 4K to 1M context at
 // ratio 1). From 32,768 entries torch heap-selects the top 512 (64 k <= the row), and at
 // 1,048,576 the candidate blocks too (2,048 of 131,072); below about 18,000 entries the row is
-// selected in shared memory on one block and the two warp forms run the same code (below 32,768
-// all three do). Each row's tie at the 512th score is counted from its scores read back. All
-// three forms' ids (top-k and candidates) must be equal.
+// selected in shared memory on one block (the two-block forms run the one-block code) and below
+// 32,768 no heap steps are taken. Each row's tie at the 512th score is counted from its scores
+// read back. All forms' ids (top-k and candidates) must be equal.
 //
 //   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
 //                     [--seed N]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   cxxopts::Options options("cuda_select_bench",
-                           "A decode step's indexer selection: three forms of torch's heap steps");
+                           "A decode step's indexer selection: five forms of torch's heap steps");
   options.add_options()("entries", "row widths (entries a query sees)",
                         cxxopts::value<std::vector<int64_t>>()->default_value(
                             "4096,16385,32767,65536,262144,1048576"))(
@@ -95,40 +96,53 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   be.read(scores, row.data(), row.size() * sizeof(float));
   const int64_t ties = equal_to_kth(row, kTopK);
 
-  // The forms: 0 one thread's heap steps on one block (the reference), 1 a warp's on one block,
-  // 2 a warp's with the top-k and the candidates on two blocks (the default).
-  constexpr int kForms = 3;
-  std::vector<double> ms[kForms], score_ms;
-  std::vector<int32_t> ids[kForms];
+  // The forms: who takes the heap steps, and whether the top-k and the candidates run on two
+  // blocks. Form 0 is the reference; form 3 the default.
+  using flashdesk::cuda::HeapSteps;
+  struct Form {
+    HeapSteps steps;
+    bool split;
+  };
+  constexpr Form kForms[] = {{HeapSteps::InPlace, false},
+                             {HeapSteps::Warp, false},
+                             {HeapSteps::Thread, false},
+                             {HeapSteps::Warp, true},
+                             {HeapSteps::Thread, true}};
+  constexpr int kN = static_cast<int>(std::size(kForms));
+  std::vector<double> ms[kN], score_ms;
+  std::vector<int32_t> ids[kN];
   for (int64_t rep = -1; rep < o.reps; ++rep) {  // rep -1: untimed warm-up
-    for (int form = 0; form < kForms; ++form) {
+    for (int f = 0; f < kN; ++f) {
       be.set_select_runs(false);
-      be.set_heap_by_warp(form >= 1);
-      be.set_select_split(form == 2);
+      be.set_heap_steps(kForms[f].steps);
+      be.set_select_split(kForms[f].split);
       const double t = cb::device_ms(be, [&] { be.indexer_select(a, topk, &cand); });
-      if (rep >= 0) ms[form].push_back(t);
+      if (rep >= 0) ms[f].push_back(t);
       if (rep == 0) {  // the top-k, then the candidates
-        ids[form].resize(static_cast<size_t>(topk.numel() + cand.numel()));
-        be.read(topk, ids[form].data(), static_cast<size_t>(topk.numel()) * sizeof(int32_t));
-        be.read(cand, ids[form].data() + topk.numel(),
+        ids[f].resize(static_cast<size_t>(topk.numel() + cand.numel()));
+        be.read(topk, ids[f].data(), static_cast<size_t>(topk.numel()) * sizeof(int32_t));
+        be.read(cand, ids[f].data() + topk.numel(),
                 static_cast<size_t>(cand.numel()) * sizeof(int32_t));
       }
     }
     const double s = cb::device_ms(be, [&] { (void)be.indexer_scores(a); });
     if (rep >= 0) score_ms.push_back(s);
   }
-  be.set_heap_by_warp(true);
+  be.set_heap_steps(HeapSteps::Warp);
   be.set_select_split(true);
   const double score_us = flashdesk::bench::median(score_ms) * 1e3;
-  double op_us[kForms], select_us[kForms];
-  for (int f = 0; f < kForms; ++f) {
+  double op_us[kN], select_us[kN];
+  bool same = true;
+  for (int f = 0; f < kN; ++f) {
     op_us[f] = flashdesk::bench::median(ms[f]) * 1e3;
     select_us[f] = std::max(op_us[f] - score_us, 1e-3);
+    same = same && ids[f] == ids[0];
   }
-  std::printf("| %lld | %lld | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx | %.2fx | %s |\n",
-              static_cast<long long>(entries), static_cast<long long>(ties), score_us, op_us[0],
-              op_us[1], op_us[2], select_us[2], select_us[0] / select_us[1],
-              select_us[0] / select_us[2], ids[0] == ids[1] && ids[0] == ids[2] ? "yes" : "NO");
+  std::printf("| %lld | %lld | %.1f |", static_cast<long long>(entries),
+              static_cast<long long>(ties), score_us);
+  for (int f = 0; f < kN; ++f) std::printf(" %.1f |", op_us[f]);
+  for (int f = 1; f < kN; ++f) std::printf(" %.2fx |", select_us[0] / select_us[f]);
+  std::printf(" %s |\n", same ? "yes" : "NO");
 }
 
 }  // namespace
@@ -143,10 +157,11 @@ static int run_bench(const Options& o) {
   std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
               flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
   std::printf(
-      "| entries | equal to the 512th | scores µs | op µs, one thread's heap | op µs, a warp's, "
-      "one block | op µs, a warp's, two blocks (default) | selection µs, default | selection "
-      "speed-up, a warp's one block | selection speed-up, default | same ids |\n"
-      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+      "| entries | equal to the 512th | scores µs | op µs: one thread in place | a warp | one "
+      "thread | a warp, two blocks (default) | one thread, two blocks | selection speed-up: a "
+      "warp | one thread | a warp, two blocks | one thread, two blocks | same ids |\n"
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- "
+      "|\n");
   for (const int64_t e : o.entries) run_row(be, o, e);
   return 0;
 }

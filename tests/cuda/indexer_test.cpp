@@ -7,6 +7,7 @@
 #include "engine/ops/cpu/kernels.h"
 #include "engine/util/quant.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/select_forms.h"
 
 namespace flashdesk::test {
 namespace {
@@ -158,11 +159,9 @@ TEST_F(CudaIndexerTest, ReindexRestriction) {
 // (both of its paths: nth_element when 64 k > the row, partial_sort otherwise), over rows wider
 // than the cache (select_width).
 TEST_F(CudaIndexerTest, TiesAsTorchBreaksThem) {
-  for (const bool runs : {false, true}) {  // both forms of torch's selection's steps
-    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
-                      : "whole-block partitions, one thread's heap steps");
-    gpu().set_select_runs(runs);
-    gpu().set_heap_by_warp(runs);
+  for (const SelectFormCase& form : kSelectForms) {  // every form of torch's selection
+    SCOPED_TRACE(form.what);
+    use_select_form(gpu(), form);
     check(3, 4, 64, 100, 16, 8, 8, true, false, 7, 3);
     check(2, 4, 64, 300, 4, 8, 8, true, false, 8, 7);  // 64 k <= 300: partial_sort
     check(3, 4, 64, 160, 24, 8, 5, false, true, 9, 3);
@@ -175,11 +174,9 @@ TEST_F(CudaIndexerTest, TiesAsTorchBreaksThem) {
 // with ties at the k-th best and without. (The emulation's 99 KiB of shared memory holds rows of
 // up to about 6,000 entries; the 16,384-entry rows take this path on the GPU only.)
 TEST_F(CudaIndexerTest, RowsHeldInRegisters) {
-  for (const bool runs : {false, true}) {  // both forms of torch's selection's steps
-    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
-                      : "whole-block partitions, one thread's heap steps");
-    gpu().set_select_runs(runs);
-    gpu().set_heap_by_warp(runs);
+  for (const SelectFormCase& form : kSelectForms) {  // every form of torch's selection
+    SCOPED_TRACE(form.what);
+    use_select_form(gpu(), form);
     check(2, 4, 64, 3000, 256, 4, 64, true, false, 13, 5, 4096);  // 4 a thread, blocks of 4
     check(2, 4, 64, 3000, 256, 2, 64, true, false, 17, 5, 4096);  // two blocks a thread
     check(1, 4, 64, 16384, 512, 8, 256, true, false, 14, 50);     // 16 a thread, ties
@@ -204,11 +201,9 @@ TEST_F(CudaIndexerTest, InsideAStepGraph) {
 
 TEST_F(CudaIndexerTest, FullShapes) {
   FD_REQUIRE_FULL_SHAPES();
-  for (const bool runs : {false, true}) {  // both forms of torch's selection's steps
-    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
-                      : "whole-block partitions, one thread's heap steps");
-    gpu().set_select_runs(runs);
-    gpu().set_heap_by_warp(runs);
+  for (const SelectFormCase& form : kSelectForms) {  // every form of torch's selection
+    SCOPED_TRACE(form.what);
+    use_select_form(gpu(), form);
     check(1, 32, 128, 16384, 512, 8, 2048, true, false, 5);
     check(4, 32, 128, 16384, 512, 8, 2048, false, true, 6);
     check(2, 32, 128, 16384, 512, 8, 2048, true, false, 11, 50);  // ties at full width

@@ -2,10 +2,10 @@
 // step-by-step host one (engine/util/torch_select.h, itself checked against torch and libstdc++):
 // the same first k pairs on tie-heavy rows of every size class (one partition step or many,
 // heap-select chunks one or many), and the same whole arrangement where introselect runs, also on
-// rows that drive it into its depth-limit heap select (McIlroy's adversary). Both forms of the
-// steps: partitions by the whole block and heap steps on one thread, and partitions over runs on
-// fewer threads as ranges shrink with heap steps by a warp (CudaBackend::set_select_runs,
-// set_heap_by_warp).
+// rows that drive it into its depth-limit heap select (McIlroy's adversary). Every form of the
+// steps (select_forms.h): partitions by the whole block or over runs on fewer threads as ranges
+// shrink, heap steps by one thread in place, by a warp or by one thread on the heap in shared
+// memory (CudaBackend::set_select_runs, set_heap_steps).
 #include <algorithm>
 #include <random>
 #include <string>
@@ -14,6 +14,7 @@
 #include "engine/ops/cuda/torch_select_rows.h"
 #include "engine/util/torch_select.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/cuda/select_forms.h"
 #include "tests/engine/torch_select_adversary.h"
 
 namespace flashdesk::test {
@@ -76,11 +77,9 @@ class CudaTorchSelectTest : public CudaOpTest {
 };
 
 TEST_F(CudaTorchSelectTest, TieHeavyRowsEndAsOnTheHost) {
-  for (const bool runs : {false, true}) {
-    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
-                      : "whole-block partitions, one thread's heap steps");
-    gpu().set_select_runs(runs);
-    gpu().set_heap_by_warp(runs);
+  for (const SelectFormCase& form : kSelectForms) {  // every form of torch's selection
+    SCOPED_TRACE(form.what);
+    use_select_form(gpu(), form);
     check_tie_heavy_rows();
   }
 }
@@ -118,11 +117,9 @@ void CudaTorchSelectTest::check_tie_heavy_rows() {
 }
 
 TEST_F(CudaTorchSelectTest, DepthLimitFallbackEndsAsOnTheHost) {
-  for (const bool runs : {false, true}) {
-    SCOPED_TRACE(runs ? "partitions over runs, a warp's heap steps"
-                      : "whole-block partitions, one thread's heap steps");
-    gpu().set_select_runs(runs);
-    gpu().set_heap_by_warp(runs);
+  for (const SelectFormCase& form : kSelectForms) {  // every form of torch's selection
+    SCOPED_TRACE(form.what);
+    use_select_form(gpu(), form);
     for (const int64_t n : {300, 2000})
       for (const int64_t k : {n / 3, n - 1}) {
         const std::vector<float> v = adversarial_row(n, [&](auto& idx, auto cmp) {

@@ -157,8 +157,11 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_MOE_SPLIT", split_shared_tc_);
   // FLASHDESK_CUDA_SELECT_RUNS=0|1 (default 0): set_select_runs (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
-  // FLASHDESK_CUDA_HEAP_WARP=0|1 (default 1): set_heap_by_warp (the benchmarks' A/B).
-  read_switch("FLASHDESK_CUDA_HEAP_WARP", heap_by_warp_);
+  // FLASHDESK_CUDA_HEAP_STEPS=warp|thread|in-place (default warp): set_heap_steps (the A/B).
+  if (const auto h = read_choice("FLASHDESK_CUDA_HEAP_STEPS", {"warp", "thread", "in-place"}))
+    heap_steps_ = *h == "thread"     ? HeapSteps::Thread
+                  : *h == "in-place" ? HeapSteps::InPlace
+                                     : HeapSteps::Warp;
   // FLASHDESK_CUDA_SELECT_SPLIT=0|1 (default 1): set_select_split (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_SPLIT", select_split_);
   // FLASHDESK_CUDA_SCORE_PAIRS_FROM=N (default 262,144): set_score_pairs_from (the A/B).

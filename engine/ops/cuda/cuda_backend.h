@@ -19,6 +19,7 @@
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
 #include "engine/ops/cuda/gemv_kernels.h"
+#include "engine/ops/cuda/heap_steps.h"
 #include "engine/ops/cuda/random_draw.h"
 #include "engine/ops/cuda/step_graph_counts.h"
 #include "engine/ops/cuda/wgmma_experts.h"
@@ -107,12 +108,14 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_SELECT_RUNS=0|1; the tests run both).
   void set_select_runs(bool on) { select_runs_ = on; }
   bool select_runs() const { return select_runs_; }
-  // Whether the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row from
-  // 32,768 entries) run on a warp with the heap in shared memory (torch_select_block.cuh's
-  // warp_pop_to; the default: 1.22-1.30x the selection at 64K-1M entries on an H100) or on one
-  // thread with the heap in place (FLASHDESK_CUDA_HEAP_WARP=0|1; the tests run both).
-  void set_heap_by_warp(bool on) { heap_by_warp_ = on; }
-  bool heap_by_warp() const { return heap_by_warp_; }
+  // Who takes the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row
+  // from 32,768 entries), on which copy of the heap (cuda::HeapSteps): a warp with the heap in
+  // shared memory (warp_pop_to; the default: 1.22-1.30x the selection at 64K-1M entries on an
+  // H100), one thread on that copy (thread_heap_steps; not yet measured), or one thread with the
+  // heap in place (FLASHDESK_CUDA_HEAP_STEPS=warp|thread|in-place; the tests run all three).
+  using HeapSteps = cuda::HeapSteps;
+  void set_heap_steps(HeapSteps steps) { heap_steps_ = steps; }
+  HeapSteps heap_steps() const { return heap_steps_; }
   // Whether a row too wide for the shared-memory selection (a decode row from about 18,000
   // entries) selects its top-k and its candidate blocks on two blocks at once (the default: a
   // Full layer's selection 1.65x at 1M entries, 1.04-1.71x at 32K-256K on an H100) or one after
@@ -310,11 +313,11 @@ class CudaBackend final : public Backend {
   int part_layers_ = 1, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
-  bool select_runs_ = false;           // FLASHDESK_CUDA_SELECT_RUNS
-  bool indexer_beside_ = false;        // FLASHDESK_CUDA_INDEXER_BESIDE
-  bool heap_by_warp_ = true;           // FLASHDESK_CUDA_HEAP_WARP
-  int64_t score_pairs_from_ = 262144;  // FLASHDESK_CUDA_SCORE_PAIRS_FROM
-  bool select_split_ = true;           // FLASHDESK_CUDA_SELECT_SPLIT
+  bool select_runs_ = false;                // FLASHDESK_CUDA_SELECT_RUNS
+  bool indexer_beside_ = false;             // FLASHDESK_CUDA_INDEXER_BESIDE
+  HeapSteps heap_steps_ = HeapSteps::Warp;  // FLASHDESK_CUDA_HEAP_STEPS
+  int64_t score_pairs_from_ = 262144;       // FLASHDESK_CUDA_SCORE_PAIRS_FROM
+  bool select_split_ = true;                // FLASHDESK_CUDA_SELECT_SPLIT
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).

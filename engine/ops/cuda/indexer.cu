@@ -321,7 +321,7 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
       }
     }
     __syncthreads();
-    block_heap_select_values(vals, count, k, room, warp_totals);
+    block_heap_select_values(vals, count, k, room, warp_totals, form);
     for (int64_t j = threadIdx.x; j < k; j += blockDim.x)
       if (order_key(room.heap[j].value) == threshold) taken[room.heap[j].index] = 1;
     __syncthreads();
@@ -797,7 +797,7 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
   Tensor taken = ctx_->scratch(DType::U8, Shape{ways * group, row});
   const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
                              shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken),
-                             cuda::select_form(select_runs_, heap_by_warp_)};
+                             cuda::select_form(select_runs_, heap_steps_)};
   if (shared)
     cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
   for (int64_t t0 = 0; t0 < n; t0 += group) {

@@ -15,12 +15,13 @@
 //     the heap's top only moves to better values, so an element not before the top when a chunk
 //     starts cannot enter during that chunk; the block tests a chunk at once (one scan lists
 //     those that may enter, in index order) and one thread or one warp runs their heap steps,
-//     the warp's with the heap in shared memory (BlockSelectRoomOf::heap). The steps stay serial;
-//     make_heap runs a level's parents at once.
+//     on the heap in place or copied into shared memory (HeapSteps, BlockSelectRoomOf::heap).
+//     The steps stay serial; make_heap runs a level's parents at once.
 #pragma once
 
 #include <cstdint>
 
+#include "engine/ops/cuda/heap_steps.h"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/warp_roles.cuh"
 #include "engine/util/torch_select.h"
@@ -42,16 +43,16 @@ __device__ __forceinline__ torch_select::Scored* heap_room() {
 // threads waits at cheaper barriers.
 constexpr int kPartitionPerThread = 16;
 
-// Which forms of the selection's steps run (the backend's settings; both give torch's
+// Which forms of the selection's steps run (the backend's settings; all give torch's
 // arrangement): partitions by the whole block or over runs on fewer threads as ranges shrink
-// (partition_runs), and the heap select's steps by one thread or by a warp (warp_pop_to).
+// (partition_runs), and the heap select's steps (HeapSteps).
 struct SelectForm {
   int64_t partition_per_thread = 0;  // > 0: partitions over runs of about that many elements
-  bool heap_by_warp = false;
+  HeapSteps heap_steps = HeapSteps::InPlace;
 };
-// The form of the backend's settings (CudaBackend::select_runs, heap_by_warp).
-inline SelectForm select_form(bool runs, bool heap_by_warp) {
-  return SelectForm{runs ? kPartitionPerThread : 0, heap_by_warp};
+// The form of the backend's settings (CudaBackend::select_runs, heap_steps).
+inline SelectForm select_form(bool runs, HeapSteps heap_steps) {
+  return SelectForm{runs ? kPartitionPerThread : 0, heap_steps};
 }
 
 // A block's working room: two index lists as long as the row, in global memory (int32) or, for
@@ -429,6 +430,58 @@ __device__ inline void warp_heap_steps(Scored* heap, int len, const Row& row, in
   }
 }
 
+// torch_select::pop_to's sift (std::__adjust_heap, then push_up) on a heap in shared memory, in
+// 32-bit node numbers: one thread's chain of dependent shared-memory loads, about eleven levels
+// for the indexer's 2,048 pairs.
+__device__ __forceinline__ void thread_sift_down(Scored* heap, int len, Scored value) {
+  int hole = 0, child = 0;
+  while (child < (len - 1) / 2) {
+    child = 2 * (child + 1);
+    const Scored right = heap[child], left = heap[child - 1];
+    const bool go_left = torch_select::before(right, left);
+    child -= go_left ? 1 : 0;
+    heap[hole] = go_left ? left : right;
+    hole = child;
+  }
+  if ((len & 1) == 0 && child == (len - 2) / 2) {
+    child = 2 * (child + 1);
+    heap[hole] = heap[child - 1];
+    hole = child - 1;
+  }
+  int parent = (hole - 1) / 2;
+  while (hole > 0) {
+    const Scored p = heap[parent];
+    if (!torch_select::before(p, value)) break;
+    heap[hole] = p;
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  heap[hole] = value;
+}
+
+// The heap steps of the listed candidates (offsets from `base`, in index order) by one thread, the
+// heap in shared memory: each that is before the top replaces it (torch_select::pop_to), the
+// evicted top written to the candidate's slot where the row has slots. The candidates are read
+// eight ahead, so their loads wait while the steps run.
+template <class Row>
+__device__ inline void thread_heap_steps(Scored* heap, int len, const Row& row, int64_t base,
+                                         const uint16_t* listed, int n_listed) {
+  constexpr int kAhead = 8;
+  Scored top = heap[0];
+  for (int j0 = 0; j0 < n_listed; j0 += kAhead) {
+    Scored x[kAhead];
+    FD_UNROLL
+    for (int u = 0; u < kAhead; ++u) x[u] = j0 + u < n_listed ? row.at(base + listed[j0 + u]) : top;
+    FD_UNROLL
+    for (int u = 0; u < kAhead; ++u) {
+      if (!torch_select::before(x[u], top)) continue;  // (past the list: x is top)
+      if (Scored* slot = row.slot(base + listed[j0 + u])) *slot = top;
+      thread_sift_down(heap, len, x[u]);
+      top = heap[0];
+    }
+  }
+}
+
 // torch_select::make_heap(heap, heap + len) by the block: make_heap sifts the parents down from
 // the last to the root, and a parent's sift touches only its own subtree, so the parents of one
 // level (disjoint subtrees, each level done before the one above it) sift at once.
@@ -443,18 +496,19 @@ __device__ inline void block_make_heap(Scored* heap, int64_t len) {
   }
 }
 
-// torch_select::heap_select(first, middle, last) over `row` by the block. With `by_warp` the heap
-// steps are a warp's and the heap (`middle - first` pairs) works in `room` (the caller's shared
-// memory, room_len pairs) where it fits: a heap step's loads then wait on shared memory, not on
-// L2 (ten of them a step, a few thousand steps a long-context decode row). Else one thread's, on
-// the heap in place (a PairRow only). A PairRow's heap ends in its slots [first, middle); with
-// a ValueRow it stays in `room`.
+// torch_select::heap_select(first, middle, last) over `row` by the block. With HeapSteps Warp or
+// Thread the heap (`middle - first` pairs) works in `room` (the caller's shared memory, room_len
+// pairs) where it fits: a heap step's loads then wait on shared memory, not on L2 (ten of them a
+// step, a few thousand steps a long-context decode row). Else one thread's steps on the heap in
+// place (a PairRow only). A PairRow's heap ends in its slots [first, middle); with a ValueRow it
+// stays in `room`.
 template <class Row>
 __device__ inline void heap_select(const Row& row, int64_t first, int64_t middle, int64_t last,
-                                   int* warp_totals, bool by_warp, Scored* room, int64_t room_len) {
+                                   int* warp_totals, HeapSteps steps, Scored* room,
+                                   int64_t room_len) {
   __shared__ uint16_t may_enter[kHeapChunkPerThread * 1024];  // offsets into the chunk
   const int64_t len = middle - first;
-  const bool in_room = by_warp && room != nullptr && len <= room_len;
+  const bool in_room = steps != HeapSteps::InPlace && room != nullptr && len <= room_len;
   Scored* heap = row.slot(first);
   if (in_room) {
     for (int64_t i = threadIdx.x; i < len; i += blockDim.x) room[i] = row.at(first + i);
@@ -483,8 +537,10 @@ __device__ inline void heap_select(const Row& row, int64_t first, int64_t middle
     for (int u = 0; u < kHeapChunkPerThread; ++u)
       if ((enters >> u) & 1u) may_enter[at++] = static_cast<uint16_t>(mine + u);
     __syncthreads();
-    if (in_room && threadIdx.x < 32)
+    if (in_room && steps == HeapSteps::Warp && threadIdx.x < 32)
       warp_heap_steps(heap, static_cast<int>(len), row, base, may_enter, listed);
+    else if (in_room && threadIdx.x == 0)
+      thread_heap_steps(heap, static_cast<int>(len), row, base, may_enter, listed);
     else if (!in_room && threadIdx.x == 0)
       for (int j = 0; j < listed; ++j) {
         Scored* y = row.slot(base + may_enter[j]);
@@ -501,11 +557,12 @@ __device__ inline void heap_select(const Row& row, int64_t first, int64_t middle
 }  // namespace block_select_detail
 
 // Whether block_heap_select_values takes a row of n values for its k best: torch heap-selects
-// there (64 k <= n) and the heap fits the room for a warp's steps.
+// there (64 k <= n), the form's steps work on a copy of the heap and it fits the room.
 template <class Index>
 __device__ inline bool heap_selects_values(int64_t n, int64_t k,
                                            const BlockSelectRoomOf<Index>& room, SelectForm form) {
-  return k > 0 && k * 64 <= n && form.heap_by_warp && room.heap != nullptr && k <= room.heap_len;
+  return k > 0 && k * 64 <= n && form.heap_steps != HeapSteps::InPlace && room.heap != nullptr &&
+         k <= room.heap_len;
 }
 
 // torch_select::select(pairs, n, k, false)'s first k pairs (in the heap's order) for the pairs
@@ -514,9 +571,9 @@ __device__ inline bool heap_selects_values(int64_t n, int64_t k,
 template <class Index>
 __device__ inline void block_heap_select_values(const float* vals, int64_t n, int64_t k,
                                                 const BlockSelectRoomOf<Index>& room,
-                                                int* warp_totals) {
-  block_select_detail::heap_select(block_select_detail::ValueRow{vals}, 0, k, n, warp_totals, true,
-                                   room.heap, room.heap_len);
+                                                int* warp_totals, SelectForm form) {
+  block_select_detail::heap_select(block_select_detail::ValueRow{vals}, 0, k, n, warp_totals,
+                                   form.heap_steps, room.heap, room.heap_len);
 }
 
 // Called by every thread of the block (blockDim.x a multiple of 32, at most 1024): permutes
@@ -531,7 +588,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   namespace d = block_select_detail;
   if (k <= 0) return;
   if (k * 64 <= n) {
-    d::heap_select(d::PairRow{pairs}, 0, k, n, warp_totals, form.heap_by_warp, room.heap,
+    d::heap_select(d::PairRow{pairs}, 0, k, n, warp_totals, form.heap_steps, room.heap,
                    room.heap_len);
     return;
   }
@@ -569,8 +626,8 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   first = first_s;
   last = last_s;
   if (last - first > 3) {  // the depth limit: heap select by the whole block
-    d::heap_select(d::PairRow{pairs}, first, nth + 1, last, warp_totals, form.heap_by_warp,
-                   room.heap, room.heap_len);
+    d::heap_select(d::PairRow{pairs}, first, nth + 1, last, warp_totals, form.heap_steps, room.heap,
+                   room.heap_len);
     if (threadIdx.x == 0) torch_select::swap(pairs + first, pairs + nth);
     __syncthreads();
     return;
