@@ -111,8 +111,9 @@ class CudaBackend final : public Backend {
   // Who takes the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row
   // from 32,768 entries), on which copy of the heap (cuda::HeapSteps): a warp with the heap in
   // shared memory (warp_pop_to; the default: 1.22-1.30x the selection at 64K-1M entries on an
-  // H100), one thread on that copy (thread_heap_steps; not yet measured), or one thread with the
-  // heap in place (FLASHDESK_CUDA_HEAP_STEPS=warp|thread|in-place; the tests run all three).
+  // H100), one thread on that copy (thread_heap_steps: as fast as the warp's, measured before
+  // its sift loaded a level ahead), or one thread with the heap in place
+  // (FLASHDESK_CUDA_HEAP_STEPS=warp|thread|in-place; the tests run all three).
   using HeapSteps = cuda::HeapSteps;
   void set_heap_steps(HeapSteps steps) { heap_steps_ = steps; }
   HeapSteps heap_steps() const { return heap_steps_; }

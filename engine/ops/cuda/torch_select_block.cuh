@@ -431,22 +431,35 @@ __device__ inline void warp_heap_steps(Scored* heap, int len, const Row& row, in
 }
 
 // torch_select::pop_to's sift (std::__adjust_heap, then push_up) on a heap in shared memory, in
-// 32-bit node numbers: one thread's chain of dependent shared-memory loads, about eleven levels
-// for the indexer's 2,048 pairs.
+// 32-bit node numbers, by one thread. The hole's walk down is a chain of dependent steps (about
+// eleven for the indexer's 2,048 pairs), so each step loads the four grandchildren of the hole
+// while it compares the two children loaded a step before: a step waits on its compare, not on a
+// load (with a load's latency in every step, the thread's sift measured only as fast as a warp's
+// steps, twenty-eighth session).
 __device__ __forceinline__ void thread_sift_down(Scored* heap, int len, Scored value) {
-  int hole = 0, child = 0;
-  while (child < (len - 1) / 2) {
-    child = 2 * (child + 1);
-    const Scored right = heap[child], left = heap[child - 1];
-    const bool go_left = torch_select::before(right, left);
-    child -= go_left ? 1 : 0;
-    heap[hole] = go_left ? left : right;
-    hole = child;
+  const int two_children = (len - 1) / 2;  // holes below this have two children
+  int hole = 0;
+  Scored left{}, right{};
+  if (hole < two_children) {
+    left = heap[1];
+    right = heap[2];
   }
-  if ((len & 1) == 0 && child == (len - 2) / 2) {
-    child = 2 * (child + 1);
-    heap[hole] = heap[child - 1];
-    hole = child - 1;
+  while (hole < two_children) {
+    const int r = 2 * hole + 2;  // the right child; the left is r - 1
+    // The grandchildren: the left child's at 2r - 1, 2r, the right's at 2r + 1, 2r + 2 (read
+    // only where the heap has them; the walk reads them only where the child has two).
+    Scored g[4];
+    FD_UNROLL
+    for (int u = 0; u < 4; ++u) g[u] = 2 * r - 1 + u < len ? heap[2 * r - 1 + u] : Scored{};
+    const bool go_left = torch_select::before(right, left);
+    heap[hole] = go_left ? left : right;
+    hole = go_left ? r - 1 : r;
+    left = go_left ? g[0] : g[2];
+    right = go_left ? g[1] : g[3];
+  }
+  if ((len & 1) == 0 && hole == (len - 2) / 2) {  // an even heap's last inner node: one child
+    heap[hole] = heap[2 * hole + 1];
+    hole = 2 * hole + 1;
   }
   int parent = (hole - 1) / 2;
   while (hole > 0) {
