@@ -87,10 +87,10 @@ class CudaIndexerTest : public CudaOpTest {
     // with the top-k and the candidates on two blocks and on one (set_select_split); the scores
     // one entry a lane group and two (set_score_pairs_from).
     const int64_t pairs_from = gpu().score_pairs_from();
-    for (const int form : {0, 1, 2}) {
-      const bool shared = form == 0;
+    for (const int placement : {0, 1, 2}) {  // shared; global on two blocks; on one
+      const bool shared = placement == 0;
       gpu().set_select_in_shared_memory(shared);
-      gpu().set_select_split(form == 1);
+      gpu().set_select_split(placement == 1);
       gpu().set_score_pairs_from(shared ? int64_t{1} << 40 : 0);
       Tensor topk = gpu_poisoned(DType::I32, Shape{n, k});
       Tensor cand = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
@@ -120,9 +120,9 @@ class CudaIndexerTest : public CudaOpTest {
         std::vector<int32_t> want(static_cast<size_t>(k));
         cpu::select_best(score, visible[static_cast<size_t>(t)], false, want);
         const std::string what = "query " + std::to_string(t) + " E=" + std::to_string(E) +
-                                 (shared      ? " (shared)"
-                                  : form == 1 ? " (global, two blocks)"
-                                              : " (global, one block)");
+                                 (shared           ? " (shared)"
+                                  : placement == 1 ? " (global, two blocks)"
+                                                   : " (global, one block)");
         EXPECT_EQ(std::vector<int32_t>(got.begin() + t * k, got.begin() + (t + 1) * k), want)
             << what << " top-k";
         if (!candidates) continue;

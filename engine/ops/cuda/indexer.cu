@@ -81,7 +81,8 @@ constexpr int kLanesPerEntry = 4;
 
 // Entries: entries a lane group takes (1, or 2: the block's second half of its entries, 128 on,
 // so that each q load from shared memory feeds both entries' products and the block stages q once
-// for 256 entries: FLASHDESK_CUDA_SCORE_PAIRS). Each entry's sums are the one-entry kernel's.
+// for 256 entries: CudaBackend::set_score_pairs_from). Each entry's sums are the one-entry
+// kernel's.
 template <int MaxHeads, int Entries>
 __global__ void __launch_bounds__(kScoreThreads)
     indexer_scores_kernel(IdxArgs call, float* scores) {
@@ -579,7 +580,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     Index* lists = reinterpret_cast<Index*>(pairs + a.width);
     room = {lists, lists + a.width};
   } else {
-    // The row's pairs in global memory; the warp's heap select works in shared memory.
+    // The row's pairs in global memory; the heap select's copy of the heap (HeapSteps Warp or
+    // Thread) in shared memory.
     pairs = tie.pairs + slot * a.width;
     Index* lists = tie.lists + slot * 2 * a.width;
     room = {lists, lists + a.width, heap_room(), kHeapRoomPairs};

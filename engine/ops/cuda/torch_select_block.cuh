@@ -29,8 +29,9 @@
 namespace flashdesk::cuda {
 
 constexpr int kHeapChunkPerThread = 4;  // elements each thread tests per heap-select chunk
-// Pairs of shared memory a kernel gives the warp's heap select (BlockSelectRoomOf::heap): the
-// indexer's heaps are its top 512 entries and, at a 1M context, its 2,048 candidate blocks.
+// Pairs of shared memory a kernel gives the heap select's copy of the heap
+// (BlockSelectRoomOf::heap, HeapSteps Warp or Thread): the indexer's heaps are its top 512 entries
+// and, at a 1M context, its 2,048 candidate blocks.
 constexpr int64_t kHeapRoomPairs = 2048;
 
 // That room, in the shared memory of each kernel that calls this.
@@ -62,7 +63,8 @@ template <class Index>
 struct BlockSelectRoomOf {
   Index* left;   // [n]: where the left scan stops, ascending
   Index* right;  // [n]: where the right scan stops, descending
-  // Shared memory for a warp's heap select (heap_len pairs), or none: the heap works in place.
+  // Shared memory for the heap select's copy of the heap (heap_len pairs), or none: the heap
+  // works in place.
   torch_select::Scored* heap = nullptr;
   int64_t heap_len = 0;
 };
