@@ -23,6 +23,7 @@ PACKAGES=(
   xvfb xauth fonts-wqy-microhei
   lintian desktop-file-utils
   python3 python3-numpy python3-torch
+  libjpeg-turbo-progs  # djpeg: tests/tools checks the demo's JPEG round trip against libjpeg-turbo
 )
 
 install_missing_packages() {

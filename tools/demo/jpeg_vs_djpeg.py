@@ -3,7 +3,8 @@
 with jpeg.py at a quality, decoded by libjpeg-turbo's djpeg (default islow IDCT, fancy
 upsampling), compared with jpeg_roundtrip.roundtrip of the same picture and quality.
 
-A measurement, not a test: djpeg is not part of setup.sh (`apt-get install libjpeg-turbo-progs`).
+A measurement; tests/tools/demo_styles_test.py asserts its bounds (setup.sh installs djpeg,
+libjpeg-turbo-progs).
   /usr/bin/python3 tools/demo/jpeg_vs_djpeg.py [--qualities 60 70 80 90 95]
 Prints per quality the mean and max absolute difference per channel (R, G, B, in levels), the
 share of pixel values that differ at all and of those more than 2 levels apart, over the pictures
