@@ -143,24 +143,32 @@ class CudaIndexerTensorCoreTest : public CudaOpTest {
     const std::string what = "n=" + std::to_string(s.n) + " heads=" + std::to_string(s.heads) +
                              " d=" + std::to_string(s.d) + " E=" + std::to_string(s.entries) +
                              " width=" + std::to_string(row);
-    std::vector<float> scores[2];
-    std::vector<int32_t> topk[2];
-    const Kernels kernels[2] = {Kernels::CudaCores, Kernels::TensorCores};
-    for (int i = 0; i < 2; ++i) {
+    // The CUDA-core kernel, then the tensor cores with each CTA decoding its key tiles and with
+    // the keys decoded once (set_index_keys_decoded).
+    std::vector<float> scores[3];
+    std::vector<int32_t> topk[3];
+    const Kernels kernels[3] = {Kernels::CudaCores, Kernels::TensorCores, Kernels::TensorCores};
+    const bool keys_before = gpu().index_keys_decoded();
+    for (int i = 0; i < 3; ++i) {
       gpu().set_indexer_kernels(kernels[i]);
+      gpu().set_index_keys_decoded(i == 2);
       scores[i] = from_gpu<float>(gpu().indexer_scores(a));
       if (k == 0) continue;
       Tensor ids = gpu_poisoned(DType::I32, Shape{s.n, k});
       gpu().indexer_select(a, ids, nullptr);
       topk[i] = from_gpu<int32_t>(ids);
     }
+    gpu().set_index_keys_decoded(keys_before);
     // Every row must have a live entry and a -inf one, else the comparison proves little.
     size_t finite = 0;
     for (float x : scores[0]) finite += std::isfinite(x) ? 1 : 0;
     EXPECT_GT(finite, 0u) << what;
     EXPECT_LT(finite, scores[0].size()) << what;
-    expect_identical(scores[1], scores[0], what + " scores");
-    if (k > 0) expect_identical(topk[1], topk[0], what + " top-k");
+    for (int i = 1; i < 3; ++i) {
+      const std::string form = i == 1 ? " (keys decoded a tile at a time)" : " (keys decoded once)";
+      expect_identical(scores[i], scores[0], what + form + " scores");
+      if (k > 0) expect_identical(topk[i], topk[0], what + form + " top-k");
+    }
   }
 };
 

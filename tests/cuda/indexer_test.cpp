@@ -4,6 +4,9 @@
 // ascending, entries not yet visible published as -1; candidate blocks by block maximum with the
 // newest block forced). The ids must be exactly the model's, also where scores tie: rows built
 // from a few distinct keys tie at almost every selection threshold.
+#include <cstdlib>
+#include <string>
+
 #include "engine/ops/cpu/kernels.h"
 #include "engine/util/quant.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -39,6 +42,12 @@ class CudaIndexerTest : public CudaOpTest {
   // Whether check() selects inside a step graph (sizes in device memory, launches sized for a
   // bucket of entries).
   bool in_step_ = false;
+  // Whether query t sees (t + 1) E / n entries (a prompt's rows, the first of them fewer than
+  // k) rather than E less three a row after it.
+  bool prompt_rows_ = false;
+  // How many of the selection's placements check() runs: shared memory, then global memory on
+  // two blocks and on one.
+  int placements_ = 3;
 
   // distinct_keys > 0: key s is key s % distinct_keys, so that scores tie. width: the row the
   // selection is over (select_width; 0 = the entries).
@@ -63,8 +72,9 @@ class CudaIndexerTest : public CudaOpTest {
                            &keys[static_cast<size_t>(s * rb)]);
     std::vector<int64_t> visible(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t)
-      visible[static_cast<size_t>(t)] = std::max<int64_t>(0, E - (n - 1 - t) * 3);
-    if (n > 1) visible[0] = E + 5;  // beyond the entries: clamped
+      visible[static_cast<size_t>(t)] =
+          prompt_rows_ ? (t + 1) * E / n : std::max<int64_t>(0, E - (n - 1 - t) * 3);
+    if (n > 1 && !prompt_rows_) visible[0] = E + 5;  // beyond the entries: clamped
     const int64_t n_blocks = (row + bs - 1) / bs;
     std::mt19937 rng(seed + 3);
     std::vector<int32_t> restrict_ids(static_cast<size_t>(n * C), -1);
@@ -87,7 +97,7 @@ class CudaIndexerTest : public CudaOpTest {
     // with the top-k and the candidates on two blocks and on one (set_select_split); the scores
     // one entry a lane group and two (set_score_pairs_from).
     const int64_t pairs_from = gpu().score_pairs_from();
-    for (const int placement : {0, 1, 2}) {  // shared; global on two blocks; on one
+    for (int placement = 0; placement < placements_; ++placement) {
       const bool shared = placement == 0;
       gpu().set_select_in_shared_memory(shared);
       gpu().set_select_split(placement == 1);
@@ -197,6 +207,54 @@ TEST_F(CudaIndexerTest, InsideAStepGraph) {
   check(2, 4, 64, 90, 16, 8, 6, true, false, 23, 7, 120);
   check(1, 4, 64, 600, 64, 8, 16, true, false, 24, 5);  // past the first bucket
   EXPECT_GT(gpu().step_graph_counts().launches, 0u);
+}
+
+// A prompt's rows: the first ones see fewer than k entries and tie at -inf past their limit
+// only, where torch's choice cannot show and is skipped (held rows in shared memory, streamed rows
+// in global memory); later rows tie at their k-th best (few distinct keys), and under a Reindex
+// restriction the -inf equals lie below the limit too, where torch's choice counts.
+TEST_F(CudaIndexerTest, PromptRowsTiedPastTheirLimit) {
+  prompt_rows_ = true;
+  check(8, 4, 64, 256, 48, 8, 8, true, false, 31, 5);
+  check(8, 4, 64, 256, 48, 8, 5, false, true, 32, 5);  // restricted: -inf below the limit
+  check(8, 4, 64, 300, 4, 8, 8, true, false, 34, 7);   // 64 k <= 300: partial_sort
+}
+
+// The same on a prefill-sized call (64 rows), whose selecting blocks take
+// set_prefill_select_threads in shared memory, doubled where a row would not be held in
+// registers. (1024 threads, the default, run in the other tests; on the CPU emulation a call of
+// 64 rows on 1024-thread blocks takes about two minutes.)
+TEST_F(CudaIndexerTest, PromptRowsOnSmallerBlocks) {
+  prompt_rows_ = true;
+  placements_ = 1;  // the setting is the shared-memory placement's
+  const int threads_before = gpu().prefill_select_threads();
+  for (const int threads : {256, 64}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads a selecting block");
+    gpu().set_prefill_select_threads(threads);
+    check(64, 4, 64, 256, 48, 8, 8, true, false, 31, 5);
+    check(64, 4, 64, 256, 48, 8, 5, false, true, 32, 5);    // restricted: -inf below the limit
+    check(64, 4, 64, 200, 32, 8, 8, true, false, 33);       // keys all different
+    check(64, 4, 64, 300, 4, 8, 8, true, false, 34, 7);     // 64 k <= 300: partial_sort
+    check(64, 4, 64, 1400, 96, 8, 16, true, false, 35, 5);  // wider than 18 x 64: 128 threads
+  }
+  gpu().set_prefill_select_threads(threads_before);
+}
+
+// FLASHDESK_CUDA_SELECT_THREADS takes a power of two from 64 to 1024; anything else stops the
+// backend's construction with the variable named, as every FLASHDESK_CUDA_* switch does.
+using CudaIndexerDeathTest = CudaIndexerTest;
+TEST_F(CudaIndexerDeathTest, BadSelectThreadsAreRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* bad : {"0", "32", "96", "2048", "many", ""}) {
+    ::setenv("FLASHDESK_CUDA_SELECT_THREADS", bad, 1);
+    EXPECT_DEATH(CudaBackend be(0), "FLASHDESK_CUDA_SELECT_THREADS") << "'" << bad << "'";
+  }
+  ::setenv("FLASHDESK_CUDA_SELECT_THREADS", "256", 1);
+  {
+    CudaBackend be(0);
+    EXPECT_EQ(be.prefill_select_threads(), 256);
+  }
+  ::unsetenv("FLASHDESK_CUDA_SELECT_THREADS");
 }
 
 TEST_F(CudaIndexerTest, FullShapes) {

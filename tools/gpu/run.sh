@@ -18,7 +18,8 @@
 # SKIP pass through: a prefill's kernels, for one). AB="NAME=a,b ..." runs the layer bench
 # (AB_BENCH_ARGS, default a batch-1 decode of every role) under each value of each switch,
 # AB_ROUNDS times (default 2) with the values taking turns, and appends its tables to the layer
-# table; the indexer's selection bench (cuda_select_bench) is appended there in every call.
+# table; the indexer's selection bench (cuda_select_bench) and its prompt bench
+# (cuda_prompt_indexer_bench) are appended there in every call.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -56,7 +57,8 @@ run_for 100 cmake --preset engine-only -DFLASHDESK_CUDA=ON -DCMAKE_CUDA_ARCHITEC
 # Reserves (the seconds kept for the stages after one) are smaller in a QUICK call.
 if [ "${QUICK:-0}" = 1 ]; then R_BUILD=50 R_TESTS=40; else R_BUILD=180 R_TESTS=200; fi
 run_for "$R_BUILD" cmake --build "$BUILD" -j "$JOBS" --target cuda_tests flashdesk-cli cuda_layer_bench \
-  cuda_model_bench cuda_gemv_bench cuda_select_bench cuda_draw_bench >> "$OUT/build.log" 2>&1
+  cuda_model_bench cuda_gemv_bench cuda_select_bench cuda_prompt_indexer_bench cuda_draw_bench \
+  >> "$OUT/build.log" 2>&1
 echo "core build exit $?" >> "$OUT/build.log"
 # The golden tests live in engine_tests: built while the op tests run.
 TESTS_BUILD=
@@ -82,6 +84,12 @@ echo "exit $?" >> "$OUT/bench_layers.md"
 stage bench_select
 { echo; echo "## The indexer's selection (bench/cuda_select_bench)"; echo
   run_for 90 "$BUILD/bench/cuda_select_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
+
+# A prompt's indexer: its keys decoded once or a tile at a time, its selection's block sizes (a few
+# seconds).
+stage bench_prompt_indexer
+{ echo; echo "## A prompt's indexer (bench/cuda_prompt_indexer_bench)"; echo
+  run_for 60 "$BUILD/bench/cuda_prompt_indexer_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
 
 # A synthetic checkpoint's linears drawn on the GPU against host generation and upload (a few
 # seconds; issue 23's load of the whole model).

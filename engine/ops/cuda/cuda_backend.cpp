@@ -6,6 +6,7 @@
 
 #include "engine/ops/cpu_opt/cpu_opt_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -132,6 +133,10 @@ CudaBackend::CudaBackend(int device) {
                        : v == "cuda-cores" ? IndexerKernels::CudaCores
                                            : IndexerKernels::Auto;
   }
+  // FLASHDESK_CUDA_INDEX_KEYS=per-tile|decoded (default per-tile): set_index_keys_decoded (the
+  // benchmarks' A/B).
+  if (const auto k = read_choice("FLASHDESK_CUDA_INDEX_KEYS", {"per-tile", "decoded"}))
+    index_keys_decoded_ = *k == "decoded";
   // FLASHDESK_CUDA_MOE_DECODE=tc|cuda-cores (default tc): which kernels run the decode experts
   // where both can (the benchmarks' A/B).
   if (const auto d = read_choice("FLASHDESK_CUDA_MOE_DECODE", {"tc", "cuda-cores"}))
@@ -166,6 +171,10 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_SELECT_SPLIT", select_split_);
   // FLASHDESK_CUDA_SCORE_PAIRS_FROM=N (default 262,144): set_score_pairs_from (the A/B).
   read_count("FLASHDESK_CUDA_SCORE_PAIRS_FROM", score_pairs_from_);
+  // FLASHDESK_CUDA_SELECT_THREADS=N (default 1024): set_prefill_select_threads (the A/B).
+  int64_t select_threads = prefill_select_threads_;
+  read_count("FLASHDESK_CUDA_SELECT_THREADS", select_threads);
+  set_prefill_select_threads(static_cast<int>(std::min<int64_t>(select_threads, 1 << 20)));
   // FLASHDESK_CUDA_INDEXER_BESIDE=0|1 (default 0): set_indexer_beside_query (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_INDEXER_BESIDE", indexer_beside_);
   // FLASHDESK_CUDA_DRAW_WEIGHTS=0|1 (default 1): set_draw_weights.

@@ -130,12 +130,27 @@ class CudaBackend final : public Backend {
   // an H100; FLASHDESK_CUDA_SCORE_PAIRS_FROM=N; the tests run both forms).
   void set_score_pairs_from(int64_t entries) { score_pairs_from_ = entries; }
   int64_t score_pairs_from() const { return score_pairs_from_; }
+  // Threads a selecting block has in prefill-sized calls (at least 64 query rows): a decode
+  // step's few rows keep 1024 (their latency is the step's), while a prompt's thousands of rows
+  // ran one 1024-thread block a multiprocessor (64 registers a thread: the whole register file),
+  // mostly waiting at barriers. Fewer threads a row put more rows on each multiprocessor; a row
+  // that 1024 threads would hold in registers is given enough threads to hold it. 1024 until
+  // measured on a GPU (FLASHDESK_CUDA_SELECT_THREADS=64|128|256|512|1024; the tests run
+  // several).
+  void set_prefill_select_threads(int threads);
+  int prefill_select_threads() const { return prefill_select_threads_; }
   // Which kernel scores the indexer's rows: by row count (Auto: the tensor cores for
   // prefill-sized calls where the shape fits, indexer_tc.cu), the tensor cores wherever the shape
   // fits, or the CUDA cores (FLASHDESK_CUDA_INDEXER=auto|tensor-cores|cuda-cores; the tests
   // compare the two to the bit).
   enum class IndexerKernels { Auto, TensorCores, CudaCores };
   void set_indexer_kernels(IndexerKernels k) { indexer_kernels_ = k; }
+  // Whether the tensor-core scores decode the call's FP4 keys once, into BF16 rows that each CTA
+  // copies a tile ahead (cp.async), or each CTA decodes its own tiles (about a thousand times an
+  // entry in an 8K-token prefill) between its products; the same scores to the bit. Per tile
+  // until measured on a GPU (FLASHDESK_CUDA_INDEX_KEYS=per-tile|decoded; the tests run both).
+  void set_index_keys_decoded(bool on) { index_keys_decoded_ = on; }
+  bool index_keys_decoded() const { return index_keys_decoded_; }
   // The rows indexer_select selects from, [n, max(entries, select_width)] F32 (for the tests).
   Tensor indexer_scores(const IndexerArgs& args);
   // The decode experts' FP8 shared slot in byte-balanced parts (FLASHDESK_CUDA_MOE_PARTS=1).
@@ -319,7 +334,9 @@ class CudaBackend final : public Backend {
   HeapSteps heap_steps_ = HeapSteps::Warp;  // FLASHDESK_CUDA_HEAP_STEPS
   int64_t score_pairs_from_ = 262144;       // FLASHDESK_CUDA_SCORE_PAIRS_FROM
   bool select_split_ = true;                // FLASHDESK_CUDA_SELECT_SPLIT
+  int prefill_select_threads_ = 1024;       // FLASHDESK_CUDA_SELECT_THREADS
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
+  bool index_keys_decoded_ = false;  // FLASHDESK_CUDA_INDEX_KEYS
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;

@@ -261,6 +261,17 @@ __device__ __forceinline__ void stream_keys(const float* vals, int64_t count, in
   }
 }
 
+// Whether torch's choice among the equals of the k-th best can change a row's output, given
+// whether this thread saw one below the limit (called by every thread, where the row ties and
+// its limit is inside it). Equals from the limit on are published as -1, after every entry below
+// it (the output is in index order), so which of them torch takes cannot show: the first in index
+// order stand in for them. A prompt's row whose visible entries are fewer than k ties at -inf
+// past its limit only (an 8K-token prompt's first 2,048 rows at ratio 4), and then skips torch's
+// selection.
+__device__ __forceinline__ bool equals_below_limit(bool mine) {
+  return __syncthreads_or(mine) != 0;
+}
+
 // out[0, out_len) = the k best of vals[0, count) as torch.topk chooses them, in ascending index
 // order, index >= limit written as -1; drop_neg_inf: -inf ones are dropped instead; unused
 // positions -1. `pairs` and `taken` (count each) are this block's room for torch's selection.
@@ -307,8 +318,15 @@ __device__ void select_top(const float* vals, int64_t count, int64_t k, bool dro
   if (last_shift == 16) prefix |= (prefix >> 31) ? 0u : 0xFFFFu;
   const uint32_t threshold = prefix;  // the k-th best key; `remaining` of its equals are taken
   const uint32_t neg_inf = order_key(-INFINITY);
-  // Which equals: torch's choice, unless all of them are taken (or all dropped).
-  const bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
+  // Which equals: torch's choice, unless all of them are taken (or all dropped), or none lies
+  // below the limit (equals_below_limit).
+  bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
+  if (tie && limit < count) {  // (uniform: shared values)
+    bool below = false;
+    for (int64_t i = threadIdx.x; i < limit; i += stride)
+      below = below || order_key(vals[i]) == threshold;
+    tie = equals_below_limit(below);
+  }
   if (tie && heap_selects_values(count, k, room, form)) {
     // Torch heap-selects: from the values themselves, the marks cleared at the equals only (the
     // compaction reads no others).
@@ -480,7 +498,14 @@ __device__ void select_top_held(HeldRow row, const float* vals, int64_t k, bool 
   if (last_shift == 16) prefix |= (prefix >> 31) ? 0u : 0xFFFFu;
   const uint32_t threshold = prefix;
   const uint32_t neg_inf = order_key(-INFINITY);
-  const bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
+  bool tie = k > 0 && equal_s > remaining && !(drop_neg_inf && threshold == neg_inf);
+  if (tie && limit < count) {  // (uniform: shared values)
+    bool below = false;
+    FD_UNROLL
+    for (int j = 0; j < kHeldPerThread; ++j)
+      below = below || (row.valid(j) && key[j] == threshold && row.first + j < limit);
+    tie = equals_below_limit(below);
+  }
   if (tie) {
     // The pairs in index order, written coalesced from a second read of the row, four loads in
     // flight a thread (writing them from the held runs would put a warp's stores on one bank).
@@ -668,6 +693,16 @@ struct ScoreRows {
   Tensor visible, allowed, scores;
 };
 
+// Threads a selecting block has (CudaBackend::set_prefill_select_threads): the whole 1024 but in
+// prefill-sized calls selecting in shared memory, which take the setting's count, doubled until
+// the row is held in registers (as it is with 1024 threads).
+unsigned select_threads(int64_t rows, int64_t width, bool shared, int setting) {
+  if (!shared || rows < kTensorCoreMinRows) return cuda::kSelectThreads;
+  int64_t threads = setting;
+  while (threads < cuda::kSelectThreads && width > cuda::kHeldPerThread * threads) threads *= 2;
+  return static_cast<unsigned>(threads);
+}
+
 ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
                      CudaBackend::IndexerKernels kernels) {
   cuda::DeviceContext& ctx = backend.context();
@@ -721,7 +756,7 @@ ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
   const bool tc =
       !in_step && (kernels == K::TensorCores || (kernels == K::Auto && n >= kTensorCoreMinRows));
   if (tc && cuda::indexer_scores_tc_fits(a)) {
-    cuda::indexer_scores_tc(ctx, a, ptr<float>(r.scores));
+    cuda::indexer_scores_tc(ctx, a, ptr<float>(r.scores), backend.index_keys_decoded());
     return r;
   }
   const int entries = sized_width >= backend.score_pairs_from() ? 2 : 1;
@@ -738,6 +773,14 @@ ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
 }
 
 }  // namespace
+
+void CudaBackend::set_prefill_select_threads(int threads) {
+  FD_CHECK(threads >= 64 && threads <= cuda::kSelectThreads && (threads & (threads - 1)) == 0,
+           "indexer selection (FLASHDESK_CUDA_SELECT_THREADS): 64, 128, 256, 512 or 1024 "
+           "threads a block, not " +
+               std::to_string(threads));
+  prefill_select_threads_ = threads;
+}
 
 // A decode step's selection is one block a query: the rest of the GPU is free for the query's
 // projections beside it. Prefill-sized calls fill the GPU themselves.
@@ -802,12 +845,13 @@ void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* 
                              cuda::select_form(select_runs_, heap_steps_)};
   if (shared)
     cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
+  const unsigned threads = select_threads(n, row, shared, prefill_select_threads_);
   for (int64_t t0 = 0; t0 < n; t0 += group) {
     const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)), static_cast<unsigned>(ways));
     if (shared)
-      FD_LAUNCH(cuda::indexer_select_kernel<true>, grid, dim3(cuda::kSelectThreads),
-                static_cast<size_t>(smem), ctx_->stream(), a, t0, ptr<const float>(scores), k,
-                ptr<int32_t>(topk), candidates ? ptr<float>(block_scores) : nullptr, c,
+      FD_LAUNCH(cuda::indexer_select_kernel<true>, grid, dim3(threads), static_cast<size_t>(smem),
+                ctx_->stream(), a, t0, ptr<const float>(scores), k, ptr<int32_t>(topk),
+                candidates ? ptr<float>(block_scores) : nullptr, c,
                 candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
     else
       FD_LAUNCH(cuda::indexer_select_kernel<false>, grid, dim3(cuda::kSelectThreads), 0,

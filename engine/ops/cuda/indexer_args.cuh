@@ -37,7 +37,9 @@ __device__ inline IdxArgs sized(IdxArgs a) {
 // Whether indexer_scores_tc takes the call: a head dim of 64 or 128, at most 64 heads.
 bool indexer_scores_tc_fits(const IdxArgs& a);
 
-// scores[n, width] as the CUDA-core kernel writes them, to the bit (indexer_tc.cu says why).
-void indexer_scores_tc(DeviceContext& ctx, const IdxArgs& a, float* scores);
+// scores[n, width] as the CUDA-core kernel writes them, to the bit (indexer_tc.cu says why);
+// decoded_keys: the keys decoded once for the call rather than by every CTA that reads them
+// (CudaBackend::set_index_keys_decoded).
+void indexer_scores_tc(DeviceContext& ctx, const IdxArgs& a, float* scores, bool decoded_keys);
 
 }  // namespace flashdesk::cuda

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/bf16_codes.cuh"
 #include "engine/ops/cuda/indexer_args.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
@@ -150,48 +151,111 @@ __device__ __forceinline__ void load_query(const IdxArgs& a, int64_t t0,
   }
 }
 
+// One 4-byte word of entry s's codes (8 values, part `part` of D / 8), decoded as BF16 pairs, and
+// the exponent range of its values reduced over the D / 8 lanes of the key (consecutive lanes:
+// every lane of the warp calls this). Zeros past the cache.
+template <int D>
+__device__ __forceinline__ void decode_key_word(const IdxArgs& a, int64_t s, int part,
+                                                uint32_t (&pairs)[4], int& lo, int& hi) {
+  constexpr int kLanesPerKey = D / 8;
+  constexpr int64_t kRowBytes = D / 2 + D / 32;
+  uint32_t word = 0, scale = 0;
+  if (s < a.entries) {
+    const uint8_t* row = a.keys + s * kRowBytes;
+    const uint8_t* c = row + 4 * part;
+    word = kRowBytes % 4 == 0 ? load_aligned<uint32_t>(c)
+                              : c[0] | (c[1] << 8) | (c[2] << 16) | (uint32_t{c[3]} << 24);
+    scale = row[D / 2 + part / 4];
+  }
+  // The CUDA-core kernel's F32 key values, which BF16 holds exactly (two significant bits): one
+  // BF16x2 multiply a pair where the scale keeps them normal, else through F32.
+  if (!e2m1x8_pow2_to_bf16(word, scale, pairs)) {
+    const float f = e8m0_to_f32(scale);
+    FD_UNROLL
+    for (int i = 0; i < 4; ++i)
+      pairs[i] = pack_bf16_pair(f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i)) & 0xFu) * f),
+                                f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i + 4)) & 0xFu) * f));
+  }
+  lo = kEmptyLo;
+  hi = kEmptyHi;
+  widen_by_codes(word, scale, lo, hi);
+  FD_UNROLL
+  for (int o = 1; o < kLanesPerKey; o <<= 1) {
+    lo = imin(lo, __shfl_xor_sync(kFullMask, lo, o));
+    hi = imax(hi, __shfl_xor_sync(kFullMask, hi, o));
+  }
+}
+
 // Entries s0 .. s0 + 63 as BF16 rows of `keys` (zeros past the cache) and their exponent ranges;
 // a lane decodes one 4-byte word of codes (8 values) at a time, D / 8 lanes a key.
 template <int D>
 __device__ __forceinline__ void stage_keys(const IdxArgs& a, int64_t s0, uint16_t* keys,
                                            int* key_lo, int* key_hi) {
   constexpr int kLanesPerKey = D / 8, kStride = D + kKeyPad;
-  constexpr int64_t kRowBytes = D / 2 + D / 32;
   for (int u = static_cast<int>(threadIdx.x); u < kTile * kLanesPerKey; u += kThreads) {
     const int e = u / kLanesPerKey, part = u % kLanesPerKey;
-    const int64_t s = s0 + e;
-    uint32_t word = 0, scale = 0;
-    if (s < a.entries) {
-      const uint8_t* row = a.keys + s * kRowBytes;
-      const uint8_t* c = row + 4 * part;
-      word = kRowBytes % 4 == 0 ? load_aligned<uint32_t>(c)
-                                : c[0] | (c[1] << 8) | (c[2] << 16) | (uint32_t{c[3]} << 24);
-      scale = row[D / 2 + part / 4];
-    }
-    // The CUDA-core kernel's F32 key values, which BF16 holds exactly (two significant bits):
-    // one BF16x2 multiply a pair where the scale keeps them normal, else through F32.
     uint32_t pairs[4];
-    if (!e2m1x8_pow2_to_bf16(word, scale, pairs)) {
-      const float f = e8m0_to_f32(scale);
-      FD_UNROLL
-      for (int i = 0; i < 4; ++i)
-        pairs[i] = pack_bf16_pair(f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i)) & 0xFu) * f),
-                                  f32_to_bf16_bits(e2m1_to_f32((word >> (8 * i + 4)) & 0xFu) * f));
-    }
+    int lo, hi;
+    decode_key_word<D>(a, s0 + e, part, pairs, lo, hi);
     *reinterpret_cast<uint4*>(keys + e * kStride + 8 * part) =
         uint4{pairs[0], pairs[1], pairs[2], pairs[3]};
-    int lo = kEmptyLo, hi = kEmptyHi;
-    widen_by_codes(word, scale, lo, hi);
-    FD_UNROLL
-    for (int o = 1; o < kLanesPerKey; o <<= 1) {
-      lo = imin(lo, __shfl_xor_sync(kFullMask, lo, o));
-      hi = imax(hi, __shfl_xor_sync(kFullMask, hi, o));
-    }
     if (part == 0) {
       key_lo[e] = lo;
       key_hi[e] = hi;
     }
   }
+}
+
+// The call's keys decoded once, before the scores (IndexKeys Decoded): every CTA whose queries
+// see an entry decoded it again into its tile (about a thousand times an entry in an 8K-token
+// prefill), so the pass writes rows as stage_keys stages them and the CTAs copy their tiles with
+// cp.async, the next tile's copies in flight during this tile's products.
+struct DecodedKeys {
+  const uint16_t* keys;  // [rows, D] BF16: entry s's values, zeros past the cache
+  const int* lo;         // [rows]: its exponent range (stage_keys' key_lo, key_hi)
+  const int* hi;
+};
+
+// rows (whole tiles) of DecodedKeys, a lane a word of codes as in stage_keys.
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    decode_keys_kernel(IdxArgs a, int64_t rows, uint16_t* keys, int* key_lo, int* key_hi) {
+  FD_GRID_PROLOGUE();
+  constexpr int kLanesPerKey = D / 8;
+  // Whole warps stay in the loop (the range's shuffles); lanes past the rows write nothing.
+  const int64_t u = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t s = u / kLanesPerKey;
+  const int part = static_cast<int>(u % kLanesPerKey);
+  uint32_t pairs[4];
+  int lo, hi;
+  decode_key_word<D>(a, s, part, pairs, lo, hi);
+  if (s >= rows) return;
+  *reinterpret_cast<uint4*>(keys + s * D + 8 * part) =
+      uint4{pairs[0], pairs[1], pairs[2], pairs[3]};
+  if (part == 0) {
+    key_lo[s] = lo;
+    key_hi[s] = hi;
+  }
+}
+
+// Tile s0 .. s0 + 63 of the decoded keys into a tile buffer (the layout stage_keys writes), as
+// one commit group of cp.async copies.
+template <int D>
+__device__ __forceinline__ void copy_tile(const DecodedKeys& dk, int64_t s0, uint16_t* keys,
+                                          int* key_lo, int* key_hi) {
+  constexpr int kChunksPerKey = D * 2 / 16, kStride = D + kKeyPad;
+  constexpr int kKeyChunks = kTile * kChunksPerKey, kRangeChunks = kTile * 4 / 16;
+  for (int u = static_cast<int>(threadIdx.x); u < kKeyChunks + 2 * kRangeChunks; u += kThreads) {
+    if (u < kKeyChunks) {
+      const int e = u / kChunksPerKey, c = u % kChunksPerKey;
+      async_copy<16>(keys + e * kStride + 8 * c, dk.keys + (s0 + e) * D + 8 * c);
+    } else {
+      const int v = u - kKeyChunks, c = v % kRangeChunks;
+      const bool high = v >= kRangeChunks;
+      async_copy<16>((high ? key_hi : key_lo) + 4 * c, (high ? dk.hi : dk.lo) + s0 + 4 * c);
+    }
+  }
+  async_commit();
 }
 
 // The CUDA-core kernel's dot product: the F32 query times the key, added in dim order.
@@ -301,8 +365,38 @@ __device__ __forceinline__ void write_unseen(const IdxArgs& a, int64_t t0, int64
   }
 }
 
-// grid (query groups, parts of the row): CTA (x, y) takes queries of group gridDim.x - 1 - x (the
-// last queries, whose rows are longest, start first) and key tiles [y, y + 1) * tiles_per_cta.
+// Where a CTA of either kernel starts: grid (query groups, parts of the row), CTA (x, y) taking
+// the queries of group gridDim.x - 1 - x (the last queries, whose rows are longest, start first)
+// and key tiles [first, last) = [y, y + 1) * tiles_per_cta, of which those from seen_last on are
+// past every query's visible entries (-inf only). Fills the queries' visible counts (shared
+// memory), A fragments and row ranges; ends with a barrier.
+struct CtaTiles {
+  int64_t t0, first, last, seen_last;
+};
+
+template <int HP, int D>
+__device__ __forceinline__ CtaTiles start_cta(const IdxArgs& a, int64_t tiles_per_cta,
+                                              int64_t* visible, uint32_t (&qf)[D / 32][2][4],
+                                              RowInfo (&rows)[2]) {
+  constexpr int kQueries = kRows / HP;
+  CtaTiles c;
+  c.t0 = (static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x) * kQueries;
+  if (threadIdx.x < kQueries) {
+    const int64_t t = c.t0 + threadIdx.x;
+    visible[threadIdx.x] = t < a.n ? lmax(0, lmin(a.visible[t], a.entries)) : 0;
+  }
+  load_query<HP, D>(a, c.t0, qf, rows);
+  __syncthreads();
+  int64_t seen = 0;  // entries the CTA's queries see at most
+  for (int i = 0; i < kQueries; ++i) seen = lmax(seen, visible[i]);
+  const int64_t tiles = (a.width + kTile - 1) / kTile;
+  c.first = static_cast<int64_t>(blockIdx.y) * tiles_per_cta;
+  c.last = lmin(c.first + tiles_per_cta, tiles);
+  c.seen_last = lmin(c.last, (seen + kTile - 1) / kTile);
+  return c;
+}
+
+// Each CTA decodes the FP4 keys of the tiles its queries see (IndexKeys per tile).
 template <int HP, int D>
 __global__ void __launch_bounds__(kThreads, 2)
     indexer_tc_kernel(IdxArgs a, int64_t tiles_per_cta, float* scores) {
@@ -312,38 +406,72 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) uint16_t terms[kRows * kTermStride];   // 18 KiB
   __shared__ int key_lo[kTile], key_hi[kTile];
   __shared__ int64_t visible[kQueries];
-  const int64_t t0 = (static_cast<int64_t>(gridDim.x) - 1 - blockIdx.x) * kQueries;
-  if (threadIdx.x < kQueries) {
-    const int64_t t = t0 + threadIdx.x;
-    visible[threadIdx.x] = t < a.n ? lmax(0, lmin(a.visible[t], a.entries)) : 0;
-  }
   uint32_t qf[D / 32][2][4];
   RowInfo rows[2];
-  load_query<HP, D>(a, t0, qf, rows);
-  __syncthreads();
-  int64_t seen = 0;  // entries the CTA's queries see at most
-  for (int i = 0; i < kQueries; ++i) seen = lmax(seen, visible[i]);
-  const int64_t tiles = (a.width + kTile - 1) / kTile;
-  const int64_t first = static_cast<int64_t>(blockIdx.y) * tiles_per_cta;
-  const int64_t last = lmin(first + tiles_per_cta, tiles);
-  for (int64_t tile = first; tile < last; ++tile) {
+  const CtaTiles c = start_cta<HP, D>(a, tiles_per_cta, visible, qf, rows);
+  for (int64_t tile = c.first; tile < c.seen_last; ++tile) {
     const int64_t s0 = tile * kTile;
-    if (s0 >= seen) {  // (uniform over the CTA; no shared memory touched)
-      write_unseen<HP>(a, t0, s0, scores);
-      continue;
-    }
     // The previous tile's mmas finished before its second barrier, so the keys may be replaced;
     // its head sums read the terms before this barrier, so they may be rewritten after it.
     stage_keys<D>(a, s0, keys, key_lo, key_hi);
     __syncthreads();
-    stage_terms<HP, D>(a, t0, s0, qf, rows, keys, key_lo, key_hi, visible, terms);
+    stage_terms<HP, D>(a, c.t0, s0, qf, rows, keys, key_lo, key_hi, visible, terms);
     __syncthreads();
-    sum_heads<HP>(a, t0, s0, visible, terms, scores);
+    sum_heads<HP>(a, c.t0, s0, visible, terms, scores);
   }
+  for (int64_t tile = lmax(c.first, c.seen_last); tile < c.last; ++tile)
+    write_unseen<HP>(a, c.t0, tile * kTile, scores);
+}
+
+// indexer_tc_kernel with the keys decoded once (DecodedKeys): the tiles seen by a query of the
+// CTA are copied into two buffers in turn (dynamic shared memory: decoded_tile_bytes), tile + 1's
+// copies issued before tile's products; the tiles past them only write -inf.
+template <int D>
+constexpr int64_t decoded_tile_bytes() {
+  return 2 * (kTile * (D + kKeyPad) * int64_t{2} + 2 * kTile * int64_t{4});
 }
 
 template <int HP, int D>
-void launch(DeviceContext& ctx, const IdxArgs& a, float* scores) {
+__global__ void __launch_bounds__(kThreads, 2)
+    indexer_tc_decoded_kernel(IdxArgs a, int64_t tiles_per_cta, DecodedKeys dk, float* scores) {
+  FD_GRID_PROLOGUE();
+  constexpr int kQueries = kRows / HP;
+  constexpr int kKeyValues = kTile * (D + kKeyPad);
+  FD_DYNAMIC_SMEM(uint16_t, smem);
+  // Buffer b: keys at b * kKeyValues, then after both buffers' keys its lo and hi (kTile each).
+  // (Pointers computed from b: arrays of them indexed by b went to the stack.)
+  int* const ranges = reinterpret_cast<int*>(smem + 2 * kKeyValues);
+  const auto keys = [&](int b) { return smem + b * kKeyValues; };
+  const auto key_lo = [&](int b) { return ranges + 2 * kTile * b; };
+  const auto key_hi = [&](int b) { return ranges + 2 * kTile * b + kTile; };
+  __shared__ __align__(16) uint16_t terms[kRows * kTermStride];  // 18 KiB
+  __shared__ int64_t visible[kQueries];
+  uint32_t qf[D / 32][2][4];
+  RowInfo rows[2];
+  const CtaTiles c = start_cta<HP, D>(a, tiles_per_cta, visible, qf, rows);
+  if (c.first < c.seen_last) copy_tile<D>(dk, c.first * kTile, keys(0), key_lo(0), key_hi(0));
+  for (int64_t tile = c.first; tile < c.seen_last; ++tile) {
+    const int b = static_cast<int>((tile - c.first) & 1);
+    // Buffer b ^ 1 was last read by the previous tile's products, which ended before its second
+    // barrier; the terms are rewritten after this tile's first, past the previous head sums.
+    if (tile + 1 < c.seen_last) {
+      copy_tile<D>(dk, (tile + 1) * kTile, keys(b ^ 1), key_lo(b ^ 1), key_hi(b ^ 1));
+      async_wait<1>();
+    } else {
+      async_wait<0>();
+    }
+    __syncthreads();
+    const int64_t s0 = tile * kTile;
+    stage_terms<HP, D>(a, c.t0, s0, qf, rows, keys(b), key_lo(b), key_hi(b), visible, terms);
+    __syncthreads();
+    sum_heads<HP>(a, c.t0, s0, visible, terms, scores);
+  }
+  for (int64_t tile = lmax(c.first, c.seen_last); tile < c.last; ++tile)
+    write_unseen<HP>(a, c.t0, tile * kTile, scores);
+}
+
+template <int HP, int D>
+void launch(DeviceContext& ctx, const IdxArgs& a, float* scores, bool decoded_keys) {
   constexpr int64_t kQueries = kRows / HP;
   const int64_t groups = (a.n + kQueries - 1) / kQueries;
   const int64_t tiles = (a.width + kTile - 1) / kTile;
@@ -353,17 +481,33 @@ void launch(DeviceContext& ctx, const IdxArgs& a, float* scores) {
   const int64_t parts = std::clamp<int64_t>((want + groups - 1) / groups, 1, tiles);
   const int64_t per = (tiles + parts - 1) / parts;
   const dim3 grid(static_cast<unsigned>(groups), static_cast<unsigned>((tiles + per - 1) / per));
-  FD_LAUNCH((indexer_tc_kernel<HP, D>), grid, dim3(kThreads), 0, ctx.stream(), a, per, scores);
+  if (!decoded_keys) {
+    FD_LAUNCH((indexer_tc_kernel<HP, D>), grid, dim3(kThreads), 0, ctx.stream(), a, per, scores);
+    return;
+  }
+  // The keys every query may see, decoded to whole tiles (zeros and empty ranges past the cache).
+  const int64_t rows = (a.entries + kTile - 1) / kTile * kTile;
+  Tensor keys = ctx.scratch(DType::BF16, Shape{std::max<int64_t>(rows, 1), D});
+  Tensor ranges = ctx.scratch(DType::I32, Shape{2, std::max<int64_t>(rows, 1)});
+  int* const lo = ptr<int>(ranges);
+  if (rows > 0)
+    FD_LAUNCH((decode_keys_kernel<D>), dim3(blocks_for(rows * (D / 8), kThreads)), dim3(kThreads),
+              0, ctx.stream(), a, rows, ptr<uint16_t>(keys), lo, lo + rows);
+  const DecodedKeys dk{ptr<uint16_t>(keys), lo, lo + rows};
+  constexpr size_t kSmem = static_cast<size_t>(decoded_tile_bytes<D>());
+  allow_dynamic_smem<indexer_tc_decoded_kernel<HP, D>>(kSmem);
+  FD_LAUNCH((indexer_tc_decoded_kernel<HP, D>), grid, dim3(kThreads), kSmem, ctx.stream(), a, per,
+            dk, scores);
 }
 
 template <int D>
-void launch_for_dim(DeviceContext& ctx, const IdxArgs& a, float* scores) {
+void launch_for_dim(DeviceContext& ctx, const IdxArgs& a, float* scores, bool decoded_keys) {
   if (a.heads <= 16)
-    launch<16, D>(ctx, a, scores);
+    launch<16, D>(ctx, a, scores, decoded_keys);
   else if (a.heads <= 32)
-    launch<32, D>(ctx, a, scores);
+    launch<32, D>(ctx, a, scores, decoded_keys);
   else
-    launch<64, D>(ctx, a, scores);
+    launch<64, D>(ctx, a, scores, decoded_keys);
 }
 
 }  // namespace
@@ -373,14 +517,14 @@ bool indexer_scores_tc_fits(const IdxArgs& a) {
          reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
 }
 
-void indexer_scores_tc(DeviceContext& ctx, const IdxArgs& a, float* scores) {
+void indexer_scores_tc(DeviceContext& ctx, const IdxArgs& a, float* scores, bool decoded_keys) {
   FD_CHECK(indexer_scores_tc_fits(a), "indexer_scores_tc: heads " + std::to_string(a.heads) +
                                           ", head dim " + std::to_string(a.dim));
   if (a.n == 0 || a.width == 0) return;
   if (a.dim == 64)
-    launch_for_dim<64>(ctx, a, scores);
+    launch_for_dim<64>(ctx, a, scores, decoded_keys);
   else
-    launch_for_dim<128>(ctx, a, scores);
+    launch_for_dim<128>(ctx, a, scores, decoded_keys);
 }
 
 }  // namespace flashdesk::cuda
