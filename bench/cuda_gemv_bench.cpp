@@ -18,6 +18,7 @@
 
 #include "bench/bench_options.h"
 #include "bench/bench_timing.h"
+#include "bench/cuda_bench_main.h"
 #include "engine/ops/cuda/bench_support.h"
 #include "engine/ops/cuda/cuda_devices.h"
 
@@ -244,11 +245,6 @@ Options parse(int argc, char** argv) {
 }  // namespace
 
 static int run_bench(const Options& o) {
-  if (flashdesk::cuda_devices().empty()) {
-    std::printf("cuda_gemv_bench: no CUDA device (%s); nothing measured\n",
-                flashdesk::cuda_unavailable_reason().c_str());
-    return 0;
-  }
   CudaBackend be(o.device);
   const double copy_bw = cb::copy_bandwidth(be, static_cast<size_t>(o.copy_mb) << 20);
   std::printf("device: %s; median of %lld repetitions after %lld warm-up calls\n",
@@ -271,10 +267,5 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cuda_gemv_bench: --rows takes 1..8 (the GEMV path)\n");
       return 2;
     }
-  try {
-    return run_bench(o);
-  } catch (const std::exception& e) {  // out of memory, a CUDA error: say which
-    std::fprintf(stderr, "cuda_gemv_bench: %s\n", e.what());
-    return 1;
-  }
+  return flashdesk::bench::run_on_gpu("cuda_gemv_bench", [&] { return run_bench(o); });
 }

@@ -24,6 +24,7 @@
 
 #include "bench/bench_options.h"
 #include "bench/bench_timing.h"
+#include "bench/cuda_bench_main.h"
 #include "engine/ops/cuda/bench_support.h"
 #include "engine/ops/cuda/cuda_devices.h"
 
@@ -148,11 +149,6 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
 }  // namespace
 
 static int run_bench(const Options& o) {
-  if (flashdesk::cuda_devices().empty()) {
-    std::printf("cuda_select_bench: no CUDA device (%s); nothing measured\n",
-                flashdesk::cuda_unavailable_reason().c_str());
-    return 0;
-  }
   CudaBackend be(o.device);
   std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
               flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
@@ -175,10 +171,5 @@ int main(int argc, char** argv) {
                    static_cast<long long>(kTopK));
       return 2;
     }
-  try {
-    return run_bench(o);
-  } catch (const std::exception& e) {  // out of memory, a CUDA error: say which
-    std::fprintf(stderr, "cuda_select_bench: %s\n", e.what());
-    return 1;
-  }
+  return flashdesk::bench::run_on_gpu("cuda_select_bench", [&] { return run_bench(o); });
 }
