@@ -266,8 +266,8 @@ __device__ __forceinline__ void stream_keys(const float* vals, int64_t count, in
 // its limit is inside it). Equals from the limit on are published as -1, after every entry below
 // it (the output is in index order), so which of them torch takes cannot show: the first in index
 // order stand in for them. A prompt's row whose visible entries are fewer than k ties at -inf
-// past its limit only (an 8K-token prompt's first 2,048 rows at ratio 4), and then skips torch's
-// selection.
+// past its limit only (511 of an 8K-token prompt's rows at ratio 1, 1,023 at ratio 2), and then
+// skips torch's selection.
 __device__ __forceinline__ bool equals_below_limit(bool mine) {
   return __syncthreads_or(mine) != 0;
 }
