@@ -240,6 +240,20 @@ TEST_F(CudaIndexerTest, PromptRowsOnSmallerBlocks) {
   gpu().set_prefill_select_threads(threads_before);
 }
 
+// An 8K-token prompt's rows at V4.1's widths on blocks of fewer threads: 8,192 entries (ratio 1,
+// raised to 512 threads to be held in registers) and 4,096 (ratio 2, 256 threads), ties at the
+// 512th. On a GPU only: the emulation's shared memory holds rows of up to about 6,000 entries.
+TEST_F(CudaIndexerTest, PromptRowsAtFullWidthOnSmallerBlocks) {
+  FD_REQUIRE_FULL_SHAPES();
+  prompt_rows_ = true;
+  placements_ = 1;  // the setting is the shared-memory placement's
+  const int threads_before = gpu().prefill_select_threads();
+  gpu().set_prefill_select_threads(256);
+  check(64, 32, 128, 8192, 512, 8, 2048, true, false, 36, 50);
+  check(64, 32, 128, 4096, 512, 8, 2048, false, false, 37, 50);
+  gpu().set_prefill_select_threads(threads_before);
+}
+
 // FLASHDESK_CUDA_SELECT_THREADS takes a power of two from 64 to 1024; anything else stops the
 // backend's construction with the variable named, as every FLASHDESK_CUDA_* switch does.
 using CudaIndexerDeathTest = CudaIndexerTest;
