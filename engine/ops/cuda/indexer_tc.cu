@@ -3,7 +3,8 @@
 // A rows of 128 / HP queries (a row per (query, head), heads padded to HP = 16, 32 or 64: 128
 // rows, a 16-row tile a warp, its fragments in registers for the whole kernel) and walks 64-entry
 // key tiles of its part of the row:
-//   1. the tile's FP4 keys decoded to BF16 into shared memory, once for every query and head;
+//   1. the tile's FP4 keys decoded to BF16 into shared memory, once for every query and head (or
+//      copied there from the call's keys decoded once: DecodedKeys);
 //   2. d = q . k on the tensor cores (mma.cuh): each warp its 16 rows by the 64 entries, each
 //      32-value block of the head dim in a fresh accumulator, the blocks added by the CUDA cores;
 //   3. r = bf16(relu(bf16(d)) * w) per (row, entry), staged in shared memory as BF16 (exact: r
