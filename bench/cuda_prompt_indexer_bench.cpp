@@ -5,8 +5,9 @@
 // fewer than 512). In one run, taking turns: the scores on the tensor cores with each CTA decoding
 // its key tiles and with the keys decoded once for the call (CudaBackend::set_index_keys_decoded),
 // and the selection (the op less the scores) on blocks of 1024, 512, 256 and 128 threads
-// (set_prefill_select_threads). Ratios are against the first form of each (today's defaults). The
-// scores of both key forms and the ids of every block size must be equal.
+// (set_prefill_select_threads). Ratios are against the first form of each (the per-tile keys,
+// the default; 1024 threads, the default until the twenty-ninth session's measurement, 128 since).
+// The scores of both key forms and the ids of every block size must be equal.
 //
 //   cuda_prompt_indexer_bench [--tokens 2048,8192] [--ratios 1,2] [--reps N] [--device N]
 //                             [--seed N]
@@ -78,6 +79,7 @@ void run_prompt(CudaBackend& be, const Options& o, int64_t tokens, int64_t ratio
   const int64_t entries = tokens / ratio;
   Tensor q = be.alloc(DType::F32, Shape{tokens, kHeads, kHeadDim});
   cb::fill(be, q, {cb::Fill::Bf16InF32, seed, -1.0f, 1.0f});
+  be.fake_quant_fp4_e8m0(q, 32);  // the model's index queries: FP4 values, so sums are exact
   Tensor w = be.alloc(DType::F32, Shape{tokens, kHeads});
   cb::fill(be, w, {cb::Fill::F32, seed + 1, -0.5f, 1.0f});
   Tensor keys = be.alloc(DType::U8, Shape{entries, kHeadDim / 2 + kHeadDim / 32});

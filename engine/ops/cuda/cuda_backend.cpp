@@ -162,16 +162,16 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_MOE_SPLIT", split_shared_tc_);
   // FLASHDESK_CUDA_SELECT_RUNS=0|1 (default 0): set_select_runs (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
-  // FLASHDESK_CUDA_HEAP_STEPS=warp|thread|in-place (default warp): set_heap_steps (the A/B).
-  if (const auto h = read_choice("FLASHDESK_CUDA_HEAP_STEPS", {"warp", "thread", "in-place"}))
-    heap_steps_ = *h == "thread"     ? HeapSteps::Thread
+  // FLASHDESK_CUDA_HEAP_STEPS=thread|warp|in-place (default thread): set_heap_steps (the A/B).
+  if (const auto h = read_choice("FLASHDESK_CUDA_HEAP_STEPS", {"thread", "warp", "in-place"}))
+    heap_steps_ = *h == "warp"       ? HeapSteps::Warp
                   : *h == "in-place" ? HeapSteps::InPlace
-                                     : HeapSteps::Warp;
+                                     : HeapSteps::Thread;
   // FLASHDESK_CUDA_SELECT_SPLIT=0|1 (default 1): set_select_split (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_SPLIT", select_split_);
   // FLASHDESK_CUDA_SCORE_PAIRS_FROM=N (default 262,144): set_score_pairs_from (the A/B).
   read_count("FLASHDESK_CUDA_SCORE_PAIRS_FROM", score_pairs_from_);
-  // FLASHDESK_CUDA_SELECT_THREADS=N (default 1024): set_prefill_select_threads (the A/B).
+  // FLASHDESK_CUDA_SELECT_THREADS=N (default 128): set_prefill_select_threads (the A/B).
   int64_t select_threads = prefill_select_threads_;
   read_count("FLASHDESK_CUDA_SELECT_THREADS", select_threads);
   set_prefill_select_threads(static_cast<int>(std::min<int64_t>(select_threads, 1 << 20)));

@@ -109,11 +109,11 @@ class CudaBackend final : public Backend {
   void set_select_runs(bool on) { select_runs_ = on; }
   bool select_runs() const { return select_runs_; }
   // Who takes the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row
-  // from 32,768 entries), on which copy of the heap (cuda::HeapSteps): a warp with the heap in
-  // shared memory (warp_pop_to; the default: 1.22-1.30x the selection at 64K-1M entries on an
-  // H100), one thread on that copy (thread_heap_steps: as fast as the warp's, measured before
-  // its sift loaded a level ahead), or one thread with the heap in place
-  // (FLASHDESK_CUDA_HEAP_STEPS=warp|thread|in-place; the tests run all three).
+  // from 32,768 entries), on which copy of the heap (cuda::HeapSteps): one thread on a copy in
+  // shared memory (thread_heap_steps, its sift loading a level ahead; the default: 1.26-1.32x the
+  // selection at 64K-1M entries on an H100, the warp's 1.22-1.25x, twenty-ninth session), a warp
+  // on that copy (warp_pop_to), or one thread with the heap in place
+  // (FLASHDESK_CUDA_HEAP_STEPS=thread|warp|in-place; the tests run all three).
   using HeapSteps = cuda::HeapSteps;
   void set_heap_steps(HeapSteps steps) { heap_steps_ = steps; }
   HeapSteps heap_steps() const { return heap_steps_; }
@@ -134,9 +134,9 @@ class CudaBackend final : public Backend {
   // step's few rows keep 1024 (their latency is the step's), while a prompt's thousands of rows
   // ran one 1024-thread block a multiprocessor (64 registers a thread: the whole register file),
   // mostly waiting at barriers. Fewer threads a row put more rows on each multiprocessor; a row
-  // that 1024 threads would hold in registers is given enough threads to hold it. 1024 until
-  // measured on a GPU (FLASHDESK_CUDA_SELECT_THREADS=64|128|256|512|1024; the tests run
-  // several).
+  // that 1024 threads would hold in registers is given enough threads to hold it. Default 128
+  // (an 8K-token prompt's selection 1.6-2.5x, a Full layer's prefill 0.8-1.3 ms faster on an
+  // H100; FLASHDESK_CUDA_SELECT_THREADS=64|128|256|512|1024; the tests run several).
   void set_prefill_select_threads(int threads);
   int prefill_select_threads() const { return prefill_select_threads_; }
   // Which kernel scores the indexer's rows: by row count (Auto: the tensor cores for
@@ -329,12 +329,12 @@ class CudaBackend final : public Backend {
   int part_layers_ = 1, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
   bool select_in_shared_memory_ = true;
-  bool select_runs_ = false;                // FLASHDESK_CUDA_SELECT_RUNS
-  bool indexer_beside_ = false;             // FLASHDESK_CUDA_INDEXER_BESIDE
-  HeapSteps heap_steps_ = HeapSteps::Warp;  // FLASHDESK_CUDA_HEAP_STEPS
-  int64_t score_pairs_from_ = 262144;       // FLASHDESK_CUDA_SCORE_PAIRS_FROM
-  bool select_split_ = true;                // FLASHDESK_CUDA_SELECT_SPLIT
-  int prefill_select_threads_ = 1024;       // FLASHDESK_CUDA_SELECT_THREADS
+  bool select_runs_ = false;                  // FLASHDESK_CUDA_SELECT_RUNS
+  bool indexer_beside_ = false;               // FLASHDESK_CUDA_INDEXER_BESIDE
+  HeapSteps heap_steps_ = HeapSteps::Thread;  // FLASHDESK_CUDA_HEAP_STEPS
+  int64_t score_pairs_from_ = 262144;         // FLASHDESK_CUDA_SCORE_PAIRS_FROM
+  bool select_split_ = true;                  // FLASHDESK_CUDA_SELECT_SPLIT
+  int prefill_select_threads_ = 128;          // FLASHDESK_CUDA_SELECT_THREADS
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
   bool index_keys_decoded_ = false;  // FLASHDESK_CUDA_INDEX_KEYS
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
