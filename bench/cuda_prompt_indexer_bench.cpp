@@ -5,8 +5,9 @@
 // fewer than 512). In one run, taking turns: the scores on the tensor cores with each CTA decoding
 // its key tiles and with the keys decoded once for the call (CudaBackend::set_index_keys_decoded),
 // and the selection (the op less the scores) on blocks of 1024, 512, 256 and 128 threads
-// (set_prefill_select_threads). Ratios are against the first form of each (the per-tile keys,
-// the default; 1024 threads, the default until the twenty-ninth session's measurement, 128 since).
+// (set_prefill_select_threads). Ratios are against the first form of each: the per-tile keys and
+// 1024 threads, the defaults until the twenty-ninth session's measurements (decoded keys and 128
+// threads since).
 // The scores of both key forms and the ids of every block size must be equal.
 //
 //   cuda_prompt_indexer_bench [--tokens 2048,8192] [--ratios 1,2] [--reps N] [--device N]

@@ -133,9 +133,9 @@ CudaBackend::CudaBackend(int device) {
                        : v == "cuda-cores" ? IndexerKernels::CudaCores
                                            : IndexerKernels::Auto;
   }
-  // FLASHDESK_CUDA_INDEX_KEYS=per-tile|decoded (default per-tile): set_index_keys_decoded (the
+  // FLASHDESK_CUDA_INDEX_KEYS=decoded|per-tile (default decoded): set_index_keys_decoded (the
   // benchmarks' A/B).
-  if (const auto k = read_choice("FLASHDESK_CUDA_INDEX_KEYS", {"per-tile", "decoded"}))
+  if (const auto k = read_choice("FLASHDESK_CUDA_INDEX_KEYS", {"decoded", "per-tile"}))
     index_keys_decoded_ = *k == "decoded";
   // FLASHDESK_CUDA_MOE_DECODE=tc|cuda-cores (default tc): which kernels run the decode experts
   // where both can (the benchmarks' A/B).

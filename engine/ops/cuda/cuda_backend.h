@@ -146,9 +146,10 @@ class CudaBackend final : public Backend {
   enum class IndexerKernels { Auto, TensorCores, CudaCores };
   void set_indexer_kernels(IndexerKernels k) { indexer_kernels_ = k; }
   // Whether the tensor-core scores decode the call's FP4 keys once, into BF16 rows that each CTA
-  // copies a tile ahead (cp.async), or each CTA decodes its own tiles (about a thousand times an
-  // entry in an 8K-token prefill) between its products; the same scores to the bit. Per tile
-  // until measured on a GPU (FLASHDESK_CUDA_INDEX_KEYS=per-tile|decoded; the tests run both).
+  // copies a tile ahead (cp.async; the default: an 8K prompt's scores 1.24-1.27x, its Full and
+  // Reindex layers 0.2-0.9 ms faster on an H100), or each CTA decodes its own tiles (about a
+  // thousand times an entry in an 8K-token prefill) between its products; the same scores to the
+  // bit (FLASHDESK_CUDA_INDEX_KEYS=decoded|per-tile; the tests run both).
   void set_index_keys_decoded(bool on) { index_keys_decoded_ = on; }
   bool index_keys_decoded() const { return index_keys_decoded_; }
   // The rows indexer_select selects from, [n, max(entries, select_width)] F32 (for the tests).
@@ -336,7 +337,7 @@ class CudaBackend final : public Backend {
   bool select_split_ = true;                  // FLASHDESK_CUDA_SELECT_SPLIT
   int prefill_select_threads_ = 128;          // FLASHDESK_CUDA_SELECT_THREADS
   IndexerKernels indexer_kernels_ = IndexerKernels::Auto;
-  bool index_keys_decoded_ = false;  // FLASHDESK_CUDA_INDEX_KEYS
+  bool index_keys_decoded_ = true;  // FLASHDESK_CUDA_INDEX_KEYS
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
