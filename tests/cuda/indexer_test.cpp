@@ -222,8 +222,8 @@ TEST_F(CudaIndexerTest, PromptRowsTiedPastTheirLimit) {
 
 // The same on a prefill-sized call (64 rows), whose selecting blocks take
 // set_prefill_select_threads in shared memory, doubled where a row would not be held in
-// registers. (1024 threads, the default, run in the other tests; on the CPU emulation a call of
-// 64 rows on 1024-thread blocks takes about two minutes.)
+// registers. (1024 threads, the decode rows' count, run in the other tests; on the CPU emulation a
+// call of 64 rows on 1024-thread blocks takes about two minutes.)
 TEST_F(CudaIndexerTest, PromptRowsOnSmallerBlocks) {
   prompt_rows_ = true;
   placements_ = 1;  // the setting is the shared-memory placement's
