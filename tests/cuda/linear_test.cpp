@@ -163,13 +163,17 @@ class CudaLinearTest : public CudaOpTest {
     cpu().linear(xt.cpu, wc, mode, yc);
     std::vector<float> want, terms;
     reference_by_blocks(x, n, hw, want, terms);
-    // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh).
-    for (const bool tc : {false, true}) {
+    // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
+    // tiles' K units to the warps interleaved (the default) and in ranges (pass 2).
+    for (const int pass : {0, 1, 2}) {
+      const bool tc = pass > 0;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
+      gpu().set_interleaved_units(pass != 2);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
+      gpu().set_interleaved_units(true);
       std::vector<float> got = from_gpu<float>(yg);
       const std::string what =
           std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
@@ -177,7 +181,8 @@ class CudaLinearTest : public CudaOpTest {
           (w_offset + x_offset
                ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
                : "") +
-          (tc ? " (tensor cores where they fit)" : " (CUDA cores)");
+          (tc ? " (tensor cores where they fit)" : " (CUDA cores)") +
+          (pass == 2 ? ", units in ranges" : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
       } else {

@@ -166,6 +166,14 @@ class CudaBackend final : public Backend {
   // default: blocks of 128 threads) or 4 (256, as the up kernel; FLASHDESK_CUDA_DOWN_SPLIT; the
   // tests run both).
   void set_down_split(int warps);
+  // The same for their up kernel at one row: 4 (the default) or 3 (192 threads, five blocks a
+  // multiprocessor; FLASHDESK_CUDA_UP_SPLIT).
+  void set_up_split(int warps);
+  // Whether the tensor-core decode kernels (experts, dense FP8 linears of a few rows) hand each
+  // tile's K units to its warps interleaved, so that they read neighbouring bytes of a row at a
+  // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the
+  // tests run both).
+  void set_interleaved_units(bool on);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.

@@ -89,10 +89,17 @@ class DeviceContext {
   // The backend's GEMV kernel switch, here because the linear paths see the context only.
   GemvKernels gemv_kernels() const { return gemv_kernels_; }
   void set_gemv_kernels(GemvKernels k) { gemv_kernels_ = k; }
-  // Warps splitting a tile's K units in the tensor-core decode experts' down kernel (4 or 2;
-  // moe_decode_tc.cu), the backend's switch.
+  // Warps splitting a tile's K units in the tensor-core decode experts' down kernel (4 or 2) and
+  // in their one-row up kernel (4 or 3; moe_decode_tc.cu), the backend's switches.
   int down_split() const { return down_split_; }
   void set_down_split(int warps) { down_split_ = warps; }
+  int up_split() const { return up_split_; }
+  void set_up_split(int warps) { up_split_ = warps; }
+  // Whether the tensor-core decode kernels (the experts, the dense FP8 linears) hand a tile's K
+  // units to its warps interleaved rather than as contiguous ranges (tc_codes.cuh UnitSeq); the
+  // backend's switch.
+  bool interleaved_units() const { return interleaved_units_; }
+  void set_interleaved_units(bool on) { interleaved_units_ = on; }
   // Whether the prefill experts may run Hopper's wgmma kernels (moe_grouped_sm90a.cu) where this
   // binary has them for the device, and in which CTA widths; the backend's switch.
   WgmmaExperts wgmma_experts() const { return wgmma_experts_; }
@@ -117,6 +124,8 @@ class DeviceContext {
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   int down_split_ = 2;
+  int up_split_ = 4;
+  bool interleaved_units_ = true;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;
   BesideLane beside_{*pool_};  // destroyed before the pool

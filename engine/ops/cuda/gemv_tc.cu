@@ -1,5 +1,7 @@
 // Dense FP8 linears of 1 to 8 rows on the tensor cores (gemv_tc.cuh). A block has eight warps:
-// warp w takes 16-row tile w / 4 of the block's 32 rows and quarter w % 4 of the block's K split,
+// warp w takes 16-row tile w / 4 of the block's 32 rows and quarter w % 4 of the block's K split
+// (every fourth 64-column unit from unit w % 4 by default, else a quarter of its units in a run:
+// UnitSeq in tc_codes.cuh),
 // streaming its rows' weights through a ring of cp.async copies in shared memory (the decode
 // experts' ring: 64 bytes of each of its 16 rows a unit, rows 80 bytes apart) and multiplying
 // them, per 32-column block, as two mma.sync m16n8k16 with A = the 16 rows' E4M3 codes as FP16
@@ -42,8 +44,9 @@ struct TcGemvArgs {
   int64_t scale_cols, rows, k;
   int n;
   int round;
-  TcActs acts;      // [n, k]
-  int64_t k_split;  // columns a split (a multiple of kUnitCols)
+  int64_t interleave;  // a tile's K units to its warps interleaved (UnitSeq), else in ranges
+  TcActs acts;         // [n, k]
+  int64_t k_split;     // columns a split (a multiple of kUnitCols)
   int64_t splits;
   float* y;  // [n, y_stride]
   int64_t y_stride;
@@ -53,16 +56,17 @@ struct TcGemvArgs {
 FD_NO_PADDING_END
 
 // acc[h][c] += row g + 8h of the warp's tile . activation row 2q + c (lane g = L / 4, q = L % 4),
-// over the units [u0, u1) of the split starting at column c0. row[h]: the two rows (null past
-// the matrix); srow: their 32-row tile's scale codes.
+// over the units us.at(0), us.at(1), ... of the split starting at column c0. row[h]: the two rows
+// (null past the matrix); srow: their 32-row tile's scale codes.
 __device__ void tile_sums(const TcGemvArgs& a, const uint8_t* const (&row)[2], const uint8_t* srow,
-                          int64_t c0, int64_t u0, int64_t u1, const uint16_t* act,
-                          int64_t act_stride, const float* act_scale, int64_t scale_stride,
-                          uint8_t* ring, float (&acc)[2][2]) {
+                          int64_t c0, UnitSeq us, const uint16_t* act, int64_t act_stride,
+                          const float* act_scale, int64_t scale_stride, uint8_t* ring,
+                          float (&acc)[2][2]) {
   const unsigned lane = threadIdx.x & 31u, g = lane >> 2, q = lane & 3u;
   uint32_t sc[kRing];  // a unit's two block scale codes (byte j: block j)
-  auto issue = [&](int slot, int64_t u) {
-    if (u < u1) {
+  auto issue = [&](int slot, int64_t i) {
+    if (i < us.count) {
+      const int64_t u = us.at(i);
       FD_UNROLL
       for (int h = 0; h < 2; ++h) {
         uint8_t* dst = ring + slot * kUnitBytes + (h * 8 + g) * kRowBytes + q * 16;
@@ -79,15 +83,16 @@ __device__ void tile_sums(const TcGemvArgs& a, const uint8_t* const (&row)[2], c
   // The two columns' activation scales of a block (zero past the rows: their products are zero).
   const int t0 = static_cast<int>(2 * q), t1 = t0 + 1;
   FD_UNROLL
-  for (int s = 0; s < kRing - 1; ++s) issue(s, u0 + s);
-  for (int64_t base = u0; base < u1; base += kRing) {
+  for (int s = 0; s < kRing - 1; ++s) issue(s, s);
+  for (int64_t base = 0; base < us.count; base += kRing) {
     FD_UNROLL
     for (int s = 0; s < kRing; ++s) {
-      const int64_t u = base + s;
-      if (u < u1) {  // the same for the whole warp
-        issue((s + kRing - 1) % kRing, u + kRing - 1);
-        async_wait<kRing - 1>();  // this lane's copies of unit u have landed ...
+      const int64_t i = base + s;
+      if (i < us.count) {  // the same for the whole warp
+        issue((s + kRing - 1) % kRing, i + kRing - 1);
+        async_wait<kRing - 1>();  // this lane's copies of unit i have landed ...
         __syncwarp();             // ... and every lane's are visible
+        const int64_t u = us.at(i);
         const uint8_t* unit = ring + s * kUnitBytes;
         FD_UNROLL
         for (int j = 0; j < 2; ++j) {
@@ -146,14 +151,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_tc_kernel(TcGemvA
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const int tl = static_cast<int>(warp) / kQuarters, quarter = static_cast<int>(warp) % kQuarters;
   const int64_t tile = static_cast<int64_t>(blockIdx.x) * kTiles + tl;
-  const int64_t units = cols / kUnitCols, u0 = quarter * units / kQuarters,
-                u1 = (quarter + 1) * units / kQuarters;
+  const UnitSeq us = warp_units(0, cols / kUnitCols, quarter, kQuarters, a.interleave != 0);
   float acc[2][2] = {};
   if (tile * kTileRows < a.rows) {
     const int64_t r0 = tile * kTileRows + lane / 4;
     const uint8_t* const row[2] = {r0 < a.rows ? a.w + r0 * a.k : nullptr,
                                    r0 + 8 < a.rows ? a.w + (r0 + 8) * a.k : nullptr};
-    tile_sums(a, row, a.scale + (r0 / 32) * a.scale_cols, c0, u0, u1, act, act_stride, act_scale,
+    tile_sums(a, row, a.scale + (r0 / 32) * a.scale_cols, c0, us, act, act_stride, act_scale,
               scale_stride, smem + warp * (kRing * kUnitBytes), acc);
   }
   FD_UNROLL
@@ -230,6 +234,7 @@ void gemv_tc(DeviceContext& ctx, const GemvJob& job) {
   a.y = job.y;
   a.y_stride = job.y_stride;
   a.round = job.round_bf16 ? 1 : 0;
+  a.interleave = ctx.interleaved_units() ? 1 : 0;
   Tensor partial;
   if (splits > 1) {
     partial = ctx.scratch(DType::F32, Shape{splits, n, rows});

@@ -3,9 +3,10 @@
 //     order) instead of by every block (the first form staged them per block: 25% of its
 //     instructions, a division per value);
 //   expert_tc_kernel<up>: a block runs one slot's two tiles of 16 inter rows with eight warps, warp
-//     w taking tile w / 4 and quarter w % 4 of the K units, so a tile's bytes are in flight from
-//     four warps at once; per 32-column block two mma per matrix (A = 16 weight rows, lane L rows
-//     L/4 and L/4 + 8; B = the activation in column 0, the other seven columns zero); the
+//     w taking tile w / 4 and quarter w % 4 of the K units (every fourth unit from unit w % 4 by
+//     default: UnitSeq in tc_codes.cuh), so a tile's bytes are in flight from four warps at
+//     once; per 32-column block two mma per matrix (A = 16 weight rows, lane L rows L/4 and
+//     L/4 + 8; B = the activation in column 0, the other seven columns zero); the
 //     quarters' sums meet in shared memory in quarter order; the SwiGLU rows of the block (one
 //     32-column block of h) are act_quant'ed there for the down kernel;
 //   expert_tc_kernel<down>: the same over w2's dim rows, into o, by default with two warps a
@@ -86,12 +87,13 @@ __device__ __forceinline__ unsigned copy_chunk() {
 template <WeightFormat F>
 constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Block;
 
-// acc[m][h] += the tile's sums of matrix m, row L/4 + 8h, over K units [u0, u1) (meaningful in
-// lanes L%4 == 0: column 0 of D), against the activation row `act` (values, scales).
-// `ready()` runs once the first units' copies are issued (every warp of the block calls it, with
-// or without units: it holds the block barrier after which the activation row may be read).
+// acc[m][h] += the tile's sums of matrix m, row L/4 + 8h, over the K units us.at(0), us.at(1),
+// ... (meaningful in lanes L%4 == 0: column 0 of D), against the activation row `act` (values,
+// scales). `ready()` runs once the first units' copies are issued (every warp of the block calls
+// it, with or without units: it holds the block barrier after which the activation row may be
+// read).
 template <WeightFormat F, int M, int Ring, class Ready>
-__device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const uint16_t* act,
+__device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act,
                           const float* act_scale, uint8_t* ring, float (&acc)[M][2],
                           Ready&& ready) {
   constexpr bool kFp4 = F == WeightFormat::Fp4Row;
@@ -102,8 +104,9 @@ __device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const u
   // The rows' block scale codes of a unit, byte j for block j (FP4: a code a row and block; FP8:
   // the 32-row tile's, the same for rows L/4 and L/4 + 8).
   uint32_t sc[Ring][M][2];
-  auto issue = [&](int slot, int64_t u) {
-    if (u < u1) {
+  auto issue = [&](int slot, int64_t i) {
+    if (i < us.count) {
+      const int64_t u = us.at(i);
       FD_UNROLL
       for (int m = 0; m < M; ++m) {
         FD_UNROLL
@@ -130,16 +133,17 @@ __device__ void tile_sums(const LaneRows<M>& lr, int64_t u0, int64_t u1, const u
     async_commit();  // an empty group past the end keeps the wait's count right
   };
   FD_UNROLL
-  for (int s = 0; s < Ring - 1; ++s) issue(s, u0 + s);
+  for (int s = 0; s < Ring - 1; ++s) issue(s, s);
   ready();
-  for (int64_t base = u0; base < u1; base += Ring) {
+  for (int64_t base = 0; base < us.count; base += Ring) {
     FD_UNROLL
     for (int s = 0; s < Ring; ++s) {
-      const int64_t u = base + s;
-      if (u < u1) {  // the same for the whole warp
-        issue((s + Ring - 1) % Ring, u + Ring - 1);
-        async_wait<Ring - 1>();  // this lane's copies of unit u have landed ...
+      const int64_t i = base + s;
+      if (i < us.count) {  // the same for the whole warp
+        issue((s + Ring - 1) % Ring, i + Ring - 1);
+        async_wait<Ring - 1>();  // this lane's copies of unit i have landed ...
         __syncwarp();            // ... and every lane's are visible
+        const int64_t u = us.at(i);
         const uint8_t* unit = ring + s * unit_bytes<M>();
         FD_UNROLL
         for (int j = 0; j < kBlocks; ++j) {
@@ -226,6 +230,8 @@ struct PartSums {
 // kernel's single wave waiting on the shared expert's blocks. Q: the warps splitting each of the
 // block's two tiles over K (a block of 2 Q warps).
 //
+// interleave: a tile's K units go to its Q warps interleaved, else as contiguous ranges (UnitSeq).
+//
 // early: the weights' first units are issued before the wait for the previous grid (programmatic
 // dependent launch, cuda_compat.cuh), so they load while that grid finishes. They are chosen by
 // the router's ids, written two grids back for the up kernel (the router, then
@@ -234,7 +240,8 @@ struct PartSums {
 template <bool kUp, int Ring, int kBlocks, int Q>
 __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
-                     int64_t h_stride, float* o, RowSums sums, PartSums parts, int early) {
+                     int64_t h_stride, float* o, RowSums sums, PartSums parts, int early,
+                     int interleave) {
   constexpr int M = kUp ? 2 : 1;
   constexpr int kThreads = kTilesPerBlock * Q * 32;
   // Wait, then let the next grid launch (the down kernel reads the ids before its wait).
@@ -270,8 +277,9 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   const bool fp4 = static_cast<WeightFormat>(ex.format[kUp ? 0 : 2]) == WeightFormat::Fp4Row;
   // This part's K units, then this warp's quarter of them.
   const int64_t units = k / (fp4 ? 128 : 64), p0 = sp.part * units / sp.parts,
-                p1 = (sp.part + 1) * units / sp.parts, u0 = p0 + quarter * (p1 - p0) / Q,
-                u1 = p0 + (quarter + 1) * (p1 - p0) / Q;
+                p1 = (sp.part + 1) * units / sp.parts;
+  UnitSeq us = warp_units(p0, p1, quarter, Q, interleave != 0);
+  if (tile >= tiles) us.count = 0;
   uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
   // The activation row into shared memory once the ring's first units are in flight (read from
   // global memory where each block's product needed it, its latency stalled every block: Nsight
@@ -304,7 +312,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
     if constexpr (kTcFormat<F>) {
       // A warp past the last tile (rows null) streams no units but holds the barrier.
-      tile_sums<F, M, Ring>(lr, tile < tiles ? u0 : u1, u1, act, act_scale, ring, acc, act_ready);
+      tile_sums<F, M, Ring>(lr, us, act, act_scale, ring, acc, act_ready);
       streamed = true;
     }
   });
@@ -403,9 +411,10 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
   const int smem = ring_bytes < kUp ? 2 : 1 > (Ring, kWarps) + act_bytes(in_stride);
   allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q>>(static_cast<size_t>(smem));
   const int early = gemv_weights_before_wait() ? 1 : 0;
+  const int interleave = ctx.interleaved_units() ? 1 : 0;
   FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q>), dim3(tile_pairs, slots), dim3(kWarps * 32),
             static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
-            parts, early);
+            parts, early, interleave);
 }
 
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
@@ -418,29 +427,41 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // blocks of a one-row step take 1.2 waves instead of 2.4. H200, a MoE step against four warps:
 // 89.5-90.1 against 93.5-94.2 µs at one row, 415-416 against 449-450 at eight; one warp a tile
 // (sixteen blocks) 99.0.
+//
+// Three warps a tile in the one-row up kernel (FLASHDESK_CUDA_UP_SPLIT=3) fit its 576 blocks of a
+// V4.1 step (six routed slots and the shared one in two parts, 72 tile pairs each) in one wave on
+// 132 multiprocessors, five blocks of 192 threads a multiprocessor, instead of 1.09 waves of four
+// (Nsight Compute on an H100: the partial wave "up to 50% of the runtime"). The down kernel's
+// 1,280 blocks would need ten a multiprocessor: at 64 registers a thread, one warp a tile, which
+// measured slower (above).
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
+  const auto up = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<true, Ring, kBlocks, Q>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
+                                             RowSums{}, parts, up_pairs, slots);
+  };
   const auto down = [&]<int Ring, int kBlocks, int Q>() {
     launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
                                               parts, down_pairs, slots);
   };
-  const bool halves = ctx.down_split() == 2;
+  const int down_split = ctx.down_split();
   if (a.n == 1) {
-    launch_expert_tc<true, 2, 4, kQuarters>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
-                                            RowSums{}, parts, up_pairs, slots);
-    if (halves)
-      down.template operator()<4, 8, 2>();
+    if (ctx.up_split() == 3)
+      up.template operator()<2, 5, 3>();
     else
-      down.template operator()<4, 4, kQuarters>();
+      up.template operator()<2, 4, kQuarters>();
   } else {
-    launch_expert_tc<true, 3, 3, kQuarters>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
-                                            RowSums{}, parts, up_pairs, slots);
-    if (halves)
-      down.template operator()<4, 6, 2>();
-    else
-      down.template operator()<4, 3, kQuarters>();
+    up.template operator()<3, 3, kQuarters>();
   }
+  if (down_split == 2 && a.n == 1)
+    down.template operator()<4, 8, 2>();
+  else if (down_split == 2)
+    down.template operator()<4, 6, 2>();
+  else if (a.n == 1)
+    down.template operator()<4, 4, kQuarters>();
+  else
+    down.template operator()<4, 3, kQuarters>();
 }
 
 void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,

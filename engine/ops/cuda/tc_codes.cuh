@@ -64,4 +64,22 @@ __device__ __forceinline__ void e4m3x8_to_f16(uint32_t lo, uint32_t hi, uint32_t
 // [rows, k / 32] scales): one launch, a warp per 32-column block.
 void quantize_acts_tc(DeviceContext& ctx, const float* x, int64_t rows, int64_t k, TcActs out);
 
+// ---- the K units a warp streams ----
+
+// Units first, first + stride, ... (count of them) of 64 bytes of each of a tile's rows. A tile's
+// units [p0, p1) go to its Q warps as Q contiguous ranges, or interleaved (warp w takes p0 + w,
+// p0 + w + Q, ...), so that at any moment the Q warps read neighbouring 64-byte pieces of each
+// row: one run of Q * 64 bytes where the ranges read Q runs of 64 far apart
+// (FLASHDESK_CUDA_UNITS; each warp's sum then covers other units, so the FP32 order changes).
+struct UnitSeq {
+  int64_t first, count, stride;
+  __device__ __forceinline__ int64_t at(int64_t i) const { return first + i * stride; }
+};
+__device__ __forceinline__ UnitSeq warp_units(int64_t p0, int64_t p1, int w, int Q,
+                                              bool interleaved) {
+  if (interleaved) return {p0 + w, p1 - p0 > w ? (p1 - p0 - w + Q - 1) / Q : 0, Q};
+  const int64_t u0 = p0 + w * (p1 - p0) / Q, u1 = p0 + (w + 1) * (p1 - p0) / Q;
+  return {u0, u1 - u0, 1};
+}
+
 }  // namespace flashdesk::cuda
