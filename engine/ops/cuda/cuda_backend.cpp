@@ -192,6 +192,9 @@ CudaBackend::CudaBackend(int device) {
   // set_down_split, set_up_split (the benchmarks' A/B).
   if (const auto q = read_choice("FLASHDESK_CUDA_DOWN_SPLIT", {"4", "2"}))
     set_down_split(std::stoi(*q));
+  // FLASHDESK_CUDA_DOWN_BLOCKS=8|10 (default 8): set_down_blocks (the benchmarks' A/B).
+  if (const auto b = read_choice("FLASHDESK_CUDA_DOWN_BLOCKS", {"8", "10"}))
+    set_down_blocks(std::stoi(*b));
   if (const auto q = read_choice("FLASHDESK_CUDA_UP_SPLIT", {"4", "3"}))
     set_up_split(std::stoi(*q));
   // FLASHDESK_CUDA_UNITS=ranges|interleaved (default interleaved): set_interleaved_units (the
@@ -245,6 +248,12 @@ void CudaBackend::set_down_split(int warps) {
   FD_CHECK(warps == 4 || warps == 2,
            "down split: 4 or 2 warps a tile, not " + std::to_string(warps));
   ctx_->set_down_split(warps);
+}
+
+void CudaBackend::set_down_blocks(int blocks) {
+  FD_CHECK(blocks == 8 || blocks == 10,
+           "down blocks: 8 or 10 a multiprocessor, not " + std::to_string(blocks));
+  ctx_->set_down_blocks(blocks);
 }
 
 void CudaBackend::set_up_split(int warps) {

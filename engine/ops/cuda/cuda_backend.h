@@ -169,6 +169,9 @@ class CudaBackend final : public Backend {
   // The same for their up kernel at one row: 4 (the default) or 3 (192 threads, five blocks a
   // multiprocessor; FLASHDESK_CUDA_UP_SPLIT).
   void set_up_split(int warps);
+  // Blocks a multiprocessor of that down kernel at one row, two warps a tile: 8 (the default,
+  // rings 4 deep) or 10 (48 registers a thread, rings 3 deep; FLASHDESK_CUDA_DOWN_BLOCKS).
+  void set_down_blocks(int blocks);
   // Whether the tensor-core decode kernels (experts, dense FP8 linears of a few rows) hand each
   // tile's K units to its warps interleaved, so that they read neighbouring bytes of a row at a
   // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the

@@ -95,6 +95,9 @@ class DeviceContext {
   void set_down_split(int warps) { down_split_ = warps; }
   int up_split() const { return up_split_; }
   void set_up_split(int warps) { up_split_ = warps; }
+  // Blocks a multiprocessor of the one-row down kernel with two warps a tile: 8 or 10.
+  int down_blocks() const { return down_blocks_; }
+  void set_down_blocks(int blocks) { down_blocks_ = blocks; }
   // Whether the tensor-core decode kernels (the experts, the dense FP8 linears) hand a tile's K
   // units to its warps interleaved rather than as contiguous ranges (tc_codes.cuh UnitSeq); the
   // backend's switch.
@@ -125,6 +128,7 @@ class DeviceContext {
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   int down_split_ = 2;
   int up_split_ = 4;
+  int down_blocks_ = 8;
   bool interleaved_units_ = true;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

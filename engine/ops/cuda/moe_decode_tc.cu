@@ -431,9 +431,10 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // Three warps a tile in the one-row up kernel (FLASHDESK_CUDA_UP_SPLIT=3) fit its 576 blocks of a
 // V4.1 step (six routed slots and the shared one in two parts, 72 tile pairs each) in one wave on
 // 132 multiprocessors, five blocks of 192 threads a multiprocessor, instead of 1.09 waves of four
-// (Nsight Compute on an H100: the partial wave "up to 50% of the runtime"). The down kernel's
-// 1,280 blocks would need ten a multiprocessor: at 64 registers a thread, one warp a tile, which
-// measured slower (above).
+// (Nsight Compute on an H100: the partial wave "up to 50% of the runtime"). The one-row down
+// kernel's 1,280 blocks take one wave at ten 128-thread blocks a multiprocessor
+// (FLASHDESK_CUDA_DOWN_BLOCKS=10): 48 registers a thread without spills (ptxas, sm_90) and rings
+// 3 deep, so that ten fit the shared memory, instead of 1.21 waves of eight with rings 4 deep.
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
@@ -454,7 +455,9 @@ void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcA
   } else {
     up.template operator()<3, 3, kQuarters>();
   }
-  if (down_split == 2 && a.n == 1)
+  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
+    down.template operator()<3, 10, 2>();
+  else if (down_split == 2 && a.n == 1)
     down.template operator()<4, 8, 2>();
   else if (down_split == 2)
     down.template operator()<4, 6, 2>();
