@@ -171,18 +171,17 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   // The shared expert as a grouped slot per row (n < 3), or as GEMVs over all rows (n >= 3); on
   // the tensor cores (moe_decode_tc.cuh: the codes as FP16 products) with the FP8 shared slot in
   // two parts over K (FP8 against FP4) and in one, the down kernel's tiles split over K by two
-  // warps (the default) and by four, the up kernel's by three and the one-row down kernel ten
-  // blocks a multiprocessor (path 6), with the tiles' K
-  // units to the warps interleaved (the default) or in ranges (path 5), and on the CUDA cores with
-  // the shared slot in one part and in byte-balanced parts of its rows.
+  // warps (the default) and by four, the one-row down kernel ten blocks a multiprocessor (the
+  // default) or eight (path 6), with the tiles' K units to the warps interleaved (the default) or
+  // in ranges (path 5), and on the CUDA cores with the shared slot in one part and in
+  // byte-balanced parts of its rows.
   for (const int path : {0, 1, 2, 3, 4, 5, 6}) {
     const bool parts = path == 2;
     gpu().set_decode_experts_tensor_cores(path == 0 || path >= 3);
     gpu().set_split_shared_expert_tc(path == 0 || path >= 4);
     gpu().set_balance_shared_expert(parts);
     gpu().set_down_split(path == 4 ? 4 : 2);
-    gpu().set_up_split(path == 6 ? 3 : 4);
-    gpu().set_down_blocks(path == 6 ? 10 : 8);
+    gpu().set_down_blocks(path == 6 ? 8 : 10);
     gpu().set_interleaved_units(path != 5);
     for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
     check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
@@ -199,8 +198,7 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   gpu().set_split_shared_expert_tc(true);
   gpu().set_decode_experts_tensor_cores(true);
   gpu().set_down_split(2);
-  gpu().set_up_split(4);
-  gpu().set_down_blocks(8);
+  gpu().set_down_blocks(10);
   gpu().set_interleaved_units(true);
 }
 
@@ -286,11 +284,9 @@ TEST_F(CudaMoeTest, FullShapes) {
   gpu().set_interleaved_units(false);  // the tiles' K units to the warps in ranges
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   gpu().set_interleaved_units(true);
-  gpu().set_up_split(3);  // the one-row up kernel three warps a tile, the down kernel ten blocks
-  gpu().set_down_blocks(10);
+  gpu().set_down_blocks(8);  // the one-row down kernel eight blocks a multiprocessor
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
-  gpu().set_up_split(4);
-  gpu().set_down_blocks(8);
+  gpu().set_down_blocks(10);
   gpu().set_decode_experts_tensor_cores(false);  // the CUDA-core decode kernels
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);

@@ -188,15 +188,12 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS=0|1 (default 1): a prefill's sublayer boundaries in the
   // two-blocks-a-multiprocessor form of hc_collapse_norm_kernel (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS", two_block_boundaries_);
-  // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2), FLASHDESK_CUDA_UP_SPLIT=4|3 (default 4):
-  // set_down_split, set_up_split (the benchmarks' A/B).
+  // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): set_down_split (the benchmarks' A/B).
   if (const auto q = read_choice("FLASHDESK_CUDA_DOWN_SPLIT", {"4", "2"}))
     set_down_split(std::stoi(*q));
-  // FLASHDESK_CUDA_DOWN_BLOCKS=8|10 (default 8): set_down_blocks (the benchmarks' A/B).
+  // FLASHDESK_CUDA_DOWN_BLOCKS=8|10 (default 10): set_down_blocks (the benchmarks' A/B).
   if (const auto b = read_choice("FLASHDESK_CUDA_DOWN_BLOCKS", {"8", "10"}))
     set_down_blocks(std::stoi(*b));
-  if (const auto q = read_choice("FLASHDESK_CUDA_UP_SPLIT", {"4", "3"}))
-    set_up_split(std::stoi(*q));
   // FLASHDESK_CUDA_UNITS=ranges|interleaved (default interleaved): set_interleaved_units (the
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
@@ -254,11 +251,6 @@ void CudaBackend::set_down_blocks(int blocks) {
   FD_CHECK(blocks == 8 || blocks == 10,
            "down blocks: 8 or 10 a multiprocessor, not " + std::to_string(blocks));
   ctx_->set_down_blocks(blocks);
-}
-
-void CudaBackend::set_up_split(int warps) {
-  FD_CHECK(warps == 4 || warps == 3, "up split: 4 or 3 warps a tile, not " + std::to_string(warps));
-  ctx_->set_up_split(warps);
 }
 
 void CudaBackend::set_interleaved_units(bool on) {

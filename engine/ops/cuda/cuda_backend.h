@@ -166,11 +166,9 @@ class CudaBackend final : public Backend {
   // default: blocks of 128 threads) or 4 (256, as the up kernel; FLASHDESK_CUDA_DOWN_SPLIT; the
   // tests run both).
   void set_down_split(int warps);
-  // The same for their up kernel at one row: 4 (the default) or 3 (192 threads, five blocks a
-  // multiprocessor; FLASHDESK_CUDA_UP_SPLIT).
-  void set_up_split(int warps);
-  // Blocks a multiprocessor of that down kernel at one row, two warps a tile: 8 (the default,
-  // rings 4 deep) or 10 (48 registers a thread, rings 3 deep; FLASHDESK_CUDA_DOWN_BLOCKS).
+  // Blocks a multiprocessor of that down kernel at one row, two warps a tile: 10 (the default:
+  // 48 registers a thread, rings 3 deep, a V4.1 step's blocks in one wave) or 8 (rings 4 deep;
+  // FLASHDESK_CUDA_DOWN_BLOCKS; the tests run both).
   void set_down_blocks(int blocks);
   // Whether the tensor-core decode kernels (experts, dense FP8 linears of a few rows) hand each
   // tile's K units to its warps interleaved, so that they read neighbouring bytes of a row at a

@@ -89,13 +89,11 @@ class DeviceContext {
   // The backend's GEMV kernel switch, here because the linear paths see the context only.
   GemvKernels gemv_kernels() const { return gemv_kernels_; }
   void set_gemv_kernels(GemvKernels k) { gemv_kernels_ = k; }
-  // Warps splitting a tile's K units in the tensor-core decode experts' down kernel (4 or 2) and
-  // in their one-row up kernel (4 or 3; moe_decode_tc.cu), the backend's switches.
+  // Warps splitting a tile's K units in the tensor-core decode experts' down kernel (4 or 2;
+  // moe_decode_tc.cu), the backend's switch.
   int down_split() const { return down_split_; }
   void set_down_split(int warps) { down_split_ = warps; }
-  int up_split() const { return up_split_; }
-  void set_up_split(int warps) { up_split_ = warps; }
-  // Blocks a multiprocessor of the one-row down kernel with two warps a tile: 8 or 10.
+  // Blocks a multiprocessor of the one-row down kernel with two warps a tile: 10 or 8.
   int down_blocks() const { return down_blocks_; }
   void set_down_blocks(int blocks) { down_blocks_ = blocks; }
   // Whether the tensor-core decode kernels (the experts, the dense FP8 linears) hand a tile's K
@@ -127,8 +125,7 @@ class DeviceContext {
   Tensor counters_;
   GemvKernels gemv_kernels_ = GemvKernels::Auto;
   int down_split_ = 2;
-  int up_split_ = 4;
-  int down_blocks_ = 8;
+  int down_blocks_ = 10;
   bool interleaved_units_ = true;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

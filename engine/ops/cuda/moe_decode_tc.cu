@@ -418,7 +418,8 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 }
 
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
-// V4.1 step one wave instead of 1.27 at three blocks): H200, a MoE step 96.4 -> 93.2 µs. More
+// V4.1 step then one wave instead of 1.27 at three blocks; 576 since the shared slot runs in two
+// parts, 1.09 waves): H200, a MoE step 96.4 -> 93.2 µs. More
 // rows: three blocks and deeper up rings (eight rows: 429.5 against 437.1 µs at four blocks).
 // The up kernel's tiles split over K by two warps (128 threads, five blocks a multiprocessor,
 // rings 3 deep) measured slower: 96.3-96.7 against 89.5-89.9 µs a one-row step.
@@ -427,14 +428,14 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // blocks of a one-row step take 1.2 waves instead of 2.4. H200, a MoE step against four warps:
 // 89.5-90.1 against 93.5-94.2 µs at one row, 415-416 against 449-450 at eight; one warp a tile
 // (sixteen blocks) 99.0.
-//
-// Three warps a tile in the one-row up kernel (FLASHDESK_CUDA_UP_SPLIT=3) fit its 576 blocks of a
-// V4.1 step (six routed slots and the shared one in two parts, 72 tile pairs each) in one wave on
-// 132 multiprocessors, five blocks of 192 threads a multiprocessor, instead of 1.09 waves of four
-// (Nsight Compute on an H100: the partial wave "up to 50% of the runtime"). The one-row down
-// kernel's 1,280 blocks take one wave at ten 128-thread blocks a multiprocessor
-// (FLASHDESK_CUDA_DOWN_BLOCKS=10): 48 registers a thread without spills (ptxas, sm_90) and rings
-// 3 deep, so that ten fit the shared memory, instead of 1.21 waves of eight with rings 4 deep.
+// Ten 128-thread blocks a multiprocessor (the default since the thirtieth session;
+// FLASHDESK_CUDA_DOWN_BLOCKS=8 for eight) take the one-row down kernel's 1,280 blocks of a V4.1
+// step in one wave on 132 multiprocessors, instead of 1.21 waves of eight: 48 registers a thread
+// without spills (ptxas, sm_90), rings 3 deep instead of 4 so that ten fit the shared memory.
+// H200, two rounds: the 40 layers 10.41 / 10.53 against 10.67 / 10.69 ms a token, a MoE step
+// 80.9 against 82.6 µs. The up kernel's 576 blocks (six routed slots and the shared one in two
+// parts, 72 tile pairs each; 1.09 waves of four blocks) in one wave of five blocks of three warps
+// a tile (192 threads) measured slower in the same call: 10.75 / 10.76 ms, a MoE step 86.7.
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
@@ -448,10 +449,7 @@ void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcA
   };
   const int down_split = ctx.down_split();
   if (a.n == 1) {
-    if (ctx.up_split() == 3)
-      up.template operator()<2, 5, 3>();
-    else
-      up.template operator()<2, 4, kQuarters>();
+    up.template operator()<2, 4, kQuarters>();
   } else {
     up.template operator()<3, 3, kQuarters>();
   }
