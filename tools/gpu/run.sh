@@ -18,8 +18,10 @@
 # SKIP pass through: a prefill's kernels, for one). AB="NAME=a,b ..." runs the layer bench
 # (AB_BENCH_ARGS, default a batch-1 decode of every role) under each value of each switch,
 # AB_ROUNDS times (default 2) with the values taking turns, and appends its tables to the layer
-# table; the indexer's selection bench (cuda_select_bench) and its prompt bench
-# (cuda_prompt_indexer_bench) are appended there in every call.
+# table; GEMV_AB="NAME=a,b ..." does the same with the decode GEMV and MoE-step bench
+# (cuda_gemv_bench: the kernels alone), in QUICK calls too; the indexer's selection bench
+# (cuda_select_bench) and its prompt bench (cuda_prompt_indexer_bench) are appended there in
+# every call.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -97,22 +99,34 @@ stage bench_draw
 { echo; echo "## Synthetic linears drawn on the GPU (bench/cuda_draw_bench)"; echo
   run_for 80 "$BUILD/bench/cuda_draw_bench" --experts 8; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
 
-# Switches measured against each other in this call, the values taking turns.
-if [ -n "${AB:-}" ]; then
-  stage ab
-  eval "AB_ARGS=(${AB_BENCH_ARGS:---iters 5 --batches 1 --prefill 0 --graph 0})"
-  for item in $AB; do
+# Switches measured against each other in this call, the values taking turns: for each
+# NAME=a,b,... of $1, AB_ROUNDS rounds (default 2) of the command after $2 (its table's title)
+# under each value, the lines matching $3 kept.
+ab_tables() {
+  local items=$1 title=$2 keep=$3 item name round v values
+  shift 3
+  for item in $items; do
     name=${item%%=*}
-    echo; echo "## A/B: $name (cuda_layer_bench ${AB_ARGS[*]})"
+    echo; echo "## $title: $name ($(basename "$1")${2:+ ${*:2}})"
     for round in $(seq "${AB_ROUNDS:-2}"); do
       IFS=, read -r -a values <<< "${item#*=}"
       for v in "${values[@]}"; do
         echo; echo "### $name=$v, round $round"; echo
-        env "$name=$v" timeout 120 "$BUILD/bench/cuda_layer_bench" "${AB_ARGS[@]}" 2>&1 |
-          grep -E '^\| (window|Full|Reindex|Reuse|role|---|[0-9])'
+        env "$name=$v" timeout 120 "$@" 2>&1 | grep -E "$keep"
       done
     done
   done >> "$OUT/bench_layers.md" 2>&1
+}
+if [ -n "${AB:-}" ]; then
+  stage ab
+  eval "AB_ARGS=(${AB_BENCH_ARGS:---iters 5 --batches 1 --prefill 0 --graph 0})"
+  ab_tables "$AB" "A/B" '^\| (window|Full|Reindex|Reuse|role|---|[0-9])' \
+    "$BUILD/bench/cuda_layer_bench" "${AB_ARGS[@]}"
+fi
+# The decode GEMVs and MoE steps alone under each value (cuda_gemv_bench).
+if [ -n "${GEMV_AB:-}" ]; then
+  stage gemv_ab
+  ab_tables "$GEMV_AB" "GEMV A/B" '^\| ' "$BUILD/bench/cuda_gemv_bench"
 fi
 
 # Per-kernel device time and DRAM bytes (Nsight Compute reads the counters on the Firecracker
