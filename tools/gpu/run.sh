@@ -99,9 +99,10 @@ stage bench_draw
 { echo; echo "## Synthetic linears drawn on the GPU (bench/cuda_draw_bench)"; echo
   run_for 80 "$BUILD/bench/cuda_draw_bench" --experts 8; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
 
-# Switches measured against each other in this call, the values taking turns: for each
-# NAME=a,b,... of $1, AB_ROUNDS rounds (default 2) of the command after $2 (its table's title)
-# under each value, the lines matching $3 kept.
+# Switches measured against each other in this call, the values taking turns:
+#   ab_tables "NAME=a,b ..." title keep-pattern command args...
+# runs the command AB_ROUNDS times (default 2) under each value of each switch, keeping the lines
+# that match the pattern, under a heading "title: NAME".
 ab_tables() {
   local items=$1 title=$2 keep=$3 item name round v values
   shift 3

@@ -424,18 +424,18 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // The up kernel's tiles split over K by two warps (128 threads, five blocks a multiprocessor,
 // rings 3 deep) measured slower: 96.3-96.7 against 89.5-89.9 µs a one-row step.
 // The down kernel's tiles split over K by two warps, eight blocks a multiprocessor at one row
-// (six at more): each warp streams twice the units (a V4.1 row of w2 is 18) and the 1,280
-// blocks of a one-row step take 1.2 waves instead of 2.4. H200, a MoE step against four warps:
-// 89.5-90.1 against 93.5-94.2 µs at one row, 415-416 against 449-450 at eight; one warp a tile
-// (sixteen blocks) 99.0.
-// Ten 128-thread blocks a multiprocessor (the default since the thirtieth session;
-// FLASHDESK_CUDA_DOWN_BLOCKS=8 for eight) take the one-row down kernel's 1,280 blocks of a V4.1
-// step in one wave on 132 multiprocessors, instead of 1.21 waves of eight: 48 registers a thread
-// without spills (ptxas, sm_90), rings 3 deep instead of 4 so that ten fit the shared memory.
-// H200, two rounds: the 40 layers 10.41 / 10.53 against 10.67 / 10.69 ms a token, a MoE step
-// 80.9 against 82.6 µs. The up kernel's 576 blocks (six routed slots and the shared one in two
-// parts, 72 tile pairs each; 1.09 waves of four blocks) in one wave of five blocks of three warps
-// a tile (192 threads) measured slower in the same call: 10.75 / 10.76 ms, a MoE step 86.7.
+// (ten since the thirtieth session, below; six at more): each warp streams twice the units (a V4.1
+// row of w2 is 18) and the 1,280 blocks of a one-row step take 1.2 waves instead of 2.4. H200, a
+// MoE step against four warps: 89.5-90.1 against 93.5-94.2 µs at one row, 415-416 against 449-450
+// at eight; one warp a tile (sixteen blocks) 99.0. Ten 128-thread blocks a multiprocessor (the
+// default since the thirtieth session; FLASHDESK_CUDA_DOWN_BLOCKS=8 for eight) take the one-row
+// down kernel's 1,280 blocks of a V4.1 step in one wave on 132 multiprocessors, instead of 1.21
+// waves of eight: 48 registers a thread without spills (ptxas, sm_90), rings 3 deep instead of 4 so
+// that ten fit the shared memory. H200, two rounds: the 40 layers 10.41 / 10.53 against 10.67
+// / 10.69 ms a token, a MoE step 80.9 against 82.6 µs. The up kernel's 576 blocks (six routed slots
+// and the shared one in two parts, 72 tile pairs each; 1.09 waves of four blocks) in one wave of
+// five blocks of three warps a tile (192 threads) measured slower in the same call: 10.75 / 10.76
+// ms, a MoE step 86.7.
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
