@@ -164,16 +164,20 @@ class CudaLinearTest : public CudaOpTest {
     std::vector<float> want, terms;
     reference_by_blocks(x, n, hw, want, terms);
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
-    // tiles' K units to the warps interleaved (the default) and in ranges (pass 2).
-    for (const int pass : {0, 1, 2}) {
-      const bool tc = pass > 0;
+    // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
+    // one-row FP8 GEMV in its other warp shapes too (passes 3 and 4: four rows two loads deep,
+    // two rows four deep).
+    for (const int pass : {0, 1, 2, 3, 4}) {
+      const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
       gpu().set_interleaved_units(pass != 2);
+      gpu().set_one_row_gemv_shape(pass == 3 ? 1 : pass == 4 ? 2 : 0);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
       gpu().set_interleaved_units(true);
+      gpu().set_one_row_gemv_shape(0);
       std::vector<float> got = from_gpu<float>(yg);
       const std::string what =
           std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
@@ -182,7 +186,8 @@ class CudaLinearTest : public CudaOpTest {
                ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
                : "") +
           (tc ? " (tensor cores where they fit)" : " (CUDA cores)") +
-          (pass == 2 ? ", units in ranges" : "");
+          (pass == 2 ? ", units in ranges" : "") +
+          (pass >= 3 ? ", one-row shape " + std::to_string(pass - 2) : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
       } else {

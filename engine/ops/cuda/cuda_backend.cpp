@@ -198,6 +198,12 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
+  // FLASHDESK_CUDA_CODES=plain|split (default plain): set_split_codes (the A/B).
+  if (const auto c = read_choice("FLASHDESK_CUDA_CODES", {"plain", "split"}))
+    set_split_codes(*c == "split");
+  // FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4 (default 8x1): set_one_row_gemv_shape (the A/B).
+  if (const auto g = read_choice("FLASHDESK_CUDA_ONE_ROW_GEMV", {"8x1", "4x2", "2x4"}))
+    set_one_row_gemv_shape(*g == "4x2" ? 1 : *g == "2x4" ? 2 : 0);
   // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
   // benchmarks' A/B).
   if (const auto w = read_choice("FLASHDESK_CUDA_WGMMA", {"1", "128", "0"})) {
@@ -255,6 +261,15 @@ void CudaBackend::set_down_blocks(int blocks) {
 
 void CudaBackend::set_interleaved_units(bool on) {
   ctx_->set_interleaved_units(on);
+}
+
+void CudaBackend::set_split_codes(bool on) {
+  ctx_->set_split_codes(on);
+}
+
+void CudaBackend::set_one_row_gemv_shape(int shape) {
+  FD_CHECK(shape >= 0 && shape <= 2, "one-row GEMV shape: 0, 1 or 2, not " + std::to_string(shape));
+  ctx_->set_one_row_gemv_shape(shape);
 }
 
 void CudaBackend::set_wgmma_experts(WgmmaExperts w) {

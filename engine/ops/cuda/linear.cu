@@ -45,14 +45,18 @@ FD_NO_PADDING_END
 // sm_90). R * U sixteen-byte loads are in flight per lane: 8 at one activation row; fewer where the
 // coded formats' per-chunk sums double the accumulators and FP4's decoding needs registers too,
 // at 2 to 8 activation rows, where the FP32 products rather than the loads bound the time.
-template <WeightFormat F, int NT>
+// kShape (the one-row FP8 GEMV's A/B, FLASHDESK_CUDA_ONE_ROW_GEMV): 0 the table's, 1 four rows
+// two deep, 2 two rows four deep (the same eight loads a lane, the next ones issued while the
+// current ones are summed).
+template <WeightFormat F, int NT, int kShape = 0>
 struct WarpShape {
   // By format (BF16 / F32, FP8, FP4), then NT (1, 2, 4, 8).
   static constexpr int kRows[3][4] = {{8, 8, 4, 4}, {8, 4, 2, 2}, {8, 2, 2, 2}};
   static constexpr int kDepth[3][4] = {{1, 1, 2, 1}, {1, 2, 2, 2}, {1, 2, 2, 2}};
   static constexpr int kKind = F == WeightFormat::Fp8Block ? 1 : F == WeightFormat::Fp4Row ? 2 : 0;
   static constexpr int kLog = NT == 1 ? 0 : NT == 2 ? 1 : NT == 4 ? 2 : 3;
-  static constexpr int R = kRows[kKind][kLog], U = kDepth[kKind][kLog];
+  static constexpr int R = kShape == 1 ? 4 : kShape == 2 ? 2 : kRows[kKind][kLog];
+  static constexpr int U = kShape == 1 ? 2 : kShape == 2 ? 4 : kDepth[kKind][kLog];
 };
 constexpr int64_t kStageBytes = 48 << 10;  // dynamic shared memory without an opt-in
 
@@ -118,9 +122,9 @@ __device__ void sum_split_tiles(const GemvParams& p, int64_t g) {
 // rows against them, each warp R rows for n <= NT activation rows (NT a compile-time count so the
 // accumulators stay in registers). kScaled: FP8 / FP4 codes against act_quant'ed activations
 // (gemv_device.cuh).
-template <WeightFormat F, int NT, bool kScaled>
+template <WeightFormat F, int NT, bool kScaled, int kShape>
 __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(GemvParams p) {
-  constexpr int R = WarpShape<F, NT>::R, U = WarpShape<F, NT>::U;
+  constexpr int R = WarpShape<F, NT, kShape>::R, U = WarpShape<F, NT, kShape>::U;
   FD_DYNAMIC_SMEM(float, xs);
   // The first tile's weight loads go out before the wait for the kernel that wrote x (weights
   // are never written): they overlap its end (cuda_compat.cuh).
@@ -281,9 +285,9 @@ GemvGrid gemv_grid(const DeviceContext& ctx, int64_t rows_per_tile, int64_t step
   return gr;
 }
 
-template <WeightFormat F, int NT, bool kScaled>
+template <WeightFormat F, int NT, bool kScaled, int kShape = 0>
 void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
-  const GemvGrid gr = gemv_grid(ctx, kGemvWarps * WarpShape<F, NT>::R, Chunk<F>::W, job);
+  const GemvGrid gr = gemv_grid(ctx, kGemvWarps * WarpShape<F, NT, kShape>::R, Chunk<F>::W, job);
   p.k_split = gr.k_split;
   p.xs_stride = gr.k_split;
   p.row_tiles = gr.row_tiles;
@@ -308,11 +312,15 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
   const dim3 grid(static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(gr.splits),
                   static_cast<unsigned>(job.groups));
   const size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
-  FD_LAUNCH((gemv_kernel<F, NT, kScaled>), grid, dim3(kGemvThreads), smem, ctx.stream(), p);
+  FD_LAUNCH((gemv_kernel<F, NT, kScaled, kShape>), grid, dim3(kGemvThreads), smem, ctx.stream(), p);
 }
 
 template <WeightFormat F, bool kScaled>
 void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) {
+  if constexpr (F == WeightFormat::Fp8Block && kScaled) {
+    if (job.n <= 1 && ctx.one_row_gemv_shape() == 1) return run_gemv<F, 1, kScaled, 1>(ctx, job, p);
+    if (job.n <= 1 && ctx.one_row_gemv_shape() == 2) return run_gemv<F, 1, kScaled, 2>(ctx, job, p);
+  }
   if (job.n <= 1) return run_gemv<F, 1, kScaled>(ctx, job, p);
   if (job.n <= 2) return run_gemv<F, 2, kScaled>(ctx, job, p);
   if (job.n <= 4) return run_gemv<F, 4, kScaled>(ctx, job, p);
