@@ -165,14 +165,14 @@ class CudaLinearTest : public CudaOpTest {
     reference_by_blocks(x, n, hw, want, terms);
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
     // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
-    // one-row FP8 GEMV in its other warp shapes too (passes 3 and 4: four rows two loads deep,
-    // two rows four deep).
-    for (const int pass : {0, 1, 2, 3, 4}) {
+    // one-row FP8 GEMV in its other warp shapes too (passes 3 to 5: four rows two loads deep, two
+    // rows four deep, four rows through a shared-memory ring).
+    for (const int pass : {0, 1, 2, 3, 4, 5}) {
       const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
       gpu().set_interleaved_units(pass != 2);
-      gpu().set_one_row_gemv_shape(pass == 3 ? 1 : pass == 4 ? 2 : 0);
+      gpu().set_one_row_gemv_shape(pass >= 3 ? pass - 2 : 0);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
@@ -358,7 +358,10 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
   const int64_t groups = 4, in_g = 64, out_g = 24;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 11);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-  for (int64_t n : {2, 11}) {
+  // One row in each of the one-row GEMV's shapes (CudaBackend::set_one_row_gemv_shape).
+  for (const auto& [n, shape] :
+       std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {2, 0}, {11, 0}}) {
+    gpu().set_one_row_gemv_shape(shape);
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 12, 1.0f));
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
@@ -368,9 +371,11 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
     // Terms bounded by 64 * |x|max * |w|max at these magnitudes: use the row sums of |x| * 448 *
     // 2^-9.
     std::vector<float> terms(static_cast<size_t>(n * groups * out_g), 64.0f * 4.0f);
-    expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
-                        "grouped n=" + std::to_string(n));
+    expect_linear_close(
+        from_gpu<float>(yg), from_cpu<float>(yc), terms,
+        "grouped n=" + std::to_string(n) + ", one-row shape " + std::to_string(shape));
   }
+  gpu().set_one_row_gemv_shape(0);
 }
 
 TEST_F(CudaLinearTest, FullShapesOfTheV41Layers) {
@@ -392,7 +397,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
   const int64_t groups = 8, in_g = 8 * 512, out_g = 1024;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 30);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-  for (int64_t n : {1, 12}) {
+  for (const auto& [n, shape] :
+       std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {12, 0}}) {
+    gpu().set_one_row_gemv_shape(shape);
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 31, 0.1f));
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
@@ -401,8 +408,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
     cpu().grouped_linear(x.cpu, wc, groups, yc);
     std::vector<float> terms(static_cast<size_t>(n * groups * out_g), float(in_g) * 0.1f * 2.0f);
     expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
-                        "wo_a n=" + std::to_string(n));
+                        "wo_a n=" + std::to_string(n) + ", one-row shape " + std::to_string(shape));
   }
+  gpu().set_one_row_gemv_shape(0);
 }
 
 }  // namespace

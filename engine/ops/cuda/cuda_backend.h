@@ -180,9 +180,10 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_CODES=plain|split; the tests run both). More rows take the split forms.
   void set_split_codes(bool on);
   // The one-row FP8 GEMV (CUDA cores) with each warp's eight rows one load deep (0, the default),
-  // four rows two deep (1) or two rows four deep (2): the same loads a lane, the later forms
-  // issuing the next ones while they sum the current (FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4; the
-  // tests run all three).
+  // four rows two deep (1), two rows four deep (2): the same loads a lane, the later forms issuing
+  // the next ones while they sum the current; or four rows through a shared-memory ring four items
+  // deep (3; gemv_device.cuh stream_tiles_ring) (FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring; the
+  // tests run all four).
   void set_one_row_gemv_shape(int shape);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a

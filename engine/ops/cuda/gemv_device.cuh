@@ -21,7 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
+#include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/weights.h"
 
@@ -478,6 +480,91 @@ __device__ __forceinline__ void stream_tiles_one_row(int64_t tiles, RowsOf&& row
         tile += gridDim.x;
       }
     }
+  }
+}
+
+// Rows of the ring form (stream_tiles_ring): rows a warp and the items its ring holds.
+constexpr int kGemvRingRows = 4, kGemvRingDepth = 4;
+// Shared memory of a block's rings (kGemvWarps warps, kGemvRingDepth items of kGemvRingRows rows of
+// 16 bytes a lane).
+constexpr int64_t kGemvRingBytes = int64_t{kGemvWarps} * kGemvRingDepth * kGemvRingRows * 32 * 16;
+
+// stream_tiles_one_row with the weights through a shared-memory ring: each lane copies its 16
+// bytes of the warp's rows for an item with cp.async, kGemvRingDepth - 1 items ahead of the sums,
+// and reads them back when it sums that item. Copies in flight hold no registers, so three items (6
+// KiB a warp) stay in flight while the warp sums, where the register form holds one item's loads
+// and waits for them after each sum. A lane reads back only what it copied, so no warp barrier is
+// needed. For rows that are all 16-byte aligned with whole chunks (the caller checks: k a multiple
+// of VW and the matrix aligned); `ring` is this warp's kGemvRingDepth x kGemvRingRows x 32 chunks.
+template <WeightFormat F, bool kScaled, class RowsOf, class Stage, class Emit>
+__device__ __forceinline__ void stream_tiles_ring(int64_t tiles, RowsOf&& rows_of, Stage&& stage,
+                                                  Emit&& emit, int64_t col0, int64_t cols,
+                                                  const float* xs, uint4* ring) {
+  using C = Chunk<F>;
+  constexpr int R = kGemvRingRows, D = kGemvRingDepth;
+  const unsigned lane = threadIdx.x & 31u;
+  const int64_t steps = (cols + C::W - 1) / C::W, lane_col = lane * C::VW;
+  const float* xl = xs + lane * 4;
+  int64_t load_tile = blockIdx.x, load_step_index = 0;
+  WarpRows<R> rows = rows_of(load_tile);
+  uint32_t sc[D][R];
+  // The next item's copies into ring slot `slot` (a compile-time index: sc stays in registers).
+  const auto issue = [&](auto slot) {
+    constexpr int s = decltype(slot)::value;
+    if (load_tile < tiles) {
+      const int64_t c = load_step_index * C::W + lane_col;
+      FD_UNROLL
+      for (int r = 0; r < R; ++r) {
+        uint4* dst = ring + (s * R + r) * 32 + lane;
+        if (rows.row[r] != nullptr && c < cols) {
+          async_copy16(dst, rows.row[r] + C::bytes(col0 + c));
+          sc[s][r] = C::kCoded ? __ldg(rows.scale[r] + (col0 + c) / 32) : 127u;
+        } else {
+          *dst = uint4{0u, 0u, 0u, 0u};
+          sc[s][r] = 127u;
+        }
+      }
+      if (++load_step_index == steps) {
+        load_step_index = 0;
+        load_tile += gridDim.x;
+        if (load_tile < tiles) rows = rows_of(load_tile);
+      }
+    }
+    async_commit();  // an empty group past the end keeps the wait's count right
+  };
+  [&]<int... S>(std::integer_sequence<int, S...>) {
+    (issue(std::integral_constant<int, S>{}), ...);
+  }
+  (std::make_integer_sequence<int, D - 1>{});
+  stage();
+  __syncthreads();
+  int64_t tile = blockIdx.x, step = 0;
+  float acc[R];
+  FD_UNROLL
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  const auto sum_item = [&](auto slot) {
+    constexpr int s = decltype(slot)::value;
+    if (tile >= tiles) return;  // the same for the whole warp
+    issue(std::integral_constant<int, (s + D - 1) % D>{});
+    async_wait<D - 1>();  // this lane's copies of the item have landed
+    uint4 raw[R];
+    FD_UNROLL
+    for (int r = 0; r < R; ++r) raw[r] = ring[(s * R + r) * 32 + lane];
+    if (step * C::W + lane_col < cols)
+      add_step<F, R, 1, kScaled>(raw, sc[s], xl + step * C::W, 0, 1, acc);
+    if (++step == steps) {
+      emit(tile, acc);
+      FD_UNROLL
+      for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+      step = 0;
+      tile += gridDim.x;
+    }
+  };
+  while (tile < tiles) {
+    [&]<int... S>(std::integer_sequence<int, S...>) {
+      (sum_item(std::integral_constant<int, S>{}), ...);
+    }
+    (std::make_integer_sequence<int, D>{});
   }
 }
 

@@ -47,7 +47,7 @@ FD_NO_PADDING_END
 // at 2 to 8 activation rows, where the FP32 products rather than the loads bound the time.
 // kShape (the one-row FP8 GEMV's A/B, FLASHDESK_CUDA_ONE_ROW_GEMV): 0 the table's, 1 four rows
 // two deep, 2 two rows four deep (the same eight loads a lane, the next ones issued while the
-// current ones are summed).
+// current ones are summed), 3 the shared-memory ring (stream_tiles_ring: kGemvRingRows rows).
 template <WeightFormat F, int NT, int kShape = 0>
 struct WarpShape {
   // By format (BF16 / F32, FP8, FP4), then NT (1, 2, 4, 8).
@@ -55,8 +55,14 @@ struct WarpShape {
   static constexpr int kDepth[3][4] = {{1, 1, 2, 1}, {1, 2, 2, 2}, {1, 2, 2, 2}};
   static constexpr int kKind = F == WeightFormat::Fp8Block ? 1 : F == WeightFormat::Fp4Row ? 2 : 0;
   static constexpr int kLog = NT == 1 ? 0 : NT == 2 ? 1 : NT == 4 ? 2 : 3;
-  static constexpr int R = kShape == 1 ? 4 : kShape == 2 ? 2 : kRows[kKind][kLog];
-  static constexpr int U = kShape == 1 ? 2 : kShape == 2 ? 4 : kDepth[kKind][kLog];
+  static constexpr int R = kShape == 1   ? 4
+                           : kShape == 2 ? 2
+                           : kShape == 3 ? kGemvRingRows
+                                         : kRows[kKind][kLog];
+  static constexpr int U = kShape == 1   ? 2
+                           : kShape == 2 ? 4
+                           : kShape == 3 ? 1
+                                         : kDepth[kKind][kLog];
 };
 constexpr int64_t kStageBytes = 48 << 10;  // dynamic shared memory without an opt-in
 
@@ -146,7 +152,11 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
   };
   // One row: the next tile's loads go out before a tile's sums are emitted (H200, one row: wq_b
   // 23.9 -> 22.5 µs, wo_b 24.7 -> 24.0; docs/cuda-backend.md).
-  if constexpr (NT == 1)
+  if constexpr (kShape == 3)  // the ring behind the staged row (xs_stride floats)
+    stream_tiles_ring<F, kScaled>(p.row_tiles, rows_of, stage, emit, ks, cols, xs,
+                                  reinterpret_cast<uint4*>(xs + p.xs_stride) +
+                                      (threadIdx.x >> 5) * (kGemvRingDepth * kGemvRingRows * 32));
+  else if constexpr (NT == 1)
     stream_tiles_one_row<F, R, U, kScaled>(p.row_tiles, rows_of, stage, emit, ks, p.k, cols, xs);
   else
     stream_tiles<F, R, NT, U, kScaled>(p.row_tiles, rows_of, stage, emit, ks, p.k, cols, xs,
@@ -311,7 +321,11 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
   }
   const dim3 grid(static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(gr.splits),
                   static_cast<unsigned>(job.groups));
-  const size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
+  size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
+  if constexpr (kShape == 3) {
+    smem += static_cast<size_t>(kGemvRingBytes);
+    allow_dynamic_smem<gemv_kernel<F, NT, kScaled, kShape>>(smem);
+  }
   FD_LAUNCH((gemv_kernel<F, NT, kScaled, kShape>), grid, dim3(kGemvThreads), smem, ctx.stream(), p);
 }
 
@@ -320,6 +334,10 @@ void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) 
   if constexpr (F == WeightFormat::Fp8Block && kScaled) {
     if (job.n <= 1 && ctx.one_row_gemv_shape() == 1) return run_gemv<F, 1, kScaled, 1>(ctx, job, p);
     if (job.n <= 1 && ctx.one_row_gemv_shape() == 2) return run_gemv<F, 1, kScaled, 2>(ctx, job, p);
+    // The ring copies whole 16-byte chunks of 16-byte aligned rows.
+    if (job.n <= 1 && ctx.one_row_gemv_shape() == 3 && job.k % Chunk<F>::VW == 0 &&
+        reinterpret_cast<uintptr_t>(p.w) % 16 == 0)
+      return run_gemv<F, 1, kScaled, 3>(ctx, job, p);
   }
   if (job.n <= 1) return run_gemv<F, 1, kScaled>(ctx, job, p);
   if (job.n <= 2) return run_gemv<F, 2, kScaled>(ctx, job, p);
