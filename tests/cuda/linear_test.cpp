@@ -165,14 +165,16 @@ class CudaLinearTest : public CudaOpTest {
     reference_by_blocks(x, n, hw, want, terms);
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
     // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
-    // one-row FP8 GEMV in its other warp shapes too (passes 3 to 5: four rows two loads deep, two
-    // rows four deep, four rows through a shared-memory ring).
-    for (const int pass : {0, 1, 2, 3, 4, 5}) {
+    // one-row FP8 GEMV in its other warp shapes too (passes 3 to 7: four rows two loads deep, two
+    // rows four deep, four rows through a shared-memory ring, and the first and the ring with
+    // the codes decoded by the hardware's conversion).
+    for (const int pass : {0, 1, 2, 3, 4, 5, 6, 7}) {
       const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
       gpu().set_interleaved_units(pass != 2);
-      gpu().set_one_row_gemv_shape(pass >= 3 ? pass - 2 : 0);
+      const int shapes[] = {0, 0, 0, 1, 2, 3, 4, 7};
+      gpu().set_one_row_gemv_shape(shapes[pass]);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
@@ -187,7 +189,7 @@ class CudaLinearTest : public CudaOpTest {
                : "") +
           (tc ? " (tensor cores where they fit)" : " (CUDA cores)") +
           (pass == 2 ? ", units in ranges" : "") +
-          (pass >= 3 ? ", one-row shape " + std::to_string(pass - 2) : "");
+          (pass >= 3 ? ", one-row shape " + std::to_string(shapes[pass]) : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
       } else {
@@ -322,9 +324,13 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
     }
     const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
     // 2 rows take the GEMV's staging, 16 the GEMM's (prepare_bf16_kernel, act_quant_f32_kernel).
-    for (int64_t n : {2, 16}) {
+    // One row: the one-row GEMV, its codes decoded by shifts and by the hardware's conversion.
+    for (const auto& [n, shape] :
+         std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 4}, {2, 0}, {16, 0}}) {
+      gpu().set_one_row_gemv_shape(shape);
       std::vector<float> xn;
-      for (int64_t r = 0; r < n / 2; ++r) xn.insert(xn.end(), x.begin(), x.end());
+      for (int64_t r = 0; r < n; ++r)  // rows 0 and 1 of x in turn
+        xn.insert(xn.end(), x.begin() + (r % 2) * k, x.begin() + (r % 2 + 1) * k);
       Pair xt = both_f32(Shape{n, k}, xn);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, k});
       Tensor yc = cpu().alloc(DType::F32, Shape{n, k});
@@ -335,8 +341,10 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
                            (f == WeightFormat::Fp8Block ? "FP8"
                             : f == WeightFormat::Fp4Row ? "FP4"
                                                         : "F32 (act_quant)") +
-                           ", " + std::to_string(n) + " rows");
+                           ", " + std::to_string(n) + " rows, one-row shape " +
+                           std::to_string(shape));
     }
+    gpu().set_one_row_gemv_shape(0);
   }
 }
 
@@ -359,8 +367,8 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 11);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
   // One row in each of the one-row GEMV's shapes (CudaBackend::set_one_row_gemv_shape).
-  for (const auto& [n, shape] :
-       std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {2, 0}, {11, 0}}) {
+  for (const auto& [n, shape] : std::vector<std::pair<int64_t, int>>{
+           {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 7}, {2, 0}, {11, 0}}) {
     gpu().set_one_row_gemv_shape(shape);
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 12, 1.0f));
@@ -397,8 +405,8 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
   const int64_t groups = 8, in_g = 8 * 512, out_g = 1024;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 30);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-  for (const auto& [n, shape] :
-       std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {12, 0}}) {
+  for (const auto& [n, shape] : std::vector<std::pair<int64_t, int>>{
+           {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 7}, {12, 0}}) {
     gpu().set_one_row_gemv_shape(shape);
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 31, 0.1f));

@@ -201,9 +201,18 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_CODES=plain|split (default plain): set_split_codes (the A/B).
   if (const auto c = read_choice("FLASHDESK_CUDA_CODES", {"plain", "split"}))
     set_split_codes(*c == "split");
-  // FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring (default 8x1): set_one_row_gemv_shape (the A/B).
-  if (const auto g = read_choice("FLASHDESK_CUDA_ONE_ROW_GEMV", {"8x1", "4x2", "2x4", "ring"}))
-    set_one_row_gemv_shape(*g == "4x2" ? 1 : *g == "2x4" ? 2 : *g == "ring" ? 3 : 0);
+  // FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring|8x1-cvt|ring-cvt (default 8x1):
+  // set_one_row_gemv_shape 0, 1, 2, 3, 4, 7 (the A/B).
+  if (const auto g = read_choice("FLASHDESK_CUDA_ONE_ROW_GEMV",
+                                 {"8x1", "4x2", "2x4", "ring", "8x1-cvt", "ring-cvt"})) {
+    const std::string& v = *g;
+    set_one_row_gemv_shape(v == "4x2"        ? 1
+                           : v == "2x4"      ? 2
+                           : v == "ring"     ? 3
+                           : v == "8x1-cvt"  ? 4
+                           : v == "ring-cvt" ? 7
+                                             : 0);
+  }
   // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
   // benchmarks' A/B).
   if (const auto w = read_choice("FLASHDESK_CUDA_WGMMA", {"1", "128", "0"})) {
@@ -268,7 +277,8 @@ void CudaBackend::set_split_codes(bool on) {
 }
 
 void CudaBackend::set_one_row_gemv_shape(int shape) {
-  FD_CHECK(shape >= 0 && shape <= 3, "one-row GEMV shape: 0 to 3, not " + std::to_string(shape));
+  FD_CHECK(shape >= 0 && shape <= 7 && shape != 5 && shape != 6,
+           "one-row GEMV shape: 0 to 4 or 7, not " + std::to_string(shape));
   ctx_->set_one_row_gemv_shape(shape);
 }
 

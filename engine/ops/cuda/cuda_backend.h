@@ -182,8 +182,9 @@ class CudaBackend final : public Backend {
   // The one-row FP8 GEMV (CUDA cores) with each warp's eight rows one load deep (0, the default),
   // four rows two deep (1), two rows four deep (2): the same loads a lane, the later forms issuing
   // the next ones while they sum the current; or four rows through a shared-memory ring four items
-  // deep (3; gemv_device.cuh stream_tiles_ring) (FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring; the
-  // tests run all four).
+  // deep (3; gemv_device.cuh stream_tiles_ring); 4 and 7: 0 and 3 with the codes decoded by the
+  // hardware's E4M3 conversion where the device has it (sm_89 on; the same bits)
+  // (FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring|8x1-cvt|ring-cvt; the tests run all six).
   void set_one_row_gemv_shape(int shape);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a

@@ -107,7 +107,7 @@ class DeviceContext {
   void set_split_codes(bool on) { split_codes_ = on; }
   // The one-row FP8 GEMV's rows a warp and loads in flight (linear.cu WarpShape): 0 eight rows one
   // deep, 1 four rows two deep, 2 two rows four deep, 3 four rows through a shared-memory ring;
-  // the backend's switch.
+  // 4 and 7: 0 and 3 with FP8 decoded by the hardware's conversion; the backend's switch.
   int one_row_gemv_shape() const { return one_row_gemv_shape_; }
   void set_one_row_gemv_shape(int shape) { one_row_gemv_shape_ = shape; }
   // Whether the prefill experts may run Hopper's wgmma kernels (moe_grouped_sm90a.cu) where this

@@ -47,22 +47,25 @@ FD_NO_PADDING_END
 // at 2 to 8 activation rows, where the FP32 products rather than the loads bound the time.
 // kShape (the one-row FP8 GEMV's A/B, FLASHDESK_CUDA_ONE_ROW_GEMV): 0 the table's, 1 four rows
 // two deep, 2 two rows four deep (the same eight loads a lane, the next ones issued while the
-// current ones are summed), 3 the shared-memory ring (stream_tiles_ring: kGemvRingRows rows).
+// current ones are summed), 3 the shared-memory ring (stream_tiles_ring: kGemvRingRows rows);
+// plus 4: FP8 decoded by the hardware's conversion (e4m3x4_values).
 template <WeightFormat F, int NT, int kShape = 0>
 struct WarpShape {
+  static constexpr int kLayout = kShape & 3;
   // By format (BF16 / F32, FP8, FP4), then NT (1, 2, 4, 8).
   static constexpr int kRows[3][4] = {{8, 8, 4, 4}, {8, 4, 2, 2}, {8, 2, 2, 2}};
   static constexpr int kDepth[3][4] = {{1, 1, 2, 1}, {1, 2, 2, 2}, {1, 2, 2, 2}};
   static constexpr int kKind = F == WeightFormat::Fp8Block ? 1 : F == WeightFormat::Fp4Row ? 2 : 0;
   static constexpr int kLog = NT == 1 ? 0 : NT == 2 ? 1 : NT == 4 ? 2 : 3;
-  static constexpr int R = kShape == 1   ? 4
-                           : kShape == 2 ? 2
-                           : kShape == 3 ? kGemvRingRows
-                                         : kRows[kKind][kLog];
-  static constexpr int U = kShape == 1   ? 2
-                           : kShape == 2 ? 4
-                           : kShape == 3 ? 1
-                                         : kDepth[kKind][kLog];
+  static constexpr int R = kLayout == 1   ? 4
+                           : kLayout == 2 ? 2
+                           : kLayout == 3 ? kGemvRingRows
+                                          : kRows[kKind][kLog];
+  static constexpr int U = kLayout == 1   ? 2
+                           : kLayout == 2 ? 4
+                           : kLayout == 3 ? 1
+                                          : kDepth[kKind][kLog];
+  static constexpr bool kValues = (kShape & 4) != 0;
 };
 constexpr int64_t kStageBytes = 48 << 10;  // dynamic shared memory without an opt-in
 
@@ -152,12 +155,15 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
   };
   // One row: the next tile's loads go out before a tile's sums are emitted (H200, one row: wq_b
   // 23.9 -> 22.5 µs, wo_b 24.7 -> 24.0; docs/cuda-backend.md).
-  if constexpr (kShape == 3)  // the ring behind the staged row (xs_stride floats)
-    stream_tiles_ring<F, kScaled>(p.row_tiles, rows_of, stage, emit, ks, cols, xs,
-                                  reinterpret_cast<uint4*>(xs + p.xs_stride) +
-                                      (threadIdx.x >> 5) * (kGemvRingDepth * kGemvRingRows * 32));
+  constexpr bool kValues = WarpShape<F, NT, kShape>::kValues;
+  if constexpr (WarpShape<F, NT, kShape>::kLayout == 3)  // the ring behind the staged row
+    stream_tiles_ring<F, kScaled, kValues>(
+        p.row_tiles, rows_of, stage, emit, ks, cols, xs,
+        reinterpret_cast<uint4*>(xs + p.xs_stride) +
+            (threadIdx.x >> 5) * (kGemvRingDepth * kGemvRingRows * 32));
   else if constexpr (NT == 1)
-    stream_tiles_one_row<F, R, U, kScaled>(p.row_tiles, rows_of, stage, emit, ks, p.k, cols, xs);
+    stream_tiles_one_row<F, R, U, kScaled, kValues>(p.row_tiles, rows_of, stage, emit, ks, p.k,
+                                                    cols, xs);
   else
     stream_tiles<F, R, NT, U, kScaled>(p.row_tiles, rows_of, stage, emit, ks, p.k, cols, xs,
                                        p.xs_stride, p.n);
@@ -322,7 +328,7 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
   const dim3 grid(static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(gr.splits),
                   static_cast<unsigned>(job.groups));
   size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
-  if constexpr (kShape == 3) {
+  if constexpr (WarpShape<F, NT, kShape>::kLayout == 3) {
     smem += static_cast<size_t>(kGemvRingBytes);
     allow_dynamic_smem<gemv_kernel<F, NT, kScaled, kShape>>(smem);
   }
@@ -332,12 +338,14 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
 template <WeightFormat F, bool kScaled>
 void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) {
   if constexpr (F == WeightFormat::Fp8Block && kScaled) {
-    if (job.n <= 1 && ctx.one_row_gemv_shape() == 1) return run_gemv<F, 1, kScaled, 1>(ctx, job, p);
-    if (job.n <= 1 && ctx.one_row_gemv_shape() == 2) return run_gemv<F, 1, kScaled, 2>(ctx, job, p);
+    const int shape = job.n <= 1 ? ctx.one_row_gemv_shape() : 0;
     // The ring copies whole 16-byte chunks of 16-byte aligned rows.
-    if (job.n <= 1 && ctx.one_row_gemv_shape() == 3 && job.k % Chunk<F>::VW == 0 &&
-        reinterpret_cast<uintptr_t>(p.w) % 16 == 0)
-      return run_gemv<F, 1, kScaled, 3>(ctx, job, p);
+    const bool ring_fits = job.k % Chunk<F>::VW == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
+    if (shape == 1) return run_gemv<F, 1, kScaled, 1>(ctx, job, p);
+    if (shape == 2) return run_gemv<F, 1, kScaled, 2>(ctx, job, p);
+    if (shape == 3 && ring_fits) return run_gemv<F, 1, kScaled, 3>(ctx, job, p);
+    if (shape == 4 || (shape == 7 && !ring_fits)) return run_gemv<F, 1, kScaled, 4>(ctx, job, p);
+    if (shape == 7) return run_gemv<F, 1, kScaled, 7>(ctx, job, p);
   }
   if (job.n <= 1) return run_gemv<F, 1, kScaled>(ctx, job, p);
   if (job.n <= 2) return run_gemv<F, 2, kScaled>(ctx, job, p);
