@@ -165,21 +165,18 @@ class CudaLinearTest : public CudaOpTest {
     reference_by_blocks(x, n, hw, want, terms);
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
     // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
-    // one-row FP8 GEMV in its other warp shapes too (passes 3 to 7: four rows two loads deep, two
-    // rows four deep, four rows through a shared-memory ring, and the first and the ring with
-    // the codes decoded by the hardware's conversion).
-    for (const int pass : {0, 1, 2, 3, 4, 5, 6, 7}) {
+    // one with FP8 decoded by shifts too, not the hardware's conversion (pass 3).
+    for (const int pass : {0, 1, 2, 3}) {
       const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
       gpu().set_interleaved_units(pass != 2);
-      const int shapes[] = {0, 0, 0, 1, 2, 3, 4, 7};
-      gpu().set_one_row_gemv_shape(shapes[pass]);
+      gpu().set_fp8_conversion(pass != 3);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
       gpu().set_interleaved_units(true);
-      gpu().set_one_row_gemv_shape(0);
+      gpu().set_fp8_conversion(true);
       std::vector<float> got = from_gpu<float>(yg);
       const std::string what =
           std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
@@ -188,8 +185,7 @@ class CudaLinearTest : public CudaOpTest {
                ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
                : "") +
           (tc ? " (tensor cores where they fit)" : " (CUDA cores)") +
-          (pass == 2 ? ", units in ranges" : "") +
-          (pass >= 3 ? ", one-row shape " + std::to_string(shapes[pass]) : "");
+          (pass == 2 ? ", units in ranges" : "") + (pass == 3 ? ", FP8 by shifts" : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
       } else {
@@ -323,11 +319,12 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
       }
     }
     const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-    // 2 rows take the GEMV's staging, 16 the GEMM's (prepare_bf16_kernel, act_quant_f32_kernel).
-    // One row: the one-row GEMV, its codes decoded by shifts and by the hardware's conversion.
-    for (const auto& [n, shape] :
-         std::vector<std::pair<int64_t, int>>{{1, 0}, {1, 4}, {2, 0}, {16, 0}}) {
-      gpu().set_one_row_gemv_shape(shape);
+    // 2 rows take the GEMV's staging, 16 the GEMM's (prepare_bf16_kernel, act_quant_f32_kernel);
+    // one row the one-row GEMV, FP8 decoded by the hardware's conversion (the default) and by
+    // shifts.
+    for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
+             {1, true}, {1, false}, {2, true}, {2, false}, {16, true}}) {
+      gpu().set_fp8_conversion(cvt);
       std::vector<float> xn;
       for (int64_t r = 0; r < n; ++r)  // rows 0 and 1 of x in turn
         xn.insert(xn.end(), x.begin() + (r % 2) * k, x.begin() + (r % 2 + 1) * k);
@@ -341,10 +338,9 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
                            (f == WeightFormat::Fp8Block ? "FP8"
                             : f == WeightFormat::Fp4Row ? "FP4"
                                                         : "F32 (act_quant)") +
-                           ", " + std::to_string(n) + " rows, one-row shape " +
-                           std::to_string(shape));
+                           ", " + std::to_string(n) + " rows" + (cvt ? "" : ", FP8 by shifts"));
     }
-    gpu().set_one_row_gemv_shape(0);
+    gpu().set_fp8_conversion(true);
   }
 }
 
@@ -366,10 +362,7 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
   const int64_t groups = 4, in_g = 64, out_g = 24;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 11);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-  // One row in each of the one-row GEMV's shapes (CudaBackend::set_one_row_gemv_shape).
-  for (const auto& [n, shape] : std::vector<std::pair<int64_t, int>>{
-           {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 7}, {2, 0}, {11, 0}}) {
-    gpu().set_one_row_gemv_shape(shape);
+  for (int64_t n : {1, 2, 11}) {
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 12, 1.0f));
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
@@ -379,11 +372,9 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
     // Terms bounded by 64 * |x|max * |w|max at these magnitudes: use the row sums of |x| * 448 *
     // 2^-9.
     std::vector<float> terms(static_cast<size_t>(n * groups * out_g), 64.0f * 4.0f);
-    expect_linear_close(
-        from_gpu<float>(yg), from_cpu<float>(yc), terms,
-        "grouped n=" + std::to_string(n) + ", one-row shape " + std::to_string(shape));
+    expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
+                        "grouped n=" + std::to_string(n));
   }
-  gpu().set_one_row_gemv_shape(0);
 }
 
 TEST_F(CudaLinearTest, FullShapesOfTheV41Layers) {
@@ -405,9 +396,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
   const int64_t groups = 8, in_g = 8 * 512, out_g = 1024;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 30);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-  for (const auto& [n, shape] : std::vector<std::pair<int64_t, int>>{
-           {1, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 7}, {12, 0}}) {
-    gpu().set_one_row_gemv_shape(shape);
+  for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
+           {1, true}, {1, false}, {8, true}, {8, false}, {12, true}}) {
+    gpu().set_fp8_conversion(cvt);  // wo_a's unscaled one-row GEMV decoded both ways
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 31, 0.1f));
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
@@ -416,9 +407,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
     cpu().grouped_linear(x.cpu, wc, groups, yc);
     std::vector<float> terms(static_cast<size_t>(n * groups * out_g), float(in_g) * 0.1f * 2.0f);
     expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
-                        "wo_a n=" + std::to_string(n) + ", one-row shape " + std::to_string(shape));
+                        "wo_a n=" + std::to_string(n) + (cvt ? "" : ", FP8 by shifts"));
   }
-  gpu().set_one_row_gemv_shape(0);
+  gpu().set_fp8_conversion(true);
 }
 
 }  // namespace

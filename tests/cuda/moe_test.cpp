@@ -173,10 +173,9 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   // two parts over K (FP8 against FP4) and in one, the down kernel's tiles split over K by two
   // warps (the default) and by four, the one-row down kernel ten blocks a multiprocessor (the
   // default) or eight (path 6), with the tiles' K units to the warps interleaved (the default) or
-  // in ranges (path 5), the one-row kernels' codes decoded by the split forms (path 7; the plain
-  // ones the default), and on the CUDA cores with the shared slot in one part and in
+  // in ranges (path 5), and on the CUDA cores with the shared slot in one part and in
   // byte-balanced parts of its rows.
-  for (const int path : {0, 1, 2, 3, 4, 5, 6, 7}) {
+  for (const int path : {0, 1, 2, 3, 4, 5, 6}) {
     const bool parts = path == 2;
     gpu().set_decode_experts_tensor_cores(path == 0 || path >= 3);
     gpu().set_split_shared_expert_tc(path == 0 || path >= 4);
@@ -184,7 +183,6 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
     gpu().set_down_split(path == 4 ? 4 : 2);
     gpu().set_down_blocks(path == 6 ? 8 : 10);
     gpu().set_interleaved_units(path != 5);
-    gpu().set_split_codes(path == 7);
     for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
     check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
     // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
@@ -202,37 +200,6 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   gpu().set_down_split(2);
   gpu().set_down_blocks(10);
   gpu().set_interleaved_units(true);
-  gpu().set_split_codes(false);
-}
-
-// The split decoders of tc_codes.cuh give the plain ones' bits: the one-row experts' outputs are
-// identical under both, FP4 routed experts and the FP8 shared one (V4.1's dims where the machine
-// takes full shapes, else the smallest the tensor-core kernels take).
-TEST_F(CudaMoeTest, SplitCodesGiveThePlainBits) {
-  const bool full = !emulated() || std::getenv("FLASHDESK_EMU_FULL") != nullptr;
-  const int64_t d = full ? 5120 : 256, inter = full ? 2304 : 128, E = full ? 384 : 8;
-  std::vector<std::pair<ExpertWeights, ExpertWeights>> pool;
-  for (int i = 0; i < 4; ++i) pool.push_back(expert(true, d, inter, 500 + 100 * i));
-  auto shared = expert(false, d, inter, 577);
-  std::vector<const ExpertWeights*> eg(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e)
-    eg[static_cast<size_t>(e)] = &pool[static_cast<size_t>(e % 4)].first;
-  const int64_t k = 6;
-  std::vector<int32_t> ids(static_cast<size_t>(k));
-  for (int64_t j = 0; j < k; ++j)
-    ids[static_cast<size_t>(j)] = static_cast<int32_t>((j * 5 + 1) % E);
-  Pair id = both(DType::I32, Shape{1, k}, ids);
-  Pair w = both_f32(Shape{1, k}, random_uniform(static_cast<size_t>(k), 501, 0.1f, 1.5f));
-  Pair x = both_f32(Shape{1, d}, random_bf16(static_cast<size_t>(d), 502, 1.0f));
-  std::vector<float> got[2];
-  for (const int split : {0, 1}) {
-    gpu().set_split_codes(split == 1);
-    Tensor y = gpu_poisoned(DType::F32, Shape{1, d});
-    gpu().moe_experts(x.gpu, id.gpu, w.gpu, eg, &shared.first, 7.0f, y);
-    got[split] = from_gpu<float>(y);
-  }
-  gpu().set_split_codes(false);
-  expect_identical(got[1], got[0], "one-row experts, split codes against plain");
 }
 
 // Hybrid placement: routed experts left in host memory are computed on the CPU, the shared one on
@@ -320,9 +287,6 @@ TEST_F(CudaMoeTest, FullShapes) {
   gpu().set_down_blocks(8);  // the one-row down kernel eight blocks a multiprocessor
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   gpu().set_down_blocks(10);
-  gpu().set_split_codes(true);  // the one-row kernels' split decoders
-  check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
-  gpu().set_split_codes(false);
   gpu().set_decode_experts_tensor_cores(false);  // the CUDA-core decode kernels
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);

@@ -198,21 +198,10 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
-  // FLASHDESK_CUDA_CODES=plain|split (default plain): set_split_codes (the A/B).
-  if (const auto c = read_choice("FLASHDESK_CUDA_CODES", {"plain", "split"}))
-    set_split_codes(*c == "split");
-  // FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring|8x1-cvt|ring-cvt (default 8x1):
-  // set_one_row_gemv_shape 0, 1, 2, 3, 4, 7 (the A/B).
-  if (const auto g = read_choice("FLASHDESK_CUDA_ONE_ROW_GEMV",
-                                 {"8x1", "4x2", "2x4", "ring", "8x1-cvt", "ring-cvt"})) {
-    const std::string& v = *g;
-    set_one_row_gemv_shape(v == "4x2"        ? 1
-                           : v == "2x4"      ? 2
-                           : v == "ring"     ? 3
-                           : v == "8x1-cvt"  ? 4
-                           : v == "ring-cvt" ? 7
-                                             : 0);
-  }
+  // FLASHDESK_CUDA_FP8_CVT=0|1 (default 1): set_fp8_conversion (the A/B).
+  bool fp8_cvt = true;
+  read_switch("FLASHDESK_CUDA_FP8_CVT", fp8_cvt);
+  set_fp8_conversion(fp8_cvt);
   // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
   // benchmarks' A/B).
   if (const auto w = read_choice("FLASHDESK_CUDA_WGMMA", {"1", "128", "0"})) {
@@ -272,14 +261,8 @@ void CudaBackend::set_interleaved_units(bool on) {
   ctx_->set_interleaved_units(on);
 }
 
-void CudaBackend::set_split_codes(bool on) {
-  ctx_->set_split_codes(on);
-}
-
-void CudaBackend::set_one_row_gemv_shape(int shape) {
-  FD_CHECK(shape >= 0 && shape <= 7 && shape != 5 && shape != 6,
-           "one-row GEMV shape: 0 to 4 or 7, not " + std::to_string(shape));
-  ctx_->set_one_row_gemv_shape(shape);
+void CudaBackend::set_fp8_conversion(bool on) {
+  ctx_->set_fp8_conversion(on);
 }
 
 void CudaBackend::set_wgmma_experts(WgmmaExperts w) {

@@ -175,17 +175,10 @@ class CudaBackend final : public Backend {
   // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the
   // tests run both).
   void set_interleaved_units(bool on);
-  // Whether the one-row tensor-core decode experts decode their FP4 / FP8 codes with the split
-  // forms of tc_codes.cuh (fewer instructions, the same bits) or the plain ones (the default;
-  // FLASHDESK_CUDA_CODES=plain|split; the tests run both). More rows take the split forms.
-  void set_split_codes(bool on);
-  // The one-row FP8 GEMV (CUDA cores) with each warp's eight rows one load deep (0, the default),
-  // four rows two deep (1), two rows four deep (2): the same loads a lane, the later forms issuing
-  // the next ones while they sum the current; or four rows through a shared-memory ring four items
-  // deep (3; gemv_device.cuh stream_tiles_ring); 4 and 7: 0 and 3 with the codes decoded by the
-  // hardware's E4M3 conversion where the device has it (sm_89 on; the same bits)
-  // (FLASHDESK_CUDA_ONE_ROW_GEMV=8x1|4x2|2x4|ring|8x1-cvt|ring-cvt; the tests run all six).
-  void set_one_row_gemv_shape(int shape);
+  // Whether the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's
+  // E4M3 conversion where the device has it (sm_89 on: the default; the same values) or by shifts
+  // and masks (FLASHDESK_CUDA_FP8_CVT=1|0; the tests run both).
+  void set_fp8_conversion(bool on);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.

@@ -101,15 +101,11 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
-  // Whether the one-row tensor-core decode experts decode their codes with tc_codes.cuh's split
-  // forms (fewer instructions, the same bits) rather than the plain ones; the backend's switch.
-  bool split_codes() const { return split_codes_; }
-  void set_split_codes(bool on) { split_codes_ = on; }
-  // The one-row FP8 GEMV's rows a warp and loads in flight (linear.cu WarpShape): 0 eight rows one
-  // deep, 1 four rows two deep, 2 two rows four deep, 3 four rows through a shared-memory ring;
-  // 4 and 7: 0 and 3 with FP8 decoded by the hardware's conversion; the backend's switch.
-  int one_row_gemv_shape() const { return one_row_gemv_shape_; }
-  void set_one_row_gemv_shape(int shape) { one_row_gemv_shape_ = shape; }
+  // Whether the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion where
+  // the device has it (sm_89 on; gemv_device.cuh e4m3x4_values) rather than by shifts and masks;
+  // the backend's switch.
+  bool fp8_conversion() const { return fp8_conversion_; }
+  void set_fp8_conversion(bool on) { fp8_conversion_ = on; }
   // Whether the prefill experts may run Hopper's wgmma kernels (moe_grouped_sm90a.cu) where this
   // binary has them for the device, and in which CTA widths; the backend's switch.
   WgmmaExperts wgmma_experts() const { return wgmma_experts_; }
@@ -136,8 +132,7 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
-  bool split_codes_ = false;
-  int one_row_gemv_shape_ = 0;
+  bool fp8_conversion_ = true;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;
   BesideLane beside_{*pool_};  // destroyed before the pool

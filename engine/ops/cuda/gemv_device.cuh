@@ -21,9 +21,7 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 
-#include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/weights.h"
 
@@ -155,7 +153,7 @@ constexpr int kGroupCols = F == WeightFormat::Fp4Row ? 8 : 4;
 
 // Columns [G i, G i + G) of a chunk (G = kGroupCols<F>) as values: scaled codes (kExact false: FP8
 // / FP4 as code * 2^-kBias), or the codes' values (kExact; BF16 and F32 are always exact).
-// kValues: FP8 by e4m3x4_values, the codes' values either way (its bias 0: code_bias<F, true>).
+// kValues: FP8 by e4m3x4_values, the codes' values whether kExact or not.
 template <WeightFormat F, bool kExact, bool kValues = false>
 __device__ __forceinline__ void decode_group(const uint4& raw, int i, float* v) {
   if constexpr (F == WeightFormat::Fp8Block && kValues) {
@@ -305,7 +303,8 @@ __device__ __forceinline__ void staged_group(const float* xs, int64_t xs_stride,
 // The loops keep few values live: with few activation values a group, those are read first and
 // each row's group is decoded and used at once; else the rows' groups are decoded first and each
 // activation row's values read and used at once.
-// kValues: FP8 decoded to the codes' values (decode_group), so the scale undoes 2^40 only.
+// kValues: FP8 decoded to the codes' values (decode_group), so the scaled form's scale undoes the
+// staging's 2^40 only.
 template <WeightFormat F, int R, int NT, bool kScaled, bool kValues = false>
 __device__ __forceinline__ void add_step(const uint4* raw, const uint32_t* sc, const float* xs,
                                          int64_t xs_stride, int64_t n, float* acc) {
@@ -398,7 +397,7 @@ __device__ __forceinline__ float warp_sum_many(float* v) {
 // One warp's rows against staged activation rows over staged columns [0, cols) (weight columns
 // col0 + c): U chunks per lane per row in flight. `raw`/`sc` hold the first step, loaded by the
 // caller (before staging, so the loads overlap it).
-template <WeightFormat F, int R, int NT, int U, bool kScaled>
+template <WeightFormat F, int R, int NT, int U, bool kScaled, bool kValues = false>
 __device__ __forceinline__ void stream_rows(const WarpRows<R>& w, int64_t col0, int64_t k,
                                             int64_t cols, const float* xs, int64_t xs_stride,
                                             int64_t n, uint4 (&raw)[U][R], uint32_t (&sc)[U][R],
@@ -411,7 +410,8 @@ __device__ __forceinline__ void stream_rows(const WarpRows<R>& w, int64_t col0, 
     for (int u = 0; u < U; ++u) {
       const int64_t c = (step + u) * C::W + lane_col;
       if (c < cols)
-        add_step<F, R, NT, kScaled>(raw[u], sc[u], xl + (step + u) * C::W, xs_stride, n, acc);
+        add_step<F, R, NT, kScaled, kValues>(raw[u], sc[u], xl + (step + u) * C::W, xs_stride, n,
+                                             acc);
     }
     const int64_t next = step + U;
     if (next * C::W >= cols) break;
@@ -440,7 +440,8 @@ __device__ __forceinline__ void first_step(const WarpRows<R>& w, int64_t col0, i
 // flight, then for each tile this warp's rows `rows_of(tile)` streamed against them and the sums
 // handed to `emit(tile, acc)` (acc[r * NT + t], per lane). Staging once for several tiles is what
 // keeps its cost small next to the weights, from two activation rows on.
-template <WeightFormat F, int R, int NT, int U, bool kScaled, class RowsOf, class Stage, class Emit>
+template <WeightFormat F, int R, int NT, int U, bool kScaled, bool kValues = false, class RowsOf,
+          class Stage, class Emit>
 __device__ __forceinline__ void stream_tiles(int64_t tiles, RowsOf&& rows_of, Stage&& stage,
                                              Emit&& emit, int64_t col0, int64_t k, int64_t cols,
                                              const float* xs, int64_t xs_stride, int64_t n) {
@@ -455,7 +456,7 @@ __device__ __forceinline__ void stream_tiles(int64_t tiles, RowsOf&& rows_of, St
     float acc[R * NT];
     FD_UNROLL
     for (int i = 0; i < R * NT; ++i) acc[i] = 0.0f;
-    stream_rows<F, R, NT, U, kScaled>(rows, col0, k, cols, xs, xs_stride, n, raw, sc, acc);
+    stream_rows<F, R, NT, U, kScaled, kValues>(rows, col0, k, cols, xs, xs_stride, n, raw, sc, acc);
     emit(tile, acc);
     tile += gridDim.x;
     if (tile >= tiles) break;
@@ -469,8 +470,8 @@ __device__ __forceinline__ void stream_tiles(int64_t tiles, RowsOf&& rows_of, St
 // issued while the current tile is summed and emitted. With one row the products are few, so what
 // bounds the time is how many bytes are in flight without a gap: stream_tiles waits for each
 // tile's first loads after the previous tile's sums (docs/cuda-backend.md "Kernels").
-template <WeightFormat F, int R, int U, bool kScaled, bool kValues, class RowsOf, class Stage,
-          class Emit>
+template <WeightFormat F, int R, int U, bool kScaled, bool kValues = false, class RowsOf,
+          class Stage, class Emit>
 __device__ __forceinline__ void stream_tiles_one_row(int64_t tiles, RowsOf&& rows_of, Stage&& stage,
                                                      Emit&& emit, int64_t col0, int64_t k,
                                                      int64_t cols, const float* xs) {
@@ -515,91 +516,6 @@ __device__ __forceinline__ void stream_tiles_one_row(int64_t tiles, RowsOf&& row
         tile += gridDim.x;
       }
     }
-  }
-}
-
-// Rows of the ring form (stream_tiles_ring): rows a warp and the items its ring holds.
-constexpr int kGemvRingRows = 4, kGemvRingDepth = 4;
-// Shared memory of a block's rings (kGemvWarps warps, kGemvRingDepth items of kGemvRingRows rows of
-// 16 bytes a lane).
-constexpr int64_t kGemvRingBytes = int64_t{kGemvWarps} * kGemvRingDepth * kGemvRingRows * 32 * 16;
-
-// stream_tiles_one_row with the weights through a shared-memory ring: each lane copies its 16
-// bytes of the warp's rows for an item with cp.async, kGemvRingDepth - 1 items ahead of the sums,
-// and reads them back when it sums that item. Copies in flight hold no registers, so three items (6
-// KiB a warp) stay in flight while the warp sums, where the register form holds one item's loads
-// and waits for them after each sum. A lane reads back only what it copied, so no warp barrier is
-// needed. For rows that are all 16-byte aligned with whole chunks (the caller checks: k a multiple
-// of VW and the matrix aligned); `ring` is this warp's kGemvRingDepth x kGemvRingRows x 32 chunks.
-template <WeightFormat F, bool kScaled, bool kValues, class RowsOf, class Stage, class Emit>
-__device__ __forceinline__ void stream_tiles_ring(int64_t tiles, RowsOf&& rows_of, Stage&& stage,
-                                                  Emit&& emit, int64_t col0, int64_t cols,
-                                                  const float* xs, uint4* ring) {
-  using C = Chunk<F>;
-  constexpr int R = kGemvRingRows, D = kGemvRingDepth;
-  const unsigned lane = threadIdx.x & 31u;
-  const int64_t steps = (cols + C::W - 1) / C::W, lane_col = lane * C::VW;
-  const float* xl = xs + lane * 4;
-  int64_t load_tile = blockIdx.x, load_step_index = 0;
-  WarpRows<R> rows = rows_of(load_tile);
-  uint32_t sc[D][R];
-  // The next item's copies into ring slot `slot` (a compile-time index: sc stays in registers).
-  const auto issue = [&](auto slot) {
-    constexpr int s = decltype(slot)::value;
-    if (load_tile < tiles) {
-      const int64_t c = load_step_index * C::W + lane_col;
-      FD_UNROLL
-      for (int r = 0; r < R; ++r) {
-        uint4* dst = ring + (s * R + r) * 32 + lane;
-        if (rows.row[r] != nullptr && c < cols) {
-          async_copy16(dst, rows.row[r] + C::bytes(col0 + c));
-          sc[s][r] = C::kCoded ? __ldg(rows.scale[r] + (col0 + c) / 32) : 127u;
-        } else {
-          *dst = uint4{0u, 0u, 0u, 0u};
-          sc[s][r] = 127u;
-        }
-      }
-      if (++load_step_index == steps) {
-        load_step_index = 0;
-        load_tile += gridDim.x;
-        if (load_tile < tiles) rows = rows_of(load_tile);
-      }
-    }
-    async_commit();  // an empty group past the end keeps the wait's count right
-  };
-  [&]<int... S>(std::integer_sequence<int, S...>) {
-    (issue(std::integral_constant<int, S>{}), ...);
-  }
-  (std::make_integer_sequence<int, D - 1>{});
-  stage();
-  __syncthreads();
-  int64_t tile = blockIdx.x, step = 0;
-  float acc[R];
-  FD_UNROLL
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-  const auto sum_item = [&](auto slot) {
-    constexpr int s = decltype(slot)::value;
-    if (tile >= tiles) return;  // the same for the whole warp
-    issue(std::integral_constant<int, (s + D - 1) % D>{});
-    async_wait<D - 1>();  // this lane's copies of the item have landed
-    uint4 raw[R];
-    FD_UNROLL
-    for (int r = 0; r < R; ++r) raw[r] = ring[(s * R + r) * 32 + lane];
-    if (step * C::W + lane_col < cols)
-      add_step<F, R, 1, kScaled, kValues>(raw, sc[s], xl + step * C::W, 0, 1, acc);
-    if (++step == steps) {
-      emit(tile, acc);
-      FD_UNROLL
-      for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-      step = 0;
-      tile += gridDim.x;
-    }
-  };
-  while (tile < tiles) {
-    [&]<int... S>(std::integer_sequence<int, S...>) {
-      (sum_item(std::integral_constant<int, S>{}), ...);
-    }
-    (std::make_integer_sequence<int, D>{});
   }
 }
 

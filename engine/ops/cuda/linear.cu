@@ -45,27 +45,14 @@ FD_NO_PADDING_END
 // sm_90). R * U sixteen-byte loads are in flight per lane: 8 at one activation row; fewer where the
 // coded formats' per-chunk sums double the accumulators and FP4's decoding needs registers too,
 // at 2 to 8 activation rows, where the FP32 products rather than the loads bound the time.
-// kShape (the one-row FP8 GEMV's A/B, FLASHDESK_CUDA_ONE_ROW_GEMV): 0 the table's, 1 four rows
-// two deep, 2 two rows four deep (the same eight loads a lane, the next ones issued while the
-// current ones are summed), 3 the shared-memory ring (stream_tiles_ring: kGemvRingRows rows);
-// plus 4: FP8 decoded by the hardware's conversion (e4m3x4_values).
-template <WeightFormat F, int NT, int kShape = 0>
+template <WeightFormat F, int NT>
 struct WarpShape {
-  static constexpr int kLayout = kShape & 3;
   // By format (BF16 / F32, FP8, FP4), then NT (1, 2, 4, 8).
   static constexpr int kRows[3][4] = {{8, 8, 4, 4}, {8, 4, 2, 2}, {8, 2, 2, 2}};
   static constexpr int kDepth[3][4] = {{1, 1, 2, 1}, {1, 2, 2, 2}, {1, 2, 2, 2}};
   static constexpr int kKind = F == WeightFormat::Fp8Block ? 1 : F == WeightFormat::Fp4Row ? 2 : 0;
   static constexpr int kLog = NT == 1 ? 0 : NT == 2 ? 1 : NT == 4 ? 2 : 3;
-  static constexpr int R = kLayout == 1   ? 4
-                           : kLayout == 2 ? 2
-                           : kLayout == 3 ? kGemvRingRows
-                                          : kRows[kKind][kLog];
-  static constexpr int U = kLayout == 1   ? 2
-                           : kLayout == 2 ? 4
-                           : kLayout == 3 ? 1
-                                          : kDepth[kKind][kLog];
-  static constexpr bool kValues = (kShape & 4) != 0;
+  static constexpr int R = kRows[kKind][kLog], U = kDepth[kKind][kLog];
 };
 constexpr int64_t kStageBytes = 48 << 10;  // dynamic shared memory without an opt-in
 
@@ -131,9 +118,10 @@ __device__ void sum_split_tiles(const GemvParams& p, int64_t g) {
 // rows against them, each warp R rows for n <= NT activation rows (NT a compile-time count so the
 // accumulators stay in registers). kScaled: FP8 / FP4 codes against act_quant'ed activations
 // (gemv_device.cuh).
-template <WeightFormat F, int NT, bool kScaled, int kShape>
+// kValues: FP8 codes decoded by the hardware's conversion (gemv_device.cuh e4m3x4_values).
+template <WeightFormat F, int NT, bool kScaled, bool kValues>
 __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(GemvParams p) {
-  constexpr int R = WarpShape<F, NT, kShape>::R, U = WarpShape<F, NT, kShape>::U;
+  constexpr int R = WarpShape<F, NT>::R, U = WarpShape<F, NT>::U;
   FD_DYNAMIC_SMEM(float, xs);
   // The first tile's weight loads go out before the wait for the kernel that wrote x (weights
   // are never written): they overlap its end (cuda_compat.cuh).
@@ -155,18 +143,12 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvBlocksPerSm) gemv_kernel(Ge
   };
   // One row: the next tile's loads go out before a tile's sums are emitted (H200, one row: wq_b
   // 23.9 -> 22.5 µs, wo_b 24.7 -> 24.0; docs/cuda-backend.md).
-  constexpr bool kValues = WarpShape<F, NT, kShape>::kValues;
-  if constexpr (WarpShape<F, NT, kShape>::kLayout == 3)  // the ring behind the staged row
-    stream_tiles_ring<F, kScaled, kValues>(
-        p.row_tiles, rows_of, stage, emit, ks, cols, xs,
-        reinterpret_cast<uint4*>(xs + p.xs_stride) +
-            (threadIdx.x >> 5) * (kGemvRingDepth * kGemvRingRows * 32));
-  else if constexpr (NT == 1)
+  if constexpr (NT == 1)
     stream_tiles_one_row<F, R, U, kScaled, kValues>(p.row_tiles, rows_of, stage, emit, ks, p.k,
                                                     cols, xs);
   else
-    stream_tiles<F, R, NT, U, kScaled>(p.row_tiles, rows_of, stage, emit, ks, p.k, cols, xs,
-                                       p.xs_stride, p.n);
+    stream_tiles<F, R, NT, U, kScaled, kValues>(p.row_tiles, rows_of, stage, emit, ks, p.k, cols,
+                                                xs, p.xs_stride, p.n);
   if (p.splits > 1) sum_split_tiles<R>(p, g);
 }
 
@@ -301,9 +283,9 @@ GemvGrid gemv_grid(const DeviceContext& ctx, int64_t rows_per_tile, int64_t step
   return gr;
 }
 
-template <WeightFormat F, int NT, bool kScaled, int kShape = 0>
+template <WeightFormat F, int NT, bool kScaled, bool kValues = false>
 void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
-  const GemvGrid gr = gemv_grid(ctx, kGemvWarps * WarpShape<F, NT, kShape>::R, Chunk<F>::W, job);
+  const GemvGrid gr = gemv_grid(ctx, kGemvWarps * WarpShape<F, NT>::R, Chunk<F>::W, job);
   p.k_split = gr.k_split;
   p.xs_stride = gr.k_split;
   p.row_tiles = gr.row_tiles;
@@ -327,25 +309,22 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
   }
   const dim3 grid(static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(gr.splits),
                   static_cast<unsigned>(job.groups));
-  size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
-  if constexpr (WarpShape<F, NT, kShape>::kLayout == 3) {
-    smem += static_cast<size_t>(kGemvRingBytes);
-    allow_dynamic_smem<gemv_kernel<F, NT, kScaled, kShape>>(smem);
-  }
-  FD_LAUNCH((gemv_kernel<F, NT, kScaled, kShape>), grid, dim3(kGemvThreads), smem, ctx.stream(), p);
+  const size_t smem = static_cast<size_t>(job.n * gr.k_split) * sizeof(float);
+  FD_LAUNCH((gemv_kernel<F, NT, kScaled, kValues>), grid, dim3(kGemvThreads), smem, ctx.stream(),
+            p);
 }
 
 template <WeightFormat F, bool kScaled>
 void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) {
-  if constexpr (F == WeightFormat::Fp8Block && kScaled) {
-    const int shape = job.n <= 1 ? ctx.one_row_gemv_shape() : 0;
-    // The ring copies whole 16-byte chunks of 16-byte aligned rows.
-    const bool ring_fits = job.k % Chunk<F>::VW == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
-    if (shape == 1) return run_gemv<F, 1, kScaled, 1>(ctx, job, p);
-    if (shape == 2) return run_gemv<F, 1, kScaled, 2>(ctx, job, p);
-    if (shape == 3 && ring_fits) return run_gemv<F, 1, kScaled, 3>(ctx, job, p);
-    if (shape == 4 || (shape == 7 && !ring_fits)) return run_gemv<F, 1, kScaled, 4>(ctx, job, p);
-    if (shape == 7) return run_gemv<F, 1, kScaled, 7>(ctx, job, p);
+  // FP8: the codes through the hardware's conversion where the device has it (e4m3x4_values; H100,
+  // one row: wq_b 24.1 -> 23.0 µs, wo_b 26.8 -> 25.7; docs/cuda-backend.md).
+  if constexpr (F == WeightFormat::Fp8Block) {
+    if (ctx.fp8_conversion()) {
+      if (job.n <= 1) return run_gemv<F, 1, kScaled, true>(ctx, job, p);
+      if (job.n <= 2) return run_gemv<F, 2, kScaled, true>(ctx, job, p);
+      if (job.n <= 4) return run_gemv<F, 4, kScaled, true>(ctx, job, p);
+      return run_gemv<F, 8, kScaled, true>(ctx, job, p);
+    }
   }
   if (job.n <= 1) return run_gemv<F, 1, kScaled>(ctx, job, p);
   if (job.n <= 2) return run_gemv<F, 2, kScaled>(ctx, job, p);

@@ -92,10 +92,7 @@ constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Bl
 // scales). `ready()` runs once the first units' copies are issued (every warp of the block calls
 // it, with or without units: it holds the block barrier after which the activation row may be
 // read).
-//
-// kSplitCodes: the codes decoded by e2m1x8_to_f16 / e4m3x8_to_f16, else by their plain forms (the
-// same bits; FLASHDESK_CUDA_CODES).
-template <WeightFormat F, int M, int Ring, bool kSplitCodes, class Ready>
+template <WeightFormat F, int M, int Ring, class Ready>
 __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act,
                           const float* act_scale, uint8_t* ring, float (&acc)[M][2],
                           Ready&& ready) {
@@ -160,25 +157,13 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act
             const uint8_t* r1 = r0 + 8 * kRowBytes;
             uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
             if constexpr (kFp4) {
-              const uint32_t c0 = *reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4);
-              const uint32_t c1 = *reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4);
-              if constexpr (kSplitCodes) {
-                e2m1x8_to_f16(c0, w0);
-                e2m1x8_to_f16(c1, w1);
-              } else {
-                e2m1x8_to_f16_plain(c0, w0);
-                e2m1x8_to_f16_plain(c1, w1);
-              }
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
             } else {
               const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
               const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
-              if constexpr (kSplitCodes) {
-                e4m3x8_to_f16(v0.x, v0.y, w0);
-                e4m3x8_to_f16(v1.x, v1.y, w1);
-              } else {
-                e4m3x8_to_f16_plain(v0.x, v0.y, w0);
-                e4m3x8_to_f16_plain(v1.x, v1.y, w1);
-              }
+              e4m3x8_to_f16(v0.x, v0.y, w0);
+              e4m3x8_to_f16(v1.x, v1.y, w1);
             }
             float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
@@ -252,7 +237,7 @@ struct PartSums {
 // the router's ids, written two grids back for the up kernel (the router, then
 // quantize_acts_kernel) and three for the down kernel; both predecessors let this grid launch
 // only after their own wait, so by the time it runs the router has completed.
-template <bool kUp, int Ring, int kBlocks, int Q, bool kSplitCodes>
+template <bool kUp, int Ring, int kBlocks, int Q>
 __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
                      int64_t h_stride, float* o, RowSums sums, PartSums parts, int early,
@@ -327,7 +312,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
     if constexpr (kTcFormat<F>) {
       // A warp past the last tile (rows null) streams no units but holds the barrier.
-      tile_sums<F, M, Ring, kSplitCodes>(lr, us, act, act_scale, ring, acc, act_ready);
+      tile_sums<F, M, Ring>(lr, us, act, act_scale, ring, acc, act_ready);
       streamed = true;
     }
   });
@@ -418,19 +403,18 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   return true;
 }
 
-template <bool kUp, int Ring, int kBlocks, int Q, bool kSplitCodes>
+template <bool kUp, int Ring, int kBlocks, int Q>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
                       int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
                       PartSums parts, unsigned tile_pairs, unsigned slots) {
   constexpr int kWarps = kTilesPerBlock * Q;
   const int smem = ring_bytes < kUp ? 2 : 1 > (Ring, kWarps) + act_bytes(in_stride);
-  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q, kSplitCodes>>(
-      static_cast<size_t>(smem));
+  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q>>(static_cast<size_t>(smem));
   const int early = gemv_weights_before_wait() ? 1 : 0;
   const int interleave = ctx.interleaved_units() ? 1 : 0;
-  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q, kSplitCodes>), dim3(tile_pairs, slots),
-            dim3(kWarps * 32), static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h,
-            h_stride, o, sums, parts, early, interleave);
+  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q>), dim3(tile_pairs, slots), dim3(kWarps * 32),
+            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
+            parts, early, interleave);
 }
 
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
@@ -455,27 +439,21 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
-  const auto up = [&]<int Ring, int kBlocks, int Q, bool kSplitCodes = true>() {
-    launch_expert_tc<true, Ring, kBlocks, Q, kSplitCodes>(
-        ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{}, parts, up_pairs, slots);
+  const auto up = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<true, Ring, kBlocks, Q>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
+                                             RowSums{}, parts, up_pairs, slots);
   };
-  const auto down = [&]<int Ring, int kBlocks, int Q, bool kSplitCodes = true>() {
-    launch_expert_tc<false, Ring, kBlocks, Q, kSplitCodes>(ctx, a, h_acts, max_inter, dim, TcActs{},
-                                                           0, o, sums, parts, down_pairs, slots);
+  const auto down = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
+                                              parts, down_pairs, slots);
   };
-  // The plain decoders are kept for the one-row kernels only (the A/B of FLASHDESK_CUDA_CODES).
-  const bool plain = !ctx.split_codes() && a.n == 1;
   const int down_split = ctx.down_split();
-  if (a.n == 1 && plain) {
-    up.template operator()<2, 4, kQuarters, false>();
-  } else if (a.n == 1) {
+  if (a.n == 1) {
     up.template operator()<2, 4, kQuarters>();
   } else {
     up.template operator()<3, 3, kQuarters>();
   }
-  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10 && plain)
-    down.template operator()<3, 10, 2, false>();
-  else if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
+  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
     down.template operator()<3, 10, 2>();
   else if (down_split == 2 && a.n == 1)
     down.template operator()<4, 8, 2>();

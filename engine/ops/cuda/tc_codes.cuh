@@ -42,45 +42,21 @@ __device__ __forceinline__ void quantize_block(float v, uint16_t* values32, floa
 // Eight FP4 (E2M1) codes (columns 8q .. 8q+7 of a block, column 8q + i in nibble i) as FP16
 // pairs of columns (i, i + 4), times 2^-14: a nibble's magnitude bits placed at FP16 bits 9..11
 // are its value times 2^-14 (the 0.5 code a subnormal), its sign at bit 15.
-// The plain form: two shifts and two masks a pair (15 instructions for the eight codes).
-__device__ __forceinline__ void e2m1x8_to_f16_plain(uint32_t w, uint32_t (&r)[4]) {
+__device__ __forceinline__ void e2m1x8_to_f16(uint32_t w, uint32_t (&r)[4]) {
   constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
   r[0] = ((w << 9) & kMag) | ((w << 12) & kSign);
   r[1] = ((w << 5) & kMag) | ((w << 8) & kSign);
   r[2] = ((w << 1) & kMag) | ((w << 4) & kSign);
   r[3] = ((w >> 3) & kMag) | (w & kSign);
 }
-// The same bits with one shift and mask a pair (13 instructions): the even nibbles gathered with
-// each sign 3 bits up (into the odd nibble's bit 2, empty there) and the odd ones with each
-// magnitude 3 bits down (into the even nibble's top, empty there), so that in both a nibble's
-// sign sits 4 bits above its magnitude's top, as in FP16.
-__device__ __forceinline__ void e2m1x8_to_f16(uint32_t w, uint32_t (&r)[4]) {
-  constexpr uint32_t kKeep = 0x8E008E00u;  // FP16 bits 9..11 and 15 of both halves
-  const uint32_t even = (w & 0x07070707u) | ((w << 3) & 0x40404040u);
-  const uint32_t odd = ((w >> 3) & 0x0E0E0E0Eu) | (w & 0x80808080u);
-  r[0] = (even << 9) & kKeep;
-  r[1] = (odd << 8) & kKeep;
-  r[2] = (even << 1) & kKeep;
-  r[3] = odd & kKeep;
-}
 
 // Eight FP8 (E4M3) codes (columns 8q .. 8q+3 in lo, 8q+4 .. 8q+7 in hi) as FP16 pairs of columns
 // (i, i + 4), times 2^-8: the code's magnitude bits at FP16 bits 7..13, its sign at 15.
-// The plain form: the codes to the halves' low bytes, then two shifts and two masks.
-__device__ __forceinline__ void e4m3x8_to_f16_plain(uint32_t lo, uint32_t hi, uint32_t (&r)[4]) {
+__device__ __forceinline__ void e4m3x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&r)[4]) {
   FD_UNROLL
   for (int i = 0; i < 4; ++i) {
     const uint32_t x = __byte_perm(lo, hi, static_cast<unsigned>(((4 + i) << 8) | i));
     r[i] = ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
-  }
-}
-// The same bits with the codes to the halves' high bytes, where the sign is in place and the
-// magnitude one shift away: a shift fewer a pair.
-__device__ __forceinline__ void e4m3x8_to_f16(uint32_t lo, uint32_t hi, uint32_t (&r)[4]) {
-  FD_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t x = __byte_perm(lo, hi, static_cast<unsigned>(((4 + i) << 12) | (i << 4)));
-    r[i] = (x & 0x80008000u) | ((x >> 1) & 0x3F803F80u);
   }
 }
 
