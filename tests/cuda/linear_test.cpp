@@ -165,18 +165,21 @@ class CudaLinearTest : public CudaOpTest {
     reference_by_blocks(x, n, hw, want, terms);
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
     // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
-    // one with FP8 decoded by shifts too, not the hardware's conversion (pass 3).
-    for (const int pass : {0, 1, 2, 3}) {
+    // one with FP8 decoded by shifts everywhere (pass 3) and by the hardware's conversion
+    // everywhere (pass 4), where by default it takes the conversion at one row only.
+    for (const int pass : {0, 1, 2, 3, 4}) {
       const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
       gpu().set_interleaved_units(pass != 2);
-      gpu().set_fp8_conversion(pass != 3);
+      gpu().set_fp8_conversion(pass == 3   ? CudaBackend::Fp8Conversion::Off
+                               : pass == 4 ? CudaBackend::Fp8Conversion::All
+                                           : CudaBackend::Fp8Conversion::OneRow);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
       gpu().set_interleaved_units(true);
-      gpu().set_fp8_conversion(true);
+      gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::OneRow);
       std::vector<float> got = from_gpu<float>(yg);
       const std::string what =
           std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
@@ -185,7 +188,10 @@ class CudaLinearTest : public CudaOpTest {
                ? " offsets " + std::to_string(w_offset) + "/" + std::to_string(x_offset)
                : "") +
           (tc ? " (tensor cores where they fit)" : " (CUDA cores)") +
-          (pass == 2 ? ", units in ranges" : "") + (pass == 3 ? ", FP8 by shifts" : "");
+          (pass == 2 ? ", units in ranges" : "") +
+          (pass == 3   ? ", FP8 by shifts"
+           : pass == 4 ? ", FP8 converted at every row count"
+                       : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
       } else {
@@ -320,11 +326,11 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
     }
     const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
     // 2 rows take the GEMV's staging, 16 the GEMM's (prepare_bf16_kernel, act_quant_f32_kernel);
-    // one row the one-row GEMV, FP8 decoded by the hardware's conversion (the default) and by
-    // shifts.
+    // one row the one-row GEMV; FP8 decoded by the hardware's conversion and by shifts.
     for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
              {1, true}, {1, false}, {2, true}, {2, false}, {16, true}}) {
-      gpu().set_fp8_conversion(cvt);
+      gpu().set_fp8_conversion(cvt ? CudaBackend::Fp8Conversion::All
+                                   : CudaBackend::Fp8Conversion::Off);
       std::vector<float> xn;
       for (int64_t r = 0; r < n; ++r)  // rows 0 and 1 of x in turn
         xn.insert(xn.end(), x.begin() + (r % 2) * k, x.begin() + (r % 2 + 1) * k);
@@ -340,7 +346,7 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
                                                         : "F32 (act_quant)") +
                            ", " + std::to_string(n) + " rows" + (cvt ? "" : ", FP8 by shifts"));
     }
-    gpu().set_fp8_conversion(true);
+    gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::OneRow);
   }
 }
 
@@ -398,7 +404,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
   for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
            {1, true}, {1, false}, {8, true}, {8, false}, {12, true}}) {
-    gpu().set_fp8_conversion(cvt);  // wo_a's unscaled one-row GEMV decoded both ways
+    // wo_a's unquantised GEMV (shifts by default) decoded both ways
+    gpu().set_fp8_conversion(cvt ? CudaBackend::Fp8Conversion::All
+                                 : CudaBackend::Fp8Conversion::Off);
     Pair x = both_f32(Shape{n, groups * in_g},
                       random_bf16(static_cast<size_t>(n * groups * in_g), 31, 0.1f));
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
@@ -409,7 +417,7 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
     expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
                         "wo_a n=" + std::to_string(n) + (cvt ? "" : ", FP8 by shifts"));
   }
-  gpu().set_fp8_conversion(true);
+  gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::OneRow);
 }
 
 }  // namespace

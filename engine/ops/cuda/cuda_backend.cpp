@@ -198,10 +198,11 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
-  // FLASHDESK_CUDA_FP8_CVT=0|1 (default 1): set_fp8_conversion (the A/B).
-  bool fp8_cvt = true;
-  read_switch("FLASHDESK_CUDA_FP8_CVT", fp8_cvt);
-  set_fp8_conversion(fp8_cvt);
+  // FLASHDESK_CUDA_FP8_CVT=0|1|all (default 1: one row): set_fp8_conversion (the A/B).
+  if (const auto c = read_choice("FLASHDESK_CUDA_FP8_CVT", {"0", "1", "all"}))
+    set_fp8_conversion(*c == "0"   ? Fp8Conversion::Off
+                       : *c == "1" ? Fp8Conversion::OneRow
+                                   : Fp8Conversion::All);
   // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
   // benchmarks' A/B).
   if (const auto w = read_choice("FLASHDESK_CUDA_WGMMA", {"1", "128", "0"})) {
@@ -261,8 +262,8 @@ void CudaBackend::set_interleaved_units(bool on) {
   ctx_->set_interleaved_units(on);
 }
 
-void CudaBackend::set_fp8_conversion(bool on) {
-  ctx_->set_fp8_conversion(on);
+void CudaBackend::set_fp8_conversion(Fp8Conversion c) {
+  ctx_->set_fp8_conversion(c);
 }
 
 void CudaBackend::set_wgmma_experts(WgmmaExperts w) {

@@ -175,10 +175,12 @@ class CudaBackend final : public Backend {
   // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the
   // tests run both).
   void set_interleaved_units(bool on);
-  // Whether the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's
-  // E4M3 conversion where the device has it (sm_89 on: the default; the same values) or by shifts
-  // and masks (FLASHDESK_CUDA_FP8_CVT=1|0; the tests run both).
-  void set_fp8_conversion(bool on);
+  // Where the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's E4M3
+  // conversion (sm_89 on; the same values) rather than by shifts and masks: nowhere, at one
+  // act_quant'ed row (the default, as measured), or everywhere (FLASHDESK_CUDA_FP8_CVT=0|1|all;
+  // the tests run all three).
+  using Fp8Conversion = cuda::Fp8Conversion;
+  void set_fp8_conversion(Fp8Conversion c);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.

@@ -101,11 +101,10 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
-  // Whether the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion where
-  // the device has it (sm_89 on; gemv_device.cuh e4m3x4_values) rather than by shifts and masks;
-  // the backend's switch.
-  bool fp8_conversion() const { return fp8_conversion_; }
-  void set_fp8_conversion(bool on) { fp8_conversion_ = on; }
+  // Where the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion
+  // (gemv_kernels.h); the backend's switch.
+  Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
+  void set_fp8_conversion(Fp8Conversion c) { fp8_conversion_ = c; }
   // Whether the prefill experts may run Hopper's wgmma kernels (moe_grouped_sm90a.cu) where this
   // binary has them for the device, and in which CTA widths; the backend's switch.
   WgmmaExperts wgmma_experts() const { return wgmma_experts_; }
@@ -132,7 +131,7 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
-  bool fp8_conversion_ = true;
+  Fp8Conversion fp8_conversion_ = Fp8Conversion::OneRow;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;
   BesideLane beside_{*pool_};  // destroyed before the pool

@@ -317,9 +317,11 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
 template <WeightFormat F, bool kScaled>
 void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) {
   // FP8: the codes through the hardware's conversion where the device has it (e4m3x4_values; H100,
-  // one row: wq_b 24.1 -> 23.0 µs, wo_b 26.8 -> 25.7; docs/cuda-backend.md).
+  // one act_quant'ed row: wq_b 24.1 -> 23.0 µs, wo_b 26.8 -> 25.7; docs/cuda-backend.md), by
+  // default at one act_quant'ed row, the form measured on the GPU.
   if constexpr (F == WeightFormat::Fp8Block) {
-    if (ctx.fp8_conversion()) {
+    const Fp8Conversion c = ctx.fp8_conversion();
+    if (c == Fp8Conversion::All || (c == Fp8Conversion::OneRow && kScaled && job.n <= 1)) {
       if (job.n <= 1) return run_gemv<F, 1, kScaled, true>(ctx, job, p);
       if (job.n <= 2) return run_gemv<F, 2, kScaled, true>(ctx, job, p);
       if (job.n <= 4) return run_gemv<F, 4, kScaled, true>(ctx, job, p);
