@@ -121,9 +121,19 @@ __device__ __forceinline__ void e2m1x8_scaled(uint32_t w, float* v) {
   v[7] = __uint_as_float((odd2 * 0x104u) & kMask);
 }
 
+// Whether this compilation's device code has the hardware's E4M3 conversion (sm_89 on). Where it
+// has not (the sm_80 code, which Ampere and Ada GPUs run, and the emulation), the GEMV's kValues
+// form is its shifts' form, so asking for the conversion costs nothing there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+constexpr bool kHasE4m3Conversion = true;
+#else
+constexpr bool kHasE4m3Conversion = false;
+#endif
+
 // FP8 bytes 0..3 of w as the codes' values through the hardware's conversion (sm_89 on: two
 // E4M3 codes to an FP16 pair in one instruction, then each widened): 1.5 instructions a value
-// where e4m3_scaled takes 2.75. Elsewhere e4m3_scaled's codes times 2^120 (exact: a power of two).
+// where e4m3_scaled takes 2.75. Called only where kHasE4m3Conversion; elsewhere it compiles to
+// e4m3_scaled's codes times 2^120 (exact: a power of two).
 __device__ __forceinline__ void e4m3x4_values(uint32_t w, float* v) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   asm("{\n"
@@ -153,10 +163,11 @@ constexpr int kGroupCols = F == WeightFormat::Fp4Row ? 8 : 4;
 
 // Columns [G i, G i + G) of a chunk (G = kGroupCols<F>) as values: scaled codes (kExact false: FP8
 // / FP4 as code * 2^-kBias), or the codes' values (kExact; BF16 and F32 are always exact).
-// kValues: FP8 by e4m3x4_values, the codes' values whether kExact or not.
+// kValues: FP8 by e4m3x4_values where the code has the conversion, the codes' values whether
+// kExact or not.
 template <WeightFormat F, bool kExact, bool kValues = false>
 __device__ __forceinline__ void decode_group(const uint4& raw, int i, float* v) {
-  if constexpr (F == WeightFormat::Fp8Block && kValues) {
+  if constexpr (F == WeightFormat::Fp8Block && kValues && kHasE4m3Conversion) {
     e4m3x4_values(word_of(raw, i), v);
     return;
   } else if constexpr (F == WeightFormat::Fp8Block) {
@@ -355,7 +366,7 @@ __device__ __forceinline__ void add_step(const uint4* raw, const uint32_t* sc, c
     FD_UNROLL
     for (int r = 0; r < R; ++r) {
       float s = e8m0_to_f32(sc[r]);
-      if constexpr (kScaled && kValues && F == WeightFormat::Fp8Block)
+      if constexpr (kScaled && kValues && kHasE4m3Conversion && F == WeightFormat::Fp8Block)
         s *= 0x1p-40f;
       else if constexpr (kScaled)
         s *= C::kBias == 126 ? 0x1p86f : 0x1p80f;  // 2^(kBias - 40)
