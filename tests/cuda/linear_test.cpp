@@ -165,21 +165,21 @@ class CudaLinearTest : public CudaOpTest {
     reference_by_blocks(x, n, hw, want, terms);
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
     // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
-    // one with FP8 decoded by shifts everywhere (pass 3) and by the hardware's conversion
-    // everywhere (pass 4), where by default it takes the conversion at one row only.
+    // one with FP8 decoded by shifts everywhere (pass 3) and by the hardware's conversion at one
+    // act_quant'ed row only (pass 4), where by default it takes the conversion everywhere.
     for (const int pass : {0, 1, 2, 3, 4}) {
       const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
       gpu().set_interleaved_units(pass != 2);
       gpu().set_fp8_conversion(pass == 3   ? CudaBackend::Fp8Conversion::Off
-                               : pass == 4 ? CudaBackend::Fp8Conversion::All
-                                           : CudaBackend::Fp8Conversion::OneRow);
+                               : pass == 4 ? CudaBackend::Fp8Conversion::OneRow
+                                           : CudaBackend::Fp8Conversion::All);
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, out});
       gpu().linear(xt.gpu, wg, mode, yg);
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
       gpu().set_interleaved_units(true);
-      gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::OneRow);
+      gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::All);
       std::vector<float> got = from_gpu<float>(yg);
       const std::string what =
           std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
@@ -346,7 +346,7 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
                                                         : "F32 (act_quant)") +
                            ", " + std::to_string(n) + " rows" + (cvt ? "" : ", FP8 by shifts"));
     }
-    gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::OneRow);
+    gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::All);
   }
 }
 
@@ -417,7 +417,7 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
     expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
                         "wo_a n=" + std::to_string(n) + (cvt ? "" : ", FP8 by shifts"));
   }
-  gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::OneRow);
+  gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::All);
 }
 
 }  // namespace

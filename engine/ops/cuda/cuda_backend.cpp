@@ -198,7 +198,7 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
-  // FLASHDESK_CUDA_FP8_CVT=0|1|all (default 1: one row): set_fp8_conversion (the A/B).
+  // FLASHDESK_CUDA_FP8_CVT=0|1|all (default all): set_fp8_conversion (the A/B).
   if (const auto c = read_choice("FLASHDESK_CUDA_FP8_CVT", {"0", "1", "all"}))
     set_fp8_conversion(*c == "0"   ? Fp8Conversion::Off
                        : *c == "1" ? Fp8Conversion::OneRow

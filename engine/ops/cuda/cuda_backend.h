@@ -177,7 +177,7 @@ class CudaBackend final : public Backend {
   void set_interleaved_units(bool on);
   // Where the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's E4M3
   // conversion (sm_89 on; the same values) rather than by shifts and masks: nowhere, at one
-  // act_quant'ed row (the default, as measured), or everywhere (FLASHDESK_CUDA_FP8_CVT=0|1|all;
+  // act_quant'ed row, or everywhere (the default, as measured; FLASHDESK_CUDA_FP8_CVT=0|1|all;
   // the tests run all three).
   using Fp8Conversion = cuda::Fp8Conversion;
   void set_fp8_conversion(Fp8Conversion c);

@@ -131,7 +131,7 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
-  Fp8Conversion fp8_conversion_ = Fp8Conversion::OneRow;
+  Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;
   BesideLane beside_{*pool_};  // destroyed before the pool
