@@ -101,6 +101,13 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
+  // Whether the decode experts' up kernel runs over the places (moe_decode_up_places.cuh) rather
+  // than a block a tile pair and slot part, where the experts' units allow; the backend's switch.
+  bool up_places() const { return up_places_; }
+  void set_up_places(bool on) { up_places_ = on; }
+  // Decode expert steps whose up kernel ran over the places (the tests check the switch takes).
+  uint64_t up_places_steps() const { return up_places_steps_; }
+  void count_up_places_step() { ++up_places_steps_; }
   // Where the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion
   // (gemv_kernels.h); the backend's switch.
   Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
@@ -131,6 +138,8 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
+  bool up_places_ = false;
+  uint64_t up_places_steps_ = 0;
   Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

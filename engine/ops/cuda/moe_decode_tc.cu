@@ -13,22 +13,18 @@
 //     tile (four warps, 128 threads, a block: DeviceContext::down_split()).
 // mma.sync with E4M3 inputs, tried first, is not a Hopper instruction: sm_90 runs it as FP16
 // products after converting both operands (F2FP), and it was slower than the CUDA-core kernels.
-#include "engine/ops/cuda/async_copy.cuh"
-#include "engine/ops/cuda/gemv_device.cuh"
-#include "engine/ops/cuda/kernel_util.cuh"
-#include "engine/ops/cuda/mma.cuh"
+#include <optional>
+
 #include "engine/ops/cuda/moe_decode_tc.cuh"
-#include "engine/ops/cuda/tc_codes.cuh"
+#include "engine/ops/cuda/moe_decode_tc_units.cuh"
+#include "engine/ops/cuda/moe_decode_up_places.cuh"
 
 namespace flashdesk::cuda {
 namespace {
 
+using namespace decode_tc;
+
 constexpr int kTcThreads = 256;
-constexpr int kTileRows = 16;  // an mma's rows
-constexpr int kQuarters = 4;   // the up kernel's warps splitting a tile's K units
-constexpr int kTilesPerBlock = 2;
-constexpr int kBlockRows = kTilesPerBlock * kTileRows;  // 32: one K block of h for the down kernel
-constexpr int64_t kMaxTcCols = 8192;
 
 // ---- activations ----
 
@@ -43,149 +39,6 @@ __global__ void quantize_acts_kernel(const float* x, int64_t rows, int64_t k, Tc
   const int64_t row = w / (k / 32), b = w % (k / 32);
   quantize_block(x[row * k + b * 32 + (threadIdx.x & 31u)], out.values + row * k + b * 32,
                  out.scales + row * (k / 32) + b);
-}
-
-// The weights reach shared memory in units of 64 bytes of each of the warp's rows (FP4: 4 K
-// blocks, FP8: 2): lane L copies bytes 16 (L%4) .. of row L/4 (+ 8) with cp.async, coalesced, and
-// a ring of Ring units keeps Ring - 1 of them in flight while the warp multiplies an earlier one.
-// Reading 4 or 8 bytes a lane straight from global memory in the fragments' order scattered each
-// load over 8 rows (the L1 requests, not the bytes, bound it). Rows sit 80 bytes apart, so the
-// fragments' 4-byte reads hit distinct banks. The up kernel: several rows three blocks a
-// multiprocessor (at most 85 registers a thread) with rings 3 units deep (60 KiB a block), one row
-// four blocks (64 registers) with rings 2 deep. The down kernel (blocks of four warps, rings 4
-// deep, 20 KiB): six blocks a multiprocessor at several rows, eight at one.
-constexpr int kRowBytes = 80;
-template <int M>
-constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
-  return M * 2 * 8 * kRowBytes;
-}
-// The rings' depth (units a warp holds) and the blocks a multiprocessor are a kernel's template
-// parameters (launch_experts_tc picks them by the rows).
-template <int M>
-constexpr int ring_bytes(int ring, int warps) {  // a block's rings
-  return warps * ring * unit_bytes<M>();
-}
-
-// What a lane reads of each of M matrices: the rows it copies into the ring (copy_row() and
-// copy_row() + 8 of a tile) and the scale rows of the two rows whose sums it holds (L/4 and L/4 +
-// 8); null past the matrix. The copies go chunk-major: lane L copies the 16-byte chunk L/8 of row
-// L%8, so a copy's eight lanes of one shared-memory phase write one chunk of eight rows 80 bytes
-// apart, on distinct banks. Row-major (row L/4, chunk L%4) two rows' chunks met on a bank in every
-// phase (Nsight Compute: 51% of the up kernel's shared wavefronts in excess).
-template <int M>
-struct LaneRows {
-  const uint8_t* row[M][2];
-  const uint8_t* scale[M][2];
-};
-__device__ __forceinline__ unsigned copy_row() {
-  return threadIdx.x % 8u;
-}
-__device__ __forceinline__ unsigned copy_chunk() {
-  return (threadIdx.x % 32u) / 8u;
-}
-
-template <WeightFormat F>
-constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Block;
-
-// acc[m][h] += the tile's sums of matrix m, row L/4 + 8h, over the K units us.at(0), us.at(1),
-// ... (meaningful in lanes L%4 == 0: column 0 of D), against the activation row `act` (values,
-// scales). `ready()` runs once the first units' copies are issued (every warp of the block calls
-// it, with or without units: it holds the block barrier after which the activation row may be
-// read).
-template <WeightFormat F, int M, int Ring, class Ready>
-__device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act,
-                          const float* act_scale, uint8_t* ring, float (&acc)[M][2],
-                          Ready&& ready) {
-  constexpr bool kFp4 = F == WeightFormat::Fp4Row;
-  constexpr int kBlocks = kFp4 ? 4 : 2;             // K blocks a unit
-  constexpr float kUndo = kFp4 ? 0x1p14f : 0x1p8f;  // the decoders' power of two
-  const unsigned lane = threadIdx.x & 31u, g = lane >> 2, q = lane & 3u;
-  const bool column0 = lane < 4;  // the lanes holding B's column 0 (the activation row)
-  // The rows' block scale codes of a unit, byte j for block j (FP4: a code a row and block; FP8:
-  // the 32-row tile's, the same for rows L/4 and L/4 + 8).
-  uint32_t sc[Ring][M][2];
-  auto issue = [&](int slot, int64_t i) {
-    if (i < us.count) {
-      const int64_t u = us.at(i);
-      FD_UNROLL
-      for (int m = 0; m < M; ++m) {
-        FD_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          uint8_t* dst = ring + slot * unit_bytes<M>() +
-                         ((m * 2 + h) * 8 + copy_row()) * kRowBytes + copy_chunk() * 16;
-          const uint8_t* r = lr.row[m][h];
-          if (r != nullptr)
-            async_copy16(dst, r + u * 64 + copy_chunk() * 16);
-          else
-            *reinterpret_cast<uint4*>(dst) = uint4{0u, 0u, 0u, 0u};
-          if (lr.scale[m][h] == nullptr) {
-            sc[slot][m][h] = 0x7F7F7F7Fu;
-            continue;
-          }
-          const uint8_t* s = lr.scale[m][h] + u * kBlocks;
-          if constexpr (kFp4)
-            sc[slot][m][h] = __ldg(reinterpret_cast<const uint32_t*>(s));
-          else
-            sc[slot][m][h] = __ldg(s) | (static_cast<uint32_t>(__ldg(s + 1)) << 8);
-        }
-      }
-    }
-    async_commit();  // an empty group past the end keeps the wait's count right
-  };
-  FD_UNROLL
-  for (int s = 0; s < Ring - 1; ++s) issue(s, s);
-  ready();
-  for (int64_t base = 0; base < us.count; base += Ring) {
-    FD_UNROLL
-    for (int s = 0; s < Ring; ++s) {
-      const int64_t i = base + s;
-      if (i < us.count) {  // the same for the whole warp
-        issue((s + Ring - 1) % Ring, i + Ring - 1);
-        async_wait<Ring - 1>();  // this lane's copies of unit i have landed ...
-        __syncwarp();            // ... and every lane's are visible
-        const int64_t u = us.at(i);
-        const uint8_t* unit = ring + s * unit_bytes<M>();
-        FD_UNROLL
-        for (int j = 0; j < kBlocks; ++j) {
-          const int64_t b = u * kBlocks + j;
-          uint4 bx = {0u, 0u, 0u, 0u};
-          if (column0) bx = *reinterpret_cast<const uint4*>(act + b * 32 + q * 8);
-          const float sx = act_scale[b] * kUndo;
-          FD_UNROLL
-          for (int m = 0; m < M; ++m) {
-            const uint8_t* r0 = unit + ((m * 2) * 8 + g) * kRowBytes;
-            const uint8_t* r1 = r0 + 8 * kRowBytes;
-            uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
-            if constexpr (kFp4) {
-              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
-              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
-            } else {
-              const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
-              const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
-              e4m3x8_to_f16(v0.x, v0.y, w0);
-              e4m3x8_to_f16(v1.x, v1.y, w1);
-            }
-            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
-            const uint32_t a1[4] = {w0[2], w1[2], w0[3], w1[3]}, b1[2] = {bx.z, bx.w};
-            mma_f16_16816(d, a0, b0);
-            mma_f16_16816(d, a1, b1);
-            acc[m][0] += d[0] * (e8m0_to_f32((sc[s][m][0] >> (8 * j)) & 0xFFu) * sx);
-            acc[m][1] += d[2] * (e8m0_to_f32((sc[s][m][1] >> (8 * j)) & 0xFFu) * sx);
-          }
-        }
-        __syncwarp();  // every lane done with the unit before its slot is refilled
-      }
-    }
-  }
-}
-
-// Row `row` of matrix m of an expert, and its scale row (FP8: its 32-row tile's); null past rows.
-__device__ __forceinline__ void lane_row(const ExpertEntry& ex, int m, int64_t row, int64_t rows,
-                                         int64_t k, const uint8_t** data, const uint8_t** scale) {
-  const bool fp4 = static_cast<WeightFormat>(ex.format[m]) == WeightFormat::Fp4Row;
-  *data = row < rows ? ex.data[m] + row * (fp4 ? k / 2 : k) : nullptr;
-  *scale = row < rows ? ex.scale[m] + (fp4 ? row : row / 32) * ex.scale_cols[m] : nullptr;
 }
 
 // Where the down kernel sums a row's slots (y null: it does not; expert_sum_kernel does).
@@ -354,27 +207,11 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     }
   }
   if constexpr (kUp) {
-    // As the CUDA-core up kernel: gate and up rounded to BF16, clamped, SwiGLU, routing weight.
-    float g = round_bf16(sum[0]), u = round_bf16(sum[1]);
-    if (a.limit > 0.0f) {
-      u = fminf(fmaxf(u, -a.limit), a.limit);
-      g = fminf(g, a.limit);
-    }
-    float v = __fmul_rn(g / (1.0f + expf(-g)), u);
-    if (e != a.n_routed) v = __fmul_rn(v, weight);
-    v = i < rows ? round_bf16(v) : 0.0f;
-    // The down kernel's act_quant of this 32-column block of h (every lane takes part).
-    quantize_block(v, h.values + slot * h_stride + static_cast<int64_t>(blockIdx.x) * kBlockRows,
-                   h.scales + slot * (h_stride / 32) + blockIdx.x);
+    swiglu_block(a, e, weight, rows, blockIdx.x, slot, sum, h, h_stride);
   } else {
     if (i < rows) o[slot * dim + i] = round_bf16(sum[0]);
     if (sums.y != nullptr) sum_row_when_last(a, sums, slot, o, dim);
   }
-}
-
-// Shared memory of an activation row of k values (FP16 values, F32 block scales).
-constexpr int act_bytes(int64_t k) {
-  return static_cast<int>(k * 2 + k / 32 * 4);
 }
 
 }  // namespace
@@ -438,7 +275,8 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // ms, a MoE step 86.7.
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
-                       unsigned up_pairs, unsigned down_pairs, unsigned slots) {
+                       const UpPlaces* places, unsigned up_pairs, unsigned down_pairs,
+                       unsigned slots) {
   const auto up = [&]<int Ring, int kBlocks, int Q>() {
     launch_expert_tc<true, Ring, kBlocks, Q>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
                                              RowSums{}, parts, up_pairs, slots);
@@ -448,11 +286,12 @@ void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcA
                                               parts, down_pairs, slots);
   };
   const int down_split = ctx.down_split();
-  if (a.n == 1) {
+  if (places != nullptr)
+    launch_up_places(ctx, a, *places, x_acts, dim, h_acts, max_inter);
+  else if (a.n == 1)
     up.template operator()<2, 4, kQuarters>();
-  } else {
+  else
     up.template operator()<3, 3, kQuarters>();
-  }
   if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
     down.template operator()<3, 10, 2>();
   else if (down_split == 2 && a.n == 1)
@@ -465,7 +304,8 @@ void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcA
     down.template operator()<4, 3, kQuarters>();
 }
 
-void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
+void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a,
+                           std::span<const ExpertEntry> host_table, const float* x, int64_t dim,
                            int64_t max_inter, float* o, float* y) {
   const unsigned slots = static_cast<unsigned>(a.n * a.parts_per_row);
   const int64_t all_slots = a.n * a.slots_per_row;
@@ -479,10 +319,26 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
     return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
   };
   const unsigned up_pairs = tile_pairs(max_inter), down_pairs = tile_pairs(dim);
+  // The up kernel over the places where the switch asks for it and the routed experts' units
+  // are alike.
+  std::optional<UpPlaces> places;
+  if (ctx.up_places()) {
+    const UpUnits units = up_units_of(host_table, a.n_routed);
+    if (units.routed != 0 || a.k == 0) places = plan_up_places(ctx, a, units, up_pairs, dim);
+  }
   // Counters: the rows' sums' [n, down pairs], then the parts' [n, pairs] behind them (each
-  // kernel zeroes what it used, so the up kernel's can sit where the down kernel's are).
+  // kernel zeroes what it used, so the up kernel's can sit where the down kernel's are; the up
+  // kernel over the places takes its segments' from the start).
   const int64_t row_counters = y != nullptr ? a.n * down_pairs : 0;
-  unsigned* counters = ctx.arrival_counters(row_counters + a.n * std::max(up_pairs, down_pairs));
+  unsigned* counters =
+      ctx.arrival_counters(std::max(row_counters + a.n * std::max(up_pairs, down_pairs),
+                                    places ? up_places_segments(a, *places) : int64_t{0}));
+  if (places) {
+    Tensor partial = ctx.scratch(DType::F32, Shape{up_places_partial(a, *places)});
+    places->partial = ptr<float>(partial);
+    places->done = counters;
+    ctx.count_up_places_step();
+  }
   RowSums sums{};
   if (y != nullptr) {
     FD_CHECK(a.parts_per_row == a.k + (a.has_shared ? a.shared_parts : 0),
@@ -496,8 +352,8 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x
         Shape{a.n * a.shared_parts * 2, std::max<int64_t>(up_pairs, down_pairs) * kBlockRows});
     parts = PartSums{ptr<float>(partial), counters + row_counters};
   }
-  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, parts, up_pairs, down_pairs,
-                    slots);
+  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, parts,
+                    places ? &*places : nullptr, up_pairs, down_pairs, slots);
 }
 
 }  // namespace flashdesk::cuda
