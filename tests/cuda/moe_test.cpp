@@ -16,12 +16,6 @@ class CudaMoeTest : public CudaOpTest {
   // cpu-reference keeps pointers to uploaded bytes (as it does into the mapped checkpoint): the
   // host copies live as long as the test.
   std::deque<std::vector<uint8_t>> host_bytes_;
-  bool up_places_ = false;  // the switch as the test set it (set_up_places)
-
-  void set_up_places(bool on) {
-    up_places_ = on;
-    gpu().set_up_places(on);
-  }
 
   LinearWeight weight_on(Backend& be, DType dt, int64_t out, int64_t in,
                          const std::vector<uint8_t>& data, const std::vector<uint8_t>& scale,
@@ -88,14 +82,9 @@ class CudaMoeTest : public CudaOpTest {
     Tensor yg = gpu_poisoned(DType::F32, Shape{n, d});
     Tensor yc = cpu().alloc(DType::F32, Shape{n, d});
     const float limit = 7.0f;
-    const uint64_t host_calls = gpu().host_moe_calls(), places = gpu().up_places_steps();
+    const uint64_t host_calls = gpu().host_moe_calls();
     gpu().moe_experts(x.gpu, id.gpu, w.gpu, eg, with_shared ? &shared.first : nullptr, limit, yg);
     EXPECT_EQ(gpu().host_moe_calls(), host_calls + (routed_in_host ? 1 : 0));
-    // The up kernel over the places where it is asked for and the tensor-core kernels take the
-    // step (K a multiple of 128: the shapes' dim 256 and up; up to 8 rows on the device).
-    EXPECT_EQ(
-        gpu().up_places_steps() - places,
-        up_places_ && !routed_in_host && n <= 8 && d % 128 == 0 && inter % 128 == 0 ? 1u : 0u);
     cpu().moe_experts(x.cpu, id.cpu, w.cpu, ec, with_shared ? &shared.second : nullptr, limit, yc);
     const std::vector<float> want = from_cpu<float>(yc);
     const std::string what = "moe n=" + std::to_string(n) + " E=" + std::to_string(E) +
@@ -184,9 +173,10 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   // two parts over K (FP8 against FP4) and in one, the down kernel's tiles split over K by two
   // warps (the default) and by four, the one-row down kernel ten blocks a multiprocessor (the
   // default) or eight (path 6), with the tiles' K units to the warps interleaved (the default) or
-  // in ranges (path 5), the up kernel over the places (moe_decode_up_places.cuh: its blocks'
-  // shares cut the tile pairs into pieces; path 7, in ranges path 8), and on the CUDA cores with
-  // the shared slot in one part and in byte-balanced parts of its rows.
+  // in ranges (path 5), the one-row up kernel's FP4 scale words through its ring (path 7) and the
+  // down kernel's too (path 8), and on the CUDA cores with the shared slot in one part and in
+  // byte-balanced parts of its rows.
+  using RingScales = CudaBackend::RingScales;
   for (const int path : {0, 1, 2, 3, 4, 5, 6, 7, 8}) {
     const bool parts = path == 2;
     gpu().set_decode_experts_tensor_cores(path == 0 || path >= 3);
@@ -194,8 +184,10 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
     gpu().set_balance_shared_expert(parts);
     gpu().set_down_split(path == 4 ? 4 : 2);
     gpu().set_down_blocks(path == 6 ? 8 : 10);
-    gpu().set_interleaved_units(path != 5 && path != 8);
-    set_up_places(path >= 7);
+    gpu().set_interleaved_units(path != 5);
+    gpu().set_ring_scales(path == 7   ? RingScales::Up
+                          : path == 8 ? RingScales::Both
+                                      : RingScales::Off);
     for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
     check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
     // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
@@ -206,10 +198,6 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
     for (int64_t n : {1, 2, 3, 8})
       check_experts(n, 256, 128, 8, 2, 3, true, false, 23 + uint32_t(n));
     check_experts(2, 384, 256, 10, 3, 4, false, true, 31);
-    // Segments the up kernel over the places cuts between blocks (the emulator's 8 blocks: one
-    // row's 60 units in shares of 7 and 8 against segments of 3 and 6 units), absent experts.
-    check_experts(1, 384, 128, 10, 3, 4, true, false, 32);
-    check_experts(2, 384, 128, 10, 3, 4, true, true, 33);
   }
   gpu().set_balance_shared_expert(false);
   gpu().set_split_shared_expert_tc(true);
@@ -217,7 +205,7 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   gpu().set_down_split(2);
   gpu().set_down_blocks(10);
   gpu().set_interleaved_units(true);
-  set_up_places(false);
+  gpu().set_ring_scales(RingScales::Off);
 }
 
 // Hybrid placement: routed experts left in host memory are computed on the CPU, the shared one on
@@ -243,9 +231,6 @@ TEST_F(CudaMoeTest, SharedExpertBesideTheRouterAtDecodeSizes) {
   EXPECT_FALSE(cpu().shared_expert_beside_router(shared.second, 1));
   for (int64_t n : {1, 2}) check_experts(n, 256, 128, 8, 2, 3, true, false, 91 + uint32_t(n));
   check_experts(1, 256, 128, 8, 2, 3, true, false, 95, true);  // routed experts in host memory
-  set_up_places(true);  // the up kernel over the places, the shared expert alone too
-  for (int64_t n : {1, 2}) check_experts(n, 256, 128, 8, 2, 3, true, false, 96 + uint32_t(n));
-  set_up_places(false);
   gpu().set_shared_expert_ahead(false);
   EXPECT_FALSE(gpu().shared_expert_beside_router(shared.first, 1));
 }
@@ -308,11 +293,12 @@ TEST_F(CudaMoeTest, FullShapes) {
   gpu().set_down_blocks(8);  // the one-row down kernel eight blocks a multiprocessor
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   gpu().set_down_blocks(10);
-  set_up_places(true);  // the up kernel over the places
-  check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
-  check_experts(2, 5120, 2304, 384, 6, 4, true, false, 45);
-  check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);
-  set_up_places(false);
+  // The one-row FP4 scale words through the rings: the up kernel's, and the down kernel's too.
+  for (const auto r : {CudaBackend::RingScales::Up, CudaBackend::RingScales::Both}) {
+    gpu().set_ring_scales(r);
+    check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
+  }
+  gpu().set_ring_scales(CudaBackend::RingScales::Off);
   gpu().set_decode_experts_tensor_cores(false);  // the CUDA-core decode kernels
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);

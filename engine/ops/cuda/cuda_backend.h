@@ -18,6 +18,7 @@
 
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
+#include "engine/ops/cuda/decode_expert_forms.h"
 #include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/cuda/heap_steps.h"
 #include "engine/ops/cuda/random_draw.h"
@@ -74,8 +75,6 @@ class CudaBackend final : public Backend {
   void synchronize();
   // moe_experts calls whose routed experts were in host memory and ran on the CPU.
   uint64_t host_moe_calls() const { return host_moe_calls_; }
-  // Decode expert steps whose up kernel ran over the places (set_up_places).
-  uint64_t up_places_steps() const;
   // Times the host waited for the stream so far (read() and synchronize(), the ops' own read-backs
   // included): what a small model on the GPU pays for most (docs/dspark.md "On the GPU").
   uint64_t host_syncs() const { return host_syncs_; }
@@ -177,11 +176,11 @@ class CudaBackend final : public Backend {
   // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the
   // tests run both).
   void set_interleaved_units(bool on);
-  // Whether the one- to eight-row experts' up kernel runs as many blocks as the multiprocessors
-  // hold, each an equal share of the step's K units cut across tile pairs and slots
-  // (moe_decode_up_places.cuh), rather than a block a tile pair and slot part (a one-row V4.1 step:
-  // 576 blocks on 528 places); FLASHDESK_CUDA_UP_GRID=tiles|places, the tests run both.
-  void set_up_places(bool on);
+  // Which one-row expert kernels copy their FP4 units' scale words into their cp.async rings with
+  // the units instead of loading them with __ldg: none, the up kernel, or the up and the down
+  // (FLASHDESK_CUDA_RING_SCALES=0|up|both; the tests run all three).
+  using RingScales = cuda::RingScales;
+  void set_ring_scales(RingScales r);
   // Where the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's E4M3
   // conversion (sm_89 on; the same values) rather than by shifts and masks: nowhere, at one
   // act_quant'ed row, or everywhere (the default, as measured; FLASHDESK_CUDA_FP8_CVT=0|1|all;

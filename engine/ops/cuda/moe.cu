@@ -575,8 +575,8 @@ void CudaBackend::moe_shared_expert(const Tensor& x, const ExpertWeights& shared
                          .limit = swiglu_limit,
                          .parts_per_row = parts,
                          .shared_parts = parts};
-  cuda::run_decode_experts_tc(*ctx_, a, std::span<const cuda::ExpertEntry>(&entry, 1),
-                              ptr<const float>(x), d, shared.w1.out, ptr<float>(y), nullptr);
+  cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, shared.w1.out, ptr<float>(y),
+                              nullptr);
 }
 
 void CudaBackend::moe_routed_experts_plus(const Tensor& x, const Tensor& ids, const Tensor& weights,
@@ -658,7 +658,7 @@ void CudaBackend::moe_experts_with(const Tensor& x, const Tensor& ids, const Ten
   // The tensor-core down kernel sums the rows itself where every slot is in its grid.
   const bool summed = decode_tc && !shared_apart;
   if (decode_tc) {
-    cuda::run_decode_experts_tc(*ctx_, a, table, ptr<const float>(x), d, max_inter, ptr<float>(o),
+    cuda::run_decode_experts_tc(*ctx_, a, ptr<const float>(x), d, max_inter, ptr<float>(o),
                                 summed ? ptr<float>(y) : nullptr);
   } else if (grouped) {
     // About a wave of blocks: each stages its slot's row once for its share of its part's row

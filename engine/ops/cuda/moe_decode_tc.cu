@@ -13,11 +13,8 @@
 //     tile (four warps, 128 threads, a block: DeviceContext::down_split()).
 // mma.sync with E4M3 inputs, tried first, is not a Hopper instruction: sm_90 runs it as FP16
 // products after converting both operands (F2FP), and it was slower than the CUDA-core kernels.
-#include <optional>
-
 #include "engine/ops/cuda/moe_decode_tc.cuh"
 #include "engine/ops/cuda/moe_decode_tc_units.cuh"
-#include "engine/ops/cuda/moe_decode_up_places.cuh"
 
 namespace flashdesk::cuda {
 namespace {
@@ -90,7 +87,10 @@ struct PartSums {
 // the router's ids, written two grids back for the up kernel (the router, then
 // quantize_acts_kernel) and three for the down kernel; both predecessors let this grid launch
 // only after their own wait, so by the time it runs the router has completed.
-template <bool kUp, int Ring, int kBlocks, int Q>
+//
+// kRingScales: the FP4 units' scale words travel in the ring (tile_sums; one row,
+// DeviceContext::ring_scales).
+template <bool kUp, int Ring, int kBlocks, int Q, bool kRingScales = false>
 __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
                      int64_t h_stride, float* o, RowSums sums, PartSums parts, int early,
@@ -104,10 +104,11 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   };
   if (!early) wait_then_allow();
   __shared__ float quarter_sums[kTilesPerBlock][Q][M][kTileRows];
-  // Dynamic: the rings (ring_bytes<M>(Ring, warps)), then the activation row's values and scales
-  // (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
+  // Dynamic: the rings (ring_bytes<M, kRingScales>(Ring, warps)), then the activation row's values
+  // and scales (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
   FD_DYNAMIC_SMEM(uint8_t, rings);
-  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring, kTilesPerBlock * Q));
+  uint16_t* act =
+      reinterpret_cast<uint16_t*>(rings + ring_bytes<M, kRingScales>(Ring, kTilesPerBlock * Q));
   float* act_scale = reinterpret_cast<float*>(act + in_stride);
   const SlotPart sp = grouped_slot(a);
   const int64_t slot = sp.slot;
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
                 p1 = (sp.part + 1) * units / sp.parts;
   UnitSeq us = warp_units(p0, p1, quarter, Q, interleave != 0);
   if (tile >= tiles) us.count = 0;
-  uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
+  uint8_t* ring = rings + warp * (Ring * slot_bytes<M, kRingScales>());
   // The activation row into shared memory once the ring's first units are in flight (read from
   // global memory where each block's product needed it, its latency stalled every block: Nsight
   // Compute had the down kernel's warps waiting on it most of the time). It is the previous
@@ -161,11 +162,20 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
                &lr.scale[m][hh]);
     }
   }
+  lr.scale_copy = nullptr;
   bool streamed = false;
   with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
     if constexpr (kTcFormat<F>) {
       // A warp past the last tile (rows null) streams no units but holds the barrier.
-      tile_sums<F, M, Ring>(lr, us, act, act_scale, ring, acc, act_ready);
+      if constexpr (kRingScales && F == WeightFormat::Fp4Row) {
+        // Lane L copies the scale words of row L%16 of matrix L/16 (found here: the FP8 path
+        // keeps its registers).
+        const uint8_t* unused;
+        if (lane < M * kTileRows)
+          lane_row(ex, kUp ? static_cast<int>(lane / kTileRows) : 2,
+                   tile * kTileRows + lane % kTileRows, rows, k, &unused, &lr.scale_copy);
+      }
+      tile_sums<F, M, Ring, kRingScales>(lr, us, act, act_scale, ring, acc, act_ready);
       streamed = true;
     }
   });
@@ -240,18 +250,20 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   return true;
 }
 
-template <bool kUp, int Ring, int kBlocks, int Q>
+template <bool kUp, int Ring, int kBlocks, int Q, bool kRingScales = false>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
                       int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
                       PartSums parts, unsigned tile_pairs, unsigned slots) {
   constexpr int kWarps = kTilesPerBlock * Q;
-  const int smem = ring_bytes < kUp ? 2 : 1 > (Ring, kWarps) + act_bytes(in_stride);
-  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q>>(static_cast<size_t>(smem));
+  constexpr int M = kUp ? 2 : 1;
+  const int smem = ring_bytes<M, kRingScales>(Ring, kWarps) + act_bytes(in_stride);
+  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q, kRingScales>>(
+      static_cast<size_t>(smem));
   const int early = gemv_weights_before_wait() ? 1 : 0;
   const int interleave = ctx.interleaved_units() ? 1 : 0;
-  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q>), dim3(tile_pairs, slots), dim3(kWarps * 32),
-            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
-            parts, early, interleave);
+  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q, kRingScales>), dim3(tile_pairs, slots),
+            dim3(kWarps * 32), static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h,
+            h_stride, o, sums, parts, early, interleave);
 }
 
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
@@ -275,24 +287,27 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 // ms, a MoE step 86.7.
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
-                       const UpPlaces* places, unsigned up_pairs, unsigned down_pairs,
-                       unsigned slots) {
-  const auto up = [&]<int Ring, int kBlocks, int Q>() {
-    launch_expert_tc<true, Ring, kBlocks, Q>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
-                                             RowSums{}, parts, up_pairs, slots);
+                       unsigned up_pairs, unsigned down_pairs, unsigned slots) {
+  const auto up = [&]<int Ring, int kBlocks, int Q, bool kRingScales = false>() {
+    launch_expert_tc<true, Ring, kBlocks, Q, kRingScales>(
+        ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{}, parts, up_pairs, slots);
   };
-  const auto down = [&]<int Ring, int kBlocks, int Q>() {
-    launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
-                                              parts, down_pairs, slots);
+  const auto down = [&]<int Ring, int kBlocks, int Q, bool kRingScales = false>() {
+    launch_expert_tc<false, Ring, kBlocks, Q, kRingScales>(ctx, a, h_acts, max_inter, dim, TcActs{},
+                                                           0, o, sums, parts, down_pairs, slots);
   };
+
   const int down_split = ctx.down_split();
-  if (places != nullptr)
-    launch_up_places(ctx, a, *places, x_acts, dim, h_acts, max_inter);
+  if (a.n == 1 && ctx.ring_scales() != RingScales::Off)
+    up.template operator()<2, 4, kQuarters, true>();
   else if (a.n == 1)
     up.template operator()<2, 4, kQuarters>();
   else
     up.template operator()<3, 3, kQuarters>();
-  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
+  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10 &&
+      ctx.ring_scales() == RingScales::Both)
+    down.template operator()<3, 10, 2, true>();
+  else if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
     down.template operator()<3, 10, 2>();
   else if (down_split == 2 && a.n == 1)
     down.template operator()<4, 8, 2>();
@@ -304,8 +319,7 @@ void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcA
     down.template operator()<4, 3, kQuarters>();
 }
 
-void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a,
-                           std::span<const ExpertEntry> host_table, const float* x, int64_t dim,
+void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
                            int64_t max_inter, float* o, float* y) {
   const unsigned slots = static_cast<unsigned>(a.n * a.parts_per_row);
   const int64_t all_slots = a.n * a.slots_per_row;
@@ -319,26 +333,10 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a,
     return static_cast<unsigned>((rows + kBlockRows - 1) / kBlockRows);
   };
   const unsigned up_pairs = tile_pairs(max_inter), down_pairs = tile_pairs(dim);
-  // The up kernel over the places where the switch asks for it and the routed experts' units
-  // are alike.
-  std::optional<UpPlaces> places;
-  if (ctx.up_places()) {
-    const UpUnits units = up_units_of(host_table, a.n_routed);
-    if (units.routed != 0 || a.k == 0) places = plan_up_places(ctx, a, units, up_pairs, dim);
-  }
   // Counters: the rows' sums' [n, down pairs], then the parts' [n, pairs] behind them (each
-  // kernel zeroes what it used, so the up kernel's can sit where the down kernel's are; the up
-  // kernel over the places takes its segments' from the start).
+  // kernel zeroes what it used, so the up kernel's can sit where the down kernel's are).
   const int64_t row_counters = y != nullptr ? a.n * down_pairs : 0;
-  unsigned* counters =
-      ctx.arrival_counters(std::max(row_counters + a.n * std::max(up_pairs, down_pairs),
-                                    places ? up_places_segments(a, *places) : int64_t{0}));
-  if (places) {
-    Tensor partial = ctx.scratch(DType::F32, Shape{up_places_partial(a, *places)});
-    places->partial = ptr<float>(partial);
-    places->done = counters;
-    ctx.count_up_places_step();
-  }
+  unsigned* counters = ctx.arrival_counters(row_counters + a.n * std::max(up_pairs, down_pairs));
   RowSums sums{};
   if (y != nullptr) {
     FD_CHECK(a.parts_per_row == a.k + (a.has_shared ? a.shared_parts : 0),
@@ -352,8 +350,8 @@ void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a,
         Shape{a.n * a.shared_parts * 2, std::max<int64_t>(up_pairs, down_pairs) * kBlockRows});
     parts = PartSums{ptr<float>(partial), counters + row_counters};
   }
-  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, parts,
-                    places ? &*places : nullptr, up_pairs, down_pairs, slots);
+  launch_experts_tc(ctx, a, x_acts, h_acts, dim, max_inter, o, sums, parts, up_pairs, down_pairs,
+                    slots);
 }
 
 }  // namespace flashdesk::cuda

@@ -25,11 +25,8 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table);
 // slot in a.shared_parts parts over K, whose sums are added in part order), then o[slot] =
 // bf16(w2 . act_quant(h[slot])) (F32 [slots, dim]), as the CUDA-core kernels compute them; x [n,
 // dim]. y (optional, [n, dim]): each row's slots summed as expert_sum_kernel does (moe.cu), by the
-// down kernel; every slot of a row must be in `a` (the shared one not set apart). host_table: the
-// host's copy of a.table (entries [0, a.n_routed]), which says whether the up kernel may run over
-// the places (DeviceContext::up_places).
-void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a,
-                           std::span<const ExpertEntry> host_table, const float* x, int64_t dim,
+// down kernel; every slot of a row must be in `a` (the shared one not set apart).
+void run_decode_experts_tc(DeviceContext& ctx, const SlotArgs& a, const float* x, int64_t dim,
                            int64_t max_inter, float* o, float* y);
 
 }  // namespace flashdesk::cuda

@@ -407,7 +407,6 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   p->totalGlobalMem = kEmuMemory;
   p->sharedMemPerBlock = 48 * 1024;
   p->sharedMemPerBlockOptin = 99 * 1024;
-  p->sharedMemPerMultiprocessor = 100 * 1024;
   p->multiProcessorCount = 4;
   p->major = 8;
   p->minor = 0;

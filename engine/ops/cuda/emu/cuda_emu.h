@@ -77,7 +77,6 @@ struct cudaDeviceProp {
   size_t totalGlobalMem;
   size_t sharedMemPerBlock;
   size_t sharedMemPerBlockOptin;
-  size_t sharedMemPerMultiprocessor;
   int multiProcessorCount;
   int major;
   int minor;
