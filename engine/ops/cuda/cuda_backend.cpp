@@ -198,9 +198,6 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
-  // FLASHDESK_CUDA_RING_SCALES=0|up|both (default 0): set_ring_scales (the A/B).
-  if (const auto r = read_choice("FLASHDESK_CUDA_RING_SCALES", {"0", "up", "both"}))
-    set_ring_scales(*r == "0" ? RingScales::Off : *r == "up" ? RingScales::Up : RingScales::Both);
   // FLASHDESK_CUDA_FP8_CVT=0|1|all (default all): set_fp8_conversion (the A/B).
   if (const auto c = read_choice("FLASHDESK_CUDA_FP8_CVT", {"0", "1", "all"}))
     set_fp8_conversion(*c == "0"   ? Fp8Conversion::Off
@@ -263,10 +260,6 @@ void CudaBackend::set_down_blocks(int blocks) {
 
 void CudaBackend::set_interleaved_units(bool on) {
   ctx_->set_interleaved_units(on);
-}
-
-void CudaBackend::set_ring_scales(RingScales r) {
-  ctx_->set_ring_scales(r);
 }
 
 void CudaBackend::set_fp8_conversion(Fp8Conversion c) {

@@ -18,7 +18,6 @@
 
 #include "engine/ops/backend.h"
 #include "engine/ops/cuda/cuda_devices.h"
-#include "engine/ops/cuda/decode_expert_forms.h"
 #include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/cuda/heap_steps.h"
 #include "engine/ops/cuda/random_draw.h"
@@ -176,11 +175,6 @@ class CudaBackend final : public Backend {
   // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the
   // tests run both).
   void set_interleaved_units(bool on);
-  // Which one-row expert kernels copy their FP4 units' scale words into their cp.async rings with
-  // the units instead of loading them with __ldg: none, the up kernel, or the up and the down
-  // (FLASHDESK_CUDA_RING_SCALES=0|up|both; the tests run all three).
-  using RingScales = cuda::RingScales;
-  void set_ring_scales(RingScales r);
   // Where the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's E4M3
   // conversion (sm_89 on; the same values) rather than by shifts and masks: nowhere, at one
   // act_quant'ed row, or everywhere (the default, as measured; FLASHDESK_CUDA_FP8_CVT=0|1|all;

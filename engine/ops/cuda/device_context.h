@@ -13,7 +13,6 @@
 #include "engine/ops/cuda/beside_lane.h"
 #include "engine/ops/cuda/blas.h"
 #include "engine/ops/cuda/cuda_handles.h"
-#include "engine/ops/cuda/decode_expert_forms.h"
 #include "engine/ops/cuda/device_memory.h"
 #include "engine/ops/cuda/gemv_kernels.h"
 #include "engine/ops/cuda/step_graph.h"
@@ -102,10 +101,6 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
-  // Which one-row expert kernels copy their FP4 units' scale words into the ring with the units
-  // (decode_expert_forms.h, moe_decode_tc_units.cuh tile_sums); the backend's switch.
-  RingScales ring_scales() const { return ring_scales_; }
-  void set_ring_scales(RingScales r) { ring_scales_ = r; }
   // Where the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion
   // (gemv_kernels.h); the backend's switch.
   Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
@@ -136,7 +131,6 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
-  RingScales ring_scales_ = RingScales::Off;
   Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

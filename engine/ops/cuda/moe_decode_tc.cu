@@ -87,10 +87,7 @@ struct PartSums {
 // the router's ids, written two grids back for the up kernel (the router, then
 // quantize_acts_kernel) and three for the down kernel; both predecessors let this grid launch
 // only after their own wait, so by the time it runs the router has completed.
-//
-// kRingScales: the FP4 units' scale words travel in the ring (tile_sums; one row,
-// DeviceContext::ring_scales).
-template <bool kUp, int Ring, int kBlocks, int Q, bool kRingScales = false>
+template <bool kUp, int Ring, int kBlocks, int Q>
 __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
                      int64_t h_stride, float* o, RowSums sums, PartSums parts, int early,
@@ -104,11 +101,10 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   };
   if (!early) wait_then_allow();
   __shared__ float quarter_sums[kTilesPerBlock][Q][M][kTileRows];
-  // Dynamic: the rings (ring_bytes<M, kRingScales>(Ring, warps)), then the activation row's values
-  // and scales (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
+  // Dynamic: the rings (ring_bytes<M>(Ring, warps)), then the activation row's values and scales
+  // (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
   FD_DYNAMIC_SMEM(uint8_t, rings);
-  uint16_t* act =
-      reinterpret_cast<uint16_t*>(rings + ring_bytes<M, kRingScales>(Ring, kTilesPerBlock * Q));
+  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring, kTilesPerBlock * Q));
   float* act_scale = reinterpret_cast<float*>(act + in_stride);
   const SlotPart sp = grouped_slot(a);
   const int64_t slot = sp.slot;
@@ -134,7 +130,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
                 p1 = (sp.part + 1) * units / sp.parts;
   UnitSeq us = warp_units(p0, p1, quarter, Q, interleave != 0);
   if (tile >= tiles) us.count = 0;
-  uint8_t* ring = rings + warp * (Ring * slot_bytes<M, kRingScales>());
+  uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
   // The activation row into shared memory once the ring's first units are in flight (read from
   // global memory where each block's product needed it, its latency stalled every block: Nsight
   // Compute had the down kernel's warps waiting on it most of the time). It is the previous
@@ -162,20 +158,11 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
                &lr.scale[m][hh]);
     }
   }
-  lr.scale_copy = nullptr;
   bool streamed = false;
   with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
     if constexpr (kTcFormat<F>) {
       // A warp past the last tile (rows null) streams no units but holds the barrier.
-      if constexpr (kRingScales && F == WeightFormat::Fp4Row) {
-        // Lane L copies the scale words of row L%16 of matrix L/16 (found here: the FP8 path
-        // keeps its registers).
-        const uint8_t* unused;
-        if (lane < M * kTileRows)
-          lane_row(ex, kUp ? static_cast<int>(lane / kTileRows) : 2,
-                   tile * kTileRows + lane % kTileRows, rows, k, &unused, &lr.scale_copy);
-      }
-      tile_sums<F, M, Ring, kRingScales>(lr, us, act, act_scale, ring, acc, act_ready);
+      tile_sums<F, M, Ring>(lr, us, act, act_scale, ring, acc, act_ready);
       streamed = true;
     }
   });
@@ -250,20 +237,19 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   return true;
 }
 
-template <bool kUp, int Ring, int kBlocks, int Q, bool kRingScales = false>
+template <bool kUp, int Ring, int kBlocks, int Q>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
                       int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
                       PartSums parts, unsigned tile_pairs, unsigned slots) {
   constexpr int kWarps = kTilesPerBlock * Q;
   constexpr int M = kUp ? 2 : 1;
-  const int smem = ring_bytes<M, kRingScales>(Ring, kWarps) + act_bytes(in_stride);
-  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q, kRingScales>>(
-      static_cast<size_t>(smem));
+  const int smem = ring_bytes<M>(Ring, kWarps) + act_bytes(in_stride);
+  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q>>(static_cast<size_t>(smem));
   const int early = gemv_weights_before_wait() ? 1 : 0;
   const int interleave = ctx.interleaved_units() ? 1 : 0;
-  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q, kRingScales>), dim3(tile_pairs, slots),
-            dim3(kWarps * 32), static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h,
-            h_stride, o, sums, parts, early, interleave);
+  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q>), dim3(tile_pairs, slots), dim3(kWarps * 32),
+            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
+            parts, early, interleave);
 }
 
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
@@ -288,26 +274,20 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
-  const auto up = [&]<int Ring, int kBlocks, int Q, bool kRingScales = false>() {
-    launch_expert_tc<true, Ring, kBlocks, Q, kRingScales>(
-        ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr, RowSums{}, parts, up_pairs, slots);
+  const auto up = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<true, Ring, kBlocks, Q>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
+                                             RowSums{}, parts, up_pairs, slots);
   };
-  const auto down = [&]<int Ring, int kBlocks, int Q, bool kRingScales = false>() {
-    launch_expert_tc<false, Ring, kBlocks, Q, kRingScales>(ctx, a, h_acts, max_inter, dim, TcActs{},
-                                                           0, o, sums, parts, down_pairs, slots);
+  const auto down = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
+                                              parts, down_pairs, slots);
   };
-
   const int down_split = ctx.down_split();
-  if (a.n == 1 && ctx.ring_scales() != RingScales::Off)
-    up.template operator()<2, 4, kQuarters, true>();
-  else if (a.n == 1)
+  if (a.n == 1)
     up.template operator()<2, 4, kQuarters>();
   else
     up.template operator()<3, 3, kQuarters>();
-  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10 &&
-      ctx.ring_scales() == RingScales::Both)
-    down.template operator()<3, 10, 2, true>();
-  else if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
+  if (down_split == 2 && a.n == 1 && ctx.down_blocks() == 10)
     down.template operator()<3, 10, 2>();
   else if (down_split == 2 && a.n == 1)
     down.template operator()<4, 8, 2>();

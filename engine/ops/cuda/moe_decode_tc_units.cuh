@@ -34,18 +34,11 @@ template <int M>
 constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
   return M * 2 * 8 * kRowBytes;
 }
-// A ring slot: the unit, then with kRingScales the scale words of its rows (FP4: a word of four
-// block codes a row, [m][row of the tile], one cp.async of 4 bytes a lane: every lane at M = 2,
-// lanes 0-15 at M = 1).
-template <int M, bool kRingScales>
-constexpr int slot_bytes() {
-  return unit_bytes<M>() + (kRingScales ? M * kTileRows * 4 : 0);
-}
 // The rings' depth (units a warp holds) and the blocks a multiprocessor are a kernel's template
 // parameters (launch_experts_tc picks them by the rows).
-template <int M, bool kRingScales = false>
+template <int M>
 constexpr int ring_bytes(int ring, int warps) {  // a block's rings
-  return warps * ring * slot_bytes<M, kRingScales>();
+  return warps * ring * unit_bytes<M>();
 }
 
 // What a lane reads of each of M matrices: the rows it copies into the ring (copy_row() and
@@ -54,13 +47,10 @@ constexpr int ring_bytes(int ring, int warps) {  // a block's rings
 // L%8, so a copy's eight lanes of one shared-memory phase write one chunk of eight rows 80 bytes
 // apart, on distinct banks. Row-major (row L/4, chunk L%4) two rows' chunks met on a bank in every
 // phase (Nsight Compute: 51% of the up kernel's shared wavefronts in excess).
-// With the scale words in the ring, lane L copies those of row L%16 of matrix L/16 (scale_copy;
-// null past the matrix, or at M = 1 for lanes 16-31).
 template <int M>
 struct LaneRows {
   const uint8_t* row[M][2];
   const uint8_t* scale[M][2];
-  const uint8_t* scale_copy;
 };
 __device__ __forceinline__ unsigned copy_row() {
   return threadIdx.x % 8u;
@@ -77,18 +67,11 @@ constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Bl
 // scales). `ready()` runs once the first units' copies are issued (every warp of the block calls
 // it, with or without units: it holds the block barrier after which the activation row may be
 // read).
-//
-// kRingScales (FP4; FP8 units keep the loads): each unit's scale words travel in its ring slot by
-// cp.async, a word a lane, instead of an __ldg a lane per matrix and row half into registers (a
-// third of the up kernel's global sectors, each 4 bytes of a 32-byte sector, and its
-// long-scoreboard waits beside the prologue's), and are read from shared memory with the unit.
-template <WeightFormat F, int M, int Ring, bool kRingScales = false, class Ready>
+template <WeightFormat F, int M, int Ring, class Ready>
 __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act,
                           const float* act_scale, uint8_t* ring, float (&acc)[M][2],
                           Ready&& ready) {
   constexpr bool kFp4 = F == WeightFormat::Fp4Row;
-  constexpr bool kScalesInRing = kRingScales && kFp4;
-  constexpr int kSlot = slot_bytes<M, kRingScales>();
   constexpr int kBlocks = kFp4 ? 4 : 2;             // K blocks a unit
   constexpr float kUndo = kFp4 ? 0x1p14f : 0x1p8f;  // the decoders' power of two
   const unsigned lane = threadIdx.x & 31u, g = lane >> 2, q = lane & 3u;
@@ -99,25 +82,17 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act
   auto issue = [&](int slot, int64_t i) {
     if (i < us.count) {
       const int64_t u = us.at(i);
-      if constexpr (kScalesInRing) {
-        uint32_t* dst = reinterpret_cast<uint32_t*>(ring + slot * kSlot + unit_bytes<M>()) + lane;
-        if (lr.scale_copy != nullptr)
-          async_copy<4>(dst, lr.scale_copy + u * kBlocks);
-        else if (lane < M * kTileRows)
-          *dst = 0x7F7F7F7Fu;
-      }
       FD_UNROLL
       for (int m = 0; m < M; ++m) {
         FD_UNROLL
         for (int h = 0; h < 2; ++h) {
-          uint8_t* dst =
-              ring + slot * kSlot + ((m * 2 + h) * 8 + copy_row()) * kRowBytes + copy_chunk() * 16;
+          uint8_t* dst = ring + slot * unit_bytes<M>() +
+                         ((m * 2 + h) * 8 + copy_row()) * kRowBytes + copy_chunk() * 16;
           const uint8_t* r = lr.row[m][h];
           if (r != nullptr)
             async_copy16(dst, r + u * 64 + copy_chunk() * 16);
           else
             *reinterpret_cast<uint4*>(dst) = uint4{0u, 0u, 0u, 0u};
-          if constexpr (kScalesInRing) continue;
           if (lr.scale[m][h] == nullptr) {
             sc[slot][m][h] = 0x7F7F7F7Fu;
             continue;
@@ -144,15 +119,7 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act
         async_wait<Ring - 1>();  // this lane's copies of unit i have landed ...
         __syncwarp();            // ... and every lane's are visible
         const int64_t u = us.at(i);
-        const uint8_t* unit = ring + s * kSlot;
-        if constexpr (kScalesInRing) {
-          const uint32_t* words = reinterpret_cast<const uint32_t*>(unit + unit_bytes<M>());
-          FD_UNROLL
-          for (int m = 0; m < M; ++m) {
-            sc[s][m][0] = words[m * kTileRows + g];
-            sc[s][m][1] = words[m * kTileRows + g + 8];
-          }
-        }
+        const uint8_t* unit = ring + s * unit_bytes<M>();
         FD_UNROLL
         for (int j = 0; j < kBlocks; ++j) {
           const int64_t b = u * kBlocks + j;
