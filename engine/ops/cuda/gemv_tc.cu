@@ -82,9 +82,17 @@ __device__ void tile_sums(const TcGemvArgs& a, const uint8_t* const (&row)[2], c
   };
   // The two columns' activation scales of a block (zero past the rows: their products are zero).
   const int t0 = static_cast<int>(2 * q), t1 = t0 + 1;
-  ring_steps<kRing>(
-      us, issue, [] {},
-      [&](int s, int64_t u) {
+  FD_UNROLL
+  for (int s = 0; s < kRing - 1; ++s) issue(s, s);
+  for (int64_t base = 0; base < us.count; base += kRing) {
+    FD_UNROLL
+    for (int s = 0; s < kRing; ++s) {
+      const int64_t i = base + s;
+      if (i < us.count) {  // the same for the whole warp
+        issue((s + kRing - 1) % kRing, i + kRing - 1);
+        async_wait<kRing - 1>();  // this lane's copies of unit i have landed ...
+        __syncwarp();             // ... and every lane's are visible
+        const int64_t u = us.at(i);
         const uint8_t* unit = ring + s * kUnitBytes;
         FD_UNROLL
         for (int j = 0; j < 2; ++j) {
@@ -97,16 +105,25 @@ __device__ void tile_sums(const TcGemvArgs& a, const uint8_t* const (&row)[2], c
           const uint8_t* r0 = unit + g * kRowBytes;
           const uint8_t* r1 = r0 + 8 * kRowBytes;
           uint32_t w0[4], w1[4];  // rows g and g + 8: column pairs (i, i + 4)
-          e4m3_rows_to_f16(r0, r1, j, q, w0, w1);
-          float d[4];
-          block_products(w0, w1, bx, d);
+          const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
+          const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
+          e4m3x8_to_f16(v0.x, v0.y, w0);
+          e4m3x8_to_f16(v1.x, v1.y, w1);
+          float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
+          const uint32_t a1[4] = {w0[2], w1[2], w0[3], w1[3]}, b1[2] = {bx.z, bx.w};
+          mma_f16_16816(d, a0, b0);
+          mma_f16_16816(d, a1, b1);
           const float sw = e8m0_to_f32((sc[s] >> (8 * j)) & 0xFFu);
           acc[0][0] += d[0] * (sw * sx0);
           acc[0][1] += d[1] * (sw * sx1);
           acc[1][0] += d[2] * (sw * sx0);
           acc[1][1] += d[3] * (sw * sx1);
         }
-      });
+        __syncwarp();  // every lane done with the unit before its slot is refilled
+      }
+    }
+  }
 }
 
 // grid (row tile pairs, K splits).

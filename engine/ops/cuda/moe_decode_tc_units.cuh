@@ -107,32 +107,52 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act
     }
     async_commit();  // an empty group past the end keeps the wait's count right
   };
-  ring_steps<Ring>(us, issue, ready, [&](int s, int64_t u) {
-    const uint8_t* unit = ring + s * unit_bytes<M>();
+  FD_UNROLL
+  for (int s = 0; s < Ring - 1; ++s) issue(s, s);
+  ready();
+  for (int64_t base = 0; base < us.count; base += Ring) {
     FD_UNROLL
-    for (int j = 0; j < kBlocks; ++j) {
-      const int64_t b = u * kBlocks + j;
-      uint4 bx = {0u, 0u, 0u, 0u};
-      if (column0) bx = *reinterpret_cast<const uint4*>(act + b * 32 + q * 8);
-      const float sx = act_scale[b] * kUndo;
-      FD_UNROLL
-      for (int m = 0; m < M; ++m) {
-        const uint8_t* r0 = unit + ((m * 2) * 8 + g) * kRowBytes;
-        const uint8_t* r1 = r0 + 8 * kRowBytes;
-        uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
-        if constexpr (kFp4) {
-          e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
-          e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
-        } else {
-          e4m3_rows_to_f16(r0, r1, j, q, w0, w1);
+    for (int s = 0; s < Ring; ++s) {
+      const int64_t i = base + s;
+      if (i < us.count) {  // the same for the whole warp
+        issue((s + Ring - 1) % Ring, i + Ring - 1);
+        async_wait<Ring - 1>();  // this lane's copies of unit i have landed ...
+        __syncwarp();            // ... and every lane's are visible
+        const int64_t u = us.at(i);
+        const uint8_t* unit = ring + s * unit_bytes<M>();
+        FD_UNROLL
+        for (int j = 0; j < kBlocks; ++j) {
+          const int64_t b = u * kBlocks + j;
+          uint4 bx = {0u, 0u, 0u, 0u};
+          if (column0) bx = *reinterpret_cast<const uint4*>(act + b * 32 + q * 8);
+          const float sx = act_scale[b] * kUndo;
+          FD_UNROLL
+          for (int m = 0; m < M; ++m) {
+            const uint8_t* r0 = unit + ((m * 2) * 8 + g) * kRowBytes;
+            const uint8_t* r1 = r0 + 8 * kRowBytes;
+            uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
+            if constexpr (kFp4) {
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
+            } else {
+              const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
+              const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
+              e4m3x8_to_f16(v0.x, v0.y, w0);
+              e4m3x8_to_f16(v1.x, v1.y, w1);
+            }
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
+            const uint32_t a1[4] = {w0[2], w1[2], w0[3], w1[3]}, b1[2] = {bx.z, bx.w};
+            mma_f16_16816(d, a0, b0);
+            mma_f16_16816(d, a1, b1);
+            acc[m][0] += d[0] * (e8m0_to_f32((sc[s][m][0] >> (8 * j)) & 0xFFu) * sx);
+            acc[m][1] += d[2] * (e8m0_to_f32((sc[s][m][1] >> (8 * j)) & 0xFFu) * sx);
+          }
         }
-        float d[4];
-        block_products(w0, w1, bx, d);
-        acc[m][0] += d[0] * (e8m0_to_f32((sc[s][m][0] >> (8 * j)) & 0xFFu) * sx);
-        acc[m][1] += d[2] * (e8m0_to_f32((sc[s][m][1] >> (8 * j)) & 0xFFu) * sx);
+        __syncwarp();  // every lane done with the unit before its slot is refilled
       }
     }
-  });
+  }
 }
 
 // Row `row` of matrix m of an expert, and its scale row (FP8: its 32-row tile's); null past rows.

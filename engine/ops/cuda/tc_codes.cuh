@@ -5,11 +5,9 @@
 
 #include <cstdint>
 
-#include "engine/ops/cuda/async_copy.cuh"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
-#include "engine/ops/cuda/mma.cuh"
 
 namespace flashdesk::cuda {
 
@@ -62,29 +60,6 @@ __device__ __forceinline__ void e4m3x8_to_f16(uint32_t lo, uint32_t hi, uint32_t
   }
 }
 
-// The FP8 codes of a 32-column block (block j of a unit) of rows L/4 (r0) and L/4 + 8 (r1) as the
-// A fragments' FP16 pairs, times 2^-8 (e4m3x8_to_f16): lane group q's 8 bytes of each row.
-__device__ __forceinline__ void e4m3_rows_to_f16(const uint8_t* r0, const uint8_t* r1, int j,
-                                                 unsigned q, uint32_t (&w0)[4], uint32_t (&w1)[4]) {
-  const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
-  const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
-  e4m3x8_to_f16(v0.x, v0.y, w0);
-  e4m3x8_to_f16(v1.x, v1.y, w1);
-}
-
-// d = a 32-column block's products: A the 16 rows' FP16 pairs (w0: rows L/4, w1: rows L/4 + 8,
-// column pairs (i, i + 4) as the decoders give them), B the activations' (bx, as quantize_block
-// stores them), two m16n8k16 products.
-__device__ __forceinline__ void block_products(const uint32_t (&w0)[4], const uint32_t (&w1)[4],
-                                               uint4 bx, float (&d)[4]) {
-  FD_UNROLL
-  for (int i = 0; i < 4; ++i) d[i] = 0.0f;
-  const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
-  const uint32_t a1[4] = {w0[2], w1[2], w0[3], w1[3]}, b1[2] = {bx.z, bx.w};
-  mma_f16_16816(d, a0, b0);
-  mma_f16_16816(d, a1, b1);
-}
-
 // x [rows, k] (row stride k, k a multiple of 32) act_quant'ed into `out` ([rows, k] values,
 // [rows, k / 32] scales): one launch, a warp per 32-column block.
 void quantize_acts_tc(DeviceContext& ctx, const float* x, int64_t rows, int64_t k, TcActs out);
@@ -105,31 +80,6 @@ __device__ __forceinline__ UnitSeq warp_units(int64_t p0, int64_t p1, int w, int
   if (interleaved) return {p0 + w, p1 - p0 > w ? (p1 - p0 - w + Q - 1) / Q : 0, Q};
   const int64_t u0 = p0 + w * (p1 - p0) / Q, u1 = p0 + (w + 1) * (p1 - p0) / Q;
   return {u0, u1 - u0, 1};
-}
-
-// A warp's units `us` through its ring of Ring slots: issue(slot, i) puts unit i's copies in flight
-// (committing a group even past the end, which keeps the wait's count right), ready() runs once
-// the first Ring - 1 units are issued, and body(slot, u) uses unit u once this lane's copies have
-// landed and every lane's are visible, with Ring - 1 later units in flight meanwhile; the slot is
-// refilled only after the warp is done with it.
-template <int Ring, class Issue, class Ready, class Body>
-__device__ __forceinline__ void ring_steps(UnitSeq us, Issue&& issue, Ready&& ready, Body&& body) {
-  FD_UNROLL
-  for (int s = 0; s < Ring - 1; ++s) issue(s, s);
-  ready();
-  for (int64_t base = 0; base < us.count; base += Ring) {
-    FD_UNROLL
-    for (int s = 0; s < Ring; ++s) {
-      const int64_t i = base + s;
-      if (i < us.count) {  // the same for the whole warp
-        issue((s + Ring - 1) % Ring, i + Ring - 1);
-        async_wait<Ring - 1>();  // this lane's copies of unit i have landed ...
-        __syncwarp();            // ... and every lane's are visible
-        body(s, us.at(i));
-        __syncwarp();  // every lane done with the unit before its slot is refilled
-      }
-    }
-  }
 }
 
 }  // namespace flashdesk::cuda
