@@ -190,7 +190,7 @@ class CudaLinearTest : public CudaOpTest {
           (tc ? " (tensor cores where they fit)" : " (CUDA cores)") +
           (pass == 2 ? ", units in ranges" : "") +
           (pass == 3   ? ", FP8 by shifts"
-           : pass == 4 ? ", FP8 converted at every row count"
+           : pass == 4 ? ", FP8 converted at one act_quant'ed row only"
                        : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
@@ -404,7 +404,7 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
   for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
            {1, true}, {1, false}, {8, true}, {8, false}, {12, true}}) {
-    // wo_a's unquantised GEMV (shifts by default) decoded both ways
+    // wo_a's unquantised GEMV decoded both ways (the conversion by default, and shifts)
     gpu().set_fp8_conversion(cvt ? CudaBackend::Fp8Conversion::All
                                  : CudaBackend::Fp8Conversion::Off);
     Pair x = both_f32(Shape{n, groups * in_g},

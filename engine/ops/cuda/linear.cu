@@ -319,19 +319,18 @@ void run_gemv_rows(DeviceContext& ctx, const GemvJob& job, const GemvParams& p) 
   // FP8: the codes through the hardware's conversion where the device has it (e4m3x4_values; H100,
   // one act_quant'ed row: wq_b 24.1 -> 23.0 µs, wo_b 26.8 -> 25.7; wo_a 22.4 -> 21.2, at 4 rows
   // 37.5 -> 34.5; docs/cuda-backend.md), by default at every row count (Fp8Conversion::All).
+  const auto by_rows = [&]<bool kValues>() {
+    if (job.n <= 1) return run_gemv<F, 1, kScaled, kValues>(ctx, job, p);
+    if (job.n <= 2) return run_gemv<F, 2, kScaled, kValues>(ctx, job, p);
+    if (job.n <= 4) return run_gemv<F, 4, kScaled, kValues>(ctx, job, p);
+    run_gemv<F, 8, kScaled, kValues>(ctx, job, p);
+  };
   if constexpr (F == WeightFormat::Fp8Block) {
     const Fp8Conversion c = ctx.fp8_conversion();
-    if (c == Fp8Conversion::All || (c == Fp8Conversion::OneRow && kScaled && job.n <= 1)) {
-      if (job.n <= 1) return run_gemv<F, 1, kScaled, true>(ctx, job, p);
-      if (job.n <= 2) return run_gemv<F, 2, kScaled, true>(ctx, job, p);
-      if (job.n <= 4) return run_gemv<F, 4, kScaled, true>(ctx, job, p);
-      return run_gemv<F, 8, kScaled, true>(ctx, job, p);
-    }
+    if (c == Fp8Conversion::All || (c == Fp8Conversion::OneRow && kScaled && job.n <= 1))
+      return by_rows.template operator()<true>();
   }
-  if (job.n <= 1) return run_gemv<F, 1, kScaled>(ctx, job, p);
-  if (job.n <= 2) return run_gemv<F, 2, kScaled>(ctx, job, p);
-  if (job.n <= 4) return run_gemv<F, 4, kScaled>(ctx, job, p);
-  run_gemv<F, 8, kScaled>(ctx, job, p);
+  by_rows.template operator()<false>();
 }
 
 // Coded weights against act_quant'ed activations take the scaled decoders (gemv_device.cuh).

@@ -214,6 +214,8 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const void* act,
           FD_UNROLL
           for (int m = 0; m < M; ++m) {
             uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
+            // Two spellings of the addresses on purpose: written once over chunk_at, the default
+            // kernels' PTX changed, and a layer measures such changes (thirty-second session).
             if constexpr (kWide) {
               const int R0 = (m * 2) * 8 + static_cast<int>(g), R1 = R0 + 8;
               if constexpr (kFp4) {
