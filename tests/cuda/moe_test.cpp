@@ -173,10 +173,9 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   // two parts over K (FP8 against FP4) and in one, the down kernel's tiles split over K by two
   // warps (the default) and by four, the one-row down kernel ten blocks a multiprocessor (the
   // default) or eight (path 6), with the tiles' K units to the warps interleaved (the default) or
-  // in ranges (path 5), the one-row up kernel's rings 3 deep (path 7: its rows 64 bytes apart,
-  // its activation row as E4M3 codes), and on the CUDA cores with the shared slot in one part and
-  // in byte-balanced parts of its rows.
-  for (const int path : {0, 1, 2, 3, 4, 5, 6, 7}) {
+  // in ranges (path 5), and on the CUDA cores with the shared slot in one part and in
+  // byte-balanced parts of its rows.
+  for (const int path : {0, 1, 2, 3, 4, 5, 6}) {
     const bool parts = path == 2;
     gpu().set_decode_experts_tensor_cores(path == 0 || path >= 3);
     gpu().set_split_shared_expert_tc(path == 0 || path >= 4);
@@ -184,7 +183,6 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
     gpu().set_down_split(path == 4 ? 4 : 2);
     gpu().set_down_blocks(path == 6 ? 8 : 10);
     gpu().set_interleaved_units(path != 5);
-    gpu().set_up_ring3(path == 7);
     for (int64_t n : {1, 2, 3, 8}) check_experts(n, 64, 32, 8, 2, 3, true, false, 10 + uint32_t(n));
     check_experts(2, 96, 64, 10, 3, 4, false, true, 20);  // no shared expert, absent experts
     // Partial row blocks of both kernels (inter 96 of 32 a block, dim 160 of 64), 5 chunks a row.
@@ -202,7 +200,6 @@ TEST_F(CudaMoeTest, GroupedExpertsUpToEightRows) {
   gpu().set_down_split(2);
   gpu().set_down_blocks(10);
   gpu().set_interleaved_units(true);
-  gpu().set_up_ring3(false);
 }
 
 // Hybrid placement: routed experts left in host memory are computed on the CPU, the shared one on
@@ -290,9 +287,6 @@ TEST_F(CudaMoeTest, FullShapes) {
   gpu().set_down_blocks(8);  // the one-row down kernel eight blocks a multiprocessor
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   gpu().set_down_blocks(10);
-  gpu().set_up_ring3(true);  // the one-row up kernel's rings 3 deep
-  check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
-  gpu().set_up_ring3(false);
   gpu().set_decode_experts_tensor_cores(false);  // the CUDA-core decode kernels
   check_experts(1, 5120, 2304, 384, 6, 4, true, false, 40);
   check_experts(8, 5120, 2304, 384, 6, 4, true, false, 42);

@@ -198,8 +198,6 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
-  // FLASHDESK_CUDA_UP_RING=2|3 (default 2): set_up_ring3 (the A/B).
-  if (const auto r = read_choice("FLASHDESK_CUDA_UP_RING", {"2", "3"})) set_up_ring3(*r == "3");
   // FLASHDESK_CUDA_FP8_CVT=0|1|all (default all): set_fp8_conversion (the A/B).
   if (const auto c = read_choice("FLASHDESK_CUDA_FP8_CVT", {"0", "1", "all"}))
     set_fp8_conversion(*c == "0"   ? Fp8Conversion::Off
@@ -262,10 +260,6 @@ void CudaBackend::set_down_blocks(int blocks) {
 
 void CudaBackend::set_interleaved_units(bool on) {
   ctx_->set_interleaved_units(on);
-}
-
-void CudaBackend::set_up_ring3(bool on) {
-  ctx_->set_up_ring3(on);
 }
 
 void CudaBackend::set_fp8_conversion(Fp8Conversion c) {

@@ -175,10 +175,6 @@ class CudaBackend final : public Backend {
   // time (the default), or as contiguous ranges (FLASHDESK_CUDA_UNITS=interleaved|ranges; the
   // tests run both).
   void set_interleaved_units(bool on);
-  // Whether the one-row experts' up kernel keeps rings 3 units deep at four blocks a
-  // multiprocessor, its ring rows 64 bytes apart and its activation row as E4M3 codes to make room
-  // (FLASHDESK_CUDA_UP_RING=2|3; the tests run both).
-  void set_up_ring3(bool on);
   // Where the FP8 GEMV of up to 8 rows on the CUDA cores decodes its codes by the hardware's E4M3
   // conversion (sm_89 on; the same values) rather than by shifts and masks: nowhere, at one
   // act_quant'ed row, or everywhere (the default, as measured; FLASHDESK_CUDA_FP8_CVT=0|1|all;

@@ -101,11 +101,6 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
-  // Whether the one-row experts' up kernel keeps rings 3 units deep at four blocks a
-  // multiprocessor (moe_decode_tc.cu kWide: 64-byte ring rows, the activation row as E4M3 codes)
-  // instead of 2; the backend's switch.
-  bool up_ring3() const { return up_ring3_; }
-  void set_up_ring3(bool on) { up_ring3_ = on; }
   // Where the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion
   // (gemv_kernels.h); the backend's switch.
   Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
@@ -136,7 +131,6 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
-  bool up_ring3_ = false;
   Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

@@ -87,11 +87,7 @@ struct PartSums {
 // the router's ids, written two grids back for the up kernel (the router, then
 // quantize_acts_kernel) and three for the down kernel; both predecessors let this grid launch
 // only after their own wait, so by the time it runs the router has completed.
-//
-// kWide: rows 64 bytes apart in the rings and the activation row as E4M3 codes (tile_sums), the
-// form that fits rings 3 deep at four blocks a multiprocessor (the one-row up kernel,
-// DeviceContext::up_ring3).
-template <bool kUp, int Ring, int kBlocks, int Q, bool kWide = false>
+template <bool kUp, int Ring, int kBlocks, int Q>
 __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
     expert_tc_kernel(SlotArgs a, TcActs in, int64_t in_stride, int64_t dim, TcActs h,
                      int64_t h_stride, float* o, RowSums sums, PartSums parts, int early,
@@ -105,14 +101,11 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   };
   if (!early) wait_then_allow();
   __shared__ float quarter_sums[kTilesPerBlock][Q][M][kTileRows];
-  // Dynamic: the rings (ring_bytes<M, kWide>(Ring, warps)), then the activation row's values (or
-  // codes) and scales (act_bytes<kWide>(in_stride): sized by K, so that kBlocks blocks fit a
-  // multiprocessor).
+  // Dynamic: the rings (ring_bytes<M>(Ring, warps)), then the activation row's values and scales
+  // (act_bytes(in_stride): sized by K, so that kBlocks blocks fit a multiprocessor).
   FD_DYNAMIC_SMEM(uint8_t, rings);
-  uint16_t* act =
-      reinterpret_cast<uint16_t*>(rings + ring_bytes<M, kWide>(Ring, kTilesPerBlock * Q));
-  float* act_scale = kWide ? reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(act) + in_stride)
-                           : reinterpret_cast<float*>(act + in_stride);
+  uint16_t* act = reinterpret_cast<uint16_t*>(rings + ring_bytes<M>(Ring, kTilesPerBlock * Q));
+  float* act_scale = reinterpret_cast<float*>(act + in_stride);
   const SlotPart sp = grouped_slot(a);
   const int64_t slot = sp.slot;
   float weight;
@@ -137,7 +130,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
                 p1 = (sp.part + 1) * units / sp.parts;
   UnitSeq us = warp_units(p0, p1, quarter, Q, interleave != 0);
   if (tile >= tiles) us.count = 0;
-  uint8_t* ring = rings + warp * (Ring * unit_bytes<M, kWide>());
+  uint8_t* ring = rings + warp * (Ring * unit_bytes<M>());
   // The activation row into shared memory once the ring's first units are in flight (read from
   // global memory where each block's product needed it, its latency stalled every block: Nsight
   // Compute had the down kernel's warps waiting on it most of the time). It is the previous
@@ -145,15 +138,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   const uint16_t* act_row = in.values + act_row_index * in_stride;
   const auto act_ready = [&] {
     if (early) wait_then_allow();
-    if constexpr (kWide) {
-      // Eight values a thread at a time, as their codes (act_codes_of).
-      for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8)
-        *reinterpret_cast<uint2*>(reinterpret_cast<uint8_t*>(act) + c) =
-            act_codes_of(*reinterpret_cast<const uint4*>(act_row + c));
-    } else {
-      for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8)
-        async_copy16(act + c, act_row + c);
-    }
+    for (int64_t c = threadIdx.x * 8; c < k; c += kThreads * 8) async_copy16(act + c, act_row + c);
     for (int64_t b = threadIdx.x; b < k / 32; b += kThreads)
       act_scale[b] = in.scales[act_row_index * (in_stride / 32) + b];
     async_commit();
@@ -177,7 +162,7 @@ __global__ void __launch_bounds__(kTilesPerBlock* Q * 32, kBlocks)
   with_format(ex.format[kUp ? 0 : 2], [&]<WeightFormat F>() {
     if constexpr (kTcFormat<F>) {
       // A warp past the last tile (rows null) streams no units but holds the barrier.
-      tile_sums<F, M, Ring, kWide>(lr, us, act, act_scale, ring, acc, act_ready);
+      tile_sums<F, M, Ring>(lr, us, act, act_scale, ring, acc, act_ready);
       streamed = true;
     }
   });
@@ -252,19 +237,19 @@ bool decode_experts_tc_fit(std::span<const ExpertEntry> table) {
   return true;
 }
 
-template <bool kUp, int Ring, int kBlocks, int Q, bool kWide = false>
+template <bool kUp, int Ring, int kBlocks, int Q>
 void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t in_stride,
                       int64_t dim, TcActs h, int64_t h_stride, float* o, RowSums sums,
                       PartSums parts, unsigned tile_pairs, unsigned slots) {
   constexpr int kWarps = kTilesPerBlock * Q;
   constexpr int M = kUp ? 2 : 1;
-  const int smem = ring_bytes<M, kWide>(Ring, kWarps) + act_bytes<kWide>(in_stride);
-  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q, kWide>>(static_cast<size_t>(smem));
+  const int smem = ring_bytes<M>(Ring, kWarps) + act_bytes(in_stride);
+  allow_dynamic_smem<expert_tc_kernel<kUp, Ring, kBlocks, Q>>(static_cast<size_t>(smem));
   const int early = gemv_weights_before_wait() ? 1 : 0;
   const int interleave = ctx.interleaved_units() ? 1 : 0;
-  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q, kWide>), dim3(tile_pairs, slots),
-            dim3(kWarps * 32), static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h,
-            h_stride, o, sums, parts, early, interleave);
+  FD_LAUNCH((expert_tc_kernel<kUp, Ring, kBlocks, Q>), dim3(tile_pairs, slots), dim3(kWarps * 32),
+            static_cast<size_t>(smem), ctx.stream(), a, in, in_stride, dim, h, h_stride, o, sums,
+            parts, early, interleave);
 }
 
 // One row: the up kernel four blocks a multiprocessor with rings 2 deep (its 504 blocks of a
@@ -289,18 +274,16 @@ void launch_expert_tc(DeviceContext& ctx, const SlotArgs& a, TcActs in, int64_t 
 void launch_experts_tc(DeviceContext& ctx, const SlotArgs& a, TcActs x_acts, TcActs h_acts,
                        int64_t dim, int64_t max_inter, float* o, RowSums sums, PartSums parts,
                        unsigned up_pairs, unsigned down_pairs, unsigned slots) {
-  const auto up = [&]<int Ring, int kBlocks, int Q, bool kWide = false>() {
-    launch_expert_tc<true, Ring, kBlocks, Q, kWide>(ctx, a, x_acts, dim, dim, h_acts, max_inter,
-                                                    nullptr, RowSums{}, parts, up_pairs, slots);
+  const auto up = [&]<int Ring, int kBlocks, int Q>() {
+    launch_expert_tc<true, Ring, kBlocks, Q>(ctx, a, x_acts, dim, dim, h_acts, max_inter, nullptr,
+                                             RowSums{}, parts, up_pairs, slots);
   };
   const auto down = [&]<int Ring, int kBlocks, int Q>() {
     launch_expert_tc<false, Ring, kBlocks, Q>(ctx, a, h_acts, max_inter, dim, TcActs{}, 0, o, sums,
                                               parts, down_pairs, slots);
   };
   const int down_split = ctx.down_split();
-  if (a.n == 1 && ctx.up_ring3())
-    up.template operator()<3, 4, kQuarters, true>();
-  else if (a.n == 1)
+  if (a.n == 1)
     up.template operator()<2, 4, kQuarters>();
   else
     up.template operator()<3, 3, kQuarters>();

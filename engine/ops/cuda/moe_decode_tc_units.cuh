@@ -29,33 +29,16 @@ constexpr int64_t kMaxTcCols = 8192;
 // multiprocessor (at most 85 registers a thread) with rings 3 units deep (60 KiB a block), one row
 // four blocks (64 registers) with rings 2 deep. The down kernel (blocks of four warps, rings 4
 // deep, 20 KiB): six blocks a multiprocessor at several rows, eight at one.
-//
-// kWide (the one-row up kernel's form with rings 3 deep at four blocks a multiprocessor,
-// DeviceContext::up_ring3): rows 64 bytes apart, chunk c of unit row R stored at chunk c ^ ((R >>
-// 1) & 3), which keeps the copies' and the fragments' reads on distinct banks without the 16
-// bytes of padding a row, and the activation row held as E4M3 codes (act_codes_of): together
-// the 17 KiB a block that a third slot a warp takes (57 KiB a block with its static and reserved
-// memory, four in the H100's and H200's 228 KiB; the form with rings 2 deep takes 54 KiB).
 constexpr int kRowBytes = 80;
-template <bool kWide>
-constexpr int row_stride() {
-  return kWide ? 64 : kRowBytes;
-}
-template <int M, bool kWide = false>
+template <int M>
 constexpr int unit_bytes() {  // one unit of a warp's rows: [m][h][row L/4]
-  return M * 2 * 8 * row_stride<kWide>();
-}
-// The byte offset of the 16-byte chunk c of row R of a unit.
-template <bool kWide>
-__device__ __forceinline__ int chunk_at(int R, int c) {
-  if constexpr (kWide) return R * 64 + ((c ^ ((R >> 1) & 3)) << 4);
-  return R * kRowBytes + c * 16;
+  return M * 2 * 8 * kRowBytes;
 }
 // The rings' depth (units a warp holds) and the blocks a multiprocessor are a kernel's template
 // parameters (launch_experts_tc picks them by the rows).
-template <int M, bool kWide = false>
+template <int M>
 constexpr int ring_bytes(int ring, int warps) {  // a block's rings
-  return warps * ring * unit_bytes<M, kWide>();
+  return warps * ring * unit_bytes<M>();
 }
 
 // What a lane reads of each of M matrices: the rows it copies into the ring (copy_row() and
@@ -76,56 +59,6 @@ __device__ __forceinline__ unsigned copy_chunk() {
   return (threadIdx.x % 32u) / 8u;
 }
 
-// The activation row as E4M3 codes (kWide): byte i of a 32-column block is the code of the FP16
-// value at position i of quantize_block's order (c0 c4 c1 c5 ...), so that bytes 2p, 2p + 1 make
-// B's register p. Decoded by the hardware's conversion where the device has it (the values
-// themselves), else by bits (the values times 2^-8, which kActCodesUndo gives back).
-constexpr float kActCodesUndo = kHasE4m3Conversion ? 1.0f : 0x1p8f;
-__device__ __forceinline__ uint4 act_codes_pairs(uint2 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  uint4 r;
-  asm("{\n"
-      "  .reg .b16 c0, c1, c2, c3;\n"
-      "  mov.b32 {c0, c1}, %4;\n"
-      "  mov.b32 {c2, c3}, %5;\n"
-      "  cvt.rn.f16x2.e4m3x2 %0, c0;\n"
-      "  cvt.rn.f16x2.e4m3x2 %1, c1;\n"
-      "  cvt.rn.f16x2.e4m3x2 %2, c2;\n"
-      "  cvt.rn.f16x2.e4m3x2 %3, c3;\n"
-      "}"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "r"(v.x), "r"(v.y));
-  return r;
-#else
-  // Bytes 2p and 2p + 1 of the pair's word to bytes 0 and 2, then as e4m3x8_to_f16 places them.
-  const auto pair = [](uint32_t w, unsigned lo) {
-    const uint32_t x = __byte_perm(w, 0u, lo | ((lo + 1u) << 8));
-    return ((x << 7) & 0x3F803F80u) | ((x << 8) & 0x80008000u);
-  };
-  return uint4{pair(v.x, 0u), pair(v.x, 2u), pair(v.y, 0u), pair(v.y, 2u)};
-#endif
-}
-
-// The E4M3 code of an FP16 value that is one (quantize_block's values: normal in FP16, or zero).
-__device__ __forceinline__ uint8_t e4m3_code_of_f16(uint32_t h) {
-  if ((h & 0x7FFFu) == 0) return static_cast<uint8_t>((h >> 8) & 0x80u);
-  const uint32_t f =
-      ((h & 0x8000u) << 16) | ((((h >> 10) & 31u) + 112u) << 23) | ((h & 0x3FFu) << 13);
-  return f32_to_e4m3(__uint_as_float(f));
-}
-
-// Eight FP16 values (a 16-byte chunk of the activation row) as their E4M3 codes, in place.
-__device__ __forceinline__ uint2 act_codes_of(uint4 h) {
-  const uint32_t w[4] = {h.x, h.y, h.z, h.w};
-  uint32_t c[2] = {0u, 0u};
-  FD_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const uint32_t half = (w[i / 2] >> (16 * (i % 2))) & 0xFFFFu;
-    c[i / 4] |= static_cast<uint32_t>(e4m3_code_of_f16(half)) << (8 * (i % 4));
-  }
-  return uint2{c[0], c[1]};
-}
-
 template <WeightFormat F>
 constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Block;
 
@@ -134,18 +67,13 @@ constexpr bool kTcFormat = F == WeightFormat::Fp4Row || F == WeightFormat::Fp8Bl
 // scales). `ready()` runs once the first units' copies are issued (every warp of the block calls
 // it, with or without units: it holds the block barrier after which the activation row may be
 // read).
-//
-// kWide: the rings' rows as chunk_at<true> places them, and `act` the row's E4M3 codes in the
-// fragments' order (act_codes_pairs).
-template <WeightFormat F, int M, int Ring, bool kWide = false, class Ready>
-__device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const void* act,
+template <WeightFormat F, int M, int Ring, class Ready>
+__device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const uint16_t* act,
                           const float* act_scale, uint8_t* ring, float (&acc)[M][2],
                           Ready&& ready) {
   constexpr bool kFp4 = F == WeightFormat::Fp4Row;
-  constexpr int kBlocks = kFp4 ? 4 : 2;  // K blocks a unit
-  // The decoders' power of two, and the activation codes' where they are decoded by bits.
-  constexpr float kUndo = (kFp4 ? 0x1p14f : 0x1p8f) * (kWide ? kActCodesUndo : 1.0f);
-  constexpr int kUnit = unit_bytes<M, kWide>();
+  constexpr int kBlocks = kFp4 ? 4 : 2;             // K blocks a unit
+  constexpr float kUndo = kFp4 ? 0x1p14f : 0x1p8f;  // the decoders' power of two
   const unsigned lane = threadIdx.x & 31u, g = lane >> 2, q = lane & 3u;
   const bool column0 = lane < 4;  // the lanes holding B's column 0 (the activation row)
   // The rows' block scale codes of a unit, byte j for block j (FP4: a code a row and block; FP8:
@@ -158,14 +86,8 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const void* act,
       for (int m = 0; m < M; ++m) {
         FD_UNROLL
         for (int h = 0; h < 2; ++h) {
-          uint8_t* dst;
-          if constexpr (kWide)
-            dst = ring + slot * kUnit +
-                  chunk_at<true>((m * 2 + h) * 8 + static_cast<int>(copy_row()),
-                                 static_cast<int>(copy_chunk()));
-          else
-            dst = ring + slot * unit_bytes<M>() + ((m * 2 + h) * 8 + copy_row()) * kRowBytes +
-                  copy_chunk() * 16;
+          uint8_t* dst = ring + slot * unit_bytes<M>() +
+                         ((m * 2 + h) * 8 + copy_row()) * kRowBytes + copy_chunk() * 16;
           const uint8_t* r = lr.row[m][h];
           if (r != nullptr)
             async_copy16(dst, r + u * 64 + copy_chunk() * 16);
@@ -197,52 +119,26 @@ __device__ void tile_sums(const LaneRows<M>& lr, UnitSeq us, const void* act,
         async_wait<Ring - 1>();  // this lane's copies of unit i have landed ...
         __syncwarp();            // ... and every lane's are visible
         const int64_t u = us.at(i);
-        const uint8_t* unit = ring + s * kUnit;
+        const uint8_t* unit = ring + s * unit_bytes<M>();
         FD_UNROLL
         for (int j = 0; j < kBlocks; ++j) {
           const int64_t b = u * kBlocks + j;
           uint4 bx = {0u, 0u, 0u, 0u};
-          if (column0) {
-            if constexpr (kWide)
-              bx = act_codes_pairs(*reinterpret_cast<const uint2*>(
-                  static_cast<const uint8_t*>(act) + b * 32 + q * 8));
-            else
-              bx = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(act) + b * 32 +
-                                                   q * 8);
-          }
+          if (column0) bx = *reinterpret_cast<const uint4*>(act + b * 32 + q * 8);
           const float sx = act_scale[b] * kUndo;
           FD_UNROLL
           for (int m = 0; m < M; ++m) {
+            const uint8_t* r0 = unit + ((m * 2) * 8 + g) * kRowBytes;
+            const uint8_t* r1 = r0 + 8 * kRowBytes;
             uint32_t w0[4], w1[4];  // rows L/4 and L/4 + 8: column pairs (i, i + 4)
-            // Two spellings of the addresses on purpose: written once over chunk_at, the default
-            // kernels' PTX changed, and a layer measures such changes (thirty-second session).
-            if constexpr (kWide) {
-              const int R0 = (m * 2) * 8 + static_cast<int>(g), R1 = R0 + 8;
-              if constexpr (kFp4) {
-                const int at = static_cast<int>(q) * 4;
-                e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(unit + chunk_at<true>(R0, j) + at),
-                              w0);
-                e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(unit + chunk_at<true>(R1, j) + at),
-                              w1);
-              } else {
-                const int c = 2 * j + static_cast<int>(q >> 1), at = static_cast<int>(q & 1u) * 8;
-                const uint2 v0 = *reinterpret_cast<const uint2*>(unit + chunk_at<true>(R0, c) + at);
-                const uint2 v1 = *reinterpret_cast<const uint2*>(unit + chunk_at<true>(R1, c) + at);
-                e4m3x8_to_f16(v0.x, v0.y, w0);
-                e4m3x8_to_f16(v1.x, v1.y, w1);
-              }
+            if constexpr (kFp4) {
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
+              e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
             } else {
-              const uint8_t* r0 = unit + ((m * 2) * 8 + g) * kRowBytes;
-              const uint8_t* r1 = r0 + 8 * kRowBytes;
-              if constexpr (kFp4) {
-                e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r0 + j * 16 + q * 4), w0);
-                e2m1x8_to_f16(*reinterpret_cast<const uint32_t*>(r1 + j * 16 + q * 4), w1);
-              } else {
-                const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
-                const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
-                e4m3x8_to_f16(v0.x, v0.y, w0);
-                e4m3x8_to_f16(v1.x, v1.y, w1);
-              }
+              const uint2 v0 = *reinterpret_cast<const uint2*>(r0 + j * 32 + q * 8);
+              const uint2 v1 = *reinterpret_cast<const uint2*>(r1 + j * 32 + q * 8);
+              e4m3x8_to_f16(v0.x, v0.y, w0);
+              e4m3x8_to_f16(v1.x, v1.y, w1);
             }
             float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
             const uint32_t a0[4] = {w0[0], w1[0], w0[1], w1[1]}, b0[2] = {bx.x, bx.y};
@@ -266,11 +162,9 @@ __device__ __forceinline__ void lane_row(const ExpertEntry& ex, int m, int64_t r
   *data = row < rows ? ex.data[m] + row * (fp4 ? k / 2 : k) : nullptr;
   *scale = row < rows ? ex.scale[m] + (fp4 ? row : row / 32) * ex.scale_cols[m] : nullptr;
 }
-// Shared memory of an activation row of k values (FP16 values, or with kWide E4M3 codes; F32
-// block scales after them).
-template <bool kWide = false>
+// Shared memory of an activation row of k values (FP16 values, F32 block scales).
 constexpr int act_bytes(int64_t k) {
-  return static_cast<int>(k * (kWide ? 1 : 2) + k / 32 * 4);
+  return static_cast<int>(k * 2 + k / 32 * 4);
 }
 
 // Warp 0 of an up block, lane L holding the gate and up sums (sum[0], sum[1]) of row 32 pair + L
