@@ -17,8 +17,9 @@
 //                     device), and as the default's trial chose (FLASHDESK_CUDA_GRAPH=auto))]
 //                    [--parts 1,4 (the part sizes --stack measures)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
-//                     every kernel's start and end, cuda_timeline.h; and one more prefill of
-//                     each role, its idle gaps; default 0)]
+//                     every kernel's start and end, cuda_timeline.h, as launches and, with
+//                     --graph 1, as a replayed step graph; and one more prefill of each role,
+//                     its idle gaps; default 0)]
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -242,6 +243,15 @@ static int run_bench(int argc, char** argv) {
         for (int i = 0; i < 4; ++i) graph_step(i);  // recorded for replays
         std::tie(g_device, g_wall) = time_steps(graph_step);
         if (!o.host_experts) relaunch = time_steps([&](int64_t) { be.relaunch_last_step(); }).first;
+        if (timeline && batch == 1) {
+          // A replayed step graph has no host launches between its kernels (CUPTI's cost a
+          // launch stretched the traced launches' step from 238 to 421 µs, fourteenth session),
+          // so its spans show the device's own gaps and overlaps.
+          flashdesk::bench::kernel_trace_begin();
+          graph_step(0);
+          timelines.emplace_back(role_label(role) + ", a replayed step graph",
+                                 flashdesk::bench::kernel_trace_end());
+        }
         be.set_step_graphs(false);
       }
       // Hybrid: the device's bytes only (the routed experts are read by the CPU).
