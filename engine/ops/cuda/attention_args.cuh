@@ -41,6 +41,8 @@ struct AttnArgs {
   int64_t rope_pairs;
 };
 FD_NO_PADDING_END
+template <>
+inline constexpr bool kNoPaddingDeclared<AttnArgs> = true;  // its floats
 
 // A slot's cache row, as the prefill kernels stage it (attention_tc.cu, attention_wgmma_sm90a.cu):
 // an FP8 window row (D codes, a UE8M0 per 32) or an FP4 entry (D / 2 bytes of codes, an E4M3 per

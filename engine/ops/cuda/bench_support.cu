@@ -25,7 +25,7 @@ __device__ float unit(uint64_t h) {  // [0, 1)
 }
 
 // Byte i of a cache row of `dim` values in format f: codes first, then the scales.
-__device__ uint8_t cache_byte(KvFormat f, int64_t dim, int64_t i, uint64_t h, int centre) {
+__device__ uint8_t cache_byte(KvFormat f, int64_t dim, int64_t i, uint64_t h, int64_t centre) {
   const int64_t row = kv_row_bytes(f, dim), j = i % row, codes = kv_code_bytes(f, dim);
   if (j < codes) {
     uint8_t b = static_cast<uint8_t>(h);

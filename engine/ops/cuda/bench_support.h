@@ -8,10 +8,11 @@
 #include <functional>
 
 #include "engine/ops/cuda/cuda_backend.h"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk::cuda_bench {
 
-enum class Fill : uint8_t {
+enum class Fill : uint64_t {
   Fp8Codes,     // E4M3 codes, uniform over the non-NaN codes
   E8m0Scales,   // UE8M0 codes 127 + centre +- 2
   RandomBytes,  // packed FP4, or any bytes
@@ -23,13 +24,17 @@ enum class Fill : uint8_t {
   KeyRows,      // Fp4Key rows (packed FP4, then UE8M0 scales near 2^centre)
 };
 
+// A kernel parameter: no implicit padding (no_padding.h), so the kind is 8 bytes and the centre
+// too.
+FD_NO_PADDING_BEGIN
 struct FillSpec {
   Fill kind = Fill::RandomBytes;
   uint64_t seed = 1;
   float lo = -1.0f, hi = 1.0f;
-  int centre = 0;
+  int64_t centre = 0;
   int64_t dim = 0;  // cache rows: the head dim of the format
 };
+FD_NO_PADDING_END
 
 // Overwrites t with random contents of the given kind, on the device.
 void fill(CudaBackend& be, Tensor& t, const FillSpec& spec);
@@ -47,3 +52,8 @@ double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs = 10);
 uint64_t kernels_launched();
 
 }  // namespace flashdesk::cuda_bench
+
+namespace flashdesk::cuda {
+template <>
+inline constexpr bool kNoPaddingDeclared<cuda_bench::FillSpec> = true;  // its floats
+}  // namespace flashdesk::cuda

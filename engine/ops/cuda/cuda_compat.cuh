@@ -18,6 +18,7 @@
 #endif
 
 #include "engine/ops/cuda/cuda_check.h"
+#include "engine/ops/cuda/no_padding.h"
 #include "engine/ops/cuda/step_ops.h"
 
 namespace flashdesk::cuda {
@@ -97,11 +98,21 @@ void issue_kernel(const char* name, const char* file, int line, void (*kernel)(P
                      line);
 }
 
+// A kernel parameter's bytes are all values (no_padding.h): a step graph compares a launch's
+// parameter bytes with the recorded launch's, and implicit padding holds whatever the host's
+// stack held (the indexer's SelectForm stopped every replay of a model that way once).
+template <class P>
+constexpr bool kParameterBytesAreValues =
+    !std::is_class_v<P> || std::has_unique_object_representations_v<P> || kNoPaddingDeclared<P>;
+
 // A launch, offered first to the step open on `stream` (step_ops.h): a replayed step takes it (its
 // graph runs the same launch), a captured one keeps a way to issue it again.
 template <class... Params, class... Args>
 void launch_kernel(const char* name, const char* file, int line, void (*kernel)(Params...),
                    dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  static_assert((kParameterBytesAreValues<std::decay_t<Params>> && ...),
+                "a kernel parameter struct with implicit padding or undeclared floats: spell its "
+                "padding out under FD_NO_PADDING_BEGIN (no_padding.h) and declare it");
   const std::tuple<std::decay_t<Params>...> params(static_cast<Params>(args)...);
   StepOffer offer = StepOffer::Issue;
   StepOpSink* sink = step_sink(stream);

@@ -7,18 +7,23 @@
 
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk::cuda {
 
 constexpr int kMaxHc = 4;
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;  // 24 mixes
 constexpr int kSums = kMaxMix + 1;              // + the sum of squares
+FD_NO_PADDING_BEGIN
 struct MixShape {
   int64_t n, flat, hc, n_mix, splits, tile_rows;
   int64_t split_len;  // flat elements a split (the tensor-core kernel's; hc.cu's is fixed)
   float norm_eps, hc_eps;
   int64_t iters;
 };
+FD_NO_PADDING_END
+template <>
+inline constexpr bool kNoPaddingDeclared<MixShape> = true;  // its floats
 
 __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));

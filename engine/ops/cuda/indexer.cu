@@ -21,6 +21,7 @@
 #include "engine/ops/cuda/indexer_args.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/linear.cuh"
+#include "engine/ops/cuda/no_padding.h"
 #include "engine/ops/cuda/torch_select_block.cuh"
 #include "engine/ops/kv_format.h"
 #include "engine/util/torch_select.h"
@@ -39,12 +40,14 @@ constexpr int kSelectThreads = 1024;
 // Per selecting block: torch's selection's working row, its index lists and the marks of the
 // equals it takes. The shared-memory kernel keeps the row and the lists in shared memory and
 // uses only `taken` from here.
+FD_NO_PADDING_BEGIN
 struct TieScratch {
   torch_select::Scored* pairs;  // [rows, width]
   int32_t* lists;               // [rows, 2 * width]
   uint8_t* taken;               // [rows, width]
   SelectForm form;              // block_torch_select's steps
 };
+FD_NO_PADDING_END
 
 // Shared memory a row of `width` takes in the shared-memory kernel: the pairs and two uint16
 // index lists (12 bytes an entry: 192 KiB for a 16,384-entry decode row). The selection's

@@ -36,6 +36,8 @@ struct GroupedArgs {
   float* out;  // up: h [pairs, inter]; down: o [slots, dim]
 };
 FD_NO_PADDING_END
+template <>
+inline constexpr bool kNoPaddingDeclared<GroupedArgs> = true;  // its floats
 
 __device__ __forceinline__ float swiglu(float g, float u, float w, float limit) {
   if (limit > 0.0f) {

@@ -37,6 +37,8 @@ struct SlotArgs {
   int padding = 0;
 };
 FD_NO_PADDING_END
+template <>
+inline constexpr bool kNoPaddingDeclared<SlotArgs> = true;  // its floats
 
 // The slot of the grouped kernels' blockIdx.y, and which part of its row tiles it takes.
 struct SlotPart {

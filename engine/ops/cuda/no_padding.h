@@ -13,3 +13,13 @@
 #define FD_NO_PADDING_BEGIN
 #define FD_NO_PADDING_END
 #endif
+
+namespace flashdesk::cuda {
+// Kernel parameters of class type must have no implicit padding (cuda_compat.cuh checks every
+// launch's at compile time): std::has_unique_object_representations says so for structs of
+// integers and pointers, but not for those holding floats, which say it themselves by
+// specialising this to true after declaring the struct between FD_NO_PADDING_BEGIN and
+// FD_NO_PADDING_END (which checks it).
+template <class T>
+inline constexpr bool kNoPaddingDeclared = false;
+}  // namespace flashdesk::cuda

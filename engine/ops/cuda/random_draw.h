@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "engine/checkpoint/random_tensor_writer.h"
+#include "engine/ops/cuda/no_padding.h"
 
 namespace flashdesk::cuda {
 
@@ -25,14 +26,21 @@ class DeviceContext;
 // by at most that plus one unit of the value (2^-52): the margin is 8 times the bound.
 inline constexpr int kDrawMarginLog2 = -46;
 
+// A kernel parameter: its padding spelled out (no_padding.h).
+FD_NO_PADDING_BEGIN
 struct RandomDraw {
   RandomTensorPlan::Format format = RandomTensorPlan::Format::Plain;
+  int32_t padding0 = 0;
   int64_t first_row = 0, rows = 0;  // the rows drawn (FP8 tiles: first_row a multiple of 32)
   int64_t cols = 0;                 // logical columns (FP4: twice the bytes)
   uint64_t stream = 0;              // row r's seed: SplitMix64::mix(stream + r)
   double std = 0, mean = 0;
   int margin_log2 = kDrawMarginLog2;  // the tests widen it to send many units to the host
+  int32_t padding1 = 0;
 };
+FD_NO_PADDING_END
+template <>
+inline constexpr bool kNoPaddingDeclared<RandomDraw> = true;  // its doubles
 
 // The units a draw flags: its rows, or for FP8 tiles its 32-row groups.
 int64_t draw_units(const RandomDraw& d);

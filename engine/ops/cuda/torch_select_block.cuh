@@ -23,6 +23,7 @@
 
 #include "engine/ops/cuda/heap_steps.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/no_padding.h"
 #include "engine/ops/cuda/warp_roles.cuh"
 #include "engine/util/torch_select.h"
 
@@ -46,11 +47,18 @@ constexpr int kPartitionPerThread = 16;
 
 // Which forms of the selection's steps run (the backend's settings; all give torch's
 // arrangement): partitions by the whole block or over runs on fewer threads as ranges shrink
-// (partition_runs), and the heap select's steps (HeapSteps).
+// (partition_runs), and the heap select's steps (HeapSteps). A kernel parameter (the indexer's
+// TieScratch, torch_select_rows), so its padding is spelled out and zero (no_padding.h): left
+// implicit, its seven bytes held whatever the host's stack did, and a step graph compares
+// parameters by their bytes: a change that only moved the stack stopped every replay of the
+// every-role model at the indexer's selection (thirty-third session).
+FD_NO_PADDING_BEGIN
 struct SelectForm {
   int64_t partition_per_thread = 0;  // > 0: partitions over runs of about that many elements
   HeapSteps heap_steps = HeapSteps::InPlace;
+  uint8_t padding[7] = {};
 };
+FD_NO_PADDING_END
 // The form of the backend's settings (CudaBackend::select_runs, heap_steps).
 inline SelectForm select_form(bool runs, HeapSteps heap_steps) {
   return SelectForm{runs ? kPartitionPerThread : 0, heap_steps};
