@@ -16,11 +16,18 @@
 //                     layers for each P of --parts (where the host's replay overlaps the
 //                     device), and as the default's trial chose (FLASHDESK_CUDA_GRAPH=auto))]
 //                    [--parts 1,4 (the part sizes --stack measures)]
+//                    [--queued 0|1 (the decode steps again with the stream held until the host
+//                     has issued them all: the device's time with no wait on the host, and the
+//                     host's time a step; default 1)]
+//                    [--host-trace 0|1 (the host's time between the launches of one decode
+//                     step of each role and batch, and its calls that may wait for the device;
+//                     default 0)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
 //                     every kernel's start and end, cuda_timeline.h, as launches and, with
 //                     --graph 1, as a replayed step graph; and one more prefill of each role,
 //                     its idle gaps; default 0)]
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -58,6 +65,8 @@ struct Options {
   bool host_experts = false;  // routed experts in host memory, computed on the CPU (hybrid)
   bool graph = true;          // also time decode steps as step graphs
   bool timeline = false;      // trace one batch-1 decode step of each role
+  bool queued = true;         // decode steps also timed from a full launch queue
+  bool host_trace = false;    // the host's time between the launches of one batch-1 step
   int64_t stack = 0;          // decode steps of this many layers (0: none)
   std::vector<int64_t> parts = {1, 4};  // layers a step graph's part holds, for --stack
 };
@@ -116,6 +125,10 @@ Options parse(int argc, char** argv) {
       o.graph = v == "1";
     else if (a == "--timeline")
       o.timeline = v == "1";
+    else if (a == "--queued")
+      o.queued = v == "1";
+    else if (a == "--host-trace")
+      o.host_trace = v == "1";
     else if (a == "--stack")
       o.stack = whole_number(a, v);
     else if (a == "--parts")
@@ -205,6 +218,20 @@ static int run_bench(int argc, char** argv) {
       "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   // Device and wall µs per step of `iters` steps issued by `step(i)`.
   std::vector<std::pair<std::string, std::vector<flashdesk::bench::KernelSpan>>> timelines;
+  struct QueuedRow {
+    std::string label;
+    int64_t batch;
+    double device_us, queued_us, host_us;
+    bool held;  // the host issued everything before the hold ended
+  };
+  std::vector<QueuedRow> queued_rows;
+  struct HostTrace {
+    std::string label;
+    int64_t batch;
+    std::vector<cb::HostLaunch> launches;
+    int64_t start_ns, end_ns;
+  };
+  std::vector<HostTrace> host_traces;
   std::string no_trace;
   const bool timeline = o.timeline && flashdesk::bench::kernel_trace_available(&no_trace);
   if (o.timeline && !timeline) std::printf("(no kernel timeline: %s)\n\n", no_trace.c_str());
@@ -268,12 +295,76 @@ static int run_bench(int argc, char** argv) {
           g_wall, captured_wall, relaunch, static_cast<unsigned long long>(kernels), bytes / 1e6,
           gbs, 100.0 * gbs * 1e9 / copy_bw);
       per_layer_us[{sig, batch}] = step_us;
+      if (o.queued) {
+        // Held long enough for the host to issue every step first (about 0.3-0.5 ms a step).
+        const double hold_ms = 2.0 + 1.5 * static_cast<double>(o.iters);
+        be.synchronize();
+        const cb::QueuedTime q = cb::queued_device_ms(
+            be,
+            [&] {
+              for (int64_t i = 0; i < o.iters; ++i) layer.decode(static_cast<int>(i));
+            },
+            hold_ms);
+        const double per = 1e3 / static_cast<double>(o.iters);
+        queued_rows.push_back({role_label(role), batch, device_us, q.device_ms * per,
+                               q.host_ms * per, q.host_ms < hold_ms});
+      }
+      if (o.host_trace) {
+        be.synchronize();
+        cb::host_launch_trace_begin();
+        const auto t0 = std::chrono::steady_clock::now();
+        layer.decode(0);
+        const auto t1 = std::chrono::steady_clock::now();
+        host_traces.push_back(
+            {role_label(role), batch, cb::host_launch_trace_end(),
+             std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count(),
+             std::chrono::duration_cast<std::chrono::nanoseconds>(t1.time_since_epoch()).count()});
+        be.synchronize();
+      }
       if (timeline && batch == 1) {
         flashdesk::bench::kernel_trace_begin();
         layer.decode(0);
         timelines.emplace_back(role_label(role), flashdesk::bench::kernel_trace_end());
       }
     }
+  }
+  if (!queued_rows.empty()) {
+    std::printf(
+        "\n## Decode from a full launch queue (the stream held until the host has issued every "
+        "step)\n\nqueued device: the device's time a step with no wait on the host; host: the "
+        "host's time to issue a step; the launches' device time above minus the queued one is "
+        "what waiting on the host cost.\n\n| role | batch | device µs | queued device µs | host µs "
+        "| waited on the host µs |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const QueuedRow& r : queued_rows)
+      std::printf("| %s | %lld | %.0f | %.0f%s | %.0f | %.0f |\n", r.label.c_str(),
+                  static_cast<long long>(r.batch), r.device_us, r.queued_us,
+                  r.held ? "" : " (queue ran dry)", r.host_us, r.device_us - r.queued_us);
+  }
+  for (const HostTrace& h : host_traces) {
+    // Launches the host reached 10 µs or more after the one before (or that are not launches:
+    // cudaMalloc, cudaFree, reads, which may wait for the device); the rest summed.
+    std::printf("\n## The host's time before launches, one decode step, %s, batch %lld\n\n",
+                h.label.c_str(), static_cast<long long>(h.batch));
+    std::printf("| # | launch or host call | host µs before it |\n| ---: | --- | ---: |\n");
+    int64_t prev = h.start_ns, small_ns = 0, small = 0;
+    for (size_t i = 0; i < h.launches.size(); ++i) {
+      const int64_t gap = h.launches[i].ns - prev;
+      const std::string name = h.launches[i].name;
+      const bool host_call = name == "cudaMalloc" || name == "cudaFree" ||
+                             name.rfind("read", 0) == 0 || name.rfind("beside lane", 0) == 0;
+      if (gap >= 10000 || host_call) {
+        std::printf("| %zu | %s | %.1f |\n", i, name.c_str(), static_cast<double>(gap) / 1e3);
+      } else {
+        small_ns += gap;
+        ++small;
+      }
+      prev = h.launches[i].ns;
+    }
+    std::printf("| | %lld more, each under 10 µs | %.1f |\n| | (after the last) | %.1f |\n\n",
+                static_cast<long long>(small), static_cast<double>(small_ns) / 1e3,
+                static_cast<double>(h.end_ns - prev) / 1e3);
+    std::printf("step: %.1f µs of host time, %zu entries\n",
+                static_cast<double>(h.end_ns - h.start_ns) / 1e3, h.launches.size());
   }
   for (const auto& [label, spans] : timelines) {
     std::printf("\n## Kernel timeline of one decode step (CUPTI), %s, batch 1\n\n", label.c_str());

@@ -1,5 +1,6 @@
 // Device-side random fills, stream timing and the copy / GEMM ceilings of bench_support.h.
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "engine/ops/cuda/bench_support.h"
@@ -82,6 +83,20 @@ __global__ void fill_kernel(uint8_t* out, int64_t n_bytes, int64_t elem, FillSpe
     fill_one(out, e, s);
 }
 
+// Spins until `ns` nanoseconds of the device's clock have passed: holds the stream (its wait is
+// not a dependency the next launch may start before: it never lets dependents launch early).
+__global__ void hold_stream_kernel(int64_t ns) {
+#ifndef FLASHDESK_CUDA_EMU
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (static_cast<int64_t>(now - start) < ns);
+#else
+  (void)ns;
+#endif
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -111,6 +126,24 @@ double device_ms(CudaBackend& be, const std::function<void()>& issue) {
   end.record(ctx.stream());
   end.synchronize();
   return end.elapsed_ms_since(start);
+}
+
+QueuedTime queued_device_ms(CudaBackend& be, const std::function<void()>& issue, double hold_ms) {
+  cuda::DeviceContext& ctx = be.context();
+  cuda::DeviceGuard g(ctx.device());
+  cuda::Event start, end;
+  FD_LAUNCH(hold_stream_kernel, dim3(1), dim3(1), 0, ctx.stream(),
+            static_cast<int64_t>(hold_ms * 1e6));
+  start.record(ctx.stream());
+  const auto t0 = std::chrono::steady_clock::now();
+  issue();
+  QueuedTime t;
+  t.host_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  end.record(ctx.stream());
+  end.synchronize();
+  t.device_ms = end.elapsed_ms_since(start);
+  return t;
 }
 
 double copy_bandwidth(CudaBackend& be, size_t bytes, int runs) {
@@ -149,6 +182,16 @@ double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs) {
 
 uint64_t kernels_launched() {
   return cuda::kernels_launched();
+}
+
+void host_launch_trace_begin() {
+  cuda::host_launch_trace_begin();
+}
+
+std::vector<HostLaunch> host_launch_trace_end() {
+  std::vector<HostLaunch> out;
+  for (const cuda::HostLaunch& l : cuda::host_launch_trace_end()) out.push_back({l.name, l.ns});
+  return out;
 }
 
 }  // namespace flashdesk::cuda_bench

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/no_padding.h"
@@ -42,6 +43,15 @@ void fill(CudaBackend& be, Tensor& t, const FillSpec& spec);
 // Device milliseconds of the work `issue` puts on the backend's stream (events around it; waits).
 double device_ms(CudaBackend& be, const std::function<void()>& issue);
 
+// The same work issued while the stream is held by a kernel that spins for hold_ms: the device
+// then runs it from a full queue, so `device_ms` is its time with no wait on the host (the
+// launches' own cost), and `host_ms` what the host took to issue it (with no GPU waiting for
+// it). host_ms past hold_ms means the queue ran dry and device_ms includes host time again.
+struct QueuedTime {
+  double device_ms = 0, host_ms = 0;
+};
+QueuedTime queued_device_ms(CudaBackend& be, const std::function<void()>& issue, double hold_ms);
+
 // Bytes read plus bytes written per second by a device-to-device copy of `bytes` (median of runs).
 double copy_bandwidth(CudaBackend& be, size_t bytes, int runs = 10);
 
@@ -50,6 +60,15 @@ double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs = 10);
 
 // Kernels launched so far by every CUDA backend of the process (a cuBLAS product counts one).
 uint64_t kernels_launched();
+
+// The host's steady clock at each launch of this thread between begin and end
+// (device_context.h): the host's time between launches is what it did for the next one.
+struct HostLaunch {
+  const char* name;
+  int64_t ns;
+};
+void host_launch_trace_begin();
+std::vector<HostLaunch> host_launch_trace_end();
 
 }  // namespace flashdesk::cuda_bench
 

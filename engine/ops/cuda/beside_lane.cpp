@@ -8,6 +8,8 @@
 
 namespace flashdesk::cuda {
 
+void trace_host_event(const char* name);  // device_context.h
+
 BesideLane::~BesideLane() {
   // The lane's scratch goes back to the pool: its kernels must be done with it.
   cudaStreamSynchronize(stream_.get());
@@ -42,8 +44,10 @@ unsigned* BesideLane::counters(int64_t count, bool capturing) {
   if (counters_.defined() && counters_.numel() < count) {
     if (capturing)
       park(counters_);
-    else
+    else {
+      trace_host_event("beside lane counters: waits for the lane");
       stream_.synchronize();
+    }
   }
   return grow_arrival_counters(counters_, count, pool_, stream_.get());
 }

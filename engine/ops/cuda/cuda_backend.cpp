@@ -423,6 +423,7 @@ void CudaBackend::read(const Tensor& src, void* dst, size_t bytes) {
   FD_CHECK(bytes == src.nbytes(), "read: byte count mismatch");
   FD_CHECK(!ctx_->beside_open(), "read inside a beside section");
   ++host_syncs_;
+  cuda::trace_host_event("read (waits for the device)");
   cuda::DeviceGuard g(ctx_->device());
   ctx_->host_wait_begin();  // inside a step graph: launches what was captured so far
   if (bytes) cuda::copy_async(dst, src.bytes(), bytes, cudaMemcpyDeviceToHost, ctx_->stream());

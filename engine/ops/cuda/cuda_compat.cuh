@@ -22,7 +22,7 @@
 #include "engine/ops/cuda/step_ops.h"
 
 namespace flashdesk::cuda {
-void count_kernel_launch();  // device_context.h
+void count_kernel_launch(const char* name);  // device_context.h
 // Whether launches on the current device may start before the previous kernel of their stream
 // has finished (programmatic dependent launch: Hopper and later, FLASHDESK_CUDA_PDL not 0).
 bool programmatic_launch_enabled();
@@ -129,7 +129,7 @@ void launch_kernel(const char* name, const char* file, int line, void (*kernel)(
     key.name = name;
     offer = sink->offer(key);
   }
-  count_kernel_launch();
+  count_kernel_launch(name);
   if (offer == StepOffer::Taken) return;
   issue_kernel(name, file, line, kernel, grid, block, smem, stream, params);
   if (offer == StepOffer::IssueAndKeep)

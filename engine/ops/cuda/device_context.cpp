@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace flashdesk::cuda {
 namespace {
@@ -50,8 +52,34 @@ uint64_t kernels_launched() {
   return g_kernels.load(std::memory_order_relaxed);
 }
 
-void count_kernel_launch() {
+namespace {
+std::atomic<bool> g_tracing{false};
+std::thread::id g_trace_thread;   // the thread whose launches the open trace records
+std::vector<HostLaunch> g_trace;  // written by that thread only
+}  // namespace
+
+void count_kernel_launch(const char* name) {
   g_kernels.fetch_add(1, std::memory_order_relaxed);
+  trace_host_event(name);
+}
+
+void trace_host_event(const char* name) {
+  if (g_tracing.load(std::memory_order_relaxed) && std::this_thread::get_id() == g_trace_thread)
+    g_trace.push_back({name, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count()});
+}
+
+void host_launch_trace_begin() {
+  g_trace.clear();
+  g_trace.reserve(4096);
+  g_trace_thread = std::this_thread::get_id();
+  g_tracing.store(true);
+}
+
+std::vector<HostLaunch> host_launch_trace_end() {
+  g_tracing.store(false);
+  return std::move(g_trace);
 }
 
 namespace {

@@ -142,6 +142,19 @@ class DeviceContext {
 // Kernels launched by every CUDA backend of the process so far (FD_LAUNCH counts them; a cuBLAS
 // product counts as one): benches divide by layers for "kernels per layer".
 uint64_t kernels_launched();
-void count_kernel_launch();
+void count_kernel_launch(const char* name);
+
+// The host's clock at each launch while a trace is open (one thread's launches; the benchmarks'
+// "where the host's time goes"): what the host did between two launches shows as the time
+// between them. Off, a launch pays one relaxed load.
+struct HostLaunch {
+  const char* name;
+  int64_t ns;  // steady clock
+};
+void host_launch_trace_begin();
+std::vector<HostLaunch> host_launch_trace_end();
+// Records `name` in an open trace without counting a launch: the host's other device calls that
+// may wait for the device (cudaMalloc, cudaFree, a read back).
+void trace_host_event(const char* name);
 
 }  // namespace flashdesk::cuda

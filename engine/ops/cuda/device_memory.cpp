@@ -9,6 +9,8 @@
 #include "engine/ops/cuda/step_ops.h"
 
 namespace flashdesk::cuda {
+
+void trace_host_event(const char* name);  // device_context.h
 namespace {
 
 constexpr size_t kAlign = 256;
@@ -50,7 +52,10 @@ void free_on(int device, const std::vector<void*>& blocks) {
   int previous = 0;
   const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device &&
                         cudaSetDevice(device) == cudaSuccess;
-  for (void* p : blocks) cudaFree(p);
+  for (void* p : blocks) {
+    trace_host_event("cudaFree");
+    cudaFree(p);
+  }
   if (switched) cudaSetDevice(previous);
 }
 
@@ -75,6 +80,7 @@ size_t DevicePool::block_size(size_t bytes) {
 
 void* DevicePool::device_malloc(size_t bytes) {
   void* p = nullptr;
+  trace_host_event("cudaMalloc");
   cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // clear the sticky-free error before retrying

@@ -442,7 +442,7 @@ void gemm(DeviceContext& ctx, const GemvJob& job) {
     a.ldy = out_total;
   }
   ctx.blas().gemm_nt(a);
-  count_kernel_launch();
+  count_kernel_launch("cublas gemm_nt");
   if (ybf.defined())
     FD_LAUNCH(
         widen_rows_kernel, four_column_grid(n, out_total), dim3(256), 0, ctx.stream(),
