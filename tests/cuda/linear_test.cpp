@@ -166,14 +166,11 @@ class CudaLinearTest : public CudaOpTest {
     // The CUDA-core GEMV, and the tensor-core one where it takes the shape (gemv_tc.cuh), its
     // tiles' K units to the warps interleaved (the default) and in ranges (pass 2); the CUDA-core
     // one with FP8 decoded by shifts everywhere (pass 3) and by the hardware's conversion at one
-    // act_quant'ed row only (pass 4), where by default it takes the conversion everywhere; one
-    // FP8 row from shared-memory rings filled by bulk copies where the device has them (pass 5;
-    // gemv_bulk.cuh, off by default), the others without.
-    for (const int pass : {0, 1, 2, 3, 4, 5}) {
+    // act_quant'ed row only (pass 4), where by default it takes the conversion everywhere.
+    for (const int pass : {0, 1, 2, 3, 4}) {
       const bool tc = pass == 1 || pass == 2;
       gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
                                 : CudaBackend::GemvKernels::CudaCores);
-      gpu().set_gemv_bulk(pass == 5);
       gpu().set_interleaved_units(pass != 2);
       gpu().set_fp8_conversion(pass == 3   ? CudaBackend::Fp8Conversion::Off
                                : pass == 4 ? CudaBackend::Fp8Conversion::OneRow
@@ -183,7 +180,6 @@ class CudaLinearTest : public CudaOpTest {
       gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
       gpu().set_interleaved_units(true);
       gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::All);
-      gpu().set_gemv_bulk(false);
       std::vector<float> got = from_gpu<float>(yg);
       const std::string what =
           std::string(f == WeightFormat::Fp8Block ? "FP8" : "FP4") + " n=" + std::to_string(n) +
@@ -195,7 +191,6 @@ class CudaLinearTest : public CudaOpTest {
           (pass == 2 ? ", units in ranges" : "") +
           (pass == 3   ? ", FP8 by shifts"
            : pass == 4 ? ", FP8 converted at one act_quant'ed row only"
-           : pass == 5 ? ", one row by bulk copies where it fits"
                        : "");
       if (o == LinearOutput::Bf16) {
         expect_linear_close(got, want, terms, what + " vs definition");
@@ -256,24 +251,6 @@ TEST_F(CudaLinearTest, Fp8GemvOnTheTensorCores) {
   check_quantised(WeightFormat::Fp8Block, 3, 4096, 40, LinearOutput::F32, 61);
   check_quantised(WeightFormat::Fp8Block, 8, 4096, 100, LinearOutput::Bf16, 62);
   check_quantised(WeightFormat::Fp8Block, 1, 640, 2000, LinearOutput::Bf16, 63);
-}
-
-// The one-row GEMV on bulk copies (pass 5 of check_quantised): rows longer than a ring slot (4096
-// bytes: pieces, the last one shorter), fewer rows than the warps (warps with none), a warp's
-// rows crossing a 32-row scale tile, a row of a partial last warp step; slots of 1, 2 and 4 rows
-// (a last unit of fewer rows).
-TEST_F(CudaLinearTest, OneRowOnBulkCopies) {
-  for (const int form : {1, 2, 4, -1, -2, -4}) {  // rows a slot; negative: lane copies
-    cuda::GemvBulkShape shape;
-    shape.rows = form < 0 ? -form : form;
-    shape.lane_copies = form < 0;
-    gpu().set_gemv_bulk_shape(shape);
-    check_quantised(WeightFormat::Fp8Block, 1, 4608, 40, LinearOutput::Bf16, 64);
-    check_quantised(WeightFormat::Fp8Block, 1, 5120, 67, LinearOutput::F32, 65);
-    check_quantised(WeightFormat::Fp8Block, 1, 1280, 300, LinearOutput::Bf16, 66);
-    check_quantised(WeightFormat::Fp8Block, 1, 208, 5, LinearOutput::Bf16, 67);
-  }
-  gpu().set_gemv_bulk_shape(cuda::GemvBulkShape{});
 }
 
 TEST_F(CudaLinearTest, Fp4GemvAndGemmFollowTheBlockDefinition) {
@@ -349,13 +326,9 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
     }
     const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
     // 2 rows take the GEMV's staging, 16 the GEMM's (prepare_bf16_kernel, act_quant_f32_kernel);
-    // one row the one-row GEMV; FP8 decoded by the hardware's conversion and by shifts; one row
-    // converted with and without the bulk copies (n = -1: one row, no bulk copies).
-    for (auto [n, cvt] : std::vector<std::pair<int64_t, bool>>{
-             {1, true}, {-1, true}, {1, false}, {2, true}, {2, false}, {16, true}}) {
-      const bool bulk = n > 0;
-      gpu().set_gemv_bulk(bulk);
-      n = n < 0 ? 1 : n;
+    // one row the one-row GEMV; FP8 decoded by the hardware's conversion and by shifts.
+    for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
+             {1, true}, {1, false}, {2, true}, {2, false}, {16, true}}) {
       gpu().set_fp8_conversion(cvt ? CudaBackend::Fp8Conversion::All
                                    : CudaBackend::Fp8Conversion::Off);
       std::vector<float> xn;
@@ -371,11 +344,9 @@ TEST_F(CudaLinearTest, DecodeAndActQuantAreExact) {
                            (f == WeightFormat::Fp8Block ? "FP8"
                             : f == WeightFormat::Fp4Row ? "FP4"
                                                         : "F32 (act_quant)") +
-                           ", " + std::to_string(n) + " rows" + (cvt ? "" : ", FP8 by shifts") +
-                           (bulk ? "" : ", no bulk copies"));
+                           ", " + std::to_string(n) + " rows" + (cvt ? "" : ", FP8 by shifts"));
     }
     gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::All);
-    gpu().set_gemv_bulk(false);
   }
 }
 
@@ -431,13 +402,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
   const int64_t groups = 8, in_g = 8 * 512, out_g = 1024;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 30);
   const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
-  for (auto [n, cvt] : std::vector<std::pair<int64_t, bool>>{
-           {1, true}, {-1, true}, {1, false}, {8, true}, {8, false}, {12, true}}) {
-    // wo_a's unquantised GEMV decoded both ways (the conversion by default, and shifts); one row
-    // with and without the bulk copies (n = -1: one row, none)
-    const bool bulk = n > 0;
-    gpu().set_gemv_bulk(bulk);
-    n = n < 0 ? 1 : n;
+  for (const auto& [n, cvt] : std::vector<std::pair<int64_t, bool>>{
+           {1, true}, {1, false}, {8, true}, {8, false}, {12, true}}) {
+    // wo_a's unquantised GEMV decoded both ways (the conversion by default, and shifts)
     gpu().set_fp8_conversion(cvt ? CudaBackend::Fp8Conversion::All
                                  : CudaBackend::Fp8Conversion::Off);
     Pair x = both_f32(Shape{n, groups * in_g},
@@ -448,11 +415,9 @@ TEST_F(CudaLinearTest, GroupedWoAAtFullShape) {
     cpu().grouped_linear(x.cpu, wc, groups, yc);
     std::vector<float> terms(static_cast<size_t>(n * groups * out_g), float(in_g) * 0.1f * 2.0f);
     expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
-                        "wo_a n=" + std::to_string(n) + (cvt ? "" : ", FP8 by shifts") +
-                            (bulk ? "" : ", no bulk copies"));
+                        "wo_a n=" + std::to_string(n) + (cvt ? "" : ", FP8 by shifts"));
   }
   gpu().set_fp8_conversion(CudaBackend::Fp8Conversion::All);
-  gpu().set_gemv_bulk(false);
 }
 
 }  // namespace

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -204,25 +203,6 @@ CudaBackend::CudaBackend(int device) {
     set_fp8_conversion(*c == "0"   ? Fp8Conversion::Off
                        : *c == "1" ? Fp8Conversion::OneRow
                                    : Fp8Conversion::All);
-  // FLASHDESK_CUDA_GEMV_BULK=0|1 (default 0, measured slower): set_gemv_bulk (the A/B), and
-  // FLASHDESK_CUDA_GEMV_BULK_SHAPE=depth:piece:blocks[:rows] (e.g. 4:4096:2:2):
-  // set_gemv_bulk_shape.
-  bool bulk = ctx_->gemv_bulk();
-  read_switch("FLASHDESK_CUDA_GEMV_BULK", bulk);
-  set_gemv_bulk(bulk);
-  if (const char* shape = std::getenv("FLASHDESK_CUDA_GEMV_BULK_SHAPE")) {
-    cuda::GemvBulkShape b;
-    char tail = 0;
-    int lane = 0;
-    const int got = std::sscanf(shape, "%d:%d:%d:%d:%d%c", &b.depth, &b.piece, &b.blocks_per_sm,
-                                &b.rows, &lane, &tail);
-    b.lane_copies = lane == 1;
-    FD_CHECK(got >= 3 && got <= 5,
-             std::string("FLASHDESK_CUDA_GEMV_BULK_SHAPE must be depth:piece:blocks[:rows[:lane "
-                         "copies]], not '") +
-                 shape + "'");
-    set_gemv_bulk_shape(b);
-  }
   // FLASHDESK_CUDA_WGMMA=1|128|0 (default 1): set_wgmma_experts Auto, Narrow or Off (the
   // benchmarks' A/B).
   if (const auto w = read_choice("FLASHDESK_CUDA_WGMMA", {"1", "128", "0"})) {
@@ -284,19 +264,6 @@ void CudaBackend::set_interleaved_units(bool on) {
 
 void CudaBackend::set_fp8_conversion(Fp8Conversion c) {
   ctx_->set_fp8_conversion(c);
-}
-
-void CudaBackend::set_gemv_bulk(bool on) {
-  ctx_->set_gemv_bulk(on);
-}
-
-void CudaBackend::set_gemv_bulk_shape(const cuda::GemvBulkShape& s) {
-  FD_CHECK(s.depth >= 2 && s.depth <= 16 && s.piece >= 512 && s.piece <= 4096 &&
-               s.piece % 512 == 0 && s.blocks_per_sm >= 1 && s.blocks_per_sm <= 8 &&
-               (s.rows == 1 || s.rows == 2 || s.rows == 4),
-           "GEMV bulk shape: depth 2..16, piece a multiple of 512 up to 4096, blocks 1..8, rows "
-           "1, 2 or 4");
-  ctx_->set_gemv_bulk_shape(s);
 }
 
 void CudaBackend::set_wgmma_experts(WgmmaExperts w) {

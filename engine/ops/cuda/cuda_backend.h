@@ -181,13 +181,6 @@ class CudaBackend final : public Backend {
   // the tests run all three).
   using Fp8Conversion = cuda::Fp8Conversion;
   void set_fp8_conversion(Fp8Conversion c);
-  // Whether a one-row FP8 GEMV (CUDA cores, the codes converted) brings its weight rows into
-  // shared-memory rings by bulk copies where the device has them (Hopper on) and the shape fits
-  // (gemv_bulk.cuh; off by default: slower on an H100 at every shape measured;
-  // FLASHDESK_CUDA_GEMV_BULK=0|1, the tests run both), and its ring's shape
-  // (FLASHDESK_CUDA_GEMV_BULK_SHAPE=depth:piece:blocks a multiprocessor[:rows a slot]: the A/B).
-  void set_gemv_bulk(bool on);
-  void set_gemv_bulk_shape(const cuda::GemvBulkShape& s);
   // Whether dense FP8 linears of up to 8 rows run on the tensor cores where they fit
   // (gemv_tc.cuh), on the CUDA-core GEMV, or by row count (the default: the tensor cores from a
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.

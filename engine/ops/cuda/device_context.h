@@ -105,12 +105,6 @@ class DeviceContext {
   // (gemv_kernels.h); the backend's switch.
   Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
   void set_fp8_conversion(Fp8Conversion c) { fp8_conversion_ = c; }
-  // Whether a one-row FP8 GEMV runs on bulk copies where the device and shape allow
-  // (gemv_bulk.cuh), and its ring's shape; the backend's switches.
-  bool gemv_bulk() const { return gemv_bulk_; }
-  void set_gemv_bulk(bool on) { gemv_bulk_ = on; }
-  const GemvBulkShape& gemv_bulk_shape() const { return gemv_bulk_shape_; }
-  void set_gemv_bulk_shape(const GemvBulkShape& s) { gemv_bulk_shape_ = s; }
   // Whether the prefill experts may run Hopper's wgmma kernels (moe_grouped_sm90a.cu) where this
   // binary has them for the device, and in which CTA widths; the backend's switch.
   WgmmaExperts wgmma_experts() const { return wgmma_experts_; }
@@ -138,8 +132,6 @@ class DeviceContext {
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
   Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
-  bool gemv_bulk_ = false;
-  GemvBulkShape gemv_bulk_shape_;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;
   BesideLane beside_{*pool_};  // destroyed before the pool

@@ -4,7 +4,6 @@
 #include "engine/ops/cuda/bf16_codes.cuh"
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/dequant.cuh"
-#include "engine/ops/cuda/gemv_bulk.cuh"
 #include "engine/ops/cuda/gemv_device.cuh"
 #include "engine/ops/cuda/gemv_tc.cuh"
 #include "engine/ops/cuda/kernel_util.cuh"
@@ -359,10 +358,6 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   const K kernels = ctx.gemv_kernels();
   if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) && gemv_tc_fits(job))
     return gemv_tc(ctx, job);
-  // One row of FP8 codes (converted): the weight rows by bulk copies where the device has them
-  // (gemv_bulk.cuh says why).
-  if (ctx.gemv_bulk() && ctx.fp8_conversion() != Fp8Conversion::Off && gemv_bulk_fits(ctx, job))
-    return gemv_bulk(ctx, job);
   GemvParams p{};
   p.x = job.x;
   p.x_stride = job.x_stride;
