@@ -84,8 +84,11 @@ __global__ void fill_kernel(uint8_t* out, int64_t n_bytes, int64_t elem, FillSpe
 }
 
 // Spins until `ns` nanoseconds of the device's clock have passed: holds the stream (its wait is
-// not a dependency the next launch may start before: it never lets dependents launch early).
+// not a dependency the next launch may start before: it never lets dependents launch early). It
+// starts its clock once the kernel before it has finished, as every kernel waits for its
+// predecessor (tests/tools/cuda_grid_wait_test.py).
 __global__ void hold_stream_kernel(int64_t ns) {
+  fd_wait_prior_grid();
 #ifndef FLASHDESK_CUDA_EMU
   uint64_t start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
