@@ -119,6 +119,22 @@ TEST(StepGraphs, FusedOpsGiveTheLogitsOfTheSeparateKernels) {
 #endif
 }
 
+// The query's RoPE where its one-row GEMV writes it (set_rope_in_gemv): the rope kernel's values,
+// so the logits of the launches with the rope kernel to the bit, launched or as step graphs.
+TEST(StepGraphs, RopeInTheGemvGivesTheLogitsOfTheRopeKernel) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  CudaBackend rope_kernel(0), in_gemv(0), graphed(0);
+  in_gemv.set_rope_in_gemv(true);
+  graphed.set_rope_in_gemv(true);
+  const auto want = run_steps(rope_kernel, false, -1);
+  expect_same_bits(want, run_steps(in_gemv, false, -1));
+  expect_same_bits(want, run_steps(graphed, true, -1));
+#endif
+}
+
 // The compressor and the indexer beside the query's projections (set_indexer_beside_query): the
 // same kernels on the same inputs on another stream, so the logits of the in-place order to the
 // bit, launched or as step graphs (whose capture forks and joins the extra section).
