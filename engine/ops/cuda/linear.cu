@@ -496,9 +496,9 @@ void act_quant_to_bf16(DeviceContext& ctx, const float* x, int64_t n, int64_t co
             1, cols % 4 == 0 && aligned16(x) && aligned16(out), out);
 }
 
-void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeight& w,
-                LinearMode mode, float* y) {
-  if (n == 0) return;
+namespace {
+// The job of a plain (ungrouped) linear: y [n, w.out] from x [n, w.in] with mode's numerics.
+GemvJob linear_job(const float* x, int64_t n, const LinearWeight& w, LinearMode mode, float* y) {
   GemvJob job;
   job.x = x;
   job.x_stride = w.in;
@@ -510,6 +510,14 @@ void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeigh
   job.y = y;
   job.y_stride = w.out;
   job.round_bf16 = mode.output == LinearOutput::Bf16;
+  return job;
+}
+}  // namespace
+
+void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeight& w,
+                LinearMode mode, float* y) {
+  if (n == 0) return;
+  const GemvJob job = linear_job(x, n, w, mode, y);
   if (n <= kGemvTokens)
     gemv(ctx, job);
   else
@@ -549,17 +557,7 @@ void CudaBackend::linear_rope(const Tensor& x, const LinearWeight& w, LinearMode
   const Tensor pos = ctx_->upload_span(positions, DType::I64);
   const Tensor freq = ctx_->upload_span(inv_freq, DType::F32);
   const cuda::GemvRope rotation{ptr<const int64_t>(pos), ptr<const float>(freq), head_dim, pairs};
-  cuda::GemvJob job;
-  job.x = ptr<const float>(x);
-  job.x_stride = w.in;
-  job.n = n;
-  job.w = &w;
-  job.out_g = w.out;
-  job.k = w.in;
-  job.act_quant = mode.input == LinearInput::ActQuantFp8;
-  job.y = ptr<float>(y);
-  job.y_stride = w.out;
-  job.round_bf16 = mode.output == LinearOutput::Bf16;
+  cuda::GemvJob job = cuda::linear_job(ptr<const float>(x), n, w, mode, ptr<float>(y));
   bool applied = false;
   job.rope = &rotation;
   job.rope_applied = &applied;
