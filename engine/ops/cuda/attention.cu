@@ -267,10 +267,12 @@ __global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* par
                                     float* out) {
   FD_GRID_PROLOGUE();
   const int64_t t = blockIdx.x, h = blockIdx.y, parts = t * halves * a.heads;
+  float m, denom;
+  combined_denominator<false>(part_m + parts, part_s + parts, halves, a.heads, h, sink[h], &m,
+                              &denom);
   for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x)
-    out[(t * a.heads + h) * a.dim + d] =
-        combined_output<false>(part_m + parts, part_s + parts, part_acc + parts * a.dim, halves,
-                               a.heads, a.dim, h, d, sink[h]);
+    out[(t * a.heads + h) * a.dim + d] = combined_output<false>(
+        part_m + parts, part_acc + parts * a.dim, halves, a.heads, a.dim, h, d, m, denom);
   if (a.unrotate_freq == nullptr) return;
   __syncthreads();  // the block's outputs written (and visible to the block) before the pairs
   float* rot = out + (t * a.heads + h) * a.dim + a.dim - 2 * a.rope_pairs;

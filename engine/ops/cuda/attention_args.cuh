@@ -137,26 +137,37 @@ struct SplitCombine {
 };
 int64_t split_combine_counters(const AttnArgs& a);
 
-// Output (query t, head h, dim d) from its parts (part_m / part_s [parts][heads] of query t, the
-// parts' value sums part_acc [parts][heads][dim]): the definition's recurrence unrolled,
-// acc = sum A * exp(M_b - M), denominator sum S * exp(M_b - M) + exp(sink - M), out = bf16(acc /
-// denominator), M the last part's running maximum. One function for the combine kernel and the
-// block kernel's combining CTA, so both give the same bits. kL2: loads past L1 (parts another CTA
-// of the running kernel wrote).
+// The combine of a query's parts (part_m / part_s [parts][heads], the value sums part_acc
+// [parts][heads][dim]): the definition's recurrence unrolled, acc = sum A * exp(M_b - M),
+// denominator sum S * exp(M_b - M) + exp(sink - M), out = bf16(acc / denominator), M the last
+// part's running maximum. The same functions for the combine kernel and the block kernel's
+// combining CTA, so both give the same bits. kL2: loads past L1 (parts another CTA of the running
+// kernel wrote).
 template <bool kL2>
-__device__ __forceinline__ float combined_output(const float* part_m, const float* part_s,
-                                                 const float* part_acc, int64_t parts,
-                                                 int64_t heads, int64_t dim, int64_t h, int64_t d,
-                                                 float sink) {
-  const auto load = [](const float* p) { return kL2 ? __ldcg(p) : *p; };
-  const float m = load(part_m + (parts - 1) * heads + h);
-  float denom = 0.0f;
+__device__ __forceinline__ float part_load(const float* p) {
+  return kL2 ? __ldcg(p) : *p;
+}
+// Head h's M and denominator.
+template <bool kL2>
+__device__ __forceinline__ void combined_denominator(const float* part_m, const float* part_s,
+                                                     int64_t parts, int64_t heads, int64_t h,
+                                                     float sink, float* m, float* denom) {
+  *m = part_load<kL2>(part_m + (parts - 1) * heads + h);
+  float sum = 0.0f;
   for (int64_t b = 0; b < parts; ++b)
-    denom += load(part_s + b * heads + h) * expf(load(part_m + b * heads + h) - m);
-  denom += expf(sink - m);
+    sum +=
+        part_load<kL2>(part_s + b * heads + h) * expf(part_load<kL2>(part_m + b * heads + h) - *m);
+  *denom = sum + expf(sink - *m);
+}
+// Output (head h, dim d) with head h's M and denominator.
+template <bool kL2>
+__device__ __forceinline__ float combined_output(const float* part_m, const float* part_acc,
+                                                 int64_t parts, int64_t heads, int64_t dim,
+                                                 int64_t h, int64_t d, float m, float denom) {
   float acc = 0.0f;
   for (int64_t b = 0; b < parts; ++b)
-    acc += load(part_acc + (b * heads + h) * dim + d) * expf(load(part_m + b * heads + h) - m);
+    acc += part_load<kL2>(part_acc + (b * heads + h) * dim + d) *
+           expf(part_load<kL2>(part_m + b * heads + h) - m);
   return m <= kMinit ? 0.0f : round_bf16(acc / denom);
 }
 

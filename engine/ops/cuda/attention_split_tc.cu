@@ -182,9 +182,12 @@ __device__ void combine_if_last(const AttnArgs& a, const SplitCombine& comb, con
   for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims; i += kThreads) {
     const int64_t h = h0 + i / kDims;
     const int d = d_lo + i % kDims;
-    if (h < a.heads)
-      out[h * D + d] = combined_output<true>(pm, ps, part_acc + parts * D, a.blocks, a.heads, D, h,
-                                             d, comb.sink[h]);
+    if (h < a.heads) {
+      float m, denom;
+      combined_denominator<true>(pm, ps, a.blocks, a.heads, h, comb.sink[h], &m, &denom);
+      out[h * D + d] =
+          combined_output<true>(pm, part_acc + parts * D, a.blocks, a.heads, D, h, d, m, denom);
+    }
   }
   if (a.unrotate_freq == nullptr) return;
   __syncthreads();  // the CTA's outputs written (and visible to the CTA) before the pairs
