@@ -165,6 +165,7 @@ __device__ void combine_if_last(const AttnArgs& a, const SplitCombine& comb, con
                                 int dim_part, int d_lo) {
   constexpr int kDims = D / kDimParts;
   __shared__ int last;
+  __shared__ float head_m[kHeadsPerCta], head_denom[kHeadsPerCta];
   __threadfence();  // this CTA's parts visible before it counts itself in
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -179,15 +180,20 @@ __device__ void combine_if_last(const AttnArgs& a, const SplitCombine& comb, con
   const float* pm = part_m + dim_part * comb.copy_stride + parts;
   const float* ps = part_s + dim_part * comb.copy_stride + parts;
   float* out = comb.out + t * a.heads * D;
+  // Each head's M and denominator once (the combine kernel's: one a head), then its outputs.
+  if (threadIdx.x < kHeadsPerCta && h0 + threadIdx.x < a.heads) {
+    const int64_t h = h0 + threadIdx.x;
+    combined_denominator<true>(pm, ps, a.blocks, a.heads, h, comb.sink[h], &head_m[threadIdx.x],
+                               &head_denom[threadIdx.x]);
+  }
+  __syncthreads();
   for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims; i += kThreads) {
-    const int64_t h = h0 + i / kDims;
-    const int d = d_lo + i % kDims;
-    if (h < a.heads) {
-      float m, denom;
-      combined_denominator<true>(pm, ps, a.blocks, a.heads, h, comb.sink[h], &m, &denom);
-      out[h * D + d] =
-          combined_output<true>(pm, part_acc + parts * D, a.blocks, a.heads, D, h, d, m, denom);
-    }
+    const int hr = i / kDims;
+    const int64_t h = h0 + hr;
+    if (h < a.heads)
+      out[h * D + d_lo + i % kDims] =
+          combined_output<true>(pm, part_acc + parts * D, a.blocks, a.heads, D, h, d_lo + i % kDims,
+                                head_m[hr], head_denom[hr]);
   }
   if (a.unrotate_freq == nullptr) return;
   __syncthreads();  // the CTA's outputs written (and visible to the CTA) before the pairs

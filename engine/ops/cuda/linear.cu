@@ -528,15 +528,22 @@ void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeigh
 
 using cuda::ptr;
 
-void CudaBackend::linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) {
-  const int64_t n = x.rows(), k = w.in, out = w.out;
+namespace {
+// The shapes of a linear's rows: x [n, w.in] F32, y [n, w.out], y apart from x.
+void check_linear_rows(const Tensor& x, const LinearWeight& w, const Tensor& y) {
   check_dtype(x, DType::F32, "linear x");
-  FD_CHECK(x.shape().row_numel() == k,
-           w.name + ": input " + x.shape().str() + " but K = " + std::to_string(k));
-  FD_CHECK(y.rows() == n && y.shape().row_numel() == out, w.name + ": output " + y.shape().str());
+  FD_CHECK(x.shape().row_numel() == w.in,
+           w.name + ": input " + x.shape().str() + " but K = " + std::to_string(w.in));
+  FD_CHECK(y.rows() == x.rows() && y.shape().row_numel() == w.out,
+           w.name + ": output " + y.shape().str());
   FD_CHECK(x.bytes() != y.bytes(), w.name + ": linear output must not alias its input");
+}
+}  // namespace
+
+void CudaBackend::linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) {
+  check_linear_rows(x, w, y);
   cuda::DeviceGuard g(ctx_->device());
-  cuda::run_linear(*ctx_, ptr<const float>(x), n, w, mode, ptr<float>(y));
+  cuda::run_linear(*ctx_, ptr<const float>(x), x.rows(), w, mode, ptr<float>(y));
 }
 
 void CudaBackend::linear_rope(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y,
@@ -545,11 +552,7 @@ void CudaBackend::linear_rope(const Tensor& x, const LinearWeight& w, LinearMode
   const int64_t n = x.rows(), pairs = static_cast<int64_t>(inv_freq.size());
   if (!fuse_ || !rope_in_gemv_ || n != 1)
     return Backend::linear_rope(x, w, mode, y, head_dim, positions, inv_freq);
-  check_dtype(x, DType::F32, "linear x");
-  FD_CHECK(x.shape().row_numel() == w.in,
-           w.name + ": input " + x.shape().str() + " but K = " + std::to_string(w.in));
-  FD_CHECK(y.rows() == n && y.shape().row_numel() == w.out, w.name + ": output " + y.shape().str());
-  FD_CHECK(x.bytes() != y.bytes(), w.name + ": linear output must not alias its input");
+  check_linear_rows(x, w, y);
   FD_CHECK(head_dim > 0 && w.out % head_dim == 0 && 2 * pairs <= head_dim,
            "rope: shape " + y.shape().str());
   FD_CHECK(static_cast<int64_t>(positions.size()) == n, "rope: one position per row");
