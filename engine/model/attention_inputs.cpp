@@ -33,7 +33,8 @@ AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
     qr_done = be.beside_end();
   }
   in.q = be.alloc(DType::F32, Shape{n, H, D});
-  be.linear_rope(in.qr, A.wq_b, kQuantLinear, in.q, D, positions, inv_freq);
+  be.linear(in.qr, A.wq_b, kQuantLinear, in.q);
+  be.rope(in.q, D, positions, inv_freq, false);
   be.join(kv_done);
   be.join(qr_done);
   return in;

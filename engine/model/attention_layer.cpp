@@ -173,7 +173,8 @@ void StepRunner::index(int64_t layer, const Tensor& qr, const Tensor& x) {
   const int64_t n = n_rows_, n_ih = text_.index_n_heads, d_ih = text_.index_head_dim;
   const int64_t m = role.compress_ratio;
   Tensor qi = f32(Shape{n, n_ih, d_ih});
-  be_.linear_rope(qr, I.wq_b, kQuantLinear, qi, d_ih, positions_, freq);
+  be_.linear(qr, I.wq_b, kQuantLinear, qi);
+  be_.rope(qi, d_ih, positions_, freq, false);
   be_.fake_quant_fp4_e8m0(qi, 32);
   Tensor w = f32(Shape{n, n_ih});
   be_.linear(x, I.weights_proj, kBf16Linear, w);

@@ -26,13 +26,6 @@ void Backend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, const Te
   hc_collapse_norm(out, pre, norm, eps, u);
 }
 
-void Backend::linear_rope(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y,
-                          int64_t head_dim, std::span<const int64_t> positions,
-                          std::span<const float> inv_freq) {
-  linear(x, w, mode, y);
-  rope(y, head_dim, positions, inv_freq, false);
-}
-
 void Backend::sparse_attention_unrotated(const AttentionArgs& args, std::span<const float> inv_freq,
                                          Tensor& out) {
   sparse_attention(args, out);

@@ -205,12 +205,6 @@ class Backend {
   // inverse = conjugate rotation (attention output). inv_freq: host [rope_dim/2].
   virtual void rope(Tensor& x, int64_t head_dim, std::span<const int64_t> positions,
                     std::span<const float> inv_freq, bool inverse) = 0;
-  // linear(x, w, mode, y), then rope(y, head_dim, positions, inv_freq, false): the query's
-  // projection as the attention reads it, in one op so that a backend may rotate the pairs where
-  // it writes y. Default: the two ops.
-  virtual void linear_rope(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y,
-                           int64_t head_dim, std::span<const int64_t> positions,
-                           std::span<const float> inv_freq);
   virtual void scale(Tensor& x, float factor) = 0;  // x *= factor (FP32)
   virtual void round_bf16(Tensor& x) = 0;           // x = bf16(x)
   // Quantise-dequantise FP4 with UE8M0 scales per `block` along the last dim (index queries).

@@ -149,31 +149,25 @@ class CudaAttentionTest : public CudaOpTest {
     // The CUDA-core kernels with the head dim undivided and in 4 parts (decode's), the
     // tensor-core kernel of a CTA per query (prefill's; shapes it does not take fall back to the
     // undivided ones) on Hopper's warpgroup products where the device (or the emulation) has them
-    // and the shape fits and on mma.sync, the split one (its combine in its own kernel, then in
-    // the block kernel's last CTAs: the same bits), then as picked.
+    // and the shape fits and on mma.sync, the split one, then as picked.
     using K = CudaBackend::AttentionKernels;
     using WG = CudaBackend::AttentionWarpgroups;
     struct Kernels {
       K k;
       WG warpgroups;
       const char* name;
-      bool combine_in_block = false;
     };
-    const Kernels kernels[] = {
-        {K::CudaCoresWhole, WG::Auto, "cuda-cores whole"},
-        {K::CudaCoresQuarters, WG::Auto, "cuda-cores quarters"},
-        {K::TensorCores, WG::On, "tensor cores (warpgroups)"},
-        {K::TensorCores, WG::Off, "tensor cores (mma.sync)"},
-        {K::TensorCoresSplit, WG::Auto, "tensor cores split"},
-        {K::TensorCoresSplit, WG::Auto, "tensor cores split, combined in its block kernel", true},
-        {K::Auto, WG::Auto, "auto"}};
-    std::vector<float> split_out;  // the split kernels' output with the combine kernel
+    const Kernels kernels[] = {{K::CudaCoresWhole, WG::Auto, "cuda-cores whole"},
+                               {K::CudaCoresQuarters, WG::Auto, "cuda-cores quarters"},
+                               {K::TensorCores, WG::On, "tensor cores (warpgroups)"},
+                               {K::TensorCores, WG::Off, "tensor cores (mma.sync)"},
+                               {K::TensorCoresSplit, WG::Auto, "tensor cores split"},
+                               {K::Auto, WG::Auto, "auto"}};
     const CudaDeviceInfo& device = cuda_devices().front();
     const bool hopper = device.major == 9 && device.minor == 0;
-    for (const auto& [k, warpgroups, name, combine_in_block] : kernels) {
+    for (const auto& [k, warpgroups, name] : kernels) {
       gpu().set_attention_kernels(k);
       gpu().set_attention_warpgroups(warpgroups);
-      gpu().set_attention_fused_combine(combine_in_block);
       const uint64_t warpgroup_calls = gpu().attention_warpgroup_calls();
       gpu().sparse_attention(a, out);
       // A Hopper GPU (or the emulation) runs the warpgroup kernel where it is asked for and takes
@@ -189,8 +183,6 @@ class CudaAttentionTest : public CudaOpTest {
                                " W=" + std::to_string(W) + " k=" + std::to_string(c.kc) + " " +
                                name;
       expect_bf16_close(from_gpu<float>(out), want, 2.0, rms(want) / 8, what);
-      if (k == K::TensorCoresSplit && !combine_in_block) split_out = from_gpu<float>(out);
-      if (combine_in_block) expect_identical(from_gpu<float>(out), split_out, what);
       // With RoPE undone where the output is written (the combine kernel) or after it: the two
       // ops' bits.
       gpu().rope(out, D, c.positions, freq, true);
@@ -200,7 +192,6 @@ class CudaAttentionTest : public CudaOpTest {
     }
     gpu().set_attention_kernels(K::Auto);
     gpu().set_attention_warpgroups(WG::Auto);
-    gpu().set_attention_fused_combine(false);
   }
 
   static std::vector<int64_t> ring_holding(int64_t W, int64_t first, int64_t last) {

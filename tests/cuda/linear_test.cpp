@@ -4,9 +4,6 @@
 // activation's and the weight's block scales, accumulated block by block) and against
 // cpu-reference; BF16 / F32 / grouped linears against cpu-reference. Tolerance: 1 BF16 ulp of
 // the result plus 2^-20 of the sum of |products| (FP32 sums in another order).
-#include <cmath>
-#include <span>
-
 #include "engine/util/quant.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -254,50 +251,6 @@ TEST_F(CudaLinearTest, Fp8GemvOnTheTensorCores) {
   check_quantised(WeightFormat::Fp8Block, 3, 4096, 40, LinearOutput::F32, 61);
   check_quantised(WeightFormat::Fp8Block, 8, 4096, 100, LinearOutput::Bf16, 62);
   check_quantised(WeightFormat::Fp8Block, 1, 640, 2000, LinearOutput::Bf16, 63);
-}
-
-// linear_rope with the pairs rotated where the one-row GEMV writes y (set_rope_in_gemv): the
-// values of the linear and then the rope kernel, to the bit; with more rows, the tensor cores or a
-// K split it takes the rope kernel after the linear. Large positions: angles far from 0.
-TEST_F(CudaLinearTest, LinearRopeIsTheLinearThenTheRope) {
-  struct Case {
-    int64_t heads, head_dim, pairs, in;
-    LinearMode mode;
-  };
-  const LinearMode f32_out{LinearInput::ActQuantFp8, LinearOutput::F32};
-  for (const Case c : {Case{4, 64, 16, 256, kQuantLinear}, Case{3, 32, 16, 96, f32_out},
-                       Case{2, 64, 8, 4096, kQuantLinear}}) {  // the last: a K split
-    const int64_t out = c.heads * c.head_dim;
-    const HostWeight hw = random_weight(WeightFormat::Fp8Block, out, c.in, 70);
-    const LinearWeight wg = upload(gpu(), hw);
-    std::vector<float> inv_freq(static_cast<size_t>(c.pairs));
-    for (int64_t p = 0; p < c.pairs; ++p)
-      inv_freq[static_cast<size_t>(p)] =
-          std::pow(10000.0f, -2.0f * static_cast<float>(p) / static_cast<float>(2 * c.pairs));
-    const std::vector<int64_t> positions = {123457, 77};
-    for (const int64_t n : {1, 2}) {
-      const std::span<const int64_t> pos(positions.data(), static_cast<size_t>(n));
-      Pair x = both_f32(Shape{n, c.in}, random_bf16(static_cast<size_t>(n * c.in), 71, 2.0f));
-      for (const bool tc : {false, true}) {
-        gpu().set_gemv_kernels(tc ? CudaBackend::GemvKernels::TensorCores
-                                  : CudaBackend::GemvKernels::CudaCores);
-        Tensor want = gpu_poisoned(DType::F32, Shape{n, out});
-        gpu().linear(x.gpu, wg, c.mode, want);
-        gpu().rope(want, c.head_dim, pos, inv_freq, false);
-        for (const bool in_gemv : {false, true}) {
-          gpu().set_rope_in_gemv(in_gemv);
-          Tensor got = gpu_poisoned(DType::F32, Shape{n, out});
-          gpu().linear_rope(x.gpu, wg, c.mode, got, c.head_dim, pos, inv_freq);
-          expect_identical(from_gpu<float>(got), from_gpu<float>(want),
-                           "linear_rope n=" + std::to_string(n) + " " + std::to_string(out) + "x" +
-                               std::to_string(c.in) + (tc ? ", tensor cores" : "") +
-                               (in_gemv ? ", rotated in the GEMV" : ", rope kernel"));
-        }
-        gpu().set_rope_in_gemv(false);
-      }
-      gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
-    }
-  }
 }
 
 TEST_F(CudaLinearTest, Fp4GemvAndGemmFollowTheBlockDefinition) {

@@ -4,15 +4,14 @@
 // memory) or is captured, also where a host read cuts a step into several graphs (routed experts
 // in host memory) or the step is launched in parts of a layer; most steps and parts replay; the
 // fused ops give the logits of their separate kernels within the goldens' bound, and the indexer
-// beside the query, the query's RoPE in its GEMV and the attention's combine in its block kernel
-// give those of the plain forms. Skipped without a CUDA device (the cuda-emu build runs it on the
-// emulation, whose graphs run their captured work when launched, as on the device).
+// beside the query gives those of the in-place order. Skipped without a
+// CUDA device (the cuda-emu build runs it on the emulation, whose graphs run their captured work
+// when launched, as on the device).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 
 #include "engine/ops/cuda/cuda_devices.h"
 #include "tests/engine/golden_test_util.h"
@@ -61,17 +60,6 @@ void expect_same_bits(const std::vector<std::vector<float>>& a,
     EXPECT_EQ(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)), 0)
         << "step " << i << ": logits differ (max diff " << max_abs_diff(a[i], b[i]) << ")";
   }
-}
-
-// A switch that keeps every value: the logits of backends with `on` applied, launched and as step
-// graphs, those of a default backend's launches to the bit.
-void expect_switch_keeps_logits(const std::function<void(CudaBackend&)>& on) {
-  CudaBackend plain(0), launched(0), graphed(0);
-  on(launched);
-  on(graphed);
-  const auto want = run_steps(plain, false, -1);
-  expect_same_bits(want, run_steps(launched, false, -1));
-  expect_same_bits(want, run_steps(graphed, true, -1));
 }
 #endif
 
@@ -128,29 +116,6 @@ TEST(StepGraphs, FusedOpsGiveTheLogitsOfTheSeparateKernels) {
               std::max_element(got[i].begin(), got[i].end()) - got[i].begin())
         << "step " << i;
   }
-#endif
-}
-
-// The query's RoPE where its one-row GEMV writes it (set_rope_in_gemv): the rope kernel's values,
-// so the logits of the launches with the rope kernel to the bit, launched or as step graphs.
-TEST(StepGraphs, RopeInTheGemvGivesTheLogitsOfTheRopeKernel) {
-#ifndef FLASHDESK_HAVE_CUDA
-  GTEST_SKIP() << cuda_unavailable_reason();
-#else
-  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  expect_switch_keeps_logits([](CudaBackend& be) { be.set_rope_in_gemv(true); });
-#endif
-}
-
-// The split decode attention's combine in its block kernel's last CTAs
-// (set_attention_fused_combine): the combine kernel's sums, so the logits of the launches with the
-// combine kernel to the bit, launched or as step graphs.
-TEST(StepGraphs, AttentionCombineInItsBlockKernelGivesTheLogitsOfTheCombineKernel) {
-#ifndef FLASHDESK_HAVE_CUDA
-  GTEST_SKIP() << cuda_unavailable_reason();
-#else
-  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
-  expect_switch_keeps_logits([](CudaBackend& be) { be.set_attention_fused_combine(true); });
 #endif
 }
 

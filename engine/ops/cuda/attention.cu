@@ -266,13 +266,22 @@ __global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* par
                                     const float* part_s, const float* part_acc, const float* sink,
                                     float* out) {
   FD_GRID_PROLOGUE();
-  const int64_t t = blockIdx.x, h = blockIdx.y, parts = t * halves * a.heads;
-  float m, denom;
-  combined_denominator<false>(part_m + parts, part_s + parts, halves, a.heads, h, sink[h], &m,
-                              &denom);
-  for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x)
-    out[(t * a.heads + h) * a.dim + d] = combined_output<false>(
-        part_m + parts, part_acc + parts * a.dim, halves, a.heads, a.dim, h, d, m, denom);
+  const int64_t t = blockIdx.x, h = blockIdx.y;
+  const float m = part_m[(t * halves + halves - 1) * a.heads + h];
+  float denom = 0.0f;
+  for (int64_t b = 0; b < halves; ++b) {
+    const int64_t i = (t * halves + b) * a.heads + h;
+    denom += part_s[i] * expf(part_m[i] - m);
+  }
+  denom += expf(sink[h] - m);
+  for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < halves; ++b) {
+      const int64_t i = (t * halves + b) * a.heads + h;
+      acc += part_acc[i * a.dim + d] * expf(part_m[i] - m);
+    }
+    out[(t * a.heads + h) * a.dim + d] = m <= kMinit ? 0.0f : round_bf16(acc / denom);
+  }
   if (a.unrotate_freq == nullptr) return;
   __syncthreads();  // the block's outputs written (and visible to the block) before the pairs
   float* rot = out + (t * a.heads + h) * a.dim + a.dim - 2 * a.rope_pairs;
@@ -377,21 +386,13 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
       Tensor scores = ctx_->scratch(DType::F32, Shape{m, heads, list});
       Tensor quarter_max =
           ctx_->scratch(DType::F32, Shape{m, a.blocks * cuda::kSplitSlotParts, heads});
-      // The combine in the block kernel's last CTAs (set_attention_fused_combine): a copy of the
-      // blocks' maxima and sums a dim part.
-      const bool fused = attention_fused_combine_ && fuse_;
-      const int64_t copies = fused ? cuda::kSplitDimParts : 1;
-      Tensor pm = ctx_->scratch(DType::F32, Shape{copies, m, a.blocks, heads});
-      Tensor ps = ctx_->scratch(DType::F32, Shape{copies, m, a.blocks, heads});
+      Tensor pm = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
+      Tensor ps = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads});
       Tensor pa = ctx_->scratch(DType::F32, Shape{m, a.blocks, heads, d});
       const cuda::SplitScratch split{ptr<float>(scores), ptr<float>(quarter_max), ptr<float>(pm),
                                      ptr<float>(ps), ptr<float>(pa)};
-      cuda::SplitCombine comb{};
-      if (fused)
-        comb = {ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d,
-                ctx_->arrival_counters(cuda::split_combine_counters(a)), m * a.blocks * heads};
-      launched = cuda::attention_split_on_tensor_cores(ctx_->stream(), a, split, comb);
-      if (launched && !fused)
+      launched = cuda::attention_split_on_tensor_cores(ctx_->stream(), a, split);
+      if (launched)
         FD_LAUNCH(cuda::attn_combine_kernel,
                   dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
                   dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,

@@ -122,59 +122,8 @@ struct SplitScratch {
   float* part_acc;
 };
 
-// The combine done by the block kernel's last CTA of each (query, 16 heads, dim part) instead of
-// attention.cu's combine kernel (CudaBackend::set_attention_fused_combine): each dim part writes
-// its own copy of part_m and part_s (kSplitDimParts copies, `copy_stride` apart), the CTAs count
-// themselves in `done` (arrival_counters: split_combine_counters of them), and the last adds up
-// the blocks into out [n, heads, dim] (then undoes RoPE where a.unrotate_freq is set). done null:
-// the combine kernel runs after the block kernel.
-constexpr int kSplitDimParts = 4;
-struct SplitCombine {
-  const float* sink;
-  float* out;
-  unsigned* done;
-  int64_t copy_stride;
-};
-int64_t split_combine_counters(const AttnArgs& a);
-
-// The combine of a query's parts (part_m / part_s [parts][heads], the value sums part_acc
-// [parts][heads][dim]): the definition's recurrence unrolled, acc = sum A * exp(M_b - M),
-// denominator sum S * exp(M_b - M) + exp(sink - M), out = bf16(acc / denominator), M the last
-// part's running maximum. The same functions for the combine kernel and the block kernel's
-// combining CTA, so both give the same bits. kL2: loads past L1 (parts another CTA of the running
-// kernel wrote).
-template <bool kL2>
-__device__ __forceinline__ float part_load(const float* p) {
-  return kL2 ? __ldcg(p) : *p;
-}
-// Head h's M and denominator.
-template <bool kL2>
-__device__ __forceinline__ void combined_denominator(const float* part_m, const float* part_s,
-                                                     int64_t parts, int64_t heads, int64_t h,
-                                                     float sink, float* m, float* denom) {
-  *m = part_load<kL2>(part_m + (parts - 1) * heads + h);
-  float sum = 0.0f;
-  for (int64_t b = 0; b < parts; ++b)
-    sum +=
-        part_load<kL2>(part_s + b * heads + h) * expf(part_load<kL2>(part_m + b * heads + h) - *m);
-  *denom = sum + expf(sink - *m);
-}
-// Output (head h, dim d) with head h's M and denominator.
-template <bool kL2>
-__device__ __forceinline__ float combined_output(const float* part_m, const float* part_acc,
-                                                 int64_t parts, int64_t heads, int64_t dim,
-                                                 int64_t h, int64_t d, float m, float denom) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < parts; ++b)
-    acc += part_load<kL2>(part_acc + (b * heads + h) * dim + d) *
-           expf(part_load<kL2>(part_m + b * heads + h) - m);
-  return m <= kMinit ? 0.0f : round_bf16(acc / denom);
-}
-
 // Decode-sized calls: the two split kernels launched (one CTA per query, 64-slot block and 16
-// heads), with the combine in the second where comb.done is set, or false where the head dim is
-// not one they take (64, 128, 256 or 512).
-bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s,
-                                     const SplitCombine& comb);
+// heads), or false where the head dim is not one they take (64, 128, 256 or 512).
+bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s);
 
 }  // namespace flashdesk::cuda

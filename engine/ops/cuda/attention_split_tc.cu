@@ -22,7 +22,7 @@ constexpr int kWarps = 8;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kHeadsPerCta = 16;                              // one mma row tile
 constexpr int kQuarterSlots = kBlockSlots / kSplitSlotParts;  // slots of a scores CTA: 2 n tiles
-constexpr int kDimParts = kSplitDimParts;                     // head-dim parts of a block CTA
+constexpr int kDimParts = 4;                                  // head-dim parts of a block CTA
 constexpr int kPad = 8;  // BF16 values after each staged row: rows 4 banks apart
 
 // grid (n, 4 blocks, head groups of 16): scores[t][h][16 quarter + slot] and
@@ -107,17 +107,57 @@ __global__ void __launch_bounds__(kThreads)
     quarter_max[(t * a.blocks * kSplitSlotParts + quarter) * a.heads + h0 + hr] = m;
 }
 
-// The block kernel's value sums: part_acc [t][b][h][d] (from `part`, the (t, b) row of heads) =
-// bf16(p) V over the CTA's dims d_lo.., p and the keys staged in shared memory.
+// grid (n, blocks, head groups of 16 x 4 dim parts): part_m[t][b][h] = M_b, part_s[t][b][h] = the
+// block's sum of p (dim part 0 writes them), part_acc[t][b][h][d] = the block's sum of bf16(p) v
+// over the CTA's dims.
 template <int D>
-__device__ __forceinline__ void block_values(const AttnArgs& a, const uint16_t* keys,
-                                             const uint16_t* ps, int64_t part, int64_t h0, int d_lo,
-                                             float* part_acc) {
+__global__ void __launch_bounds__(kThreads)
+    attn_split_block_kernel(AttnArgs a, const float* scores, const float* quarter_max,
+                            float* part_m, float* part_s, float* part_acc) {
+  FD_GRID_PROLOGUE();
   constexpr int kDims = D / kDimParts, kStride = kDims + kPad, kPStride = kBlockSlots + kPad;
   constexpr int kTiles = kDims / 8;  // 8-dim n tiles of the CTA
   constexpr int kTilesPerWarp = (kTiles + kWarps - 1) / kWarps;
+  __shared__ __align__(16) uint16_t keys[kBlockSlots * kStride];
+  __shared__ __align__(16) uint16_t ps[kHeadsPerCta * kPStride];
+  __shared__ const uint8_t* rows[kBlockSlots];
+  __shared__ int fp4s[kBlockSlots];
+  const int64_t t = blockIdx.x, b = blockIdx.y;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.z / kDimParts) * kHeadsPerCta;
+  const int dim_part = static_cast<int>(blockIdx.z % kDimParts), d_lo = dim_part * kDims;
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31u);
   const int g = lane >> 2, c = 2 * (lane & 3);
+  const int64_t list = a.blocks * kBlockSlots, part = (t * a.blocks + b) * a.heads;
+  // A warp per head: M_b, p, the block's sum; published by the staging's barrier.
+  for (int hr = warp; hr < kHeadsPerCta; hr += kWarps) {
+    const int64_t h = h0 + hr;
+    float p0 = 0.0f, p1 = 0.0f;
+    if (h < a.heads) {
+      float m = kMinit;
+      for (int64_t j = lane; j < (b + 1) * kSplitSlotParts; j += 32)
+        m = fmaxf(m, quarter_max[(t * a.blocks * kSplitSlotParts + j) * a.heads + h]);
+      m = warp_max(m);
+      const float* sr = scores + (t * a.heads + h) * list + b * kBlockSlots;
+      p0 = expf(sr[lane] - m);
+      p1 = expf(sr[lane + 32] - m);
+      const float sum = warp_sum(p0 + p1);
+      if (lane == 0 && dim_part == 0) {
+        part_m[part + h] = m;
+        part_s[part + h] = sum;
+      }
+    }
+    ps[hr * kPStride + lane] = f32_to_bf16_bits(p0);
+    ps[hr * kPStride + lane + 32] = f32_to_bf16_bits(p1);
+  }
+  if (!stage_key_part<kBlockSlots, kDims, D, kThreads, kPad>(a, t, b * kBlockSlots, d_lo, keys,
+                                                             rows, fp4s)) {
+    // No key: p is 0 everywhere, and so is the block's value sum.
+    for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims; i += kThreads) {
+      const int64_t h = h0 + i / kDims;
+      if (h < a.heads) part_acc[(part + h) * D + d_lo + i % kDims] = 0.0f;
+    }
+    return;
+  }
   float acc[kTilesPerWarp][4];
   FD_UNROLL
   for (int j = 0; j < kTilesPerWarp; ++j) FD_UNROLL
@@ -156,143 +196,34 @@ __device__ __forceinline__ void block_values(const AttnArgs& a, const uint16_t* 
   }
 }
 
-// With SplitCombine: this CTA's parts counted in; the last of its (query t, head group, dim part)
-// to arrive writes the outputs of its heads and dims from every block's parts (combined_output,
-// the combine kernel's sums), then undoes RoPE on the pairs among its dims.
 template <int D>
-__device__ void combine_if_last(const AttnArgs& a, const SplitCombine& comb, const float* part_m,
-                                const float* part_s, const float* part_acc, int64_t t, int64_t h0,
-                                int dim_part, int d_lo) {
-  constexpr int kDims = D / kDimParts;
-  __shared__ int last;
-  __shared__ float head_m[kHeadsPerCta], head_denom[kHeadsPerCta];
-  __threadfence();  // this CTA's parts visible before it counts itself in
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned* count = comb.done + t * gridDim.z + blockIdx.z;
-    last = atomicAdd(count, 1u) == static_cast<unsigned>(a.blocks - 1);
-    if (last) *count = 0;  // zero again for the next kernel (arrival_counters)
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int64_t parts = t * a.blocks * a.heads;
-  const float* pm = part_m + dim_part * comb.copy_stride + parts;
-  const float* ps = part_s + dim_part * comb.copy_stride + parts;
-  float* out = comb.out + t * a.heads * D;
-  // Each head's M and denominator once (the combine kernel's: one a head), then its outputs.
-  if (threadIdx.x < kHeadsPerCta && h0 + threadIdx.x < a.heads) {
-    const int64_t h = h0 + threadIdx.x;
-    combined_denominator<true>(pm, ps, a.blocks, a.heads, h, comb.sink[h], &head_m[threadIdx.x],
-                               &head_denom[threadIdx.x]);
-  }
-  __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims; i += kThreads) {
-    const int hr = i / kDims;
-    const int64_t h = h0 + hr;
-    if (h < a.heads)
-      out[h * D + d_lo + i % kDims] =
-          combined_output<true>(pm, part_acc + parts * D, a.blocks, a.heads, D, h, d_lo + i % kDims,
-                                head_m[hr], head_denom[hr]);
-  }
-  if (a.unrotate_freq == nullptr) return;
-  __syncthreads();  // the CTA's outputs written (and visible to the CTA) before the pairs
-  const int64_t first = D - 2 * a.rope_pairs;
-  for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims / 2; i += kThreads) {
-    const int64_t h = h0 + i / (kDims / 2), d = d_lo + 2 * (i % (kDims / 2));
-    if (h < a.heads && d >= first)
-      rope_pair(out + h * D + d, a.positions[t], a.unrotate_freq[(d - first) / 2], -1.0f);
-  }
-}
-
-// grid (n, blocks, head groups of 16 x 4 dim parts): part_m[t][b][h] = M_b, part_s[t][b][h] = the
-// block's sum of p (dim part 0 writes them; with comb.done every dim part its copy),
-// part_acc[t][b][h][d] = the block's sum of bf16(p) v over the CTA's dims; with comb.done the last
-// CTA of a (query, head group, dim part) then writes its outputs (SplitCombine).
-template <int D>
-__global__ void __launch_bounds__(kThreads)
-    attn_split_block_kernel(AttnArgs a, const float* scores, const float* quarter_max,
-                            float* part_m, float* part_s, float* part_acc, SplitCombine comb) {
-  FD_GRID_PROLOGUE();
-  constexpr int kDims = D / kDimParts, kStride = kDims + kPad, kPStride = kBlockSlots + kPad;
-  __shared__ __align__(16) uint16_t keys[kBlockSlots * kStride];
-  __shared__ __align__(16) uint16_t ps[kHeadsPerCta * kPStride];
-  __shared__ const uint8_t* rows[kBlockSlots];
-  __shared__ int fp4s[kBlockSlots];
-  const int64_t t = blockIdx.x, b = blockIdx.y;
-  const int64_t h0 = static_cast<int64_t>(blockIdx.z / kDimParts) * kHeadsPerCta;
-  const int dim_part = static_cast<int>(blockIdx.z % kDimParts), d_lo = dim_part * kDims;
-  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31u);
-  const int64_t list = a.blocks * kBlockSlots, part = (t * a.blocks + b) * a.heads;
-  // A warp per head: M_b, p, the block's sum; published by the staging's barrier.
-  for (int hr = warp; hr < kHeadsPerCta; hr += kWarps) {
-    const int64_t h = h0 + hr;
-    float p0 = 0.0f, p1 = 0.0f;
-    if (h < a.heads) {
-      float m = kMinit;
-      for (int64_t j = lane; j < (b + 1) * kSplitSlotParts; j += 32)
-        m = fmaxf(m, quarter_max[(t * a.blocks * kSplitSlotParts + j) * a.heads + h]);
-      m = warp_max(m);
-      const float* sr = scores + (t * a.heads + h) * list + b * kBlockSlots;
-      p0 = expf(sr[lane] - m);
-      p1 = expf(sr[lane + 32] - m);
-      const float sum = warp_sum(p0 + p1);
-      if (lane == 0 && (dim_part == 0 || comb.done != nullptr)) {
-        const int64_t copy = comb.done != nullptr ? dim_part * comb.copy_stride : 0;
-        part_m[copy + part + h] = m;
-        part_s[copy + part + h] = sum;
-      }
-    }
-    ps[hr * kPStride + lane] = f32_to_bf16_bits(p0);
-    ps[hr * kPStride + lane + 32] = f32_to_bf16_bits(p1);
-  }
-  if (!stage_key_part<kBlockSlots, kDims, D, kThreads, kPad>(a, t, b * kBlockSlots, d_lo, keys,
-                                                             rows, fp4s)) {
-    // No key: p is 0 everywhere, and so is the block's value sum.
-    for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * kDims; i += kThreads) {
-      const int64_t h = h0 + i / kDims;
-      if (h < a.heads) part_acc[(part + h) * D + d_lo + i % kDims] = 0.0f;
-    }
-  } else {
-    block_values<D>(a, keys, ps, part, h0, d_lo, part_acc);
-  }
-  if (comb.done != nullptr)
-    combine_if_last<D>(a, comb, part_m, part_s, part_acc, t, h0, dim_part, d_lo);
-}
-
-template <int D>
-void launch_split(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s,
-                  const SplitCombine& comb) {
+void launch_split(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s) {
   const unsigned head_groups = static_cast<unsigned>((a.heads + kHeadsPerCta - 1) / kHeadsPerCta);
   const unsigned n = static_cast<unsigned>(a.n), blocks = static_cast<unsigned>(a.blocks);
   FD_LAUNCH(attn_split_scores_kernel<D>, dim3(n, blocks * kSplitSlotParts, head_groups),
             dim3(kThreads), 0, stream, a, s.scores, s.quarter_max);
   FD_LAUNCH(attn_split_block_kernel<D>, dim3(n, blocks, head_groups * kDimParts), dim3(kThreads), 0,
             stream, a, static_cast<const float*>(s.scores),
-            static_cast<const float*>(s.quarter_max), s.part_m, s.part_s, s.part_acc, comb);
+            static_cast<const float*>(s.quarter_max), s.part_m, s.part_s, s.part_acc);
 }
 
 }  // namespace
 
-int64_t split_combine_counters(const AttnArgs& a) {
-  return a.n * ((a.heads + kHeadsPerCta - 1) / kHeadsPerCta) * kDimParts;
-}
-
-bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s,
-                                     const SplitCombine& comb) {
+bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a,
+                                     const SplitScratch& s) {
   if (a.n == 0 || a.heads < 1) return false;
   switch (a.dim) {
     case 64:
-      launch_split<64>(stream, a, s, comb);
+      launch_split<64>(stream, a, s);
       return true;
     case 128:
-      launch_split<128>(stream, a, s, comb);
+      launch_split<128>(stream, a, s);
       return true;
     case 256:
-      launch_split<256>(stream, a, s, comb);
+      launch_split<256>(stream, a, s);
       return true;
     case 512:
-      launch_split<512>(stream, a, s, comb);
+      launch_split<512>(stream, a, s);
       return true;
     default:
       return false;

@@ -186,16 +186,6 @@ class CudaBackend final : public Backend {
   // few rows on). The tests run both kernels; FLASHDESK_CUDA_GEMV=auto|tc|cuda-cores.
   using GemvKernels = cuda::GemvKernels;
   void set_gemv_kernels(GemvKernels k);
-  // Whether linear_rope rotates the query's pairs where the one-row GEMV writes them (linear.cu
-  // rope_of_written: a decode step's RoPE launch fewer) rather than by the rope kernel after it;
-  // the same values either way. Off by default until measured on a GPU
-  // (FLASHDESK_CUDA_ROPE_IN_GEMV=0|1; the tests run both).
-  void set_rope_in_gemv(bool on) { rope_in_gemv_ = on; }
-  // Whether the split decode attention's block kernel combines the blocks in its last CTAs
-  // (attention_args.cuh SplitCombine: the combine kernel's launch fewer) rather than in the
-  // combine kernel after it; the same values either way. Off by default until measured on a GPU
-  // (FLASHDESK_CUDA_ATTN_COMBINE_IN_BLOCK=0|1; the tests run both).
-  void set_attention_fused_combine(bool on) { attention_fused_combine_ = on; }
   // Whether prefill-sized MoE steps run the routed experts on the tensor cores (moe_grouped.h;
   // the default) or as one dequantised cuBLAS product per expert (tests compare the two).
   void set_grouped_moe(bool on) { grouped_moe_ = on; }
@@ -258,9 +248,6 @@ class CudaBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor* weight, float eps, Tensor& y) override;
   void rope(Tensor& x, int64_t head_dim, std::span<const int64_t> positions,
             std::span<const float> inv_freq, bool inverse) override;
-  void linear_rope(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y,
-                   int64_t head_dim, std::span<const int64_t> positions,
-                   std::span<const float> inv_freq) override;
   void scale(Tensor& x, float factor) override;
   void round_bf16(Tensor& x) override;
   void fake_quant_fp4_e8m0(Tensor& x, int64_t block) override;
@@ -369,13 +356,11 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
-  bool split_shared_tc_ = true;           // FLASHDESK_CUDA_MOE_SPLIT
-  bool shared_ahead_ = false;             // FLASHDESK_CUDA_SHARED_AHEAD
-  bool fuse_ = true;                      // FLASHDESK_CUDA_FUSE
-  bool bf16_streams_ = true;              // FLASHDESK_CUDA_BF16_STREAMS
-  bool two_block_boundaries_ = true;      // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
-  bool rope_in_gemv_ = false;             // FLASHDESK_CUDA_ROPE_IN_GEMV
-  bool attention_fused_combine_ = false;  // FLASHDESK_CUDA_ATTN_COMBINE_IN_BLOCK
+  bool split_shared_tc_ = true;       // FLASHDESK_CUDA_MOE_SPLIT
+  bool shared_ahead_ = false;         // FLASHDESK_CUDA_SHARED_AHEAD
+  bool fuse_ = true;                  // FLASHDESK_CUDA_FUSE
+  bool bf16_streams_ = true;          // FLASHDESK_CUDA_BF16_STREAMS
+  bool two_block_boundaries_ = true;  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels

@@ -37,11 +37,6 @@ struct GemvParams {
   int final_round;
   int early_weights;  // the first tile's weight loads before the wait (gemv_weights_before_wait)
   unsigned* tile_done;
-  // One row, no K split: RoPE on the pairs from column rope_first of each head as y is written
-  // (GemvRope); null where not.
-  const int64_t* rope_position;
-  const float* rope_freq;
-  int64_t rope_head_dim, rope_first;
 };
 FD_NO_PADDING_END
 
@@ -76,34 +71,13 @@ __device__ WarpRows<R> warp_rows(const GemvParams& p, int64_t g, int64_t o0) {
   return w;
 }
 
-// Output column o's value v of one row after RoPE (rope_kernel's values to the bit): a pair's
-// other column is the warp's next or previous row, G lanes away (o0 is even: warps start on an
-// even row). Every lane of the warp calls this.
-template <int G>
-__device__ float rope_of_written(const GemvParams& p, float v, int64_t o) {
-  const float other = __shfl_xor_sync(kFullMask, v, G);
-  const int64_t col = o % p.rope_head_dim;
-  if (col < p.rope_first) return v;
-  const bool even = (col - p.rope_first) % 2 == 0;
-  // The rope reads y as the linear wrote it: rounded to BF16 where the output is.
-  float pair[2] = {even ? v : other, even ? other : v};
-  if (p.round) pair[0] = round_bf16(pair[0]), pair[1] = round_bf16(pair[1]);
-  float c, s;
-  rope_angle(*p.rope_position, p.rope_freq[(col - p.rope_first) / 2], 1.0f, &c, &s);
-  rope_rotate(pair, c, s);
-  return even ? pair[0] : pair[1];
-}
-
 // Lane L holds the warp's total for (row, activation row) number L / (32 / (R * NT)).
 template <int R, int NT>
 __device__ void write_rows(const GemvParams& p, float* acc, int64_t g, int64_t o0, int64_t split) {
   constexpr int G = 32 / (R * NT);
-  float v = warp_sum_many<R * NT>(acc);
+  const float v = warp_sum_many<R * NT>(acc);
   const unsigned lane = threadIdx.x & 31u;
   const int64_t r = (lane / G) / NT, t = (lane / G) % NT, o = o0 + r;
-  if constexpr (NT == 1 && R % 2 == 0) {
-    if (p.rope_position != nullptr) v = rope_of_written<G>(p, v, o);
-  }
   if (lane % G != 0 || o >= p.out_g || t >= p.n) return;
   p.out[split * p.split_stride + t * p.out_stride + g * p.out_g + o] = p.round ? round_bf16(v) : v;
 }
@@ -332,16 +306,6 @@ void run_gemv(DeviceContext& ctx, const GemvJob& job, GemvParams p) {
     p.out = job.y;
     p.out_stride = job.y_stride;
     p.round = job.round_bf16;
-    // RoPE as y is written: one row, one group, no K split (the partials' sums are written by
-    // sum_split_tiles), rows a warp in pairs.
-    if (job.rope && NT == 1 && WarpShape<F, NT>::R % 2 == 0 && job.groups == 1 &&
-        job.rope->head_dim % 2 == 0) {
-      p.rope_position = job.rope->position;
-      p.rope_freq = job.rope->inv_freq;
-      p.rope_head_dim = job.rope->head_dim;
-      p.rope_first = job.rope->head_dim - 2 * job.rope->pairs;
-      if (job.rope_applied) *job.rope_applied = true;
-    }
   }
   const dim3 grid(static_cast<unsigned>(gr.row_blocks), static_cast<unsigned>(gr.splits),
                   static_cast<unsigned>(job.groups));
@@ -496,9 +460,9 @@ void act_quant_to_bf16(DeviceContext& ctx, const float* x, int64_t n, int64_t co
             1, cols % 4 == 0 && aligned16(x) && aligned16(out), out);
 }
 
-namespace {
-// The job of a plain (ungrouped) linear: y [n, w.out] from x [n, w.in] with mode's numerics.
-GemvJob linear_job(const float* x, int64_t n, const LinearWeight& w, LinearMode mode, float* y) {
+void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeight& w,
+                LinearMode mode, float* y) {
+  if (n == 0) return;
   GemvJob job;
   job.x = x;
   job.x_stride = w.in;
@@ -510,14 +474,6 @@ GemvJob linear_job(const float* x, int64_t n, const LinearWeight& w, LinearMode 
   job.y = y;
   job.y_stride = w.out;
   job.round_bf16 = mode.output == LinearOutput::Bf16;
-  return job;
-}
-}  // namespace
-
-void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeight& w,
-                LinearMode mode, float* y) {
-  if (n == 0) return;
-  const GemvJob job = linear_job(x, n, w, mode, y);
   if (n <= kGemvTokens)
     gemv(ctx, job);
   else
@@ -528,45 +484,15 @@ void run_linear(DeviceContext& ctx, const float* x, int64_t n, const LinearWeigh
 
 using cuda::ptr;
 
-namespace {
-// The shapes of a linear's rows: x [n, w.in] F32, y [n, w.out], y apart from x.
-void check_linear_rows(const Tensor& x, const LinearWeight& w, const Tensor& y) {
-  check_dtype(x, DType::F32, "linear x");
-  FD_CHECK(x.shape().row_numel() == w.in,
-           w.name + ": input " + x.shape().str() + " but K = " + std::to_string(w.in));
-  FD_CHECK(y.rows() == x.rows() && y.shape().row_numel() == w.out,
-           w.name + ": output " + y.shape().str());
-  FD_CHECK(x.bytes() != y.bytes(), w.name + ": linear output must not alias its input");
-}
-}  // namespace
-
 void CudaBackend::linear(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y) {
-  check_linear_rows(x, w, y);
+  const int64_t n = x.rows(), k = w.in, out = w.out;
+  check_dtype(x, DType::F32, "linear x");
+  FD_CHECK(x.shape().row_numel() == k,
+           w.name + ": input " + x.shape().str() + " but K = " + std::to_string(k));
+  FD_CHECK(y.rows() == n && y.shape().row_numel() == out, w.name + ": output " + y.shape().str());
+  FD_CHECK(x.bytes() != y.bytes(), w.name + ": linear output must not alias its input");
   cuda::DeviceGuard g(ctx_->device());
-  cuda::run_linear(*ctx_, ptr<const float>(x), x.rows(), w, mode, ptr<float>(y));
-}
-
-void CudaBackend::linear_rope(const Tensor& x, const LinearWeight& w, LinearMode mode, Tensor& y,
-                              int64_t head_dim, std::span<const int64_t> positions,
-                              std::span<const float> inv_freq) {
-  const int64_t n = x.rows(), pairs = static_cast<int64_t>(inv_freq.size());
-  if (!fuse_ || !rope_in_gemv_ || n != 1)
-    return Backend::linear_rope(x, w, mode, y, head_dim, positions, inv_freq);
-  check_linear_rows(x, w, y);
-  FD_CHECK(head_dim > 0 && w.out % head_dim == 0 && 2 * pairs <= head_dim,
-           "rope: shape " + y.shape().str());
-  FD_CHECK(static_cast<int64_t>(positions.size()) == n, "rope: one position per row");
-  cuda::DeviceGuard g(ctx_->device());
-  const Tensor pos = ctx_->upload_span(positions, DType::I64);
-  const Tensor freq = ctx_->upload_span(inv_freq, DType::F32);
-  const cuda::GemvRope rotation{ptr<const int64_t>(pos), ptr<const float>(freq), head_dim, pairs};
-  cuda::GemvJob job = cuda::linear_job(ptr<const float>(x), n, w, mode, ptr<float>(y));
-  bool applied = false;
-  job.rope = &rotation;
-  job.rope_applied = &applied;
-  cuda::gemv(*ctx_, job);
-  // Where the GEMV took another kernel (the tensor cores, a K split), the rope kernel after it.
-  if (!applied) rope(y, head_dim, positions, inv_freq, false);
+  cuda::run_linear(*ctx_, ptr<const float>(x), n, w, mode, ptr<float>(y));
 }
 
 void CudaBackend::grouped_linear(const Tensor& x, const LinearWeight& w, int64_t groups,

@@ -21,14 +21,6 @@ namespace flashdesk::cuda {
 
 constexpr int64_t kGemvTokens = 8;
 
-// RoPE applied where a one-row GEMV writes y (Backend::linear_rope): the interleaved pairs of the
-// last 2 * pairs columns of each head_dim-column head, at the row's position (device pointers).
-struct GemvRope {
-  const int64_t* position = nullptr;
-  const float* inv_freq = nullptr;
-  int64_t head_dim = 0, pairs = 0;
-};
-
 // One GEMV job: y rows t < n, output rows [0, groups*out_g) of a (grouped) linear weight.
 struct GemvJob {
   const float* x = nullptr;  // [n, x_stride] F32, group g reads columns [g*k, (g+1)*k)
@@ -43,10 +35,6 @@ struct GemvJob {
   // gemm only: x already staged as BF16 [n, x_stride] (act_quant'ed where act_quant says, by
   // act_quant_to_bf16), so that products sharing an input stage it once; F32 weights need x.
   const uint16_t* x_bf16 = nullptr;
-  // gemv only: RoPE on y where the kernel can rotate as it writes (one row on the CUDA cores, no
-  // K split, one group); *rope_applied says whether it did (else y is the plain linear's).
-  const GemvRope* rope = nullptr;
-  bool* rope_applied = nullptr;
 };
 void gemv(DeviceContext& ctx, const GemvJob& job);
 
