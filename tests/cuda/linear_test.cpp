@@ -383,6 +383,32 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
   }
 }
 
+// The grouped linear on the tensor cores (gemv_tc.cu's BF16 form: groups whose rows fill 32-row
+// scale tiles, K a multiple of 64), forced at every row count and by Auto (from 3 rows), against
+// the CUDA-core GEMV's reference; a shape the tensor cores do not take stays on the CUDA cores.
+TEST_F(CudaLinearTest, GroupedLinearOnTheTensorCores) {
+  const int64_t groups = 3, in_g = 192, out_g = 64;
+  const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 13);
+  const LinearWeight wg = upload(gpu(), hw), wc = upload(cpu(), hw);
+  for (const bool forced : {true, false}) {
+    gpu().set_gemv_kernels(forced ? CudaBackend::GemvKernels::TensorCores
+                                  : CudaBackend::GemvKernels::Auto);
+    for (int64_t n : {1, 3, 8}) {
+      Pair x = both_f32(Shape{n, groups * in_g},
+                        random_bf16(static_cast<size_t>(n * groups * in_g), 14 + n, 1.0f));
+      Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});
+      Tensor yc = cpu().alloc(DType::F32, Shape{n, groups * out_g});
+      gpu().grouped_linear(x.gpu, wg, groups, yg);
+      cpu().grouped_linear(x.cpu, wc, groups, yc);
+      std::vector<float> terms(static_cast<size_t>(n * groups * out_g), float(in_g) * 4.0f);
+      expect_linear_close(from_gpu<float>(yg), from_cpu<float>(yc), terms,
+                          "grouped, tensor cores " + std::string(forced ? "forced" : "by Auto") +
+                              ", n=" + std::to_string(n));
+    }
+  }
+  gpu().set_gemv_kernels(CudaBackend::GemvKernels::Auto);
+}
+
 TEST_F(CudaLinearTest, FullShapesOfTheV41Layers) {
   FD_REQUIRE_FULL_SHAPES();
   check_quantised(WeightFormat::Fp8Block, 1, 5120, 1280, LinearOutput::Bf16, 20);  // wq_a
