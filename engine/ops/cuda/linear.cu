@@ -106,8 +106,7 @@ __device__ void sum_split_tiles(const GemvParams& p, int64_t g) {
     for (int64_t i = threadIdx.x; i < rows * p.n; i += blockDim.x) {
       const int64_t t = i / rows, o = g * p.out_g + o0 + i % rows;
       const float* src = p.out + t * p.out_stride + o;
-      float v = 0.0f;
-      for (int64_t s = 0; s < p.splits; ++s) v += __ldcg(src + s * p.split_stride);
+      const float v = ordered_part_sum(src, p.split_stride, p.splits);
       p.y[t * p.y_stride + o] = p.final_round ? round_bf16(v) : v;
     }
   }
