@@ -101,6 +101,10 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
+  // The most K splits the CUDA-core GEMV gives a linear (0: as many as fill a wave; linear.cu
+  // gemv_grid); the benchmarks' A/B.
+  int64_t gemv_splits_max() const { return gemv_splits_max_; }
+  void set_gemv_splits_max(int64_t splits) { gemv_splits_max_ = splits; }
   // Where the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion
   // (gemv_kernels.h); the backend's switch.
   Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
@@ -131,6 +135,7 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
+  int64_t gemv_splits_max_ = 0;
   Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

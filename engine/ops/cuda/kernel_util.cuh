@@ -84,6 +84,15 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return m;
 }
 
+// Asks L2 for the line holding p: no register, and nothing waits on it.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#ifdef FLASHDESK_CUDA_EMU
+  (void)p;
+#else
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 // 0 + src[0] + src[stride] + ... + src[(count - 1) stride], added in that order, read through L2
 // (__ldcg: the partial sums other blocks wrote). Eight parts' loads are issued before their sums
 // are added, each round one L2 round trip (a loop over a run-time count left the loads in flight

@@ -273,7 +273,8 @@ GemvGrid gemv_grid(const DeviceContext& ctx, int64_t rows_per_tile, int64_t step
   const int64_t steps = (job.k + step_cols - 1) / step_cols;
   const int64_t max_steps = std::max<int64_t>(1, kStageBytes / (4 * job.n * step_cols));
   const int64_t capacity = kGemvBlocksPerSm * static_cast<int64_t>(ctx.multiprocessors());
-  const int64_t wanted = std::max<int64_t>(1, capacity / (gr.row_tiles * job.groups));
+  int64_t wanted = std::max<int64_t>(1, capacity / (gr.row_tiles * job.groups));
+  if (ctx.gemv_splits_max() > 0) wanted = std::min(wanted, ctx.gemv_splits_max());
   const int64_t splits = std::max((steps + max_steps - 1) / max_steps, std::min(wanted, steps));
   const int64_t steps_per_split = (steps + splits - 1) / splits;
   gr.k_split = steps_per_split * step_cols;
