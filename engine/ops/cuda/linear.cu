@@ -356,7 +356,8 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   const bool few_rows = job.n == 1 || (job.n == 2 && job.out_g * job.k < (int64_t{16} << 20));
   using K = GemvKernels;
   const K kernels = ctx.gemv_kernels();
-  if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) && gemv_tc_fits(job))
+  if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) &&
+      (job.act_quant || ctx.bf16_gemv_tc()) && gemv_tc_fits(job))
     return gemv_tc(ctx, job);
   GemvParams p{};
   p.x = job.x;
