@@ -384,7 +384,7 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
 }
 
 // The grouped linear on the tensor cores (gemv_tc.cu's BF16 form: groups whose rows fill 32-row
-// scale tiles, K a multiple of 64), forced at every row count and by Auto (from 3 rows), against
+// scale tiles, K a multiple of 64), forced at every row count and by Auto (from 5 rows), against
 // the CUDA-core GEMV's reference; a shape the tensor cores do not take stays on the CUDA cores.
 TEST_F(CudaLinearTest, GroupedLinearOnTheTensorCores) {
   const int64_t groups = 3, in_g = 192, out_g = 64;
@@ -393,7 +393,7 @@ TEST_F(CudaLinearTest, GroupedLinearOnTheTensorCores) {
   for (const bool forced : {true, false}) {
     gpu().set_gemv_kernels(forced ? CudaBackend::GemvKernels::TensorCores
                                   : CudaBackend::GemvKernels::Auto);
-    for (int64_t n : {1, 3, 8}) {
+    for (int64_t n : {1, 3, 5, 8}) {
       Pair x = both_f32(Shape{n, groups * in_g},
                         random_bf16(static_cast<size_t>(n * groups * in_g), 14 + n, 1.0f));
       Tensor yg = gpu_poisoned(DType::F32, Shape{n, groups * out_g});

@@ -198,15 +198,6 @@ CudaBackend::CudaBackend(int device) {
   // A/B).
   if (const auto u = read_choice("FLASHDESK_CUDA_UNITS", {"ranges", "interleaved"}))
     set_interleaved_units(*u == "interleaved");
-  // FLASHDESK_CUDA_GEMV_SPLITS_MAX=N (default 0: no cap): the CUDA-core GEMV's K splits at most
-  // N (the benchmarks' A/B).
-  int64_t splits_max = 0;
-  read_count("FLASHDESK_CUDA_GEMV_SPLITS_MAX", splits_max);
-  ctx_->set_gemv_splits_max(splits_max);
-  // FLASHDESK_CUDA_BF16_GEMV_TC=0|1 (default 1): the grouped wo_a's tensor-core GEMV (the A/B).
-  bool bf16_tc = true;
-  read_switch("FLASHDESK_CUDA_BF16_GEMV_TC", bf16_tc);
-  ctx_->set_bf16_gemv_tc(bf16_tc);
   // FLASHDESK_CUDA_FP8_CVT=0|1|all (default all): set_fp8_conversion (the A/B).
   if (const auto c = read_choice("FLASHDESK_CUDA_FP8_CVT", {"0", "1", "all"}))
     set_fp8_conversion(*c == "0"   ? Fp8Conversion::Off

@@ -101,14 +101,6 @@ class DeviceContext {
   // backend's switch.
   bool interleaved_units() const { return interleaved_units_; }
   void set_interleaved_units(bool on) { interleaved_units_ = on; }
-  // The most K splits the CUDA-core GEMV gives a linear (0: as many as fill a wave; linear.cu
-  // gemv_grid); the benchmarks' A/B.
-  int64_t gemv_splits_max() const { return gemv_splits_max_; }
-  void set_gemv_splits_max(int64_t splits) { gemv_splits_max_ = splits; }
-  // Whether BF16 linears of FP8 weights (the grouped wo_a) may take the tensor-core GEMV
-  // (gemv_tc.cuh) where the GEMV kernels' choice allows it; the benchmarks' A/B.
-  bool bf16_gemv_tc() const { return bf16_gemv_tc_; }
-  void set_bf16_gemv_tc(bool on) { bf16_gemv_tc_ = on; }
   // Where the FP8 GEMV (CUDA cores) decodes its codes by the hardware's E4M3 conversion
   // (gemv_kernels.h); the backend's switch.
   Fp8Conversion fp8_conversion() const { return fp8_conversion_; }
@@ -139,8 +131,6 @@ class DeviceContext {
   int down_split_ = 2;
   int down_blocks_ = 10;
   bool interleaved_units_ = true;
-  int64_t gemv_splits_max_ = 0;
-  bool bf16_gemv_tc_ = true;
   Fp8Conversion fp8_conversion_ = Fp8Conversion::All;
   WgmmaExperts wgmma_experts_ = WgmmaExperts::Auto;
   bool wgmma_fitted_products_ = true;

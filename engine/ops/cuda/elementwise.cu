@@ -33,26 +33,19 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
 
 // The same for rows of at most kNormHeld * blockDim.x values, each thread's values and weights
 // loaded at once and held: the loop above waits on a load each round, twice (a decode step's
-// 5120-wide norm: 7 µs on the H200). The same arithmetic in the same order. The weights (a
-// model's norm weights, never written by a step's kernels) are loaded before the wait for the
-// kernel that wrote x, as the GEMV's first weights are (cuda_compat.cuh).
+// 5120-wide norm: 7 µs on the H200). The same arithmetic in the same order.
 constexpr int kNormHeld = 8;
 __global__ void rms_norm_held_kernel(const float* x, const float* w, float eps, int64_t d,
                                      float* y) {
-  fd_allow_dependents();
+  FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
   const float* row = x + blockIdx.x * d;
   float v[kNormHeld], wv[kNormHeld];
   FD_UNROLL
   for (int u = 0; u < kNormHeld; ++u) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-    wv[u] = w && j < d ? w[j] : 0.0f;
-  }
-  fd_wait_prior_grid();
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
     v[u] = j < d ? row[j] : 0.0f;
+    wv[u] = w && j < d ? w[j] : 0.0f;
   }
   float ss = 0.0f;
   FD_UNROLL

@@ -245,7 +245,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) gemv_tc_kernel(TcGemvA
   if (!__syncthreads_or(last)) return;
   __threadfence();
   if (!mine_out) return;
-  const float v = ordered_part_sum(partial + t * a.rows + o, a.n * a.rows, a.splits);
+  float v = 0.0f;
+  for (int64_t s = 0; s < a.splits; ++s) v += __ldcg(partial + (s * a.n + t) * a.rows + o);
   y[t * a.y_stride + o] = a.round ? round_bf16(v) : v;
 }
 

@@ -4,7 +4,7 @@
 // eight on the H200). Same numerics as the CUDA-core kernels: exact products, each 32-column
 // block's sum scaled by its weight and activation scales, FP32 sums in another order (BF16
 // linears: BF16 products of the codes' values and the inputs, each block's sum scaled by the
-// weight's scale; the grouped wo_a at eight rows 72 µs on the CUDA cores, H100).
+// weight's scale: the grouped wo_a at eight rows 42 µs against the CUDA cores' 72, H100).
 #pragma once
 
 #include "engine/ops/cuda/device_context.h"

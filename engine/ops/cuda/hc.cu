@@ -231,19 +231,7 @@ __global__ void __launch_bounds__(kBlocks == 2 ? kNormThreadsTwoBlocks : kNormTh
   __shared__ float scratch[32];
   __shared__ float mix_s[kMaxHc * kMaxHc + 2 * kMaxHc];  // the row's comb, post, pre
   const int64_t row = blockIdx.x;
-  // A decode step's boundary (one block a multiprocessor): the norm weights (never written by a
-  // step's kernels) into L2 before the wait for the kernels that wrote X and y, as they are read
-  // after the block's sum, which otherwise waited on them. (The two-block form's registers
-  // spilled more with it.)
-  fd_allow_dependents();
-  if constexpr (kBlocks == 1) {
-    FD_UNROLL
-    for (int s = 0; s < kNormQuads; ++s) {
-      const int64_t e0 = (threadIdx.x + static_cast<int64_t>(s) * blockDim.x) * 4;
-      if (e0 < d) prefetch_l2(norm + e0);
-    }
-  }
-  fd_wait_prior_grid();
+  FD_GRID_PROLOGUE();
   // The row's mixes in shared memory, read there at each use: held in registers (24 of them) they
   // kept the block at one a multiprocessor.
   if (threadIdx.x < hc * hc)

@@ -84,36 +84,6 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return m;
 }
 
-// Asks L2 for the line holding p: no register, and nothing waits on it.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-#ifdef FLASHDESK_CUDA_EMU
-  (void)p;
-#else
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
-// 0 + src[0] + src[stride] + ... + src[(count - 1) stride], added in that order, read through L2
-// (__ldcg: the partial sums other blocks wrote). Eight parts' loads are issued before their sums
-// are added, each round one L2 round trip (a loop over a run-time count left the loads in flight
-// to the compiler's unrolling; the GEMV's split sums have up to 20 parts at one row). Sixteen
-// raised the streaming GEMV kernels' registers (93-124 -> 112-128 a thread, sm_90); eight leaves
-// them as they were.
-__device__ __forceinline__ float ordered_part_sum(const float* src, int64_t stride, int64_t count) {
-  constexpr int kHeld = 8;
-  float v = 0.0f;
-  for (int64_t s0 = 0; s0 < count; s0 += kHeld) {
-    float part[kHeld];
-    FD_UNROLL
-    for (int i = 0; i < kHeld; ++i)
-      part[i] = s0 + i < count ? __ldcg(src + (s0 + i) * stride) : 0.0f;
-    FD_UNROLL
-    for (int i = 0; i < kHeld; ++i)
-      if (s0 + i < count) v += part[i];
-  }
-  return v;
-}
-
 // Whether the calling warp's block is the last of `arrivals` to count itself in at *count, which
 // the last one sets back to zero for the next kernel (DeviceContext::arrival_counters). A whole
 // warp calls it after its writes; when it returns true, what the others wrote before counting

@@ -106,7 +106,8 @@ __device__ void sum_split_tiles(const GemvParams& p, int64_t g) {
     for (int64_t i = threadIdx.x; i < rows * p.n; i += blockDim.x) {
       const int64_t t = i / rows, o = g * p.out_g + o0 + i % rows;
       const float* src = p.out + t * p.out_stride + o;
-      const float v = ordered_part_sum(src, p.split_stride, p.splits);
+      float v = 0.0f;
+      for (int64_t s = 0; s < p.splits; ++s) v += __ldcg(src + s * p.split_stride);
       p.y[t * p.y_stride + o] = p.final_round ? round_bf16(v) : v;
     }
   }
@@ -273,8 +274,7 @@ GemvGrid gemv_grid(const DeviceContext& ctx, int64_t rows_per_tile, int64_t step
   const int64_t steps = (job.k + step_cols - 1) / step_cols;
   const int64_t max_steps = std::max<int64_t>(1, kStageBytes / (4 * job.n * step_cols));
   const int64_t capacity = kGemvBlocksPerSm * static_cast<int64_t>(ctx.multiprocessors());
-  int64_t wanted = std::max<int64_t>(1, capacity / (gr.row_tiles * job.groups));
-  if (ctx.gemv_splits_max() > 0) wanted = std::min(wanted, ctx.gemv_splits_max());
+  const int64_t wanted = std::max<int64_t>(1, capacity / (gr.row_tiles * job.groups));
   const int64_t splits = std::max((steps + max_steps - 1) / max_steps, std::min(wanted, steps));
   const int64_t steps_per_split = (steps + splits - 1) / splits;
   gr.k_split = steps_per_split * step_cols;
@@ -353,11 +353,13 @@ void gemv(DeviceContext& ctx, const GemvJob& job) {
   // (and at two for the small matrices) the CUDA-core GEMV, without the activations' separate
   // quantisation launch, is faster (H200: wo_b 26.3 against 37.5 µs at one row, 97.0 against
   // 40.9 at eight; wq_a 12.0 against 14.7 at two; docs/cuda-backend.md).
-  const bool few_rows = job.n == 1 || (job.n == 2 && job.out_g * job.k < (int64_t{16} << 20));
+  // BF16 linears (the grouped wo_a) from five rows: H100, wo_a 34.6 µs on the CUDA cores against
+  // 38.0 on the tensor cores at four rows, 72.1 against 42.2 at eight.
+  const bool few_rows = job.n == 1 || (job.n == 2 && job.out_g * job.k < (int64_t{16} << 20)) ||
+                        (!job.act_quant && job.n <= 4);
   using K = GemvKernels;
   const K kernels = ctx.gemv_kernels();
-  if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) &&
-      (job.act_quant || ctx.bf16_gemv_tc()) && gemv_tc_fits(job))
+  if ((kernels == K::TensorCores || (kernels == K::Auto && !few_rows)) && gemv_tc_fits(job))
     return gemv_tc(ctx, job);
   GemvParams p{};
   p.x = job.x;
