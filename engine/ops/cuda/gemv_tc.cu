@@ -259,8 +259,9 @@ bool gemv_tc_fits(const GemvJob& job) {
                       reinterpret_cast<uintptr_t>(w.data.bytes()) % 16 == 0;
   if (!common) return false;
   if (job.act_quant) return job.groups == 1 && job.x_stride == job.k;
-  // BF16 linears: a group's 16-row tiles within one 32-row scale tile, the rows read as float4.
-  return (job.groups == 1 || job.out_g % 32 == 0) && job.x_stride % 4 == 0 &&
+  // BF16 linears: the grouped ones (wo_a, whose input is the attention's BF16 output: what was
+  // measured), a group's 16-row tiles within one 32-row scale tile, the rows read as float4.
+  return job.groups > 1 && job.out_g % 32 == 0 && job.x_stride % 4 == 0 &&
          reinterpret_cast<uintptr_t>(job.x) % 16 == 0;
 }
 

@@ -13,9 +13,9 @@
 namespace flashdesk::cuda {
 
 // Whether gemv_tc takes the job: FP8 block weights, K a multiple of 64, 16-byte aligned weight
-// rows; against act_quant'ed activations, one group and dense input rows; as a BF16 linear (the
-// grouped wo_a: inputs used as BF16 values), one group or groups of whole 32-row scale tiles,
-// input rows 16-byte aligned.
+// rows; against act_quant'ed activations, one group and dense input rows; as a BF16 linear,
+// grouped (wo_a: inputs used as BF16 values) in groups of whole 32-row scale tiles, input rows
+// 16-byte aligned.
 bool gemv_tc_fits(const GemvJob& job);
 
 // The job (gemv's contract) on the tensor cores: the rows act_quant'ed once, then one launch (K
