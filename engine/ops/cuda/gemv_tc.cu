@@ -1,4 +1,4 @@
-// Dense FP8 linears of 1 to 8 rows on the tensor cores (gemv_tc.cuh). A block has eight warps:
+// FP8 linears of 1 to 8 rows on the tensor cores (gemv_tc.cuh). A block has eight warps:
 // warp w takes 16-row tile w / 4 of the block's 32 rows and quarter w % 4 of the block's K split
 // (every fourth 64-column unit from unit w % 4 by default, else a quarter of its units in a run:
 // UnitSeq in tc_codes.cuh),
@@ -10,7 +10,7 @@
 // (rows 16 bytes longer than the split, so the 8 rows' fragment reads fall on distinct banks). The
 // quarters' sums meet in shared memory in quarter order.
 //
-// BF16 linears (the grouped wo_a, whose input is the attention's BF16 output) take the same form
+// Grouped BF16 linears (wo_a, whose input is the attention's BF16 output) take the same form
 // with BF16 products: A = the codes' exact values as BF16, B = the input rows as BF16 (staged from
 // F32, where they are BF16 values already), no activation scale; group g (grid z) reads its
 // rows' inputs at columns [g k, (g + 1) k) and writes its outputs at [g rows, (g + 1) rows).
@@ -59,7 +59,7 @@ struct TcGemvArgs {
   int64_t splits;
   float* y;  // [n, y_stride]
   int64_t y_stride;
-  float* partial;  // splits > 1: [splits, n, rows]
+  float* partial;  // splits > 1: [groups, splits, n, rows]
   unsigned* tile_done;
 };
 FD_NO_PADDING_END
