@@ -384,8 +384,8 @@ TEST_F(CudaLinearTest, GroupedLinearMatchesTheReference) {
 }
 
 // The grouped linear on the tensor cores (gemv_tc.cu's BF16 form: groups whose rows fill 32-row
-// scale tiles, K a multiple of 64), forced at every row count and by Auto (from 5 rows), against
-// the CUDA-core GEMV's reference; a shape the tensor cores do not take stays on the CUDA cores.
+// scale tiles, K a multiple of 64), forced at every row count and by Auto (from 5 rows; fewer on
+// the CUDA cores), against cpu-reference.
 TEST_F(CudaLinearTest, GroupedLinearOnTheTensorCores) {
   const int64_t groups = 3, in_g = 192, out_g = 64;
   const HostWeight hw = random_weight(WeightFormat::Fp8Block, groups * out_g, in_g, 13);

@@ -53,9 +53,8 @@ struct TcGemvArgs {
   int64_t interleave;  // a tile's K units to its warps interleaved (UnitSeq), else in ranges
   TcActs acts;         // [n, k] (act_quant'ed rows; BF16 linears: unused)
   const float* x;      // BF16 linears: the input rows [n, x_stride], group g at column g * k
-  int64_t x_stride;
-  int64_t groups;   // grid z; rows, partial and tile_done are a group's
-  int64_t k_split;  // columns a split (a multiple of kUnitCols)
+  int64_t x_stride;    // (the groups are grid z; rows, y's columns and tile_done are a group's)
+  int64_t k_split;     // columns a split (a multiple of kUnitCols)
   int64_t splits;
   float* y;  // [n, y_stride]
   int64_t y_stride;
@@ -297,7 +296,6 @@ void gemv_tc(DeviceContext& ctx, const GemvJob& job) {
   a.acts = acts;
   a.x = job.x;
   a.x_stride = job.x_stride;
-  a.groups = groups;
   a.k_split = split_units * kUnitCols;
   a.splits = splits;
   a.y = job.y;
