@@ -29,6 +29,16 @@ bool programmatic_launch_enabled();
 // Whether the decode GEMVs and experts issue their first weight loads before that wait (not when
 // FLASHDESK_CUDA_PDL=noprefetch).
 bool gemv_weights_before_wait();
+// A kernel issued to a stream right after an event wait (a beside lane's fork or join) launches
+// without the overlap. With it, step graphs went wrong: when a sublayer boundary only took a few
+// more cycles before its wait, the goldens' decode steps came out off (rel RMS 0.81 against
+// 0.40) as step graphs, and right as plain launches; with the kernels after waits launched
+// plainly the graphs gave the plain launches' logits again, at no measurable cost (H100,
+// 2026-12-06; docs/cuda-backend.md). A guess, not confirmed: a captured kernel after a wait has
+// two predecessors, and its wait did not cover both. note_event_wait marks the stream
+// (step_ops.cpp); take_event_wait reads and clears the mark at the stream's next launch.
+void note_event_wait(cudaStream_t stream);
+bool take_event_wait(cudaStream_t stream);
 }  // namespace flashdesk::cuda
 
 // Programmatic dependent launch (sm_90+). A decode layer is 35-57 kernels of 3-50 µs, and each
@@ -70,7 +80,8 @@ void issue_kernel(const char* name, const char* file, int line, void (*kernel)(P
   if (fd_emu::launch_shape_valid(grid, block))
     fd_emu::issue([=] { fd_emu::launch(grid, block, smem, [&] { std::apply(kernel, params); }); });
 #else
-  if (programmatic_launch_enabled()) {
+  const bool after_wait = take_event_wait(stream);
+  if (!after_wait && programmatic_launch_enabled()) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;

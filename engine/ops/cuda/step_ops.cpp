@@ -87,9 +87,13 @@ void record_event(cudaEvent_t event, cudaStream_t stream) {
                    [=] { FD_CUDA_CHECK(cudaEventRecord(event, stream)); });
 }
 
+void note_event_wait(cudaStream_t stream);  // cuda_compat.cuh
+
 void wait_event(cudaStream_t stream, cudaEvent_t event) {
-  offer_then_issue(event_key(StepOpKind::EventWait, event, stream, "event wait"),
-                   [=] { FD_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0)); });
+  offer_then_issue(event_key(StepOpKind::EventWait, event, stream, "event wait"), [=] {
+    FD_CUDA_CHECK(cudaStreamWaitEvent(stream, event, 0));
+    note_event_wait(stream);  // the next kernel on `stream` launches without the overlap
+  });
 }
 
 void library_call(cudaStream_t stream, const char* name, std::span<const unsigned char> args,
