@@ -19,18 +19,19 @@ TEST_P(CudaLaunchOrderTest, EveryReaderWaitsForWhatItReads) {
 
 std::string join_case_name(const ::testing::TestParamInfo<std::tuple<JoinShape, bool>>& p) {
   static const char* const names[] = {"JoinSlowMain", "JoinSlowLane", "SecondSectionSlowMain",
-                                      "FirstSectionSlowMain"};
+                                      "FirstSectionSlowMain", "JoinSlowMainOneBlockReader"};
   return std::string(names[static_cast<int>(std::get<0>(p.param))]) +
          (std::get<1>(p.param) ? "Graph" : "Plain");
 }
 
-INSTANTIATE_TEST_SUITE_P(PlainAndInStep, CudaLaunchOrderTest,
-                         ::testing::Combine(::testing::Values(JoinShape::JoinSlowMain,
-                                                              JoinShape::JoinSlowLane,
-                                                              JoinShape::SecondSectionSlowMain,
-                                                              JoinShape::FirstSectionSlowMain),
-                                            ::testing::Bool()),
-                         join_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    PlainAndInStep, CudaLaunchOrderTest,
+    ::testing::Combine(::testing::Values(JoinShape::JoinSlowMain, JoinShape::JoinSlowLane,
+                                         JoinShape::SecondSectionSlowMain,
+                                         JoinShape::FirstSectionSlowMain,
+                                         JoinShape::JoinSlowMainOneBlockReader),
+                       ::testing::Bool()),
+    join_case_name);
 
 }  // namespace
 }  // namespace flashdesk::test

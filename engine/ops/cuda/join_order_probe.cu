@@ -41,6 +41,16 @@ __global__ void join_probe_add_kernel(const float* a, const float* b, float* c) 
     c[i] = b ? a[i] + b[i] : a[i];
 }
 
+// c = a + b in one block, the constant `before` loaded before the wait (join_order_probe.h); it
+// is zero, and added so that the load is not dropped.
+__global__ void join_probe_add_one_block_kernel(const float* a, const float* b, const float* before,
+                                                float* c) {
+  fd_allow_dependents();
+  const float z = before[threadIdx.x];
+  fd_wait_prior_grid();
+  for (int64_t i = threadIdx.x; i < kValues; i += blockDim.x) c[i] = a[i] + b[i] + z;
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -60,6 +70,8 @@ int64_t join_order_probe_wrong_values(CudaBackend& be, JoinShape shape, bool gra
     FD_LAUNCH(cuda::join_probe_add_kernel, grid, block, 0, ctx.stream(), cuda::ptr<const float>(x),
               y ? cuda::ptr<const float>(*y) : nullptr, cuda::ptr<float>(out));
   };
+  Tensor zeros = ctx.scratch(DType::F32, Shape{cuda::kThreads});
+  be.fill_zero(zeros);
   std::vector<float> host(static_cast<size_t>(cuda::kValues));
   int64_t wrong = 0;
   for (int r = 0; r < rounds; ++r) {
@@ -88,13 +100,18 @@ int64_t join_order_probe_wrong_values(CudaBackend& be, JoinShape shape, bool gra
       add(copied, &b, c);
     } else {
       // As the model's sections run: the lane's writer beside the main stream's, then the join.
-      const bool slow_main = shape == JoinShape::JoinSlowMain;
+      const bool slow_main = shape != JoinShape::JoinSlowLane;
       ctx.beside_begin();
       write(b, vb, !slow_main);
       const int64_t section = ctx.beside_end();
       write(a, va, slow_main);
       ctx.join(section);
-      add(a, &b, c);
+      if (shape == JoinShape::JoinSlowMainOneBlockReader)
+        FD_LAUNCH(cuda::join_probe_add_one_block_kernel, dim3(1), block, 0, ctx.stream(),
+                  cuda::ptr<const float>(a), cuda::ptr<const float>(b),
+                  cuda::ptr<const float>(zeros), cuda::ptr<float>(c));
+      else
+        add(a, &b, c);
     }
     if (graph) ctx.step_end();
     be.read(c, host.data(), c.nbytes());

@@ -22,6 +22,10 @@ enum class JoinShape {
   // A slow writer on the main stream, then one lane section that copies its values, a writer on
   // the main stream beside it, the join and a reader of both.
   FirstSectionSlowMain,
+  // JoinSlowMain with a decode boundary's reader: one block, which loads data no kernel of the
+  // step writes before its wait (as hc_collapse_norm_kernel's L2 prefetch of its norm weights
+  // did when the goldens' step graphs went wrong).
+  JoinSlowMainOneBlockReader,
 };
 
 // `rounds` rounds of the shape, as a step graph if `graph`: the count of values the last reader
