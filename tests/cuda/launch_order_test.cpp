@@ -3,11 +3,35 @@
 // wrote, whichever of them finishes last, launched plainly or as a step graph. In step graphs a
 // kernel after a join launched with the overlap did not wait for both (the goldens' decode steps
 // went wrong, 2026-12-06); FLASHDESK_CUDA_PDL=acrosswaits brings that back, for the benchmarks.
+// The bookkeeping behind it, the mark an event wait leaves, is checked on the host.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
 #include "engine/ops/cuda/join_order_probe.h"
+#include "engine/ops/cuda/launch_overlap.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace flashdesk::test {
 namespace {
+
+// The mark an event wait leaves on its stream: the next launch there, and only that one, goes
+// without the overlap (launch_overlap.h). Host bookkeeping only: runs without a GPU.
+TEST(LaunchOverlapMarks, OnlyTheLaunchAfterAnEventWaitGoesPlain) {
+  const char* pdl = std::getenv("FLASHDESK_CUDA_PDL");
+  if (pdl && std::strcmp(pdl, "acrosswaits") == 0)
+    GTEST_SKIP() << "FLASHDESK_CUDA_PDL=acrosswaits leaves no marks";
+  const auto s1 = reinterpret_cast<cudaStream_t>(uintptr_t{0x100});
+  const auto s2 = reinterpret_cast<cudaStream_t>(uintptr_t{0x200});
+  EXPECT_FALSE(cuda::take_event_wait(s1));
+  cuda::note_event_wait(s1);
+  cuda::note_event_wait(s1);  // two waits in a row leave one mark
+  cuda::note_event_wait(s2);
+  EXPECT_TRUE(cuda::take_event_wait(s2));
+  EXPECT_FALSE(cuda::take_event_wait(s2));
+  EXPECT_TRUE(cuda::take_event_wait(s1));
+  EXPECT_FALSE(cuda::take_event_wait(s1));
+}
 
 class CudaLaunchOrderTest : public CudaOpTest,
                             public ::testing::WithParamInterface<std::tuple<JoinShape, bool>> {};

@@ -1,6 +1,7 @@
 // The per-device state of a CUDA backend.
 #include "engine/ops/cuda/device_context.h"
 
+#include "engine/ops/cuda/launch_overlap.h"
 #include "engine/ops/cuda/step_ops.h"
 
 #include <algorithm>

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/ops/cuda/cuda_check.h"
+#include "engine/ops/cuda/launch_overlap.h"
 
 namespace flashdesk::cuda {
 namespace {
@@ -86,8 +87,6 @@ void record_event(cudaEvent_t event, cudaStream_t stream) {
   offer_then_issue(event_key(StepOpKind::EventRecord, event, stream, "event record"),
                    [=] { FD_CUDA_CHECK(cudaEventRecord(event, stream)); });
 }
-
-void note_event_wait(cudaStream_t stream);  // cuda_compat.cuh
 
 void wait_event(cudaStream_t stream, cudaEvent_t event) {
   offer_then_issue(event_key(StepOpKind::EventWait, event, stream, "event wait"), [=] {
