@@ -1,7 +1,7 @@
 // Beside-lane sections as the model makes them (a writer on one stream, kernels on the other that
 // read what it wrote after a fork or a join), with one writer made slow, so that a test can check
 // that every reader waits for what it reads: in step graphs, kernels after event waits launched
-// with the overlap did not (cuda_compat.cuh note_event_wait).
+// with the overlap did not (launch_overlap.h note_event_wait).
 #pragma once
 
 #include <cstdint>
