@@ -70,9 +70,9 @@ void CudaBackend::prefetch_weights(std::span<const LinearWeight* const> weights,
   if (l2_prefetch_ == L2Prefetch::Off || rows > cuda::kGemvTokens) return;
   cuda::DeviceGuard g(ctx_->device());
   // At most three quarters of L2, the first weights first: more would evict what came before.
-  int64_t budget = static_cast<int64_t>(ctx_->props().l2CacheSize) / 4 * 3;
+  const int64_t cap = static_cast<int64_t>(ctx_->props().l2CacheSize) / 4 * 3;
+  int64_t budget = cap;
   cuda::PrefetchSpans s{};
-  int64_t total = 0;
   for (const LinearWeight* w : weights) {
     for (const Tensor* t : {&w->data, &w->scale}) {
       if (!t->defined() || t->host_accessible() || s.count == cuda::kMaxSpans) continue;
@@ -85,12 +85,11 @@ void CudaBackend::prefetch_weights(std::span<const LinearWeight* const> weights,
       s.bytes[s.count] = bytes;
       ++s.count;
       budget -= bytes;
-      total += bytes;
     }
   }
   if (s.count == 0) return;
   s.evict_last = l2_prefetch_ == L2Prefetch::EvictLast ? 1 : 0;
-  const int64_t chunks = (total + cuda::kChunkBytes - 1) / cuda::kChunkBytes;
+  const int64_t chunks = (cap - budget + cuda::kChunkBytes - 1) / cuda::kChunkBytes;
   const unsigned blocks = static_cast<unsigned>(
       std::clamp<int64_t>((chunks + cuda::kThreads - 1) / cuda::kThreads, 1, cuda::kMaxBlocks));
   FD_LAUNCH(cuda::l2_prefetch_kernel, dim3(blocks), dim3(cuda::kThreads), 0, ctx_->stream(), s);
