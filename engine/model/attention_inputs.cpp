@@ -23,9 +23,6 @@ AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
   be.quantize_rows(KvFormat::Fp8Window, kv, in.step_kv, 0);
   if (beside && beside->with_kv) beside->with_kv();
   const Backend::Beside kv_done = be.beside_end();
-  // wq_b, the largest of the three, streams after wq_a and its norm, which leave the bus half idle.
-  const LinearWeight* const next[] = {&A.wq_b};
-  be.prefetch_weights(next, n);
   in.qr = be.alloc(DType::F32, Shape{n, text.q_lora_rank});
   be.linear(x, A.wq_a, kQuantLinear, in.qr);
   be.rms_norm(in.qr, &A.q_norm, eps, in.qr);

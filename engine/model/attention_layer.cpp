@@ -33,10 +33,6 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
       project_attention_inputs(be_, A, text_, x, positions_, freq, beside ? &work : nullptr);
   const Tensor &qr = in.qr, &q = in.q, &step_kv = in.step_kv;
   observe(layer, "attn_q", q);
-  // The output projections stream after the compressor, the indexer and the attention, none of
-  // which keeps the bus busy at decode sizes.
-  const LinearWeight* const outputs[] = {&A.wo_a, &A.wo_b};
-  be_.prefetch_weights(outputs, n);
 
   if (!beside) {
     if (compress_here) compress(layer, x);

@@ -21,12 +21,6 @@ Tensor StepRunner::moe(int64_t layer, const Tensor& x) {
     be_.moe_shared_expert(x, *M.shared, limit, shared_y);
     shared_done = be_.beside_end();
   }
-  // The shared expert streams in the experts' kernels after the gate and the router, which keep
-  // the bus idle at decode sizes.
-  if (M.shared && !ahead) {
-    const LinearWeight* const shared_weights[] = {&M.shared->w1, &M.shared->w3, &M.shared->w2};
-    be_.prefetch_weights(shared_weights, n);
-  }
   Tensor logits = f32(Shape{n, E});
   be_.linear(x, M.gate, kF32Linear, logits);
   Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = f32(Shape{n, k});

@@ -301,13 +301,6 @@ class Backend {
   virtual void moe_experts_rounded(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                    std::span<const ExpertWeights* const> experts,
                                    const ExpertWeights* shared, float swiglu_limit, Tensor& y);
-  // A hint: the ops about to be issued stream these weights for `rows` rows, after kernels that
-  // leave the memory bus idle. A backend may start moving the weights closer (the CUDA backend:
-  // into L2, FLASHDESK_CUDA_L2_PREFETCH). Changes no value. Default: nothing.
-  virtual void prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) {
-    (void)weights;
-    (void)rows;
-  }
   // The shared expert beside the router. It does not depend on the routing, so where a backend
   // gains from it (shared_expert_beside_router: the CUDA backend at decode sizes, where the gate
   // and the router leave the GPU's bandwidth idle) the model computes its term first, in a beside

@@ -157,11 +157,6 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_SHARED_AHEAD=0|1 (default 0): at decode sizes the model computes the shared
   // expert beside the gate and the router (Backend::shared_expert_beside_router).
   read_switch("FLASHDESK_CUDA_SHARED_AHEAD", shared_ahead_);
-  // FLASHDESK_CUDA_L2_PREFETCH=0|1|last (default 0): set_l2_prefetch (the benchmarks' A/B).
-  if (const auto p = read_choice("FLASHDESK_CUDA_L2_PREFETCH", {"0", "1", "last"}))
-    l2_prefetch_ = *p == "1"      ? L2Prefetch::Normal
-                   : *p == "last" ? L2Prefetch::EvictLast
-                                  : L2Prefetch::Off;
   // FLASHDESK_CUDA_MOE_SPLIT=0|1 (default 1): the tensor-core decode experts run the FP8 shared
   // slot as parts over K, each about a routed FP4 expert's bytes (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_MOE_SPLIT", split_shared_tc_);

@@ -302,14 +302,6 @@ class CudaBackend final : public Backend {
   // The shared expert beside the router at decode sizes (FLASHDESK_CUDA_SHARED_AHEAD=1; off by
   // default: measured slower, docs/cuda-backend.md).
   void set_shared_expert_ahead(bool on) { shared_ahead_ = on; }
-  // Weights prefetched into L2 at decode sizes (l2_prefetch.cu): Off, Normal (the L2's usual
-  // eviction) or EvictLast (marked to stay while other data streams through). Off by default until
-  // measured on a GPU; FLASHDESK_CUDA_L2_PREFETCH=0|1|last.
-  enum class L2Prefetch { Off, Normal, EvictLast };
-  void prefetch_weights(std::span<const LinearWeight* const> weights, int64_t rows) override;
-  void set_l2_prefetch(L2Prefetch mode) { l2_prefetch_ = mode; }
-  // The prefetch grids issued so far (launched or captured).
-  uint64_t l2_prefetch_launches() const { return l2_prefetch_launches_; }
 
   void engram_gather(const QuantTable& table, std::span<const int64_t> ids, Tensor& e) override;
   void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight, const Tensor& k_weight,
@@ -364,10 +356,8 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
-  bool split_shared_tc_ = true;               // FLASHDESK_CUDA_MOE_SPLIT
-  bool shared_ahead_ = false;                 // FLASHDESK_CUDA_SHARED_AHEAD
-  L2Prefetch l2_prefetch_ = L2Prefetch::Off;  // FLASHDESK_CUDA_L2_PREFETCH
-  uint64_t l2_prefetch_launches_ = 0;
+  bool split_shared_tc_ = true;       // FLASHDESK_CUDA_MOE_SPLIT
+  bool shared_ahead_ = false;         // FLASHDESK_CUDA_SHARED_AHEAD
   bool fuse_ = true;                  // FLASHDESK_CUDA_FUSE
   bool bf16_streams_ = true;          // FLASHDESK_CUDA_BF16_STREAMS
   bool two_block_boundaries_ = true;  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
