@@ -349,8 +349,8 @@ std::vector<Tensor> SyntheticLayer::index(const Tensor& qr, const Tensor& x,
 }
 
 Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> positions,
-                                 std::vector<SeqCache*>& seqs, int64_t first_position,
-                                 bool prefill) {
+                                 std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill,
+                                 const std::function<void()>& after_sections) {
   const Weights& w = *w_;
   const int64_t n = x.rows(), D = t_.head_dim, H = t_.num_attention_heads;
   const int64_t per_seq = n / static_cast<int64_t>(seqs.size()), W = t_.sliding_window;
@@ -369,6 +369,7 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
   if (beside && w.c_wkv) compress(x, seqs, first_position);
   const Backend::Beside kv_section = be_.beside_end();
+  if (!beside) after_sections();
   Tensor qr = be_.alloc(DType::F32, Shape{n, t_.q_lora_rank});
   be_.linear(x, w.wq_a, kQuantLinear, qr);
   be_.rms_norm(qr, &w.q_norm, eps, qr);
@@ -377,6 +378,7 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
     be_.beside_begin();
     topk = index(qr, x, positions, seqs, first_position, candidates);
     index_section = be_.beside_end();
+    after_sections();
   }
   Tensor q = be_.alloc(DType::F32, Shape{n, H, D});
   be_.linear(qr, w.wq_b, kQuantLinear, q);
@@ -463,8 +465,11 @@ Tensor SyntheticLayer::step(const Tensor& X, const Tensor& u, std::span<const in
   const HcSettings hs{hc, eps, static_cast<float>(t_.hc_eps), t_.hc_sinkhorn_iters};
   auto f32 = [&](Shape s) { return be_.alloc(DType::F32, s); };
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
-  Backend::Beside mixes = be_.hc_mixes_beside(X, w.hc_attn, hs, pre_a, post_a, comb_a);
-  Tensor a = attention(u, positions, seqs, first_position, prefill);
+  // The mixes after the beside sections the attention joins, as StepRunner::run_block.
+  Backend::Beside mixes;
+  Tensor a = attention(u, positions, seqs, first_position, prefill, [&] {
+    mixes = be_.hc_mixes_beside(X, w.hc_attn, hs, pre_a, post_a, comb_a);
+  });
   be_.join(mixes);
   auto streams = [&](Shape s) { return be_.alloc(be_.stream_dtype(), s); };
   Tensor X1 = streams(Shape{n, hc, D}), u2 = f32(Shape{n, D});

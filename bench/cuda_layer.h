@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,8 +60,10 @@ class SyntheticLayer {
   // u: X's attention input (attn_in_, prefill_u_).
   Tensor step(const Tensor& X, const Tensor& u, std::span<const int64_t> positions,
               std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill);
+  // after_sections: called once the beside sections it joins are issued (BesideWork).
   Tensor attention(const Tensor& x, std::span<const int64_t> positions,
-                   std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill);
+                   std::vector<SeqCache*>& seqs, int64_t first_position, bool prefill,
+                   const std::function<void()>& after_sections);
   void compress(const Tensor& x, std::vector<SeqCache*>& seqs, int64_t first_position);
   std::vector<Tensor> index(const Tensor& qr, const Tensor& x, std::span<const int64_t> positions,
                             std::vector<SeqCache*>& seqs, int64_t first_position,

@@ -23,9 +23,9 @@
 //                     step of each role and batch, and its calls that may wait for the device;
 //                     default 0)]
 //                    [--timeline 0|1 (one batch-1 decode step of each role traced by CUPTI:
-//                     every kernel's start and end, cuda_timeline.h, as launches and, with
-//                     --graph 1, as a replayed step graph; and one more prefill of each role,
-//                     its idle gaps; default 0)]
+//                     every kernel's start and end, cuda_timeline.h, as launches (also from a
+//                     held, full launch queue) and, with --graph 1, as a replayed step graph;
+//                     and one more prefill of each role, its idle gaps; default 0)]
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -325,6 +325,14 @@ static int run_bench(int argc, char** argv) {
         flashdesk::bench::kernel_trace_begin();
         layer.decode(0);
         timelines.emplace_back(role_label(role), flashdesk::bench::kernel_trace_end());
+        // The same step issued behind a held stream: CUPTI's cost a launch no longer spaces the
+        // kernels out, so the spans show the launches' own overlaps (a beside lane's included).
+        be.synchronize();
+        flashdesk::bench::kernel_trace_begin();
+        cb::queued_device_ms(
+            be, [&] { layer.decode(0); }, 20.0);
+        timelines.emplace_back(role_label(role) + ", launched from a full queue (after the hold)",
+                               flashdesk::bench::kernel_trace_end());
       }
     }
   }

@@ -23,14 +23,17 @@ AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
   be.quantize_rows(KvFormat::Fp8Window, kv, in.step_kv, 0);
   if (beside && beside->with_kv) beside->with_kv();
   const Backend::Beside kv_done = be.beside_end();
+  const bool qr_section = beside && beside->with_qr;
+  if (beside && beside->after_sections && !qr_section) beside->after_sections();
   in.qr = be.alloc(DType::F32, Shape{n, text.q_lora_rank});
   be.linear(x, A.wq_a, kQuantLinear, in.qr);
   be.rms_norm(in.qr, &A.q_norm, eps, in.qr);
   Backend::Beside qr_done;
-  if (beside && beside->with_qr) {
+  if (qr_section) {
     be.beside_begin();
     beside->with_qr(in.qr);
     qr_done = be.beside_end();
+    if (beside->after_sections) beside->after_sections();
   }
   in.q = be.alloc(DType::F32, Shape{n, H, D});
   be.linear(in.qr, A.wq_b, kQuantLinear, in.q);

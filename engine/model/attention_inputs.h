@@ -24,9 +24,14 @@ struct AttentionInputs {
 // compressor and the indexer of a layer where Backend::indexer_beside_query says so): `with_kv`
 // after the key/value row in its section, `with_qr` in a section of its own once the query latent
 // exists (the indexer reads it). Both are joined before project_attention_inputs returns.
+// `after_sections` is called once the sections joined here have been issued (after the key/value
+// row's, or after with_qr's where there is one): the place for beside work of the caller's own
+// that the attention does not wait for (the sublayer's mixes), which issued before them would
+// hold them back (a backend's beside lane runs its sections in order).
 struct BesideWork {
   std::function<void()> with_kv;
   std::function<void(const Tensor& qr)> with_qr;
+  std::function<void()> after_sections;
 };
 
 AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,

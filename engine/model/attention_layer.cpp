@@ -10,7 +10,8 @@
 
 namespace flashdesk {
 
-Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_done) {
+Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_done,
+                             const std::function<void()>& after_sections) {
   const LayerRole& role = model_.roles_[static_cast<size_t>(layer)];
   const AttentionWeights& A = w_.layers[static_cast<size_t>(layer)].attn;
   const std::vector<float>& freq = model_.rope_[static_cast<size_t>(layer)];
@@ -22,6 +23,7 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
   const bool compress_here = A.compressor && !compressed_done;
   const bool beside = A.indexer && !obs_ && be_.indexer_beside_query(n);
   BesideWork work;
+  work.after_sections = after_sections;
   if (beside) {
     if (compress_here) {
       reserve_compressed_entries(layer);
@@ -29,8 +31,7 @@ Tensor StepRunner::attention(int64_t layer, const Tensor& x, bool compressed_don
     }
     work.with_qr = [&](const Tensor& qr) { index(layer, qr, x); };
   }
-  const AttentionInputs in =
-      project_attention_inputs(be_, A, text_, x, positions_, freq, beside ? &work : nullptr);
+  const AttentionInputs in = project_attention_inputs(be_, A, text_, x, positions_, freq, &work);
   const Tensor &qr = in.qr, &q = in.q, &step_kv = in.step_kv;
   observe(layer, "attn_q", q);
 

@@ -227,18 +227,24 @@ void StepRunner::run_block(int64_t layer) {
   const int64_t n = n_rows_;
   Tensor pre_a = f32(Shape{n, hc}), post_a = f32(Shape{n, hc}), comb_a = f32(Shape{n, hc, hc});
   // A sublayer's mixes are read only by its expansion (post, comb) and the next sublayer's input
-  // (pre): a backend may compute them beside the sublayer's body.
-  Backend::Beside mixes = be_.hc_mixes_beside(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
-  if (obs_) {
-    be_.join(mixes);
-    observe(layer, "hc_attn_pre", pre_a);
-    observe(layer, "hc_attn_post", post_a);
-    observe(layer, "hc_attn_comb", comb_a);
-  }
+  // (pre): a backend may compute them beside the sublayer's body. The attention's are issued
+  // after the beside sections the attention waits for (its key/value row's; issued first, the
+  // mixes held that row back on the CUDA backend's lane: docs/cuda-backend.md, thirty-seventh
+  // session).
+  Backend::Beside mixes;
+  auto issue_mixes = [&] {
+    mixes = be_.hc_mixes_beside(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
+    if (obs_) {
+      be_.join(mixes);
+      observe(layer, "hc_attn_pre", pre_a);
+      observe(layer, "hc_attn_post", post_a);
+      observe(layer, "hc_attn_comb", comb_a);
+    }
+  };
   const Tensor attn_in =
       next_attn_input_.defined() ? next_attn_input_ : attn_input(X_, pre_, L.attn_norm);
   next_attn_input_ = Tensor();
-  Tensor a = attention(layer, attn_in, compressed_done);
+  Tensor a = attention(layer, attn_in, compressed_done, issue_mixes);
   if (obs_) obs_->on_attn_out(layer, rows_, to_host(a));
   be_.join(mixes);
   // The streams after attention and the FFN's input in one op (the single-pass mHC: the FFN's

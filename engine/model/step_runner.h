@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string_view>
@@ -42,7 +43,9 @@ class StepRunner {
   Tensor attn_input(const Tensor& X, const Tensor& pre, const Tensor& norm);
 
   // attention_layer.cpp
-  Tensor attention(int64_t layer, const Tensor& x, bool compressed_done);
+  // after_sections: BesideWork::after_sections (the sublayer's mixes), called once in every case.
+  Tensor attention(int64_t layer, const Tensor& x, bool compressed_done,
+                   const std::function<void()>& after_sections);
   void compress(int64_t layer, const Tensor& x);
   // Room for every entry this step's compression of `layer` may add (compress grows the caches
   // itself otherwise): taken before a beside section compresses, since a growth there would free
