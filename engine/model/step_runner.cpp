@@ -233,13 +233,7 @@ void StepRunner::run_block(int64_t layer) {
   // session).
   Backend::Beside mixes;
   auto issue_mixes = [&] {
-    mixes = be_.hc_mixes_beside(X_, L.hc_attn, hs, pre_a, post_a, comb_a);
-    if (obs_) {
-      be_.join(mixes);
-      observe(layer, "hc_attn_pre", pre_a);
-      observe(layer, "hc_attn_post", post_a);
-      observe(layer, "hc_attn_comb", comb_a);
-    }
+    mixes = mixes_beside(layer, X_, L.hc_attn, hs, "hc_attn", pre_a, post_a, comb_a);
   };
   const Tensor attn_in =
       next_attn_input_.defined() ? next_attn_input_ : attn_input(X_, pre_, L.attn_norm);
@@ -254,13 +248,7 @@ void StepRunner::run_block(int64_t layer) {
                               static_cast<float>(text_.rms_norm_eps), X1, u);
 
   Tensor pre_f = f32(Shape{n, hc}), post_f = f32(Shape{n, hc}), comb_f = f32(Shape{n, hc, hc});
-  mixes = be_.hc_mixes_beside(X1, L.hc_ffn, hs, pre_f, post_f, comb_f);
-  if (obs_) {
-    be_.join(mixes);
-    observe(layer, "hc_ffn_pre", pre_f);
-    observe(layer, "hc_ffn_post", post_f);
-    observe(layer, "hc_ffn_comb", comb_f);
-  }
+  mixes = mixes_beside(layer, X1, L.hc_ffn, hs, "hc_ffn", pre_f, post_f, comb_f);
   Tensor y = moe(layer, u);
   if (obs_) obs_->on_ffn_out(layer, rows_, to_host(y));
   be_.join(mixes);
@@ -276,6 +264,18 @@ void StepRunner::run_block(int64_t layer) {
   X_ = X2;
   pre_ = pre_f;
   if (obs_) obs_->on_block_out(layer, rows_, streams_to_host(X_), to_host(pre_));
+}
+
+Backend::Beside StepRunner::mixes_beside(int64_t layer, const Tensor& X, const HcParams& p,
+                                         const HcSettings& hs, std::string_view name, Tensor& pre,
+                                         Tensor& post, Tensor& comb) {
+  const Backend::Beside mixes = be_.hc_mixes_beside(X, p, hs, pre, post, comb);
+  if (!obs_) return mixes;
+  be_.join(mixes);
+  observe(layer, std::string(name) + "_pre", pre);
+  observe(layer, std::string(name) + "_post", post);
+  observe(layer, std::string(name) + "_comb", comb);
+  return mixes;
 }
 
 bool StepRunner::next_input_follows(int64_t layer) const {

@@ -84,6 +84,11 @@ class StepRunner {
   Tensor as_stream_rows(const Tensor& rows);
   // Hands a finer per-row tensor of `layer` to the observer, if there is one.
   void observe(int64_t layer, std::string_view kind, const Tensor& t);
+  // A sublayer's mixes in a beside section (Backend::hc_mixes_beside); an observer sees them at
+  // once as `name`_pre, _post and _comb (the section joined first).
+  Backend::Beside mixes_beside(int64_t layer, const Tensor& X, const HcParams& p,
+                               const HcSettings& hs, std::string_view name, Tensor& pre,
+                               Tensor& post, Tensor& comb);
   std::span<const RowInfo> row_info(const SeqRows& s) const {
     return std::span<const RowInfo>(rows_).subspan(static_cast<size_t>(s.first_row),
                                                    static_cast<size_t>(s.n_rows));
