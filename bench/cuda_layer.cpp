@@ -297,11 +297,8 @@ void SyntheticLayer::compress(const Tensor& x, std::vector<SeqCache*>& seqs,
     for (int64_t j = 0; j < e; ++j) pos[static_cast<size_t>(j)] = (at + j) * m;
     Tensor k = be_.alloc(DType::F32, Shape{e, d_ih});
     be_.linear(lat, *w.index_wk, kBf16Linear, k);
-    be_.rms_norm(k, &w.index_k_norm, eps, k);
-    be_.rope(k, d_ih, pos, inv_freq_, false);
-    be_.quantize_rows(KvFormat::Fp4Key, k, c.keys, at);
-    be_.rope(lat, hd, pos, inv_freq_, false);
-    be_.quantize_rows(KvFormat::Fp4Entry, lat, c.entries, at);
+    be_.rope_quantize_rows(k, &w.index_k_norm, eps, pos, inv_freq_, KvFormat::Fp4Key, c.keys, at);
+    be_.rope_quantize_rows(lat, nullptr, eps, pos, inv_freq_, KvFormat::Fp4Entry, c.entries, at);
   }
 }
 
@@ -363,10 +360,9 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   be_.beside_begin();
   Tensor kv = be_.alloc(DType::F32, Shape{n, D});
   be_.linear(x, w.wkv, kQuantLinear, kv);
-  be_.rms_norm(kv, &w.kv_norm, eps, kv);
-  be_.rope(kv, D, positions, inv_freq_, false);
   Tensor step_kv = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
-  be_.quantize_rows(KvFormat::Fp8Window, kv, step_kv, 0);
+  be_.rope_quantize_rows(kv, &w.kv_norm, eps, positions, inv_freq_, KvFormat::Fp8Window, step_kv,
+                         0);
   if (beside && w.c_wkv) compress(x, seqs, first_position);
   const Backend::Beside kv_section = be_.beside_end();
   if (!beside) after_sections();

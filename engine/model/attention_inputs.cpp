@@ -17,10 +17,9 @@ AttentionInputs project_attention_inputs(Backend& be, const AttentionWeights& A,
   be.beside_begin();
   Tensor kv = be.alloc(DType::F32, Shape{n, D});
   be.linear(x, A.wkv, kQuantLinear, kv);
-  be.rms_norm(kv, &A.kv_norm, eps, kv);
-  be.rope(kv, D, positions, inv_freq, false);
   in.step_kv = be.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
-  be.quantize_rows(KvFormat::Fp8Window, kv, in.step_kv, 0);
+  be.rope_quantize_rows(kv, &A.kv_norm, eps, positions, inv_freq, KvFormat::Fp8Window, in.step_kv,
+                        0);
   if (beside && beside->with_kv) beside->with_kv();
   const Backend::Beside kv_done = be.beside_end();
   const bool qr_section = beside && beside->with_qr;

@@ -134,11 +134,10 @@ void StepRunner::compress(int64_t layer, const Tensor& x) {
     reserve_entries(be_, g, g.n_entries + e);
     Tensor k = f32(Shape{e, d_ih});
     be_.linear(lat, C.index_wk, kBf16Linear, k);
-    be_.rms_norm(k, &C.index_k_norm, eps, k);
-    be_.rope(k, d_ih, entry_pos, freq, false);
-    be_.quantize_rows(KvFormat::Fp4Key, k, g.index_keys, g.n_entries);
-    be_.rope(lat, D, entry_pos, freq, false);
-    be_.quantize_rows(KvFormat::Fp4Entry, lat, g.entries, g.n_entries);
+    be_.rope_quantize_rows(k, &C.index_k_norm, eps, entry_pos, freq, KvFormat::Fp4Key, g.index_keys,
+                           g.n_entries);
+    be_.rope_quantize_rows(lat, nullptr, eps, entry_pos, freq, KvFormat::Fp4Entry, g.entries,
+                           g.n_entries);
     g.n_entries += e;
   }
 }

@@ -88,10 +88,8 @@ void DsparkDrafter::seed(DraftState& state, const Tensor& features, int64_t firs
     const AttentionWeights& A = w_.stages[m].attn;
     Tensor kv = f32(Shape{n, D});
     be_.linear(main_x, A.wkv, kQuantLinear, kv);
-    be_.rms_norm(kv, &A.kv_norm, eps, kv);
-    be_.rope(kv, D, positions, rope_, false);
     Tensor q8 = be_.alloc(DType::U8, Shape{n, kv_row_bytes(KvFormat::Fp8Window, D)});
-    be_.quantize_rows(KvFormat::Fp8Window, kv, q8, 0);
+    be_.rope_quantize_rows(kv, &A.kv_norm, eps, positions, rope_, KvFormat::Fp8Window, q8, 0);
     WindowRing& ring = state.rings[m];
     be_.scatter_rows(q8, src, ring.rows, slots);
     for (size_t i = 0; i < src.size(); ++i)

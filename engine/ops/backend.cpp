@@ -32,6 +32,15 @@ void Backend::sparse_attention_unrotated(const AttentionArgs& args, std::span<co
   rope(out, out.dim(out.shape().rank() - 1), args.positions, inv_freq, true);
 }
 
+void Backend::rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
+                                 std::span<const int64_t> positions,
+                                 std::span<const float> inv_freq, KvFormat format, Tensor& dst,
+                                 int64_t first_row) {
+  if (norm) rms_norm(x, norm, eps, x);
+  rope(x, x.shape().row_numel(), positions, inv_freq, false);
+  quantize_rows(format, x, dst, first_row);
+}
+
 void Backend::moe_experts_rounded(const Tensor& x, const Tensor& ids, const Tensor& weights,
                                   std::span<const ExpertWeights* const> experts,
                                   const ExpertWeights* shared, float swiglu_limit, Tensor& y) {

@@ -255,6 +255,13 @@ class Backend {
   // -- KV caches --
   // Rows of x [n, dim] quantised into dst rows [first_row, first_row + n) in `format`.
   virtual void quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, int64_t first_row) = 0;
+  // A cache row's last steps as one op, so that a backend may run them as one kernel: x [n,
+  // head_dim] (one head a row) = rope(rms_norm(x, *norm, eps)) (no norm where `norm` is null),
+  // then dst's rows from first_row = quantize_rows(format, x). Default: the three ops.
+  virtual void rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
+                                  std::span<const int64_t> positions,
+                                  std::span<const float> inv_freq, KvFormat format, Tensor& dst,
+                                  int64_t first_row);
   // out [n, dim] F32 = dequantised src rows [first_row, first_row + n).
   virtual void dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row,
                                Tensor& out) = 0;

@@ -1,9 +1,13 @@
 // Cache rows on the CUDA backend: the three quantised row formats bit-identical to cpu-reference
 // (codes and scales; edge magnitudes included), their dequantisation exact, and the compressor
-// pooling within 1 BF16 ulp (exp may round differently) with the pending rows moved exactly.
+// pooling within 1 BF16 ulp (exp may round differently) with the pending rows moved exactly, and
+// the rows' norm, RoPE and quantisation in one kernel the three kernels' bits.
 #include <bit>
+#include <cmath>
+#include <string>
 
 #include "engine/ops/cuda/code_decode_probe.h"
+#include "engine/ops/cuda/device_context.h"
 #include "engine/util/numeric.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -81,6 +85,57 @@ TEST_F(CudaKvTest, CompressorPoolsGroupsAndKeepsTheTail) {
                        std::vector<float>(scc.begin(), scc.begin() + live), "pending score");
     }
   }
+}
+
+// rope_quantize_rows in one kernel (set_fused_cache_rows) gives the three kernels' bits, codes,
+// scales and the rotated row alike: the window's key/value row (FP8, 512 values, normed), a
+// compressed entry (FP4, 512, not normed) and its index key (FP4 keys, 128, normed), at one and
+// three decode rows written from row 4 of the table, at positions with large angles.
+TEST_F(CudaKvTest, CacheRowsInOneKernelGiveTheThreeKernelsBits) {
+  struct Case {
+    KvFormat format;
+    int64_t dim;
+    bool normed;
+  };
+  const Case cases[] = {{KvFormat::Fp8Window, 512, true},
+                        {KvFormat::Fp4Entry, 512, false},
+                        {KvFormat::Fp4Key, 128, true}};
+  std::vector<float> inv_freq(32);
+  for (size_t p = 0; p < inv_freq.size(); ++p)
+    inv_freq[p] = static_cast<float>(std::pow(10000.0, -2.0 * double(p) / 64.0));
+  for (const Case& c : cases) {
+    for (int64_t n : {1, 3}) {
+      SCOPED_TRACE(std::to_string(int(c.format)) + " dim " + std::to_string(c.dim) + ", " +
+                   std::to_string(n) + " rows");
+      const int64_t cap = 12, first = 4, rb = kv_row_bytes(c.format, c.dim);
+      const std::vector<float> x = cache_rows(n, c.dim, static_cast<uint32_t>(c.dim + n));
+      const std::vector<float> w = random_bf16(static_cast<size_t>(c.dim), 77, 1.5f);
+      std::vector<int64_t> positions;
+      for (int64_t r = 0; r < n; ++r) positions.push_back(16383 + 997 * r);
+      Tensor norm = gpu().alloc(DType::F32, Shape{c.dim});
+      gpu().write(norm, w.data(), norm.nbytes());
+      const std::vector<uint8_t> fill(static_cast<size_t>(cap * rb), 0x5A);
+      auto run = [&](bool one_kernel, std::vector<float>& row_out) {
+        gpu().set_fused_cache_rows(one_kernel);
+        Tensor xt = gpu().alloc(DType::F32, Shape{n, c.dim});
+        gpu().write(xt, x.data(), xt.nbytes());
+        Tensor rows = gpu().alloc(DType::U8, Shape{cap, rb});
+        gpu().write(rows, fill.data(), rows.nbytes());
+        const uint64_t before = cuda::kernels_launched();
+        gpu().rope_quantize_rows(xt, c.normed ? &norm : nullptr, 1e-6f, positions, inv_freq,
+                                 c.format, rows, first);
+        // One kernel, or the norm's, RoPE's and the quantisation's.
+        EXPECT_EQ(cuda::kernels_launched() - before, one_kernel ? 1u : c.normed ? 3u : 2u);
+        row_out = from_gpu<float>(xt);
+        return from_gpu<uint8_t>(rows);
+      };
+      std::vector<float> x_three, x_one;
+      const std::vector<uint8_t> three = run(false, x_three), one = run(true, x_one);
+      expect_identical(one, three, "cache rows");
+      expect_identical(x_one, x_three, "rotated rows");
+    }
+  }
+  gpu().set_fused_cache_rows(false);
 }
 
 // The branchless decoders the attention kernels stage keys with give every code's value bit for

@@ -3,8 +3,9 @@
 // the same inputs), whether a step replays a recorded graph (its per-step values in device
 // memory) or is captured, also where a host read cuts a step into several graphs (routed experts
 // in host memory) or the step is launched in parts of a layer; most steps and parts replay; the
-// fused ops give the logits of their separate kernels within the goldens' bound, and the indexer
-// beside the query gives those of the in-place order. Skipped without a
+// fused ops give the logits of their separate kernels within the goldens' bound, the indexer
+// beside the query gives those of the in-place order, and the cache rows' norm, RoPE and
+// quantisation in one kernel those of the three. Skipped without a
 // CUDA device (the cuda-emu build runs it on the emulation, whose graphs run their captured work
 // when launched, as on the device).
 #include <gtest/gtest.h>
@@ -116,6 +117,26 @@ TEST(StepGraphs, FusedOpsGiveTheLogitsOfTheSeparateKernels) {
               std::max_element(got[i].begin(), got[i].end()) - got[i].begin())
         << "step " << i;
   }
+#endif
+}
+
+// A cache row's norm, RoPE and quantisation in one kernel (set_fused_cache_rows: the window's
+// key/value row, a compressed entry and its index key) give the three kernels' bits, so the
+// logits to the bit, launched and as step graphs (where a compressed entry's row is a value in
+// device memory).
+TEST(StepGraphs, FusedCacheRowsGiveTheLogitsOfTheThreeKernels) {
+#ifndef FLASHDESK_HAVE_CUDA
+  GTEST_SKIP() << cuda_unavailable_reason();
+#else
+  if (cuda_devices().empty()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason();
+  CudaBackend three(0), one(0), graphed(0);
+  three.set_fused_cache_rows(false);
+  one.set_fused_cache_rows(true);
+  graphed.set_fused_cache_rows(true);
+  graphed.set_step_graph_part_layers(0);
+  const auto want = run_steps(three, false, -1);
+  expect_same_bits(want, run_steps(one, false, -1));
+  expect_same_bits(want, run_steps(graphed, true, -1));
 #endif
 }
 

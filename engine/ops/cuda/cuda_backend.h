@@ -269,6 +269,12 @@ class CudaBackend final : public Backend {
   void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                  Tensor& out) override;
 
+  // One kernel at decode sizes where set_fused_cache_rows is on (FLASHDESK_CUDA_FUSE_CACHE_ROWS=1;
+  // off by default until measured on a GPU), else the three ops.
+  void rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
+                          std::span<const int64_t> positions, std::span<const float> inv_freq,
+                          KvFormat format, Tensor& dst, int64_t first_row) override;
+  void set_fused_cache_rows(bool on) { fuse_cache_rows_ = on; }
   void quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, int64_t first_row) override;
   void dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row, Tensor& out) override;
   void compressor_pool(const Tensor& kv, const Tensor& score, int64_t ratio, Tensor& pending_kv,
@@ -359,6 +365,7 @@ class CudaBackend final : public Backend {
   bool split_shared_tc_ = true;       // FLASHDESK_CUDA_MOE_SPLIT
   bool shared_ahead_ = false;         // FLASHDESK_CUDA_SHARED_AHEAD
   bool fuse_ = true;                  // FLASHDESK_CUDA_FUSE
+  bool fuse_cache_rows_ = false;      // FLASHDESK_CUDA_FUSE_CACHE_ROWS
   bool bf16_streams_ = true;          // FLASHDESK_CUDA_BF16_STREAMS
   bool two_block_boundaries_ = true;  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
   bool grouped_moe_ = true;

@@ -8,6 +8,7 @@
 #include "engine/ops/cuda/cuda_backend.h"
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
+#include "engine/ops/cuda/row_norm.cuh"
 #include "engine/ops/cuda/stream_io.cuh"
 
 namespace flashdesk {
@@ -32,34 +33,13 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float eps, int64
 }
 
 // The same for rows of at most kNormHeld * blockDim.x values, each thread's values and weights
-// loaded at once and held: the loop above waits on a load each round, twice (a decode step's
-// 5120-wide norm: 7 µs on the H200). The same arithmetic in the same order.
-constexpr int kNormHeld = 8;
+// loaded at once and held (row_norm.cuh): the loop above waits on a load each round, twice (a
+// decode step's 5120-wide norm: 7 µs on the H200). The same arithmetic in the same order.
 __global__ void rms_norm_held_kernel(const float* x, const float* w, float eps, int64_t d,
                                      float* y) {
   FD_GRID_PROLOGUE();
   __shared__ float scratch[32];
-  const float* row = x + blockIdx.x * d;
-  float v[kNormHeld], wv[kNormHeld];
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-    v[u] = j < d ? row[j] : 0.0f;
-    wv[u] = w && j < d ? w[j] : 0.0f;
-  }
-  float ss = 0.0f;
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u)
-    if (threadIdx.x + static_cast<int64_t>(u) * blockDim.x < d) ss += v[u] * v[u];
-  const float r = 1.0f / sqrtf(block_sum(ss, scratch) / static_cast<float>(d) + eps);
-  float* out = y + blockIdx.x * d;
-  FD_UNROLL
-  for (int u = 0; u < kNormHeld; ++u) {
-    const int64_t j = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
-    if (j >= d) continue;
-    const float nv = __fmul_rn(v[u], r);
-    out[j] = round_bf16(w ? __fmul_rn(wv[u], nv) : nv);
-  }
+  rms_norm_held_row(x + blockIdx.x * d, w, eps, d, scratch, y + blockIdx.x * d);
 }
 
 // One thread per (row, group of kRopeHeads heads, pair): the pair (2p, 2p+1) of the heads' last
@@ -157,10 +137,9 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor* weight, float eps, Ten
   if (weight) check_shape(*weight, Shape{d}, "rms_norm weight");
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  // Few rows (decode): a wider block per row, about 4 values a thread, so the row's loads are in
-  // flight at once instead of 20 after each other (10 µs a call at d = 5120 with 256 threads).
+  // Few rows (decode): a wider block per row (row_norm.cuh).
   int64_t threads = cuda::kRowThreads;
-  if (n < ctx_->multiprocessors()) threads = std::clamp<int64_t>((d / 4 + 31) / 32 * 32, 32, 1024);
+  if (n < ctx_->multiprocessors()) threads = cuda::decode_norm_threads(d);
   FD_LAUNCH(d <= cuda::kNormHeld * threads ? &cuda::rms_norm_held_kernel : &cuda::rms_norm_kernel,
             dim3(static_cast<unsigned>(n)), dim3(static_cast<unsigned>(threads)), 0, ctx_->stream(),
             ptr<const float>(x), weight ? ptr<const float>(*weight) : nullptr, eps, d,

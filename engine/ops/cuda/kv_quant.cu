@@ -9,6 +9,7 @@
 #include "engine/ops/cuda/device_context.h"
 #include "engine/ops/cuda/kernel_util.cuh"
 #include "engine/ops/cuda/row_copy.h"
+#include "engine/ops/cuda/row_norm.cuh"
 
 namespace flashdesk {
 namespace cuda {
@@ -47,23 +48,15 @@ __device__ inline float dequantize_kv_value(KvFormat f, const uint8_t* row, int6
 
 namespace {
 
-// One thread per value: the `block` lanes of a scale block (16 or 32, which divides 32 and the
-// row) find its amax by shuffles and write a code each (FP4: the even lane writes the pair). A
-// thread per block looping over its 32 values was a decode step's 7 µs for one row.
-// dst: row 0's address, or with first_row set, the table's (row *first_row first: a value in
-// device memory inside a step graph, so that the same parameters write another row each step).
-__global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int64_t dim,
-                                     uint8_t* dst, int64_t row_bytes, const int64_t* first_row) {
-  FD_GRID_PROLOGUE();
-  if (first_row) dst += *first_row * row_bytes;
+// Value c of a cache row of `dim` values (its thread's v; lanes past the row's end pass in =
+// false and 0): the `block` lanes of a scale block (16 or 32, which divides 32 and the row) find
+// its amax by shuffles and write a code each (FP4: the even lane writes the pair). Every lane of
+// the warp calls it.
+__device__ inline void quantize_row_value(KvFormat f, float v, int64_t c, bool in, int64_t dim,
+                                          uint8_t* row) {
   const int block = static_cast<int>(kv_block(f));
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool in = i < n * dim;  // every lane stays for the shuffles
-  const int64_t r = in ? i / dim : 0, c = in ? i % dim : 0;
-  const float v = in ? x[i] : 0.0f;
   float amax = fabsf(v);
   for (int o = block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kFullMask, amax, o));
-  uint8_t* row = dst + r * row_bytes;
   const int64_t scale_at = kv_code_bytes(f, dim) + c / block;
   if (f == KvFormat::Fp8Window) {
     const uint8_t code = fp8_scale_code(amax);
@@ -77,6 +70,62 @@ __global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int6
   const uint32_t q = fp4_code(v, s), odd = __shfl_down_sync(kFullMask, q, 1);
   if (in && c % 2 == 0) row[c / 2] = static_cast<uint8_t>(q | (odd << 4));
   if (in && c % block == 0) row[scale_at] = code;
+}
+
+// One thread per value (quantize_row_value; a thread per block looping over its 32 values was a
+// decode step's 7 µs for one row).
+// dst: row 0's address, or with first_row set, the table's (row *first_row first: a value in
+// device memory inside a step graph, so that the same parameters write another row each step).
+__global__ void quantize_rows_kernel(KvFormat f, const float* x, int64_t n, int64_t dim,
+                                     uint8_t* dst, int64_t row_bytes, const int64_t* first_row) {
+  FD_GRID_PROLOGUE();
+  if (first_row) dst += *first_row * row_bytes;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool in = i < n * dim;  // every lane stays for the shuffles
+  const int64_t r = in ? i / dim : 0, c = in ? i % dim : 0;
+  quantize_row_value(f, in ? x[i] : 0.0f, c, in, dim, dst + r * row_bytes);
+}
+
+// rope_quantize_rows at decode sizes: a block a row (x [n, dim], one head), the norm as
+// rms_norm's decode kernel with the same threads (row_norm.cuh), the rotation of the last
+// 2 * pairs values as rope_kernel's, the codes as quantize_rows_kernel's: the three kernels'
+// bits in one launch (a decode layer's key/value row and compressed entries ran them as a chain
+// of three small kernels, each waiting for the one before). The row goes through shared memory
+// (dim floats, dynamic) and back into x.
+__global__ void rope_quantize_rows_kernel(KvFormat f, float* x, int64_t dim, const float* norm,
+                                          float eps, const int64_t* positions,
+                                          const float* inv_freq, int64_t pairs, uint8_t* dst,
+                                          int64_t row_bytes, const int64_t* first_row) {
+  FD_GRID_PROLOGUE();
+  __shared__ float scratch[32];
+  FD_DYNAMIC_SMEM(float, vals);
+  if (first_row) dst += *first_row * row_bytes;
+  float* row = x + static_cast<int64_t>(blockIdx.x) * dim;
+  if (norm) {
+    rms_norm_held_row(row, norm, eps, dim, scratch, vals);
+  } else {
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) vals[j] = row[j];
+  }
+  __syncthreads();
+  const int64_t pos = positions[blockIdx.x];
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    float c, s;
+    rope_angle(pos, inv_freq[p], 1.0f, &c, &s);
+    float* v = vals + (dim - 2 * pairs) + 2 * p;
+    float pair[2] = {v[0], v[1]};
+    rope_rotate(pair, c, s);
+    v[0] = pair[0];
+    v[1] = pair[1];
+  }
+  __syncthreads();
+  uint8_t* out = dst + static_cast<int64_t>(blockIdx.x) * row_bytes;
+  for (int64_t base = 0; base < dim; base += blockDim.x) {  // uniform: every lane shuffles
+    const int64_t c = base + threadIdx.x;
+    const bool in = c < dim;
+    const float v = in ? vals[c] : 0.0f;
+    if (in) row[c] = v;
+    quantize_row_value(f, v, c, in, dim, out);
+  }
 }
 
 __global__ void dequantize_rows_kernel(KvFormat f, const uint8_t* src, int64_t row_bytes, int64_t n,
@@ -146,6 +195,40 @@ void CudaBackend::quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, i
   FD_LAUNCH(cuda::quantize_rows_kernel, dim3(blocks_for(work, 256)), dim3(256), 0, ctx_->stream(),
             format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst) + first_row * rb, rb,
             static_cast<const int64_t*>(nullptr));
+}
+
+void CudaBackend::rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
+                                     std::span<const int64_t> positions,
+                                     std::span<const float> inv_freq, KvFormat format, Tensor& dst,
+                                     int64_t first_row) {
+  const int64_t n = x.rows(), dim = x.shape().row_numel();
+  const int64_t pairs = static_cast<int64_t>(inv_freq.size()),
+                threads = cuda::decode_norm_threads(dim);
+  // One launch where its norm is rms_norm's decode kernel (fewer rows than multiprocessors, the
+  // row held by its threads) and the row is whole warps of whole scale blocks; else the three.
+  const bool one_kernel = fuse_ && fuse_cache_rows_ && n > 0 && n < ctx_->multiprocessors() &&
+                          dim <= cuda::kNormHeld * threads && dim % 32 == 0 &&
+                          32 % kv_block(format) == 0 && 2 * pairs <= dim &&
+                          static_cast<int64_t>(positions.size()) == n &&
+                          dim * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
+  if (!one_kernel)
+    return Backend::rope_quantize_rows(x, norm, eps, positions, inv_freq, format, dst, first_row);
+  check_dtype(x, DType::F32, "rope_quantize_rows x");
+  if (norm) check_shape(*norm, Shape{dim}, "rope_quantize_rows norm");
+  cuda::check_rows(format, dim, dst, first_row, n, "rope_quantize_rows");
+  const int64_t rb = dst.dim(1);
+  cuda::DeviceGuard g(ctx_->device());
+  Tensor pos = ctx_->upload_span(positions, DType::I64);
+  Tensor freq = ctx_->upload_span(inv_freq, DType::F32);
+  // Inside a step graph the first row is a value in device memory (quantize_rows).
+  Tensor at;
+  if (ctx_->in_step()) at = ctx_->upload_span(std::span<const int64_t>(&first_row, 1), DType::I64);
+  uint8_t* rows = ptr<uint8_t>(dst) + (ctx_->in_step() ? 0 : first_row * rb);
+  FD_LAUNCH(cuda::rope_quantize_rows_kernel, dim3(static_cast<unsigned>(n)),
+            dim3(static_cast<unsigned>(threads)), static_cast<size_t>(dim) * sizeof(float),
+            ctx_->stream(), format, ptr<float>(x), dim, norm ? ptr<const float>(*norm) : nullptr,
+            eps, ptr<const int64_t>(pos), ptr<const float>(freq), pairs, rows, rb,
+            at.defined() ? ptr<const int64_t>(at) : static_cast<const int64_t*>(nullptr));
 }
 
 void CudaBackend::dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row,
