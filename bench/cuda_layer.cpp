@@ -7,10 +7,12 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <set>
 
+#include "bench/score_ties.h"
 #include "engine/ops/cuda/bench_support.h"
 
 namespace flashdesk::bench {
@@ -315,7 +317,10 @@ std::vector<Tensor> SyntheticLayer::index(const Tensor& qr, const Tensor& x,
   be_.fake_quant_fp4_e8m0(qi, 32);
   Tensor wt = be_.alloc(DType::F32, Shape{n, n_ih});
   be_.linear(x, *w.i_weights_proj, kBf16Linear, wt);
-  be_.scale(wt, static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_ih) * n_ih)));
+  // As StepRunner::index: bf16(w * float(d_ih^-1/2 * n_ih^-1/2)), the constant formed in double.
+  be_.scale(wt, static_cast<float>(std::pow(static_cast<double>(d_ih), -0.5) *
+                                   std::pow(static_cast<double>(n_ih), -0.5)));
+  be_.round_bf16(wt);
   const bool restricted = role_.candidate_source >= 0 && !role_.builds_candidates;
   std::vector<Tensor> topk;
   for (size_t s = 0; s < seqs.size(); ++s) {
@@ -339,6 +344,12 @@ std::vector<Tensor> SyntheticLayer::index(const Tensor& qr, const Tensor& x,
       cand = be_.alloc(DType::I32, Shape{per_seq, std::min(t_.candidate_topk_blocks,
                                                            ceil_div(entries, a.block_size))});
     be_.indexer_select(a, tk, role_.builds_candidates ? &cand : nullptr);
+    if (ties_out_ && s == 0) {
+      const Tensor scores = be_.indexer_scores(a);
+      std::vector<float> row(static_cast<size_t>(scores.dim(1)));
+      be_.read(scores, row.data(), row.size() * sizeof(float));
+      *ties_out_ = equal_to_kth(row, std::min<int64_t>(t_.index_topk, entries));
+    }
     topk.push_back(tk);
     candidates.push_back(cand);
   }
@@ -510,6 +521,15 @@ void SyntheticLayer::prefill(int64_t tokens) {
   std::vector<int64_t> positions(static_cast<size_t>(tokens));
   std::iota(positions.begin(), positions.end(), int64_t{0});
   step(prefill_x_, prefill_u_, positions, seqs, 0, true);
+}
+
+int64_t SyntheticLayer::index_ties(int input) {
+  int64_t ties = 0;
+  ties_out_ = &ties;
+  decode(input);
+  ties_out_ = nullptr;
+  be_.synchronize();
+  return ties;
 }
 
 StepBytes SyntheticLayer::decode_bytes(int input) {

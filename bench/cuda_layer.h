@@ -51,6 +51,10 @@ class SyntheticLayer {
   void prefill(int64_t tokens);
   // Bytes a decode step on input set `input` reads (reads the routed ids back: not timed).
   StepBytes decode_bytes(int input);
+  // A decode step on input set `input` whose indexer reads its first sequence's score row back
+  // (not timed): how many scores equal the k-th best (1: no tie across it; 0: no indexer), the
+  // tie the selection resolves with torch's steps.
+  int64_t index_ties(int input);
   // FLOPs of a prefill of `tokens` tokens (matrix products, expert products, attention).
   double prefill_flops(int64_t tokens) const;
 
@@ -70,6 +74,7 @@ class SyntheticLayer {
                             std::vector<Tensor>& candidates);
   Tensor moe(const Tensor& x, Tensor* ids_out);
   std::unique_ptr<SeqCache> make_cache(int64_t context, int64_t rows, uint64_t seed);
+  int64_t* ties_out_ = nullptr;  // index_ties: where index() counts the first row's tie
 
   CudaBackend& be_;
   const TextConfig& t_;

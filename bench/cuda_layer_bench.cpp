@@ -225,6 +225,11 @@ static int run_bench(int argc, char** argv) {
     bool held;  // the host issued everything before the hold ended
   };
   std::vector<QueuedRow> queued_rows;
+  struct TieRow {
+    std::string label;
+    std::vector<int64_t> ties;  // scores equal to the k-th best, one per input set
+  };
+  std::vector<TieRow> tie_rows;
   struct HostTrace {
     std::string label;
     int64_t batch;
@@ -295,6 +300,11 @@ static int run_bench(int argc, char** argv) {
           g_wall, captured_wall, relaunch, static_cast<unsigned long long>(kernels), bytes / 1e6,
           gbs, 100.0 * gbs * 1e9 / copy_bw);
       per_layer_us[{sig, batch}] = step_us;
+      if (batch == 1 && role.compress_ratio > 0) {  // the indexer's tie on each input set
+        TieRow tr{role_label(role), {}};
+        for (int k = 0; k < 4; ++k) tr.ties.push_back(layer.index_ties(k));
+        if (tr.ties.front() > 0) tie_rows.push_back(std::move(tr));
+      }
       if (o.queued) {
         // Held long enough for the host to issue every step first (about 0.3-0.5 ms a step).
         const double hold_ms = 2.0 + 1.5 * static_cast<double>(o.iters);
@@ -334,6 +344,18 @@ static int run_bench(int argc, char** argv) {
         timelines.emplace_back(role_label(role) + ", launched from a full queue (after the hold)",
                                flashdesk::bench::kernel_trace_end());
       }
+    }
+  }
+  if (!tie_rows.empty()) {
+    // The selection's cost depends on this tie (torch's steps run over the row where only some
+    // of the equals are taken): the layer's rows next to cuda_select_bench's random ones.
+    std::printf(
+        "\n## The indexer's tie at the k-th best score (batch 1, the decode steps' four input "
+        "sets)\n\n| role | scores equal to the k-th |\n| --- | --- |\n");
+    for (const TieRow& r : tie_rows) {
+      std::string list;
+      for (int64_t tie : r.ties) list += (list.empty() ? "" : " / ") + std::to_string(tie);
+      std::printf("| %s | %s |\n", r.label.c_str(), list.c_str());
     }
   }
   if (!queued_rows.empty()) {

@@ -25,6 +25,7 @@
 #include "bench/bench_options.h"
 #include "bench/bench_timing.h"
 #include "bench/cuda_bench_main.h"
+#include "bench/score_ties.h"
 #include "engine/ops/cuda/bench_support.h"
 #include "engine/ops/cuda/cuda_devices.h"
 
@@ -66,13 +67,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// How many scores equal the k-th best (1: no tie across it).
-int64_t equal_to_kth(std::vector<float> row, int64_t k) {
-  std::nth_element(row.begin(), row.begin() + (k - 1), row.end(), std::greater<>());
-  const float kth = row[static_cast<size_t>(k - 1)];
-  return std::count(row.begin(), row.end(), kth);
-}
-
 void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   const uint64_t seed = o.seed + static_cast<uint64_t>(entries);
   Tensor q = be.alloc(DType::F32, Shape{1, kHeads, kHeadDim});
@@ -95,7 +89,7 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   const Tensor scores = be.indexer_scores(a);
   std::vector<float> row(static_cast<size_t>(scores.numel()));
   be.read(scores, row.data(), row.size() * sizeof(float));
-  const int64_t ties = equal_to_kth(row, kTopK);
+  const int64_t ties = flashdesk::bench::equal_to_kth(row, kTopK);
 
   // The forms: who takes the heap steps, and whether the top-k and the candidates run on two
   // blocks. Form 0 is the reference; form 4 the default.
