@@ -104,8 +104,8 @@ LaunchOverlap launch_overlap_setting() {
 }  // namespace
 
 bool gemv_weights_before_wait() {
-  return launch_overlap_setting() == LaunchOverlap::On ||
-         launch_overlap_setting() == LaunchOverlap::AcrossWaits;
+  const LaunchOverlap s = launch_overlap_setting();
+  return s == LaunchOverlap::On || s == LaunchOverlap::AcrossWaits;
 }
 
 // The streams whose next kernel follows an event wait, on the thread that issues to them (a

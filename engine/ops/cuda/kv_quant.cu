@@ -173,6 +173,20 @@ void check_rows(KvFormat f, int64_t dim, const Tensor& rows, int64_t first, int6
   FD_CHECK(first >= 0 && first + n <= rows.dim(0), std::string(what) + ": rows out of range");
 }
 
+// Where a kernel writes a table's rows from first_row: outside a step graph, that row's address;
+// inside one, the table's, with first_row a value in device memory (`at`, held until the launch
+// is issued) so that the same parameters write another row each replay.
+struct RowsFrom {
+  uint8_t* rows;
+  const int64_t* first_row;
+  Tensor at;
+};
+RowsFrom rows_from(DeviceContext& ctx, Tensor& table, int64_t first_row) {
+  if (!ctx.in_step()) return {ptr<uint8_t>(table) + first_row * table.dim(1), nullptr, Tensor()};
+  Tensor at = ctx.upload_span(std::span<const int64_t>(&first_row, 1), DType::I64);
+  return {ptr<uint8_t>(table), ptr<const int64_t>(at), at};
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -186,15 +200,9 @@ void CudaBackend::quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, i
   FD_CHECK(32 % kv_block(format) == 0, "quantize_rows: a scale block must divide a warp");
   if (work == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  if (ctx_->in_step()) {
-    const Tensor at = ctx_->upload_span(std::span<const int64_t>(&first_row, 1), DType::I64);
-    FD_LAUNCH(cuda::quantize_rows_kernel, dim3(blocks_for(work, 256)), dim3(256), 0, ctx_->stream(),
-              format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst), rb, ptr<const int64_t>(at));
-    return;
-  }
+  const cuda::RowsFrom to = cuda::rows_from(*ctx_, dst, first_row);
   FD_LAUNCH(cuda::quantize_rows_kernel, dim3(blocks_for(work, 256)), dim3(256), 0, ctx_->stream(),
-            format, ptr<const float>(x), n, dim, ptr<uint8_t>(dst) + first_row * rb, rb,
-            static_cast<const int64_t*>(nullptr));
+            format, ptr<const float>(x), n, dim, to.rows, rb, to.first_row);
 }
 
 void CudaBackend::rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
@@ -209,8 +217,7 @@ void CudaBackend::rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
   const bool one_kernel = fuse_ && fuse_cache_rows_ && n > 0 && n < ctx_->multiprocessors() &&
                           dim <= cuda::kNormHeld * threads && dim % 32 == 0 &&
                           32 % kv_block(format) == 0 && 2 * pairs <= dim &&
-                          static_cast<int64_t>(positions.size()) == n &&
-                          dim * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
+                          static_cast<int64_t>(positions.size()) == n;
   if (!one_kernel)
     return Backend::rope_quantize_rows(x, norm, eps, positions, inv_freq, format, dst, first_row);
   check_dtype(x, DType::F32, "rope_quantize_rows x");
@@ -220,15 +227,12 @@ void CudaBackend::rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
   cuda::DeviceGuard g(ctx_->device());
   Tensor pos = ctx_->upload_span(positions, DType::I64);
   Tensor freq = ctx_->upload_span(inv_freq, DType::F32);
-  // Inside a step graph the first row is a value in device memory (quantize_rows).
-  Tensor at;
-  if (ctx_->in_step()) at = ctx_->upload_span(std::span<const int64_t>(&first_row, 1), DType::I64);
-  uint8_t* rows = ptr<uint8_t>(dst) + (ctx_->in_step() ? 0 : first_row * rb);
+  const cuda::RowsFrom to = cuda::rows_from(*ctx_, dst, first_row);
+  // The row in shared memory: dim <= kNormHeld * threads floats, at most 32 KiB.
   FD_LAUNCH(cuda::rope_quantize_rows_kernel, dim3(static_cast<unsigned>(n)),
             dim3(static_cast<unsigned>(threads)), static_cast<size_t>(dim) * sizeof(float),
             ctx_->stream(), format, ptr<float>(x), dim, norm ? ptr<const float>(*norm) : nullptr,
-            eps, ptr<const int64_t>(pos), ptr<const float>(freq), pairs, rows, rb,
-            at.defined() ? ptr<const int64_t>(at) : static_cast<const int64_t*>(nullptr));
+            eps, ptr<const int64_t>(pos), ptr<const float>(freq), pairs, to.rows, rb, to.first_row);
 }
 
 void CudaBackend::dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row,
