@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "bench/bench_timing.h"
 #include "bench/score_ties.h"
 #include "engine/ops/cuda/bench_support.h"
 
@@ -344,12 +345,7 @@ std::vector<Tensor> SyntheticLayer::index(const Tensor& qr, const Tensor& x,
       cand = be_.alloc(DType::I32, Shape{per_seq, std::min(t_.candidate_topk_blocks,
                                                            ceil_div(entries, a.block_size))});
     be_.indexer_select(a, tk, role_.builds_candidates ? &cand : nullptr);
-    if (ties_out_ && s == 0) {
-      const Tensor scores = be_.indexer_scores(a);
-      std::vector<float> row(static_cast<size_t>(scores.dim(1)));
-      be_.read(scores, row.data(), row.size() * sizeof(float));
-      *ties_out_ = equal_to_kth(row, std::min<int64_t>(t_.index_topk, entries));
-    }
+    if (probe_ && s == 0) probe_row(a, tk, cand, entries);
     topk.push_back(tk);
     candidates.push_back(cand);
   }
@@ -523,13 +519,35 @@ void SyntheticLayer::prefill(int64_t tokens) {
   step(prefill_x_, prefill_u_, positions, seqs, 0, true);
 }
 
-int64_t SyntheticLayer::index_ties(int input) {
-  int64_t ties = 0;
-  ties_out_ = &ties;
+void SyntheticLayer::probe_row(const IndexerArgs& a, Tensor& topk, Tensor& candidates,
+                               int64_t entries) {
+  const Tensor scores = be_.indexer_scores(a);
+  std::vector<float>& row = probe_->row;
+  row.resize(static_cast<size_t>(scores.dim(1)));
+  be_.read(scores, row.data(), row.size() * sizeof(float));
+  probe_->ties = equal_to_kth(row, std::min<int64_t>(t_.index_topk, entries));
+  if (probe_reps_ <= 0) return;
+  std::vector<double> op_ms, scores_ms;
+  Tensor* cand = candidates.defined() ? &candidates : nullptr;
+  for (int64_t rep = -1; rep < probe_reps_; ++rep) {  // rep -1: untimed warm-up
+    const double op = cuda_bench::device_ms(be_, [&] { be_.indexer_select(a, topk, cand); });
+    const double sc = cuda_bench::device_ms(be_, [&] { (void)be_.indexer_scores(a); });
+    if (rep < 0) continue;
+    op_ms.push_back(op);
+    scores_ms.push_back(sc);
+  }
+  probe_->op_us = median(op_ms) * 1e3;
+  probe_->scores_us = median(scores_ms) * 1e3;
+}
+
+SyntheticLayer::IndexProbe SyntheticLayer::index_probe(int input, int64_t reps) {
+  IndexProbe probe;
+  probe_ = &probe;
+  probe_reps_ = reps;
   decode(input);
-  ties_out_ = nullptr;
+  probe_ = nullptr;
   be_.synchronize();
-  return ties;
+  return probe;
 }
 
 StepBytes SyntheticLayer::decode_bytes(int input) {

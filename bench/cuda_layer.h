@@ -51,10 +51,19 @@ class SyntheticLayer {
   void prefill(int64_t tokens);
   // Bytes a decode step on input set `input` reads (reads the routed ids back: not timed).
   StepBytes decode_bytes(int input);
+  // What index_probe finds about the first sequence's indexer row.
+  struct IndexProbe {
+    int64_t ties = 0;  // scores equal to the k-th best (1: no tie across it; 0: no indexer)
+    // The indexer's op (scores and selection) and its scores alone, run again on the step's own
+    // arguments with nothing beside them (medians of `reps`, device µs): the selection's cost
+    // on this layer's rows apart from what runs beside it in the step.
+    double op_us = 0, scores_us = 0;
+    std::vector<float> row;  // the score row
+  };
   // A decode step on input set `input` whose indexer reads its first sequence's score row back
-  // (not timed): how many scores equal the k-th best (1: no tie across it; 0: no indexer), the
-  // tie the selection resolves with torch's steps.
-  int64_t index_ties(int input);
+  // (not timed; the tie is the one the selection resolves with torch's steps) and, with reps > 0,
+  // times its indexer op alone.
+  IndexProbe index_probe(int input, int64_t reps);
   // FLOPs of a prefill of `tokens` tokens (matrix products, expert products, attention).
   double prefill_flops(int64_t tokens) const;
 
@@ -73,8 +82,11 @@ class SyntheticLayer {
                             std::vector<SeqCache*>& seqs, int64_t first_position,
                             std::vector<Tensor>& candidates);
   Tensor moe(const Tensor& x, Tensor* ids_out);
+  // index(): fills probe_ from the first sequence's indexer arguments, after its selection.
+  void probe_row(const IndexerArgs& a, Tensor& topk, Tensor& candidates, int64_t entries);
   std::unique_ptr<SeqCache> make_cache(int64_t context, int64_t rows, uint64_t seed);
-  int64_t* ties_out_ = nullptr;  // index_ties: where index() counts the first row's tie
+  IndexProbe* probe_ = nullptr;  // index_probe: what index() finds about the first row
+  int64_t probe_reps_ = 0;
 
   CudaBackend& be_;
   const TextConfig& t_;

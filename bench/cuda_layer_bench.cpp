@@ -26,6 +26,11 @@
 //                     every kernel's start and end, cuda_timeline.h, as launches (also from a
 //                     held, full launch queue) and, with --graph 1, as a replayed step graph;
 //                     and one more prefill of each role, its idle gaps; default 0)]
+//                    [--probe-reps N (each indexer layer's op timed again alone on a batch-1
+//                     step's own arguments, N repetitions: its selection apart from what runs
+//                     beside it; default 10, 0: only the tie)]
+//                    [--dump-scores DIR (each indexer layer's batch-1 score rows, one file an
+//                     input set, raw little-endian float32: DIR/layerL_inputK.f32)]
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +50,7 @@
 #include "bench/bench_timing.h"
 #include "bench/cuda_layer.h"
 #include "bench/cuda_timeline.h"
+#include "bench/score_ties.h"
 #include "engine/ops/cuda/bench_support.h"
 #include "engine/ops/step_graph_choice.h"
 
@@ -67,6 +73,8 @@ struct Options {
   bool timeline = false;      // trace one batch-1 decode step of each role
   bool queued = true;         // decode steps also timed from a full launch queue
   bool host_trace = false;    // the host's time between the launches of one batch-1 step
+  int64_t probe_reps = 10;    // the indexer op timed alone on a step's own arguments
+  std::string dump_scores;    // where the indexer layers' score rows go ("": nowhere)
   int64_t stack = 0;          // decode steps of this many layers (0: none)
   std::vector<int64_t> parts = {1, 4};  // layers a step graph's part holds, for --stack
 };
@@ -129,6 +137,10 @@ Options parse(int argc, char** argv) {
       o.queued = v == "1";
     else if (a == "--host-trace")
       o.host_trace = v == "1";
+    else if (a == "--probe-reps")
+      o.probe_reps = whole_number(a, v);
+    else if (a == "--dump-scores")
+      o.dump_scores = v;
     else if (a == "--stack")
       o.stack = whole_number(a, v);
     else if (a == "--parts")
@@ -227,7 +239,8 @@ static int run_bench(int argc, char** argv) {
   std::vector<QueuedRow> queued_rows;
   struct TieRow {
     std::string label;
-    std::vector<int64_t> ties;  // scores equal to the k-th best, one per input set
+    // One per input set: scores equal to the k-th best, and the op and its scores alone.
+    std::vector<flashdesk::bench::SyntheticLayer::IndexProbe> probes;
   };
   std::vector<TieRow> tie_rows;
   struct HostTrace {
@@ -302,8 +315,16 @@ static int run_bench(int argc, char** argv) {
       per_layer_us[{sig, batch}] = step_us;
       if (batch == 1 && role.compress_ratio > 0) {  // the indexer's tie on each input set
         TieRow tr{role_label(role), {}};
-        for (int k = 0; k < 4; ++k) tr.ties.push_back(layer.index_ties(k));
-        if (tr.ties.front() > 0) tie_rows.push_back(std::move(tr));
+        for (int k = 0; k < 4; ++k) {
+          tr.probes.push_back(layer.index_probe(k, o.probe_reps));
+          if (!o.dump_scores.empty() && tr.probes.back().ties > 0)
+            flashdesk::bench::write_score_row(o.dump_scores + "/layer" +
+                                                  std::to_string(role.layer) + "_input" +
+                                                  std::to_string(k) + ".f32",
+                                              tr.probes.back().row);
+          tr.probes.back().row = {};
+        }
+        if (tr.probes.front().ties > 0) tie_rows.push_back(std::move(tr));
       }
       if (o.queued) {
         // Held long enough for the host to issue every step first (about 0.3-0.5 ms a step).
@@ -349,13 +370,30 @@ static int run_bench(int argc, char** argv) {
   if (!tie_rows.empty()) {
     // The selection's cost depends on this tie (torch's steps run over the row where only some
     // of the equals are taken): the layer's rows next to cuda_select_bench's random ones.
+    // The op alone (its scores and selection on the step's own arguments, nothing beside it)
+    // against cuda_select_bench's random rows of the same width tells the selection's cost on
+    // these rows apart from what shares the device with it in a step.
     std::printf(
-        "\n## The indexer's tie at the k-th best score (batch 1, the decode steps' four input "
-        "sets)\n\n| role | scores equal to the k-th |\n| --- | --- |\n");
+        "\n## The indexer's tie at the k-th best score, and its op alone (batch 1, the decode "
+        "steps' four input sets; µs: device medians of %lld runs of the op on a step's own "
+        "arguments)\n\n| role | scores equal to the k-th | op alone µs | scores alone µs | "
+        "selection µs |\n| --- | --- | --- | --- | --- |\n",
+        static_cast<long long>(o.probe_reps));
     for (const TieRow& r : tie_rows) {
-      std::string list;
-      for (int64_t tie : r.ties) list += (list.empty() ? "" : " / ") + std::to_string(tie);
-      std::printf("| %s | %s |\n", r.label.c_str(), list.c_str());
+      std::string ties, op, sc, sel;
+      char buf[32];
+      for (const auto& p : r.probes) {
+        const char* sep = ties.empty() ? "" : " / ";
+        ties += sep + std::to_string(p.ties);
+        std::snprintf(buf, sizeof buf, "%s%.1f", sep, p.op_us);
+        op += buf;
+        std::snprintf(buf, sizeof buf, "%s%.1f", sep, p.scores_us);
+        sc += buf;
+        std::snprintf(buf, sizeof buf, "%s%.1f", sep, p.op_us - p.scores_us);
+        sel += buf;
+      }
+      std::printf("| %s | %s | %s | %s | %s |\n", r.label.c_str(), ties.c_str(), op.c_str(),
+                  sc.c_str(), sel.c_str());
     }
   }
   if (!queued_rows.empty()) {

@@ -14,7 +14,8 @@
 // read back. All forms' ids (top-k and candidates) must be equal.
 //
 //   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
-//                     [--seed N]
+//                     [--seed N] [--dump-scores DIR (each row's scores, raw float32:
+//                     DIR/select_ENTRIES.f32)]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -46,6 +47,7 @@ struct Options {
   int64_t reps = 20;
   int device = 0;
   uint64_t seed = 1;
+  std::string dump_scores;  // where the score rows go ("": nowhere)
 };
 
 Options parse(int argc, char** argv) {
@@ -57,13 +59,16 @@ Options parse(int argc, char** argv) {
       "reps", "timed repetitions of each form (median)",
       cxxopts::value<int64_t>()->default_value("20"))("device", "GPU index",
                                                       cxxopts::value<int>()->default_value("0"))(
-      "seed", "random contents", cxxopts::value<uint64_t>()->default_value("1"));
+      "seed", "random contents", cxxopts::value<uint64_t>()->default_value("1"))(
+      "dump-scores", "a folder for each row's scores (raw float32)",
+      cxxopts::value<std::string>()->default_value(""));
   const auto args = flashdesk::bench::parse_options(options, argc, argv);
   Options o;
   o.entries = args["entries"].as<std::vector<int64_t>>();
   o.reps = std::max<int64_t>(1, args["reps"].as<int64_t>());
   o.device = args["device"].as<int>();
   o.seed = args["seed"].as<uint64_t>();
+  o.dump_scores = args["dump-scores"].as<std::string>();
   return o;
 }
 
@@ -90,6 +95,9 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   std::vector<float> row(static_cast<size_t>(scores.numel()));
   be.read(scores, row.data(), row.size() * sizeof(float));
   const int64_t ties = flashdesk::bench::equal_to_kth(row, kTopK);
+  if (!o.dump_scores.empty())
+    flashdesk::bench::write_score_row(o.dump_scores + "/select_" + std::to_string(entries) + ".f32",
+                                      row);
 
   // The forms: who takes the heap steps, and whether the top-k and the candidates run on two
   // blocks. Form 0 is the reference; form 4 the default.

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace flashdesk::bench {
@@ -16,6 +18,16 @@ inline int64_t equal_to_kth(std::vector<float> row, int64_t k) {
   std::nth_element(row.begin(), row.begin() + (k - 1), row.end(), std::greater<>());
   const float kth = row[static_cast<size_t>(k - 1)];
   return std::count(row.begin(), row.end(), kth);
+}
+
+// A score row as raw little-endian float32 (the benchmarks' --dump-scores), for the host's torch
+// selection; false (and a message) where it could not be written.
+inline bool write_score_row(const std::string& path, const std::vector<float>& row) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  bool ok = f && std::fwrite(row.data(), sizeof(float), row.size(), f) == row.size();
+  if (f) ok = std::fclose(f) == 0 && ok;
+  if (!ok) std::fprintf(stderr, "could not write the score row %s\n", path.c_str());
+  return ok;
 }
 
 }  // namespace flashdesk::bench
