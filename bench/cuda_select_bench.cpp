@@ -13,9 +13,16 @@
 // 32,768 no heap steps are taken. Each row's tie at the 512th score is counted from its scores
 // read back. All forms' ids (top-k and candidates) must be equal.
 //
+// With --rows, score rows from files instead (cuda_layer_bench --dump-scores writes a layer's):
+// the selection alone on each (CudaBackend::indexer_select_rows, no scores), with torch's
+// partitions by the block and over runs (set_select_runs), so a layer's rows and the random ones
+// can be compared where they differ.
+//
 //   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
 //                     [--seed N] [--dump-scores DIR (each row's scores, raw float32:
 //                     DIR/select_ENTRIES.f32)]
+//                     [--rows FILE[:c],... (raw float32 score rows, all visible; ":c": with the
+//                     candidate blocks too; replaces --entries)]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -47,7 +54,8 @@ struct Options {
   int64_t reps = 20;
   int device = 0;
   uint64_t seed = 1;
-  std::string dump_scores;  // where the score rows go ("": nowhere)
+  std::string dump_scores;        // where the score rows go ("": nowhere)
+  std::vector<std::string> rows;  // score row files (":c": with candidates)
 };
 
 Options parse(int argc, char** argv) {
@@ -61,7 +69,9 @@ Options parse(int argc, char** argv) {
                                                       cxxopts::value<int>()->default_value("0"))(
       "seed", "random contents", cxxopts::value<uint64_t>()->default_value("1"))(
       "dump-scores", "a folder for each row's scores (raw float32)",
-      cxxopts::value<std::string>()->default_value(""));
+      cxxopts::value<std::string>()->default_value(""))(
+      "rows", "score row files (raw float32; FILE:c with candidate blocks)",
+      cxxopts::value<std::vector<std::string>>()->default_value(""));
   const auto args = flashdesk::bench::parse_options(options, argc, argv);
   Options o;
   o.entries = args["entries"].as<std::vector<int64_t>>();
@@ -69,6 +79,8 @@ Options parse(int argc, char** argv) {
   o.device = args["device"].as<int>();
   o.seed = args["seed"].as<uint64_t>();
   o.dump_scores = args["dump-scores"].as<std::string>();
+  for (const std::string& r : args["rows"].as<std::vector<std::string>>())
+    if (!r.empty()) o.rows.push_back(r);
   return o;
 }
 
@@ -150,10 +162,70 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   std::printf(" %s |\n", same ? "yes" : "NO");
 }
 
+// A score row file's floats; empty (and a message) where it cannot be read.
+std::vector<float> read_row(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  std::vector<float> row;
+  if (f) {
+    float v;
+    while (std::fread(&v, sizeof v, 1, f) == 1) row.push_back(v);
+    std::fclose(f);
+  }
+  if (row.empty()) std::fprintf(stderr, "cuda_select_bench: no score row in %s\n", path.c_str());
+  return row;
+}
+
+// The selection alone on a given row, by the block's partitions and over runs.
+void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
+  const bool with_candidates = spec.size() > 2 && spec.compare(spec.size() - 2, 2, ":c") == 0;
+  const std::string path = with_candidates ? spec.substr(0, spec.size() - 2) : spec;
+  const std::vector<float> row = read_row(path);
+  if (row.empty()) return;
+  const auto width = static_cast<int64_t>(row.size());
+  Tensor scores = be.alloc(DType::F32, Shape{1, width});
+  be.write(scores, row.data(), row.size() * sizeof(float));
+  const int64_t k = std::min(kTopK, width), blocks = (width + kBlock - 1) / kBlock;
+  Tensor topk = be.alloc(DType::I32, Shape{1, k});
+  Tensor cand = be.alloc(DType::I32, Shape{1, std::min(kCandidates, blocks)});
+  const std::vector<int64_t> visible{width};
+  const bool runs_before = be.select_runs();
+  std::vector<double> ms[2];
+  std::vector<int32_t> ids[2];
+  for (int64_t rep = -1; rep < o.reps; ++rep) {  // rep -1: untimed warm-up
+    for (int f = 0; f < 2; ++f) {
+      be.set_select_runs(f == 1);
+      const double t = cb::device_ms(be, [&] {
+        be.indexer_select_rows(scores, visible, kBlock, topk, with_candidates ? &cand : nullptr);
+      });
+      if (rep >= 0) ms[f].push_back(t);
+      if (rep == 0) {
+        ids[f].resize(static_cast<size_t>(topk.numel()));
+        be.read(topk, ids[f].data(), ids[f].size() * sizeof(int32_t));
+      }
+    }
+  }
+  be.set_select_runs(runs_before);
+  std::printf("| %s | %lld | %s | %lld | %.1f | %.1f | %s |\n", path.c_str(),
+              static_cast<long long>(width), with_candidates ? "yes" : "no",
+              static_cast<long long>(flashdesk::bench::equal_to_kth(row, k)),
+              flashdesk::bench::median(ms[0]) * 1e3, flashdesk::bench::median(ms[1]) * 1e3,
+              ids[0] == ids[1] ? "yes" : "NO");
+}
+
 }  // namespace
 
 static int run_bench(const Options& o) {
   CudaBackend be(o.device);
+  if (!o.rows.empty()) {
+    std::printf(
+        "device: %s; the selection alone on given score rows, median of %lld "
+        "repetitions, the forms taking turns\n\n| row | entries | candidates | equal to "
+        "the k-th | selection µs: the block's partitions | over runs | same ids |\n| --- "
+        "| ---: | --- | ---: | ---: | ---: | --- |\n",
+        flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
+    for (const std::string& r : o.rows) run_file_row(be, o, r);
+    return 0;
+  }
   std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
               flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
   std::printf(

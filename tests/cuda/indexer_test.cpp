@@ -113,6 +113,21 @@ class CudaIndexerTest : public CudaOpTest {
       const std::vector<int32_t> got = from_gpu<int32_t>(topk);
       const std::vector<int32_t> got_c =
           candidates ? from_gpu<int32_t>(cand) : std::vector<int32_t>();
+      if (shared && !in_step_) {
+        // The same selection over the op's own score rows given back (indexer_select_rows, what
+        // cuda_select_bench --rows times), the visible counts clamped to the entries as the op
+        // clamps them.
+        const Tensor scores = gpu().indexer_scores(a);
+        std::vector<int64_t> seen(visible);
+        for (int64_t& v : seen) v = std::min(v, E);
+        Tensor topk_rows = gpu_poisoned(DType::I32, Shape{n, k});
+        Tensor cand_rows = gpu_poisoned(DType::I32, Shape{n, std::min(C, n_blocks)});
+        gpu().indexer_select_rows(scores, seen, bs, topk_rows, candidates ? &cand_rows : nullptr);
+        EXPECT_EQ(from_gpu<int32_t>(topk_rows), got) << "top-k from the score rows";
+        if (candidates) {
+          EXPECT_EQ(from_gpu<int32_t>(cand_rows), got_c) << "candidates from the score rows";
+        }
+      }
       const int64_t cc = std::min(C, n_blocks);
       for (int64_t t = 0; t < n; ++t) {
         std::vector<uint8_t> allowed(static_cast<size_t>(row), 0);

@@ -103,6 +103,7 @@ TEST_F(CudaKvTest, CacheRowsInOneKernelGiveTheThreeKernelsBits) {
   std::vector<float> inv_freq(32);
   for (size_t p = 0; p < inv_freq.size(); ++p)
     inv_freq[p] = static_cast<float>(std::pow(10000.0, -2.0 * double(p) / 64.0));
+  const bool setting = gpu().fused_cache_rows();
   for (const Case& c : cases) {
     for (int64_t n : {1, 3}) {
       SCOPED_TRACE(std::to_string(int(c.format)) + " dim " + std::to_string(c.dim) + ", " +
@@ -135,7 +136,7 @@ TEST_F(CudaKvTest, CacheRowsInOneKernelGiveTheThreeKernelsBits) {
       expect_identical(x_one, x_three, "rotated rows");
     }
   }
-  gpu().set_fused_cache_rows(false);
+  gpu().set_fused_cache_rows(setting);
 }
 
 // The branchless decoders the attention kernels stage keys with give every code's value bit for

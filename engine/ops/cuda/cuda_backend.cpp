@@ -182,7 +182,7 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_FUSE=0|1 (default 1): the fused ops as one kernel each (set_fused_ops); 0:
   // the Backend defaults' separate kernels (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_FUSE", fuse_);
-  // FLASHDESK_CUDA_FUSE_CACHE_ROWS=0|1 (default 0): rope_quantize_rows as one kernel at decode
+  // FLASHDESK_CUDA_FUSE_CACHE_ROWS=0|1 (default 1): rope_quantize_rows as one kernel at decode
   // sizes (set_fused_cache_rows; the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_FUSE_CACHE_ROWS", fuse_cache_rows_);
   // FLASHDESK_CUDA_BF16_STREAMS=0|1 (default 1): the residual streams stored as BF16

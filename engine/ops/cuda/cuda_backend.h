@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,7 @@ class CudaBackend final : public Backend {
   // The indexer's tie selection in shared memory where the row fits (default), or always in
   // global memory (the tests run both).
   void set_select_in_shared_memory(bool on) { select_in_shared_memory_ = on; }
+  bool select_in_shared_memory() const { return select_in_shared_memory_; }
   // Whether torch's selection partitions a range over threads that each keep a run of it as bit
   // masks, on fewer threads as the ranges shrink (torch_select_block.cuh's partition_runs), or
   // on the whole block with warp-striped stop lists (the default until measured on a GPU;
@@ -154,6 +156,11 @@ class CudaBackend final : public Backend {
   bool index_keys_decoded() const { return index_keys_decoded_; }
   // The rows indexer_select selects from, [n, max(entries, select_width)] F32 (for the tests).
   Tensor indexer_scores(const IndexerArgs& args);
+  // indexer_select's selection over given score rows [n, width] (each row's first n_visible[t]
+  // entries visible, candidate blocks of block_size): the benchmarks time it on rows a layer
+  // made (cuda_select_bench --rows), apart from the scores.
+  void indexer_select_rows(const Tensor& scores, std::span<const int64_t> n_visible,
+                           int64_t block_size, Tensor& topk, Tensor* candidates);
   // The decode experts' FP8 shared slot in byte-balanced parts (FLASHDESK_CUDA_MOE_PARTS=1).
   void set_balance_shared_expert(bool on) { balance_shared_expert_ = on; }
   // The decode experts' shared slot split over K on the tensor cores (moe_decode_tc.cu).
@@ -269,12 +276,14 @@ class CudaBackend final : public Backend {
   void hc_expand(const Tensor& X, const Tensor& y, const Tensor& post, const Tensor& comb,
                  Tensor& out) override;
 
-  // One kernel at decode sizes where set_fused_cache_rows is on (FLASHDESK_CUDA_FUSE_CACHE_ROWS=1;
-  // off by default until measured on a GPU), else the three ops.
+  // One kernel at decode sizes where set_fused_cache_rows is on (the default:
+  // FLASHDESK_CUDA_FUSE_CACHE_ROWS=0 turns it off; measured level to 11 µs off a decode layer, 2-5
+  // kernels fewer, thirty-eighth session), else the three ops.
   void rope_quantize_rows(Tensor& x, const Tensor* norm, float eps,
                           std::span<const int64_t> positions, std::span<const float> inv_freq,
                           KvFormat format, Tensor& dst, int64_t first_row) override;
   void set_fused_cache_rows(bool on) { fuse_cache_rows_ = on; }
+  bool fused_cache_rows() const { return fuse_cache_rows_; }
   void quantize_rows(KvFormat format, const Tensor& x, Tensor& dst, int64_t first_row) override;
   void dequantize_rows(KvFormat format, const Tensor& src, int64_t first_row, Tensor& out) override;
   void compressor_pool(const Tensor& kv, const Tensor& score, int64_t ratio, Tensor& pending_kv,
@@ -365,7 +374,7 @@ class CudaBackend final : public Backend {
   bool split_shared_tc_ = true;       // FLASHDESK_CUDA_MOE_SPLIT
   bool shared_ahead_ = false;         // FLASHDESK_CUDA_SHARED_AHEAD
   bool fuse_ = true;                  // FLASHDESK_CUDA_FUSE
-  bool fuse_cache_rows_ = false;      // FLASHDESK_CUDA_FUSE_CACHE_ROWS
+  bool fuse_cache_rows_ = true;       // FLASHDESK_CUDA_FUSE_CACHE_ROWS
   bool bf16_streams_ = true;          // FLASHDESK_CUDA_BF16_STREAMS
   bool two_block_boundaries_ = true;  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
   bool grouped_moe_ = true;

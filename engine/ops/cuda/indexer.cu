@@ -775,6 +775,67 @@ ScoreRows score_rows(CudaBackend& backend, const IndexerArgs& args,
   return r;
 }
 
+// The selection over a call's score rows (indexer_select, indexer_select_rows): top-k entries and
+// candidate blocks, in torch's choice among ties, on the backend's selection settings.
+void select_rows(CudaBackend& be, const ScoreRows& rows, Tensor& topk, Tensor* candidates) {
+  cuda::DeviceContext& ctx = be.context();
+  const int64_t n = rows.a.n;
+  // k may exceed the row (a short context's step keeps the model's width): the rest is -1.
+  const int64_t k = topk.dim(1);
+  const cuda::IdxArgs& a = rows.a;
+  const Tensor& scores = rows.scores;
+  const int64_t n_blocks = a.n_blocks;
+  const int64_t c = candidates ? candidates->dim(1) : 0;
+  Tensor block_scores;
+  if (candidates) {
+    FD_CHECK(candidates->rows() == n && candidates->dtype() == DType::I32,
+             "indexer: candidates " + candidates->shape().str());
+    block_scores = ctx.scratch(DType::F32, Shape{n, std::max<int64_t>(n_blocks, 1)});
+  }
+  // Room for torch's selection, for a group of rows at a time (bounded, as a long prompt's rows
+  // times a long cache would not fit): in shared memory where the row fits there. For the
+  // launch's row (a step's bucket).
+  const int64_t row = std::max<int64_t>(a.width, 1);
+  const int64_t smem = cuda::shared_select_bytes(row);
+  const bool shared =
+      be.select_in_shared_memory() &&
+      smem + cuda::kSelectStaticSmem <= static_cast<int64_t>(ctx.props().sharedMemPerBlockOptin);
+  // Rows too wide for shared memory select their top-k and their candidate blocks on two blocks
+  // a query, each with its own scratch rows (select_split).
+  const int64_t ways = candidates && !shared && be.select_split() ? 2 : 1;
+  const int64_t row_room = ways * row *
+                           static_cast<int64_t>(shared ? sizeof(uint8_t)
+                                                       : sizeof(torch_select::Scored) +
+                                                             2 * sizeof(int32_t) + sizeof(uint8_t));
+  const int64_t group = std::clamp<int64_t>((int64_t{64} << 20) / row_room, 1, n);
+  Tensor pairs, lists;
+  if (!shared) {
+    pairs = ctx.scratch(
+        DType::U8, Shape{ways * group, row * static_cast<int64_t>(sizeof(torch_select::Scored))});
+    lists = ctx.scratch(DType::I32, Shape{ways * group, 2 * row});
+  }
+  Tensor taken = ctx.scratch(DType::U8, Shape{ways * group, row});
+  const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
+                             shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken),
+                             cuda::select_form(be.select_runs(), be.heap_steps())};
+  if (shared)
+    cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
+  const unsigned threads = select_threads(n, row, shared, be.prefill_select_threads());
+  for (int64_t t0 = 0; t0 < n; t0 += group) {
+    const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)), static_cast<unsigned>(ways));
+    if (shared)
+      FD_LAUNCH(cuda::indexer_select_kernel<true>, grid, dim3(threads), static_cast<size_t>(smem),
+                ctx.stream(), a, t0, ptr<const float>(scores), k, ptr<int32_t>(topk),
+                candidates ? ptr<float>(block_scores) : nullptr, c,
+                candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
+    else
+      FD_LAUNCH(cuda::indexer_select_kernel<false>, grid, dim3(cuda::kSelectThreads), 0,
+                ctx.stream(), a, t0, ptr<const float>(scores), k, ptr<int32_t>(topk),
+                candidates ? ptr<float>(block_scores) : nullptr, c,
+                candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
+  }
+}
+
 }  // namespace
 
 void CudaBackend::set_prefill_select_threads(int threads) {
@@ -804,64 +865,32 @@ Tensor CudaBackend::indexer_scores(const IndexerArgs& args) {
 
 void CudaBackend::indexer_select(const IndexerArgs& args, Tensor& topk, Tensor* candidates) {
   check_indexer_args(args, topk);
-  const int64_t n = args.q->rows();
-  // k may exceed the row (a short context's step keeps the model's width): the rest is -1.
-  const int64_t k = topk.dim(1);
+  if (args.q->rows() == 0) return;
+  cuda::DeviceGuard g(ctx_->device());
+  select_rows(*this, score_rows(*this, args, indexer_kernels_), topk, candidates);
+}
+
+void CudaBackend::indexer_select_rows(const Tensor& scores, std::span<const int64_t> n_visible,
+                                      int64_t block_size, Tensor& topk, Tensor* candidates) {
+  const int64_t n = scores.rows(), width = scores.dim(1);
+  FD_CHECK(scores.dtype() == DType::F32 && scores.shape().rank() == 2 && topk.rows() == n &&
+               topk.dtype() == DType::I32 && static_cast<int64_t>(n_visible.size()) == n &&
+               block_size > 0,
+           "indexer_select_rows: scores " + scores.shape().str() + ", top-k " + topk.shape().str() +
+               ", " + std::to_string(n_visible.size()) + " visible counts");
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
-  const ScoreRows rows = score_rows(*this, args, indexer_kernels_);
-  const cuda::IdxArgs& a = rows.a;
-  const Tensor& scores = rows.scores;
-  const int64_t n_blocks = a.n_blocks;
-  const int64_t c = candidates ? candidates->dim(1) : 0;
-  Tensor block_scores;
-  if (candidates) {
-    FD_CHECK(candidates->rows() == n && candidates->dtype() == DType::I32,
-             "indexer: candidates " + candidates->shape().str());
-    block_scores = ctx_->scratch(DType::F32, Shape{n, std::max<int64_t>(n_blocks, 1)});
-  }
-  // Room for torch's selection, for a group of rows at a time (bounded, as a long prompt's rows
-  // times a long cache would not fit): in shared memory where the row fits there. For the
-  // launch's row (a step's bucket).
-  const int64_t row = std::max<int64_t>(a.width, 1);
-  const int64_t smem = cuda::shared_select_bytes(row);
-  const bool shared =
-      select_in_shared_memory_ &&
-      smem + cuda::kSelectStaticSmem <= static_cast<int64_t>(ctx_->props().sharedMemPerBlockOptin);
-  // Rows too wide for shared memory select their top-k and their candidate blocks on two blocks
-  // a query, each with its own scratch rows (select_split).
-  const int64_t ways = candidates && !shared && select_split_ ? 2 : 1;
-  const int64_t row_room = ways * row *
-                           static_cast<int64_t>(shared ? sizeof(uint8_t)
-                                                       : sizeof(torch_select::Scored) +
-                                                             2 * sizeof(int32_t) + sizeof(uint8_t));
-  const int64_t group = std::clamp<int64_t>((int64_t{64} << 20) / row_room, 1, n);
-  Tensor pairs, lists;
-  if (!shared) {
-    pairs = ctx_->scratch(
-        DType::U8, Shape{ways * group, row * static_cast<int64_t>(sizeof(torch_select::Scored))});
-    lists = ctx_->scratch(DType::I32, Shape{ways * group, 2 * row});
-  }
-  Tensor taken = ctx_->scratch(DType::U8, Shape{ways * group, row});
-  const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
-                             shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken),
-                             cuda::select_form(select_runs_, heap_steps_)};
-  if (shared)
-    cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
-  const unsigned threads = select_threads(n, row, shared, prefill_select_threads_);
-  for (int64_t t0 = 0; t0 < n; t0 += group) {
-    const dim3 grid(static_cast<unsigned>(std::min(group, n - t0)), static_cast<unsigned>(ways));
-    if (shared)
-      FD_LAUNCH(cuda::indexer_select_kernel<true>, grid, dim3(threads), static_cast<size_t>(smem),
-                ctx_->stream(), a, t0, ptr<const float>(scores), k, ptr<int32_t>(topk),
-                candidates ? ptr<float>(block_scores) : nullptr, c,
-                candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
-    else
-      FD_LAUNCH(cuda::indexer_select_kernel<false>, grid, dim3(cuda::kSelectThreads), 0,
-                ctx_->stream(), a, t0, ptr<const float>(scores), k, ptr<int32_t>(topk),
-                candidates ? ptr<float>(block_scores) : nullptr, c,
-                candidates ? ptr<int32_t>(*candidates) : nullptr, tie);
-  }
+  ScoreRows r;
+  cuda::IdxArgs& a = r.a;
+  r.visible = ctx_->upload_span(n_visible, DType::I64);
+  a.visible = ptr<const int64_t>(r.visible);
+  a.n = n;
+  a.entries = width;
+  a.width = width;
+  a.block_size = block_size;
+  a.n_blocks = (width + block_size - 1) / block_size;
+  r.scores = scores;
+  select_rows(*this, r, topk, candidates);
 }
 
 }  // namespace flashdesk
