@@ -25,6 +25,8 @@
 //                     candidate blocks too; replaces --entries)]
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <iterator>
 #include <string>
@@ -162,16 +164,19 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   std::printf(" %s |\n", same ? "yes" : "NO");
 }
 
-// A score row file's floats; empty (and a message) where it cannot be read.
+// A score row file's floats; empty (and a message) where it cannot be read or is not a whole
+// number of floats.
 std::vector<float> read_row(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<float> row;
-  if (f) {
-    float v;
-    while (std::fread(&v, sizeof v, 1, f) == 1) row.push_back(v);
-    std::fclose(f);
+  if (!in.bad() && !bytes.empty() && bytes.size() % sizeof(float) == 0) {
+    row.resize(bytes.size() / sizeof(float));
+    std::memcpy(row.data(), bytes.data(), bytes.size());
+  } else {
+    std::fprintf(stderr, "cuda_select_bench: %s is not a row of float32 scores (%zu bytes)\n",
+                 path.c_str(), bytes.size());
   }
-  if (row.empty()) std::fprintf(stderr, "cuda_select_bench: no score row in %s\n", path.c_str());
   return row;
 }
 

@@ -878,6 +878,7 @@ void CudaBackend::indexer_select_rows(const Tensor& scores, std::span<const int6
                block_size > 0,
            "indexer_select_rows: scores " + scores.shape().str() + ", top-k " + topk.shape().str() +
                ", " + std::to_string(n_visible.size()) + " visible counts");
+  FD_CHECK(!ctx_->in_step(), "indexer_select_rows: not inside a step graph (no bucketed sizes)");
   if (n == 0) return;
   cuda::DeviceGuard g(ctx_->device());
   ScoreRows r;
