@@ -525,7 +525,7 @@ void SyntheticLayer::probe_row(const IndexerArgs& a, Tensor& topk, Tensor& candi
   std::vector<float>& row = probe_->row;
   row.resize(static_cast<size_t>(scores.dim(1)));
   be_.read(scores, row.data(), row.size() * sizeof(float));
-  probe_->ties = equal_to_kth(row, std::min<int64_t>(t_.index_topk, entries));
+  probe_->tie = kth_tie(row, std::min<int64_t>(t_.index_topk, entries));
   if (probe_reps_ <= 0) return;
   std::vector<double> op_ms, scores_ms;
   Tensor* cand = candidates.defined() ? &candidates : nullptr;

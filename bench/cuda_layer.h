@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/score_ties.h"
 #include "engine/checkpoint/config.h"
 #include "engine/ops/cuda/cuda_backend.h"
 
@@ -53,7 +54,7 @@ class SyntheticLayer {
   StepBytes decode_bytes(int input);
   // What index_probe finds about the first sequence's indexer row.
   struct IndexProbe {
-    int64_t ties = 0;  // scores equal to the k-th best (1: no tie across it; 0: no indexer)
+    KthTie tie;  // at the k-th best score (equal 0: no indexer)
     // The indexer's op (scores and selection) and its scores alone, run again on the step's own
     // arguments with nothing beside them (medians of `reps`, device µs): the selection's cost
     // on this layer's rows apart from what runs beside it in the step.

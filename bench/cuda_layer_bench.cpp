@@ -317,14 +317,14 @@ static int run_bench(int argc, char** argv) {
         TieRow tr{role_label(role), {}};
         for (int k = 0; k < 4; ++k) {
           tr.probes.push_back(layer.index_probe(k, o.probe_reps));
-          if (!o.dump_scores.empty() && tr.probes.back().ties > 0)
+          if (!o.dump_scores.empty() && tr.probes.back().tie.equal > 0)
             flashdesk::bench::write_score_row(o.dump_scores + "/layer" +
                                                   std::to_string(role.layer) + "_input" +
                                                   std::to_string(k) + ".f32",
                                               tr.probes.back().row);
           tr.probes.back().row = {};
         }
-        if (tr.probes.front().ties > 0) tie_rows.push_back(std::move(tr));
+        if (tr.probes.front().tie.equal > 0) tie_rows.push_back(std::move(tr));
       }
       if (o.queued) {
         // Held long enough for the host to issue every step first (about 0.3-0.5 ms a step).
@@ -369,14 +369,14 @@ static int run_bench(int argc, char** argv) {
   }
   if (!tie_rows.empty()) {
     // The selection's cost depends on this tie (torch's steps run over the row where only some
-    // of the equals are taken): the layer's rows next to cuda_select_bench's random ones.
-    // The op alone (its scores and selection on the step's own arguments, nothing beside it)
-    // against cuda_select_bench's random rows of the same width tells the selection's cost on
-    // these rows apart from what shares the device with it in a step.
+    // of the equals are taken). The op alone (its scores and selection on the step's own
+    // arguments, nothing beside it) tells the selection's cost on these rows apart from what
+    // shares the device with it in a step.
     std::printf(
         "\n## The indexer's tie at the k-th best score, and its op alone (batch 1, the decode "
         "steps' four input sets; µs: device medians of %lld runs of the op on a step's own "
-        "arguments)\n\n| role | scores equal to the k-th | op alone µs | scores alone µs | "
+        "arguments)\n\n| role | scores equal to the k-th (of them taken) | op alone µs | scores "
+        "alone µs | "
         "selection µs |\n| --- | --- | --- | --- | --- |\n",
         static_cast<long long>(o.probe_reps));
     for (const TieRow& r : tie_rows) {
@@ -384,7 +384,7 @@ static int run_bench(int argc, char** argv) {
       char buf[32];
       for (const auto& p : r.probes) {
         const char* sep = ties.empty() ? "" : " / ";
-        ties += sep + std::to_string(p.ties);
+        ties += sep + p.tie.str();
         std::snprintf(buf, sizeof buf, "%s%.1f", sep, p.op_us);
         op += buf;
         std::snprintf(buf, sizeof buf, "%s%.1f", sep, p.scores_us);

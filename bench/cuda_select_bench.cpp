@@ -11,7 +11,9 @@
 // 1,048,576 the candidate blocks too (2,048 of 131,072); below about 18,000 entries the row is
 // selected in shared memory on one block (the two-block forms run the one-block code) and below
 // 32,768 no heap steps are taken. Each row's tie at the 512th score is counted from its scores
-// read back. All forms' ids (top-k and candidates) must be equal.
+// read back, with how many of the equals the top 512 take: where it takes them all (as on the
+// random 16,385-entry row) no torch steps run, so that row times the plain path; a layer's rows
+// (--rows) leave some out. All forms' ids (top-k and candidates) must be equal.
 //
 // With --rows, score rows from files instead (cuda_layer_bench --dump-scores writes a layer's):
 // the selection alone on each (CudaBackend::indexer_select_rows, no scores), with torch's
@@ -108,7 +110,7 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
   const Tensor scores = be.indexer_scores(a);
   std::vector<float> row(static_cast<size_t>(scores.numel()));
   be.read(scores, row.data(), row.size() * sizeof(float));
-  const int64_t ties = flashdesk::bench::equal_to_kth(row, kTopK);
+  const flashdesk::bench::KthTie tie = flashdesk::bench::kth_tie(row, kTopK);
   if (!o.dump_scores.empty())
     flashdesk::bench::write_score_row(o.dump_scores + "/select_" + std::to_string(entries) + ".f32",
                                       row);
@@ -157,8 +159,7 @@ void run_row(CudaBackend& be, const Options& o, int64_t entries) {
     select_us[f] = std::max(op_us[f] - score_us, 1e-3);
     same = same && ids[f] == ids[0];
   }
-  std::printf("| %lld | %lld | %.1f |", static_cast<long long>(entries),
-              static_cast<long long>(ties), score_us);
+  std::printf("| %lld | %s | %.1f |", static_cast<long long>(entries), tie.str().c_str(), score_us);
   for (int f = 0; f < kN; ++f) std::printf(" %.1f |", op_us[f]);
   for (int f = 1; f < kN; ++f) std::printf(" %.2fx |", select_us[0] / select_us[f]);
   std::printf(" %s |\n", same ? "yes" : "NO");
@@ -210,9 +211,9 @@ void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
     }
   }
   be.set_select_runs(runs_before);
-  std::printf("| %s | %lld | %s | %lld | %.1f | %.1f | %s |\n", path.c_str(),
+  std::printf("| %s | %lld | %s | %s | %.1f | %.1f | %s |\n", path.c_str(),
               static_cast<long long>(width), with_candidates ? "yes" : "no",
-              static_cast<long long>(flashdesk::bench::equal_to_kth(row, k)),
+              flashdesk::bench::kth_tie(row, k).str().c_str(),
               flashdesk::bench::median(ms[0]) * 1e3, flashdesk::bench::median(ms[1]) * 1e3,
               ids[0] == ids[1] ? "yes" : "NO");
 }
@@ -225,7 +226,8 @@ static int run_bench(const Options& o) {
     std::printf(
         "device: %s; the selection alone on given score rows, median of %lld "
         "repetitions, the forms taking turns\n\n| row | entries | candidates | equal to "
-        "the k-th | selection µs: the block's partitions | over runs | same ids |\n| --- "
+        "the k-th (of them taken) | selection µs: the block's partitions | over runs | same ids "
+        "|\n| --- "
         "| ---: | --- | ---: | ---: | ---: | --- |\n",
         flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
     for (const std::string& r : o.rows) run_file_row(be, o, r);
@@ -234,7 +236,8 @@ static int run_bench(const Options& o) {
   std::printf("device: %s; median of %lld repetitions, the forms taking turns\n\n",
               flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
   std::printf(
-      "| entries | equal to the 512th | scores µs | op µs: one thread in place | a warp | one "
+      "| entries | equal to the 512th (of them taken) | scores µs | op µs: one thread in place | a "
+      "warp | one "
       "thread | a warp, two blocks | one thread, two blocks (default) | selection speed-up: a "
       "warp | one thread | a warp, two blocks | one thread, two blocks | same ids |\n"
       "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- "

@@ -1,6 +1,7 @@
-// How many of an indexer score row's values equal its k-th best: the tie the selection resolves
-// with torch's steps (1: no tie across the k-th; 0: an empty row). Read back by the benchmarks,
-// outside their timings.
+// An indexer score row's tie at its k-th best: how many values equal it and how many of those
+// the top k take. Only where some are left out (taken < equal) does the selection run torch's
+// steps to choose them; a tie the top k takes whole is an ordered compaction. Read back by the
+// benchmarks, outside their timings.
 #pragma once
 
 #include <algorithm>
@@ -12,12 +13,20 @@
 
 namespace flashdesk::bench {
 
-inline int64_t equal_to_kth(std::vector<float> row, int64_t k) {
-  if (k <= 0 || row.empty()) return 0;
+struct KthTie {
+  int64_t equal = 0;  // values equal to the k-th best (0: an empty row)
+  int64_t taken = 0;  // of them, in the top k
+  bool torch_steps() const { return taken < equal; }
+  std::string str() const { return std::to_string(equal) + " (" + std::to_string(taken) + ")"; }
+};
+
+inline KthTie kth_tie(std::vector<float> row, int64_t k) {
+  if (k <= 0 || row.empty()) return {};
   k = std::min<int64_t>(k, static_cast<int64_t>(row.size()));
   std::nth_element(row.begin(), row.begin() + (k - 1), row.end(), std::greater<>());
   const float kth = row[static_cast<size_t>(k - 1)];
-  return std::count(row.begin(), row.end(), kth);
+  const auto above = std::count_if(row.begin(), row.end(), [&](float v) { return v > kth; });
+  return {std::count(row.begin(), row.end(), kth), k - above};
 }
 
 // A score row as raw little-endian float32 (the benchmarks' --dump-scores), for the host's torch
