@@ -10,11 +10,14 @@ struct SelectFormCase {
   bool runs;                   // partitions over runs (partition_runs), else by the whole block
   cuda::HeapSteps heap_steps;  // who takes the heap select's steps, on which copy
   const char* what;
+  bool warp_tail = false;  // the whole block's partitions, the short ranges on one warp
 };
 
 inline constexpr SelectFormCase kSelectForms[] = {
     {false, cuda::HeapSteps::InPlace, "whole-block partitions, one thread's heap steps in place"},
     {true, cuda::HeapSteps::Warp, "partitions over runs, a warp's heap steps in shared memory"},
+    {false, cuda::HeapSteps::Thread,
+     "whole-block partitions, ranges of at most 512 on one warp, one thread's heap steps", true},
     {false, cuda::HeapSteps::Thread,
      "whole-block partitions, one thread's heap steps in shared memory"},
 };
@@ -22,6 +25,7 @@ inline constexpr SelectFormCase kSelectForms[] = {
 // Sets the backend's selection to `form`.
 inline void use_select_form(CudaBackend& backend, const SelectFormCase& form) {
   backend.set_select_runs(form.runs);
+  backend.set_select_warp_tail(form.warp_tail);
   backend.set_heap_steps(form.heap_steps);
 }
 

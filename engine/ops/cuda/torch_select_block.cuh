@@ -56,13 +56,22 @@ FD_NO_PADDING_BEGIN
 struct SelectForm {
   int64_t partition_per_thread = 0;  // > 0: partitions over runs of about that many elements
   HeapSteps heap_steps = HeapSteps::InPlace;
-  uint8_t padding[7] = {};
+  // With the whole block's partitions: ranges of at most kWarpTail elements on the first warp
+  // alone (partition_runs on 32 threads), past the block's barriers.
+  uint8_t warp_tail = 0;
+  uint8_t padding[6] = {};
 };
 FD_NO_PADDING_END
-// The form of the backend's settings (CudaBackend::select_runs, heap_steps).
-inline SelectForm select_form(bool runs, HeapSteps heap_steps) {
-  return SelectForm{runs ? kPartitionPerThread : 0, heap_steps};
+// The form of the backend's settings (CudaBackend::select_runs, heap_steps, select_warp_tail).
+inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail) {
+  return SelectForm{runs ? kPartitionPerThread : 0, heap_steps,
+                    static_cast<uint8_t>(warp_tail && !runs ? 1 : 0)};
 }
+// The longest range SelectForm::warp_tail gives the first warp (16 elements a lane): a
+// partition's cost is its block's barriers and the first thread's steps, not its elements, up to
+// a few hundred (twenty-fifth session's probe: 2,750-3,100 cycles each; ranges of at most 512 on
+// one warp took a 16,385-entry row's selection from 94,000 cycles to 78,500).
+constexpr int64_t kWarpTail = 512;
 
 // A block's working room: two index lists as long as the row, in global memory (int32) or, for
 // rows of at most 65,536 pairs, in shared memory (uint16: half the room, so a V4.1 decode row of
@@ -622,8 +631,10 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
   // The ranges shrink, so the threads a partition takes never grow: a thread not needed by one
   // is not needed by any later, and waits below for the first thread's range.
   while (last - first > 3 && depth > 0) {
-    const unsigned threads =
-        per_thread > 0 ? d::partition_threads(last - first - 1, per_thread) : blockDim.x;
+    const bool tail = per_thread <= 0 && form.warp_tail && last - first - 1 <= kWarpTail;
+    const unsigned threads = per_thread > 0 ? d::partition_threads(last - first - 1, per_thread)
+                             : tail         ? 32u
+                                            : blockDim.x;
     if (threadIdx.x >= threads) break;
     --depth;
     if (threadIdx.x == 0) {
@@ -633,7 +644,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
     }
     d::sync_first(threads);
     const int64_t cut =
-        per_thread <= 0 || last - first - 1 > 32 * static_cast<int64_t>(threads)
+        (per_thread <= 0 && !tail) || last - first - 1 > 32 * static_cast<int64_t>(threads)
             ? d::partition(pairs, first + 1, last, first, room)  // (the whole block's threads)
             : d::partition_runs(pairs, first + 1, last, first, room, threads);
     if (cut <= nth)

@@ -37,7 +37,8 @@ void torch_select_rows(CudaBackend& be, Tensor& pairs, int64_t n, int64_t k) {
   Tensor lists = ctx.scratch(DType::I32, Shape{rows, 2 * n});
   FD_LAUNCH(cuda::torch_select_rows_kernel, dim3(static_cast<unsigned>(rows)),
             dim3(cuda::kRowThreads), 0, ctx.stream(), cuda::ptr<torch_select::Scored>(pairs),
-            cuda::ptr<int32_t>(lists), n, k, cuda::select_form(be.select_runs(), be.heap_steps()));
+            cuda::ptr<int32_t>(lists), n, k,
+            cuda::select_form(be.select_runs(), be.heap_steps(), be.select_warp_tail()));
 }
 
 }  // namespace flashdesk
