@@ -16,7 +16,6 @@ namespace flashdesk::bench {
 struct KthTie {
   int64_t equal = 0;  // values equal to the k-th best (0: an empty row)
   int64_t taken = 0;  // of them, in the top k
-  bool torch_steps() const { return taken < equal; }
   std::string str() const { return std::to_string(equal) + " (" + std::to_string(taken) + ")"; }
 };
 
