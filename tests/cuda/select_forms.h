@@ -11,7 +11,6 @@ struct SelectFormCase {
   cuda::HeapSteps heap_steps;  // who takes the heap select's steps, on which copy
   const char* what;
   bool warp_tail = false;  // the whole block's partitions, the short ranges on one warp
-  bool narrow = false;     // the block's partitions on a warp per 512 of the range's elements
 };
 
 inline constexpr SelectFormCase kSelectForms[] = {
@@ -21,17 +20,12 @@ inline constexpr SelectFormCase kSelectForms[] = {
      "whole-block partitions, ranges of at most 512 on one warp, one thread's heap steps", true},
     {false, cuda::HeapSteps::Thread,
      "whole-block partitions, one thread's heap steps in shared memory"},
-    {false, cuda::HeapSteps::Thread,
-     "partitions on a warp per 512 elements, ranges of at most 512 on one warp's runs", true, true},
-    {false, cuda::HeapSteps::Warp, "partitions on a warp per 512 elements, a warp's heap steps",
-     false, true},
 };
 
 // Sets the backend's selection to `form`.
 inline void use_select_form(CudaBackend& backend, const SelectFormCase& form) {
   backend.set_select_runs(form.runs);
   backend.set_select_warp_tail(form.warp_tail);
-  backend.set_select_narrow(form.narrow);
   backend.set_heap_steps(form.heap_steps);
 }
 

@@ -59,28 +59,19 @@ struct SelectForm {
   // With the whole block's partitions: ranges of at most kWarpTail elements on the first warp
   // alone (partition_runs on 32 threads), past the block's barriers.
   uint8_t warp_tail = 0;
-  // With the whole block's partitions: a range on the first warps only, one warp per
-  // kNarrowPerWarp of its elements (partition() at a named barrier of those threads).
-  uint8_t narrow = 0;
-  uint8_t padding[5] = {};
+  uint8_t padding[6] = {};
 };
 FD_NO_PADDING_END
-// The form of the backend's settings (CudaBackend::select_runs, heap_steps, select_warp_tail,
-// select_narrow).
-inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail, bool narrow) {
+// The form of the backend's settings (CudaBackend::select_runs, heap_steps, select_warp_tail).
+inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail) {
   return SelectForm{runs ? kPartitionPerThread : 0, heap_steps,
-                    static_cast<uint8_t>(warp_tail && !runs ? 1 : 0),
-                    static_cast<uint8_t>(narrow && !runs ? 1 : 0)};
+                    static_cast<uint8_t>(warp_tail && !runs ? 1 : 0)};
 }
 // The longest range SelectForm::warp_tail gives the first warp (16 elements a lane): a
 // partition's cost is its block's barriers and the first thread's steps, not its elements, up to
 // a few hundred (twenty-fifth session's probe: 2,750-3,100 cycles each; ranges of at most 512 on
 // one warp took a 16,385-entry row's selection from 94,000 cycles to 78,500).
 constexpr int64_t kWarpTail = 512;
-// The elements a warp takes in SelectForm::narrow's partitions (16 a lane, as in a 16,384-entry
-// row's first partition on the whole block): a range of 2,048 runs on four warps, whose barriers
-// wait for fewer late warps than the block's 32.
-constexpr int64_t kNarrowPerWarp = 512;
 
 // A block's working room: two index lists as long as the row, in global memory (int32) or, for
 // rows of at most 65,536 pairs, in shared memory (uint16: half the room, so a V4.1 decode row of
@@ -100,34 +91,22 @@ namespace block_select_detail {
 
 using torch_select::Scored;
 
-// The barrier of the block's first `threads` threads (a multiple of 32): the block's own, a
-// warp's, or named barrier 1.
-__device__ __forceinline__ void sync_first(unsigned threads) {
-  if (threads == blockDim.x)
-    __syncthreads();
-  else if (threads == 32)
-    __syncwarp();
-  else
-    named_barrier_sync(1, threads);
-}
-
-// torch_select::partition_around(pairs + first, pairs + last, pairs + pivot) by the block's first
-// `threads` threads (a multiple of 32; the whole block but for SelectForm::narrow); each returns
-// the cut (an index into pairs). Each warp lists the stops of its own contiguous
+// torch_select::partition_around(pairs + first, pairs + last, pairs + pivot) by the block; every
+// thread returns the cut (an index into pairs). Each warp lists the stops of its own contiguous
 // segment of the range with ballots (a count pass, a scan of the 32 warp totals, a write pass), so
 // a partition waits at four block barriers whatever its length: a block-wide scan per 1024
 // elements put three barriers on every step of the old form, and the decode row's 16,384
 // entries took about 50 of them per partition (docs/cuda-backend.md).
 template <class Index>
 __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
-                                    const BlockSelectRoomOf<Index>& room, unsigned threads) {
+                                    const BlockSelectRoomOf<Index>& room) {
   __shared__ int64_t cut_s;
   __shared__ int swaps_s;
   __shared__ int64_t left_from[32], right_from[32];  // each warp's first list position
   __shared__ int64_t n_left_s, n_right_s;
   const Scored p = pairs[pivot];
   const int64_t len = last - first;
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = threads >> 5;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // Left stops counted from `first` upwards, right stops from `last - 1` downwards: position i of
   // the scan is element first + i for the left list and last - 1 - i for the right one.
   // (32-bit: a 64-bit division is a long instruction sequence, run by every thread.)
@@ -150,7 +129,7 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
     left_from[warp] = count_l;
     right_from[warp] = count_r;
   }
-  sync_first(threads);
+  __syncthreads();
   if (warp == 0) {  // exclusive sums of the warp counts, in warp order
     int64_t l = lane < warps ? left_from[lane] : 0, r = lane < warps ? right_from[lane] : 0;
     const int64_t own_l = l, own_r = r;
@@ -167,7 +146,7 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
       n_right_s = r;
     }
   }
-  sync_first(threads);
+  __syncthreads();
   int64_t at_l = left_from[warp], at_r = right_from[warp];
   const unsigned lower = (1u << lane) - 1u;
   for (int64_t base = i0; base < i1; base += 32) {
@@ -182,7 +161,7 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
     at_r += __popc(mask_r);
   }
   const int64_t n_left = n_left_s, n_right = n_right_s;
-  sync_first(threads);
+  __syncthreads();
   // Swap j happens while left[j] < right[j]; left ascends and right descends, so those j are a
   // prefix: its length (the number of swaps) by a search on the first warp, 32 probes a round
   // (a binary search on one thread waited on ~14 dependent shared-memory loads a partition).
@@ -209,12 +188,23 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
       swaps_s = static_cast<int>(swaps);
     }
   }
-  sync_first(threads);
+  __syncthreads();
   const int64_t cut = cut_s;
-  for (int64_t j = threadIdx.x; j < swaps_s; j += threads)
+  for (int64_t j = threadIdx.x; j < swaps_s; j += blockDim.x)
     torch_select::swap(pairs + room.left[j], pairs + room.right[j]);
-  sync_first(threads);
+  __syncthreads();
   return cut;
+}
+
+// The barrier of the block's first `threads` threads (a multiple of 32): the block's own, a
+// warp's, or named barrier 1.
+__device__ __forceinline__ void sync_first(unsigned threads) {
+  if (threads == blockDim.x)
+    __syncthreads();
+  else if (threads == 32)
+    __syncwarp();
+  else
+    named_barrier_sync(1, threads);
 }
 
 // Exclusive sums over the first `threads` threads of two counts, and their totals. Every warp
@@ -644,9 +634,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
     const bool tail = per_thread <= 0 && form.warp_tail && last - first - 1 <= kWarpTail;
     const unsigned threads = per_thread > 0 ? d::partition_threads(last - first - 1, per_thread)
                              : tail         ? 32u
-                             : form.narrow
-                                 ? d::partition_threads(last - first - 1, kNarrowPerWarp / 32)
-                                 : blockDim.x;
+                                            : blockDim.x;
     if (threadIdx.x >= threads) break;
     --depth;
     if (threadIdx.x == 0) {
@@ -657,7 +645,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
     d::sync_first(threads);
     const int64_t cut =
         (per_thread <= 0 && !tail) || last - first - 1 > 32 * static_cast<int64_t>(threads)
-            ? d::partition(pairs, first + 1, last, first, room, threads)
+            ? d::partition(pairs, first + 1, last, first, room)  // (the whole block's threads)
             : d::partition_runs(pairs, first + 1, last, first, room, threads);
     if (cut <= nth)
       first = cut;
