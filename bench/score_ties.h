@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,8 +30,12 @@ inline KthTie kth_tie(std::vector<float> row, int64_t k) {
 }
 
 // A score row as raw little-endian float32 (the benchmarks' --dump-scores), for the host's torch
-// selection; false (and a message) where it could not be written.
+// selection, its folder made where missing (a thirty-ninth session's call lost its rows to a
+// --dump-scores folder not made first); false (and a message) where it could not be written.
 inline bool write_score_row(const std::string& path, const std::vector<float>& row) {
+  std::error_code ec;  // (a folder that cannot be made fails the open below, which says so)
+  if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
+    std::filesystem::create_directories(dir, ec);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   bool ok = f && std::fwrite(row.data(), sizeof(float), row.size(), f) == row.size();
   if (f) ok = std::fclose(f) == 0 && ok;
