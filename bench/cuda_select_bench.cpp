@@ -17,8 +17,9 @@
 //
 // With --rows, score rows from files instead (cuda_layer_bench --dump-scores writes a layer's):
 // the selection alone on each (CudaBackend::indexer_select_rows, no scores), with torch's
-// partitions by the block, over runs (set_select_runs) and by the block with the short ranges on
-// one warp (set_select_warp_tail), so a layer's rows and the random ones can be compared.
+// partitions by the block, over runs (set_select_runs), by the block with the short ranges on
+// one warp (set_select_warp_tail) and with that and the count pass's stop masks kept
+// (set_select_stop_masks), so a layer's rows and the random ones can be compared.
 //
 //   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
 //                     [--seed N] [--dump-scores DIR (each row's scores, raw float32:
@@ -181,8 +182,19 @@ std::vector<float> read_row(const std::string& path) {
   return row;
 }
 
-// The selection alone on a given row, by the block's partitions, over runs, and by the block with
-// the short ranges on one warp.
+// The forms of torch's partitions --rows times, in turn (CudaBackend's settings).
+struct FileForm {
+  bool runs, warp_tail, stop_masks;
+  const char* what;
+};
+constexpr FileForm kFileForms[] = {
+    {false, false, false, "the block's partitions"},
+    {true, false, false, "over runs"},
+    {false, true, false, "short ranges on a warp"},
+    {false, true, true, "short ranges on a warp, stop masks kept"},
+};
+
+// The selection alone on a given row in each form of torch's partitions (kFileForms).
 void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
   const bool with_candidates = spec.size() > 2 && spec.compare(spec.size() - 2, 2, ":c") == 0;
   const std::string path = with_candidates ? spec.substr(0, spec.size() - 2) : spec;
@@ -195,14 +207,16 @@ void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
   Tensor topk = be.alloc(DType::I32, Shape{1, k});
   Tensor cand = be.alloc(DType::I32, Shape{1, std::min(kCandidates, blocks)});
   const std::vector<int64_t> visible{width};
-  const bool runs_before = be.select_runs(), tail_before = be.select_warp_tail();
-  constexpr int kN = 3;
+  const bool runs_before = be.select_runs(), tail_before = be.select_warp_tail(),
+             masks_before = be.select_stop_masks();
+  constexpr int kN = std::size(kFileForms);
   std::vector<double> ms[kN];
   std::vector<int32_t> ids[kN];
   for (int64_t rep = -1; rep < o.reps; ++rep) {  // rep -1: untimed warm-up
     for (int f = 0; f < kN; ++f) {
-      be.set_select_runs(f == 1);
-      be.set_select_warp_tail(f == 2);
+      be.set_select_runs(kFileForms[f].runs);
+      be.set_select_warp_tail(kFileForms[f].warp_tail);
+      be.set_select_stop_masks(kFileForms[f].stop_masks);
       const double t = cb::device_ms(be, [&] {
         be.indexer_select_rows(scores, visible, kBlock, topk, with_candidates ? &cand : nullptr);
       });
@@ -215,12 +229,15 @@ void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
   }
   be.set_select_runs(runs_before);
   be.set_select_warp_tail(tail_before);
-  std::printf("| %s | %lld | %s | %s | %.1f | %.1f | %.1f | %s |\n", path.c_str(),
-              static_cast<long long>(width), with_candidates ? "yes" : "no",
-              flashdesk::bench::kth_tie(row, k).str().c_str(),
-              flashdesk::bench::median(ms[0]) * 1e3, flashdesk::bench::median(ms[1]) * 1e3,
-              flashdesk::bench::median(ms[2]) * 1e3,
-              ids[0] == ids[1] && ids[0] == ids[2] ? "yes" : "NO");
+  be.set_select_stop_masks(masks_before);
+  std::printf("| %s | %lld | %s | %s |", path.c_str(), static_cast<long long>(width),
+              with_candidates ? "yes" : "no", flashdesk::bench::kth_tie(row, k).str().c_str());
+  bool same = true;
+  for (int f = 0; f < kN; ++f) {
+    std::printf(" %.1f |", flashdesk::bench::median(ms[f]) * 1e3);
+    same = same && ids[f] == ids[0];
+  }
+  std::printf(" %s |\n", same ? "yes" : "NO");
 }
 
 }  // namespace
@@ -231,9 +248,12 @@ static int run_bench(const Options& o) {
     std::printf(
         "device: %s; the selection alone on given score rows, median of %lld "
         "repetitions, the forms taking turns\n\n| row | entries | candidates | equal to "
-        "the k-th (of them taken) | selection µs: the block's partitions | over runs | short "
-        "ranges on a warp | same ids |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |\n",
+        "the k-th (of them taken) | selection µs:",
         flashdesk::describe(be.device()).c_str(), static_cast<long long>(o.reps));
+    for (const FileForm& f : kFileForms) std::printf(" %s |", f.what);
+    std::printf(" same ids |\n| --- | ---: | --- | ---: |");
+    for (size_t f = 0; f < std::size(kFileForms); ++f) std::printf(" ---: |");
+    std::printf(" --- |\n");
     for (const std::string& r : o.rows) run_file_row(be, o, r);
     return 0;
   }

@@ -59,13 +59,19 @@ struct SelectForm {
   // With the whole block's partitions: ranges of at most kWarpTail elements on the first warp
   // alone (partition_runs on 32 threads), past the block's barriers.
   uint8_t warp_tail = 0;
-  uint8_t padding[6] = {};
+  // With the whole block's partitions: each warp's stop masks of its count pass kept in its
+  // lanes' registers for the write pass (partition()'s second pass then shuffles them instead of
+  // loading and comparing its elements again), where a warp's segment has at most 32 rounds.
+  uint8_t stop_masks = 0;
+  uint8_t padding[5] = {};
 };
 FD_NO_PADDING_END
-// The form of the backend's settings (CudaBackend::select_runs, heap_steps, select_warp_tail).
-inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail) {
+// The form of the backend's settings (CudaBackend::select_runs, heap_steps, select_warp_tail,
+// select_stop_masks).
+inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail, bool stop_masks) {
   return SelectForm{runs ? kPartitionPerThread : 0, heap_steps,
-                    static_cast<uint8_t>(warp_tail && !runs ? 1 : 0)};
+                    static_cast<uint8_t>(warp_tail && !runs ? 1 : 0),
+                    static_cast<uint8_t>(stop_masks ? 1 : 0)};
 }
 // The longest range SelectForm::warp_tail gives the first warp (16 elements a lane): a
 // partition's cost is its block's barriers and the first thread's steps, not its elements, up to
@@ -99,7 +105,7 @@ using torch_select::Scored;
 // entries took about 50 of them per partition (docs/cuda-backend.md).
 template <class Index>
 __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
-                                    const BlockSelectRoomOf<Index>& room) {
+                                    const BlockSelectRoomOf<Index>& room, bool stop_masks) {
   __shared__ int64_t cut_s;
   __shared__ int swaps_s;
   __shared__ int64_t left_from[32], right_from[32];  // each warp's first list position
@@ -118,12 +124,19 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
     stop_l = in && !torch_select::before(pairs[first + i], p);
     stop_r = in && !torch_select::before(p, pairs[last - 1 - i]);
   };
+  // SelectForm::stop_masks: lane r keeps round r's two ballots (seg is the same for every warp,
+  // so the choice is uniform over the block).
+  const bool keep = stop_masks && seg <= 32 * 32;
+  unsigned kept_l = 0, kept_r = 0;
   int64_t count_l = 0, count_r = 0;
   for (int64_t base = i0; base < i1; base += 32) {  // uniform over the warp
     bool stop_l, stop_r;
     stops(base + lane, stop_l, stop_r);
-    count_l += __popc(__ballot_sync(kFullMask, stop_l));
-    count_r += __popc(__ballot_sync(kFullMask, stop_r));
+    const unsigned mask_l = __ballot_sync(kFullMask, stop_l),
+                   mask_r = __ballot_sync(kFullMask, stop_r);
+    if (keep && lane == static_cast<unsigned>((base - i0) >> 5)) kept_l = mask_l, kept_r = mask_r;
+    count_l += __popc(mask_l);
+    count_r += __popc(mask_r);
   }
   if (lane == 0) {
     left_from[warp] = count_l;
@@ -152,9 +165,18 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
   for (int64_t base = i0; base < i1; base += 32) {
     const int64_t i = base + lane;
     bool stop_l, stop_r;
-    stops(i, stop_l, stop_r);
-    const unsigned mask_l = __ballot_sync(kFullMask, stop_l),
-                   mask_r = __ballot_sync(kFullMask, stop_r);
+    unsigned mask_l, mask_r;
+    if (keep) {
+      const int round = static_cast<int>((base - i0) >> 5);
+      mask_l = __shfl_sync(kFullMask, kept_l, round);
+      mask_r = __shfl_sync(kFullMask, kept_r, round);
+      stop_l = (mask_l >> lane) & 1u;
+      stop_r = (mask_r >> lane) & 1u;
+    } else {
+      stops(i, stop_l, stop_r);
+      mask_l = __ballot_sync(kFullMask, stop_l);
+      mask_r = __ballot_sync(kFullMask, stop_r);
+    }
     if (stop_l) room.left[at_l + __popc(mask_l & lower)] = static_cast<Index>(first + i);
     if (stop_r) room.right[at_r + __popc(mask_r & lower)] = static_cast<Index>(last - 1 - i);
     at_l += __popc(mask_l);
@@ -645,7 +667,7 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
     d::sync_first(threads);
     const int64_t cut =
         (per_thread <= 0 && !tail) || last - first - 1 > 32 * static_cast<int64_t>(threads)
-            ? d::partition(pairs, first + 1, last, first, room)  // (the whole block's threads)
+            ? d::partition(pairs, first + 1, last, first, room, form.stop_masks != 0)
             : d::partition_runs(pairs, first + 1, last, first, room, threads);
     if (cut <= nth)
       first = cut;
