@@ -20,8 +20,8 @@
 # AB_ROUNDS times (default 2) with the values taking turns, and appends its tables to the layer
 # table; GEMV_AB="NAME=a,b ..." does the same with the decode GEMV and MoE-step bench
 # (cuda_gemv_bench: the kernels alone), in QUICK calls too; the indexer's selection bench
-# (cuda_select_bench) and its prompt bench (cuda_prompt_indexer_bench) are appended there in
-# every call.
+# (cuda_select_bench, on random rows and on the layer bench's own score rows, --rows) and its
+# prompt bench (cuda_prompt_indexer_bench) are appended there in every call.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -86,6 +86,17 @@ echo "exit $?" >> "$OUT/bench_layers.md"
 stage bench_select
 { echo; echo "## The indexer's selection (bench/cuda_select_bench)"; echo
   run_for 90 "$BUILD/bench/cuda_select_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
+# The same selection on the full-shape layers' own score rows (their ties leave equals out, so
+# torch's partitions run), each form of the partitions side by side (about 20 s).
+stage bench_select_rows
+{ echo; echo "## The indexer's selection on the layers' score rows (cuda_select_bench --rows)"; echo
+  ROWS=$(mktemp -d)
+  run_for 90 "$BUILD/bench/cuda_layer_bench" --iters 3 --batches 1 --prefill 0 --graph 0 \
+    --queued 0 --probe-reps 3 --dump-scores "$ROWS" > /dev/null
+  LIST=$(cd "$ROWS" && shopt -s nullglob && for f in layer*_input*.f32; do
+    case $f in layer20_*) echo "$ROWS/$f:c" ;; *) echo "$ROWS/$f" ;; esac; done | paste -sd,)
+  [ -n "$LIST" ] && run_for 80 "$BUILD/bench/cuda_select_bench" --reps 10 --rows "$LIST"
+  echo "exit $?"; rm -rf "$ROWS"; } >> "$OUT/bench_layers.md" 2>&1
 
 # A prompt's indexer: its keys decoded once or a tile at a time, its selection's block sizes (a few
 # seconds).
