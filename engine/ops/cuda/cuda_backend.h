@@ -112,7 +112,7 @@ class CudaBackend final : public Backend {
   bool select_runs() const { return select_runs_; }
   // With the whole block's partitions: ranges of at most 512 elements partitioned by the first
   // warp alone, without the block's barriers (FLASHDESK_CUDA_SELECT_WARP_TAIL=0|1, on by default
-  // since the thirty-ninth session: the selection alone 1-4% faster on every layer row of an
+  // since the thirty-ninth session: the selection alone 0.6-7.7% faster on every layer row of an
   // H200 call; the tests run both).
   void set_select_warp_tail(bool on) { select_warp_tail_ = on; }
   bool select_warp_tail() const { return select_warp_tail_; }
