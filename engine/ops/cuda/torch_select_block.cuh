@@ -120,7 +120,7 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
   __shared__ int64_t left_from[32], right_from[32];  // each warp's first list position
   __shared__ int64_t n_left_s, n_right_s;
   const Scored p = pairs[moved >= 0 ? moved : pivot];
-  const Scored home = pairs[pivot];  // (with `moved`: the element read at `moved`)
+  const Scored home = moved >= 0 ? pairs[pivot] : p;  // (with `moved`: read at `moved`)
   const auto at = [&](int64_t e) { return e == moved ? home : pairs[e]; };
   const int64_t len = last - first;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
