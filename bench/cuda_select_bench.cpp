@@ -18,9 +18,8 @@
 // With --rows, score rows from files instead (cuda_layer_bench --dump-scores writes a layer's):
 // the selection alone on each (CudaBackend::indexer_select_rows, no scores), with torch's
 // partitions by the block, over runs (set_select_runs), by the block with the short ranges on
-// one warp (set_select_warp_tail), with that and the count pass's stop masks kept
-// (set_select_stop_masks) or the pivot found by every thread (set_select_shared_pivot), and with
-// all three, so a layer's rows and the random ones can be compared.
+// one warp (set_select_warp_tail) and with that and the count pass's stop masks kept
+// (set_select_stop_masks), so a layer's rows and the random ones can be compared.
 //
 //   cuda_select_bench [--entries 4096,16385,32767,65536,262144,1048576] [--reps N] [--device N]
 //                     [--seed N] [--dump-scores DIR (each row's scores, raw float32:
@@ -185,16 +184,14 @@ std::vector<float> read_row(const std::string& path) {
 
 // The forms of torch's partitions --rows times, in turn (CudaBackend's settings).
 struct FileForm {
-  bool runs, warp_tail, stop_masks, shared_pivot;
+  bool runs, warp_tail, stop_masks;
   const char* what;
 };
 constexpr FileForm kFileForms[] = {
-    {false, false, false, false, "the block's partitions"},
-    {true, false, false, false, "over runs"},
-    {false, true, false, false, "short ranges on a warp (default)"},
-    {false, true, true, false, "and stop masks kept"},
-    {false, true, false, true, "and the pivot found by every thread"},
-    {false, true, true, true, "and both"},
+    {false, false, false, "the block's partitions"},
+    {true, false, false, "over runs"},
+    {false, true, false, "short ranges on a warp"},
+    {false, true, true, "short ranges on a warp, stop masks kept"},
 };
 
 // The selection alone on a given row in each form of torch's partitions (kFileForms).
@@ -211,7 +208,7 @@ void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
   Tensor cand = be.alloc(DType::I32, Shape{1, std::min(kCandidates, blocks)});
   const std::vector<int64_t> visible{width};
   const bool runs_before = be.select_runs(), tail_before = be.select_warp_tail(),
-             masks_before = be.select_stop_masks(), pivot_before = be.select_shared_pivot();
+             masks_before = be.select_stop_masks();
   constexpr int kN = std::size(kFileForms);
   std::vector<double> ms[kN];
   std::vector<int32_t> ids[kN];
@@ -220,7 +217,6 @@ void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
       be.set_select_runs(kFileForms[f].runs);
       be.set_select_warp_tail(kFileForms[f].warp_tail);
       be.set_select_stop_masks(kFileForms[f].stop_masks);
-      be.set_select_shared_pivot(kFileForms[f].shared_pivot);
       const double t = cb::device_ms(be, [&] {
         be.indexer_select_rows(scores, visible, kBlock, topk, with_candidates ? &cand : nullptr);
       });
@@ -234,7 +230,6 @@ void run_file_row(CudaBackend& be, const Options& o, const std::string& spec) {
   be.set_select_runs(runs_before);
   be.set_select_warp_tail(tail_before);
   be.set_select_stop_masks(masks_before);
-  be.set_select_shared_pivot(pivot_before);
   std::printf("| %s | %lld | %s | %s |", path.c_str(), static_cast<long long>(width),
               with_candidates ? "yes" : "no", flashdesk::bench::kth_tie(row, k).str().c_str());
   bool same = true;

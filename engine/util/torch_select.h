@@ -105,16 +105,21 @@ FD_HOST_DEVICE inline void sort_heap(Scored* first, Scored* last) {
 
 // ---- quicksort pieces (std::__move_median_to_first, __unguarded_partition[_pivot]) ----
 
-// Which of a, b, c (0, 1, 2) std::__move_median_to_first takes for the pivot.
-FD_HOST_DEVICE inline int median_of_three(const Scored& a, const Scored& b, const Scored& c) {
-  if (before(a, b)) return before(b, c) ? 1 : before(a, c) ? 2 : 0;
-  if (before(a, c)) return 0;
-  return before(b, c) ? 2 : 1;
-}
-
 FD_HOST_DEVICE inline void move_median_to_first(Scored* result, Scored* a, Scored* b, Scored* c) {
-  const int m = median_of_three(*a, *b, *c);
-  swap(result, m == 0 ? a : m == 1 ? b : c);
+  if (before(*a, *b)) {
+    if (before(*b, *c))
+      swap(result, b);
+    else if (before(*a, *c))
+      swap(result, c);
+    else
+      swap(result, a);
+  } else if (before(*a, *c)) {
+    swap(result, a);
+  } else if (before(*b, *c)) {
+    swap(result, c);
+  } else {
+    swap(result, b);
+  }
 }
 
 FD_HOST_DEVICE inline Scored* partition_around(Scored* first, Scored* last, const Scored* pivot) {

@@ -10,18 +10,17 @@ struct SelectFormCase {
   bool runs;                   // partitions over runs (partition_runs), else by the whole block
   cuda::HeapSteps heap_steps;  // who takes the heap select's steps, on which copy
   const char* what;
-  bool warp_tail = false;     // the whole block's partitions, the short ranges on one warp
-  bool stop_masks = false;    // the block's partitions keep their count pass's stop masks
-  bool shared_pivot = false;  // every thread of the block's partitions finds the pivot
+  bool warp_tail = false;   // the whole block's partitions, the short ranges on one warp
+  bool stop_masks = false;  // the block's partitions keep their count pass's stop masks
 };
 
 inline constexpr SelectFormCase kSelectForms[] = {
     {false, cuda::HeapSteps::InPlace, "whole-block partitions, one thread's heap steps in place"},
     {true, cuda::HeapSteps::Warp, "partitions over runs, a warp's heap steps in shared memory"},
     {false, cuda::HeapSteps::Thread,
-     "whole-block partitions keeping their stop masks, every thread finding the pivot, ranges "
-     "of at most 512 on one warp, one thread's heap steps",
-     true, true, true},
+     "whole-block partitions keeping their stop masks, ranges of at most 512 on one warp, one "
+     "thread's heap steps",
+     true, true},
     {false, cuda::HeapSteps::Thread,
      "whole-block partitions, one thread's heap steps in shared memory"},
 };
@@ -31,7 +30,6 @@ inline void use_select_form(CudaBackend& backend, const SelectFormCase& form) {
   backend.set_select_runs(form.runs);
   backend.set_select_warp_tail(form.warp_tail);
   backend.set_select_stop_masks(form.stop_masks);
-  backend.set_select_shared_pivot(form.shared_pivot);
   backend.set_heap_steps(form.heap_steps);
 }
 

@@ -121,11 +121,6 @@ class CudaBackend final : public Backend {
   // (FLASHDESK_CUDA_SELECT_STOP_MASKS=0|1, off until measured on a GPU; the tests run both).
   void set_select_stop_masks(bool on) { select_stop_masks_ = on; }
   bool select_stop_masks() const { return select_stop_masks_; }
-  // With the whole block's partitions: every thread finds the median-of-three pivot itself, so a
-  // partition starts without the first thread's move and a barrier
-  // (FLASHDESK_CUDA_SELECT_SHARED_PIVOT=0|1, off until measured on a GPU; the tests run both).
-  void set_select_shared_pivot(bool on) { select_shared_pivot_ = on; }
-  bool select_shared_pivot() const { return select_shared_pivot_; }
   // Who takes the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row
   // from 32,768 entries), on which copy of the heap (cuda::HeapSteps): one thread on a copy in
   // shared memory (thread_heap_steps, its sift loading a level ahead; the default: 1.26-1.32x the
@@ -379,7 +374,6 @@ class CudaBackend final : public Backend {
   bool select_runs_ = false;                  // FLASHDESK_CUDA_SELECT_RUNS
   bool select_warp_tail_ = true;              // FLASHDESK_CUDA_SELECT_WARP_TAIL
   bool select_stop_masks_ = false;            // FLASHDESK_CUDA_SELECT_STOP_MASKS
-  bool select_shared_pivot_ = false;          // FLASHDESK_CUDA_SELECT_SHARED_PIVOT
   bool indexer_beside_ = false;               // FLASHDESK_CUDA_INDEXER_BESIDE
   HeapSteps heap_steps_ = HeapSteps::Thread;  // FLASHDESK_CUDA_HEAP_STEPS
   int64_t score_pairs_from_ = 262144;         // FLASHDESK_CUDA_SCORE_PAIRS_FROM

@@ -815,11 +815,10 @@ void select_rows(CudaBackend& be, const ScoreRows& rows, Tensor& topk, Tensor* c
     lists = ctx.scratch(DType::I32, Shape{ways * group, 2 * row});
   }
   Tensor taken = ctx.scratch(DType::U8, Shape{ways * group, row});
-  const cuda::TieScratch tie{
-      shared ? nullptr : ptr<torch_select::Scored>(pairs), shared ? nullptr : ptr<int32_t>(lists),
-      ptr<uint8_t>(taken),
-      cuda::select_form(be.select_runs(), be.heap_steps(), be.select_warp_tail(),
-                        be.select_stop_masks(), be.select_shared_pivot())};
+  const cuda::TieScratch tie{shared ? nullptr : ptr<torch_select::Scored>(pairs),
+                             shared ? nullptr : ptr<int32_t>(lists), ptr<uint8_t>(taken),
+                             cuda::select_form(be.select_runs(), be.heap_steps(),
+                                               be.select_warp_tail(), be.select_stop_masks())};
   if (shared)
     cuda::allow_dynamic_smem<cuda::indexer_select_kernel<true>>(static_cast<size_t>(smem));
   const unsigned threads = select_threads(n, row, shared, be.prefill_select_threads());

@@ -63,21 +63,15 @@ struct SelectForm {
   // lanes' registers for the write pass (partition()'s second pass then shuffles them instead of
   // loading and comparing its elements again), where a warp's segment has at most 32 rounds.
   uint8_t stop_masks = 0;
-  // With the whole block's partitions: every thread finds the median-of-three pivot itself and
-  // the partition reads the range as if it were moved to the front (the first thread moves it
-  // later, between the passes and the swaps), instead of the first thread moving it before a
-  // barrier.
-  uint8_t shared_pivot = 0;
-  uint8_t padding[4] = {};
+  uint8_t padding[5] = {};
 };
 FD_NO_PADDING_END
 // The form of the backend's settings (CudaBackend::select_runs, heap_steps, select_warp_tail,
-// select_stop_masks, select_shared_pivot).
-inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail, bool stop_masks,
-                              bool shared_pivot) {
-  return SelectForm{
-      runs ? kPartitionPerThread : 0, heap_steps, static_cast<uint8_t>(warp_tail && !runs ? 1 : 0),
-      static_cast<uint8_t>(stop_masks ? 1 : 0), static_cast<uint8_t>(shared_pivot ? 1 : 0)};
+// select_stop_masks).
+inline SelectForm select_form(bool runs, HeapSteps heap_steps, bool warp_tail, bool stop_masks) {
+  return SelectForm{runs ? kPartitionPerThread : 0, heap_steps,
+                    static_cast<uint8_t>(warp_tail && !runs ? 1 : 0),
+                    static_cast<uint8_t>(stop_masks ? 1 : 0)};
 }
 // The longest range SelectForm::warp_tail gives the first warp (16 elements a lane): a
 // partition's cost is its block's barriers and the first thread's steps, not its elements, up to
@@ -104,24 +98,19 @@ namespace block_select_detail {
 using torch_select::Scored;
 
 // torch_select::partition_around(pairs + first, pairs + last, pairs + pivot) by the block; every
-// thread returns the cut (an index into pairs). With `moved` >= 0 (in the range), the pivot is
-// still at `moved` and the element at `pivot` belongs there: the passes read the range as if the
-// two were exchanged, and the first thread exchanges them once the passes are done. Each warp lists
-// the stops of its own contiguous segment of the range with ballots (a count pass, a scan of the 32
-// warp totals, a write pass), so a partition waits at four block barriers whatever its length: a
-// block-wide scan per 1024 elements put three barriers on every step of the old form, and the
-// decode row's 16,384 entries took about 50 of them per partition (docs/cuda-backend.md).
+// thread returns the cut (an index into pairs). Each warp lists the stops of its own contiguous
+// segment of the range with ballots (a count pass, a scan of the 32 warp totals, a write pass), so
+// a partition waits at four block barriers whatever its length: a block-wide scan per 1024
+// elements put three barriers on every step of the old form, and the decode row's 16,384
+// entries took about 50 of them per partition (docs/cuda-backend.md).
 template <class Index>
 __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, int64_t pivot,
-                                    const BlockSelectRoomOf<Index>& room, bool stop_masks,
-                                    int64_t moved = -1) {
+                                    const BlockSelectRoomOf<Index>& room, bool stop_masks) {
   __shared__ int64_t cut_s;
   __shared__ int swaps_s;
   __shared__ int64_t left_from[32], right_from[32];  // each warp's first list position
   __shared__ int64_t n_left_s, n_right_s;
-  const Scored p = pairs[moved >= 0 ? moved : pivot];
-  const Scored home = moved >= 0 ? pairs[pivot] : p;  // (with `moved`: read at `moved`)
-  const auto at = [&](int64_t e) { return e == moved ? home : pairs[e]; };
+  const Scored p = pairs[pivot];
   const int64_t len = last - first;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   // Left stops counted from `first` upwards, right stops from `last - 1` downwards: position i of
@@ -132,8 +121,8 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
   const int64_t i0 = static_cast<int64_t>(warp) * seg, i1 = lmin(len, i0 + seg);
   const auto stops = [&](int64_t i, bool& stop_l, bool& stop_r) {
     const bool in = i < i1;
-    stop_l = in && !torch_select::before(at(first + i), p);
-    stop_r = in && !torch_select::before(p, at(last - 1 - i));
+    stop_l = in && !torch_select::before(pairs[first + i], p);
+    stop_r = in && !torch_select::before(p, pairs[last - 1 - i]);
   };
   // SelectForm::stop_masks: lane r keeps round r's two ballots (seg is the same for every warp,
   // so the choice is uniform over the block).
@@ -199,8 +188,6 @@ __device__ inline int64_t partition(Scored* pairs, int64_t first, int64_t last, 
   // prefix: its length (the number of swaps) by a search on the first warp, 32 probes a round
   // (a binary search on one thread waited on ~14 dependent shared-memory loads a partition).
   if (warp == 0) {
-    // The passes are done: the pivot goes where they read it (the swaps below see it there).
-    if (moved >= 0 && lane == 0) torch_select::swap(pairs + pivot, pairs + moved);
     int64_t lo = 0, hi = lmin(n_left, n_right);  // the first j with left[j] >= right[j]
     while (lo < hi) {                            // uniform over the warp
       const int64_t step = (hi - lo + 31) / 32, j = lo + lane * step;
@@ -672,22 +659,16 @@ __device__ inline void block_torch_select(torch_select::Scored* pairs, int64_t n
                                             : blockDim.x;
     if (threadIdx.x >= threads) break;
     --depth;
-    const int64_t mid = first + (last - first) / 2;
-    const bool whole_block =
-        (per_thread <= 0 && !tail) || last - first - 1 > 32 * static_cast<int64_t>(threads);
-    int64_t cut;
-    if (whole_block && form.shared_pivot) {  // (SelectForm::shared_pivot: no barrier first)
-      const int m = torch_select::median_of_three(pairs[first + 1], pairs[mid], pairs[last - 1]);
-      const int64_t median = m == 0 ? first + 1 : m == 1 ? mid : last - 1;
-      cut = d::partition(pairs, first + 1, last, first, room, form.stop_masks != 0, median);
-    } else {
-      if (threadIdx.x == 0)
-        torch_select::move_median_to_first(pairs + first, pairs + first + 1, pairs + mid,
-                                           pairs + last - 1);
-      d::sync_first(threads);
-      cut = whole_block ? d::partition(pairs, first + 1, last, first, room, form.stop_masks != 0)
-                        : d::partition_runs(pairs, first + 1, last, first, room, threads);
+    if (threadIdx.x == 0) {
+      const int64_t mid = first + (last - first) / 2;
+      torch_select::move_median_to_first(pairs + first, pairs + first + 1, pairs + mid,
+                                         pairs + last - 1);
     }
+    d::sync_first(threads);
+    const int64_t cut =
+        (per_thread <= 0 && !tail) || last - first - 1 > 32 * static_cast<int64_t>(threads)
+            ? d::partition(pairs, first + 1, last, first, room, form.stop_masks != 0)
+            : d::partition_runs(pairs, first + 1, last, first, room, threads);
     if (cut <= nth)
       first = cut;
     else

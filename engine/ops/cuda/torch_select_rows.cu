@@ -39,7 +39,7 @@ void torch_select_rows(CudaBackend& be, Tensor& pairs, int64_t n, int64_t k) {
             dim3(cuda::kRowThreads), 0, ctx.stream(), cuda::ptr<torch_select::Scored>(pairs),
             cuda::ptr<int32_t>(lists), n, k,
             cuda::select_form(be.select_runs(), be.heap_steps(), be.select_warp_tail(),
-                              be.select_stop_masks(), be.select_shared_pivot()));
+                              be.select_stop_masks()));
 }
 
 }  // namespace flashdesk
