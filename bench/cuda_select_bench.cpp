@@ -191,7 +191,7 @@ constexpr FileForm kFileForms[] = {
     {false, false, false, "the block's partitions"},
     {true, false, false, "over runs"},
     {false, true, false, "short ranges on a warp"},
-    {false, true, true, "short ranges on a warp, stop masks kept"},
+    {false, true, true, "short ranges on a warp, stop masks kept (default)"},
 };
 
 // The selection alone on a given row in each form of torch's partitions (kFileForms).

@@ -164,7 +164,7 @@ CudaBackend::CudaBackend(int device) {
   read_switch("FLASHDESK_CUDA_SELECT_RUNS", select_runs_);
   // FLASHDESK_CUDA_SELECT_WARP_TAIL=0|1 (default 1): set_select_warp_tail (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_WARP_TAIL", select_warp_tail_);
-  // FLASHDESK_CUDA_SELECT_STOP_MASKS=0|1 (default 0): set_select_stop_masks (the benchmarks' A/B).
+  // FLASHDESK_CUDA_SELECT_STOP_MASKS=0|1 (default 1): set_select_stop_masks (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_SELECT_STOP_MASKS", select_stop_masks_);
   // FLASHDESK_CUDA_HEAP_STEPS=thread|warp|in-place (default thread): set_heap_steps (the A/B).
   if (const auto h = read_choice("FLASHDESK_CUDA_HEAP_STEPS", {"thread", "warp", "in-place"}))

@@ -118,7 +118,8 @@ class CudaBackend final : public Backend {
   bool select_warp_tail() const { return select_warp_tail_; }
   // With the whole block's partitions: each warp's count pass keeps its stop masks in registers
   // for the write pass instead of loading and comparing the range again
-  // (FLASHDESK_CUDA_SELECT_STOP_MASKS=0|1, off until measured on a GPU; the tests run both).
+  // (FLASHDESK_CUDA_SELECT_STOP_MASKS=0|1, on by default since the fortieth session: the selection
+  // alone 2.3-5.8% faster on every layer row of an H100 call; the tests run both).
   void set_select_stop_masks(bool on) { select_stop_masks_ = on; }
   bool select_stop_masks() const { return select_stop_masks_; }
   // Who takes the heap select's steps (torch's partial_sort when 64 k <= the row: a decode row
@@ -373,7 +374,7 @@ class CudaBackend final : public Backend {
   bool select_in_shared_memory_ = true;
   bool select_runs_ = false;                  // FLASHDESK_CUDA_SELECT_RUNS
   bool select_warp_tail_ = true;              // FLASHDESK_CUDA_SELECT_WARP_TAIL
-  bool select_stop_masks_ = false;            // FLASHDESK_CUDA_SELECT_STOP_MASKS
+  bool select_stop_masks_ = true;             // FLASHDESK_CUDA_SELECT_STOP_MASKS
   bool indexer_beside_ = false;               // FLASHDESK_CUDA_INDEXER_BESIDE
   HeapSteps heap_steps_ = HeapSteps::Thread;  // FLASHDESK_CUDA_HEAP_STEPS
   int64_t score_pairs_from_ = 262144;         // FLASHDESK_CUDA_SCORE_PAIRS_FROM
