@@ -5,7 +5,8 @@
 // weights from L2 (so they come from DRAM, as in a decode step) and keeps the GPU busy while the
 // host enqueues the timed op (so launch latency is not counted, except between an op's own
 // kernels). Prints a markdown table; "of copy BW" is weight bytes per second over the copy's read
-// plus written bytes per second, as in cuda_layer_bench.
+// plus written bytes per second, as in cuda_layer_bench. Each op's weights are also read by a
+// kernel that does nothing else ("read alone", n 0): the ceiling its kernels are held to.
 //
 //   cuda_gemv_bench [--rows 1,2,4,8] [--reps N] [--warmup N] [--device N] [--copy-mb N]
 //                   [--cover-mb N] [--no-moe]
@@ -148,10 +149,64 @@ const LinearCase kCases[] = {
     {"gate", WeightFormat::Bf16, 384, 5120, 1, flashdesk::kF32Linear},
 };
 
+// A linear's weight bytes (codes, then scales) as read_spans takes them.
+std::vector<cb::ReadSpan> spans_of(const LinearWeight& w) {
+  std::vector<cb::ReadSpan> s{{w.data.bytes(), w.data.nbytes()}};
+  if (w.scale.defined()) s.push_back({w.scale.bytes(), w.scale.nbytes()});
+  return s;
+}
+
+// The same bytes read by a kernel that does nothing else (bench_support.h read_spans): what a
+// launch streaming them could take at best, ramp and tail included.
+class ReadAlone {
+ public:
+  ReadAlone(CudaBackend& be, Timer& timer, Table& table)
+      : be_(be), timer_(timer), table_(table), sink_(cb::read_spans_sink(be)) {}
+  // One launch over all of `spans`.
+  void row(const std::string& op, const std::string& shape, const char* format,
+           const std::vector<cb::ReadSpan>& spans) {
+    launches(op, shape, format, {spans});
+  }
+  // A launch a group, one after another (the layer's matrices as its kernels read them).
+  void launches(const std::string& op, const std::string& shape, const char* format,
+                const std::vector<std::vector<cb::ReadSpan>>& groups) {
+    double bytes = 0;
+    for (const auto& g : groups)
+      for (const cb::ReadSpan& s : g) bytes += static_cast<double>(s.bytes);
+    // The fastest of the grid and loads-in-flight settings.
+    double best = 0;
+    std::string how;
+    for (const int blocks_per_sm : {4, 8})
+      for (const int in_flight : {4, 8, 16}) {
+        const double us = timer_.median_us([&] {
+          for (const auto& g : groups) cb::read_spans(be_, g, sink_, in_flight, blocks_per_sm);
+        });
+        if (how.empty() || us < best) {
+          best = us;
+          how = std::to_string(blocks_per_sm) + " blocks a multiprocessor, " +
+                std::to_string(in_flight) + " loads a thread";
+        }
+      }
+    table_.row(op + " (" + how + ")", shape, format, 0, best, bytes);
+  }
+
+ private:
+  CudaBackend& be_;
+  Timer& timer_;
+  Table& table_;
+  Tensor sink_;
+};
+
 void run_linears(CudaBackend& be, const Options& o, Timer& timer, Table& table) {
   Weights mk(be);
+  ReadAlone read(be, timer, table);
   for (const LinearCase& c : kCases) {
     const LinearWeight w = mk.make(c.format, c.out, c.in);
+    const std::string shape = c.groups > 1 ? std::to_string(c.groups) + " x " +
+                                                 std::to_string(c.out / c.groups) + " x " +
+                                                 std::to_string(c.in)
+                                           : std::to_string(c.out) + " x " + std::to_string(c.in);
+    read.row(std::string(c.op) + ", read alone", shape, weight_format_name(c.format), spans_of(w));
     const int64_t x_cols = c.in * c.groups;
     for (int64_t n : o.rows) {
       Tensor x = mk.tensor(DType::F32, Shape{n, x_cols}, {cb::Fill::F32, 0, -2.0f, 2.0f});
@@ -162,10 +217,6 @@ void run_linears(CudaBackend& be, const Options& o, Timer& timer, Table& table) 
         else
           be.linear(x, w, c.mode, y);
       });
-      const std::string shape = c.groups > 1 ? std::to_string(c.groups) + " x " +
-                                                   std::to_string(c.out / c.groups) + " x " +
-                                                   std::to_string(c.in)
-                                             : std::to_string(c.out) + " x " + std::to_string(c.in);
       table.row(c.op, shape, weight_format_name(c.format), n, us, bytes_of(w));
     }
   }
@@ -200,6 +251,24 @@ void run_moe(CudaBackend& be, Timer& timer, Table& table, int64_t n) {
   Tensor x = mk.tensor(DType::F32, Shape{n, dim}, {cb::Fill::F32, 0, -2.0f, 2.0f});
   Tensor y = be.alloc(DType::F32, Shape{n, dim});
   // The default kernels (the tensor cores), then the CUDA-core ones as the baseline of this run.
+  // The step's weights read alone: in one launch, and as its two kernels read them (the slots'
+  // w1 and w3, then their w2).
+  ReadAlone read(be, timer, table);
+  std::vector<cb::ReadSpan> up, down;
+  auto add = [&](const ExpertWeights& e) {
+    for (const LinearWeight* w : {&e.w1, &e.w3})
+      for (const cb::ReadSpan& s : spans_of(*w)) up.push_back(s);
+    for (const cb::ReadSpan& s : spans_of(e.w2)) down.push_back(s);
+  };
+  if (n == 1) {
+    for (const ExpertWeights* e : experts)
+      if (e) add(*e);
+    add(shared);
+    std::vector<cb::ReadSpan> all = up;
+    all.insert(all.end(), down.begin(), down.end());
+    read.row("MoE step weights, read alone", "one launch", "FP4/FP8", all);
+    read.launches("MoE step weights, read alone", "up, then down", "FP4/FP8", {up, down});
+  }
   for (const bool tensor_cores : {true, false}) {
     be.set_decode_experts_tensor_cores(tensor_cores);
     const double us =

@@ -58,6 +58,20 @@ double copy_bandwidth(CudaBackend& be, size_t bytes, int runs = 10);
 // FLOP/s of an n x n x n BF16 GEMM with FP32 accumulation through cuBLAS (median of runs).
 double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs = 10);
 
+// The bytes of `spans` (device memory, 16-aligned) read by one kernel that does nothing else: a
+// grid of `blocks_per_sm` (1-8) 256-thread blocks a multiprocessor, each thread issuing
+// `in_flight` (4, 8 or 16) 16-byte loads before it uses them (ptxas may interleave them). What a
+// kernel streaming those bytes could take in one launch, ramp and tail included: a reference for
+// the decode GEMVs and the experts (cuda_gemv_bench "read alone"). A span's bytes past its last
+// whole 16 are not read; `sink` is read_spans_sink's (a word a block, almost never written).
+struct ReadSpan {
+  const void* data;
+  size_t bytes;
+};
+Tensor read_spans_sink(CudaBackend& be);
+void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sink, int in_flight,
+                int blocks_per_sm);
+
 // Kernels launched so far by every CUDA backend of the process (a cuBLAS product counts one).
 uint64_t kernels_launched();
 
