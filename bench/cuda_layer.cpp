@@ -578,6 +578,64 @@ StepBytes SyntheticLayer::decode_bytes(int input) {
   return b;
 }
 
+void SyntheticLayer::route_for_weights_only() {
+  const Weights& w = *w_;
+  const int64_t n = inputs_[0].rows(), k = t_.num_experts_per_tok;
+  const RouteSettings rs{k, static_cast<float>(t_.gate_temp),
+                         static_cast<float>(t_.routed_scaling_factor), t_.norm_topk_prob};
+  for (size_t i = 0; i < 4; ++i) {
+    Tensor logits = be_.alloc(DType::F32, Shape{n, t_.n_routed_experts});
+    be_.linear(attn_in_[i], w.gate, kF32Linear, logits);
+    Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = be_.alloc(DType::F32, Shape{n, k});
+    be_.moe_route(logits, w.bias, nullptr, {}, rs, ids, weights);
+    std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
+    be_.read(ids, host.data(), host.size() * 4);
+    const std::set<int32_t> distinct(host.begin(), host.end());
+    double bytes = w.expert_bytes * static_cast<double>(distinct.size());
+    for (const LinearWeight* l : {&w.wq_a, &w.wq_b, &w.wkv, &w.wo_a, &w.wo_b, &w.gate})
+      bytes += static_cast<double>(l->data.nbytes() + (l->scale.defined() ? l->scale.nbytes() : 0));
+    if (w.shared)
+      for (const LinearWeight* l : {&w.shared->w1, &w.shared->w3, &w.shared->w2})
+        bytes += static_cast<double>(l->data.nbytes() + l->scale.nbytes());
+    wo_ids_.push_back(ids);
+    wo_weights_.push_back(weights);
+    wo_bytes_.push_back(bytes);
+  }
+  wo_heads_ = be_.alloc(DType::F32, Shape{n, t_.num_attention_heads, t_.head_dim});
+  cuda_bench::fill(be_, wo_heads_, FillSpec{Fill::Bf16InF32, 77, -1.0f, 1.0f});
+}
+
+void SyntheticLayer::decode_weights_only(int input) {
+  if (wo_ids_.empty()) route_for_weights_only();
+  const Weights& w = *w_;
+  const size_t i = static_cast<size_t>(input % 4);
+  const Tensor& x = attn_in_[i];
+  const int64_t n = x.rows(), D = t_.head_dim, H = t_.num_attention_heads;
+  be_.beside_begin();
+  Tensor kv = be_.alloc(DType::F32, Shape{n, D});
+  be_.linear(x, w.wkv, kQuantLinear, kv);
+  const Backend::Beside kv_section = be_.beside_end();
+  Tensor qr = be_.alloc(DType::F32, Shape{n, t_.q_lora_rank});
+  be_.linear(x, w.wq_a, kQuantLinear, qr);
+  Tensor q = be_.alloc(DType::F32, Shape{n, H, D});
+  be_.linear(qr, w.wq_b, kQuantLinear, q);
+  be_.join(kv_section);
+  Tensor z = be_.alloc(DType::F32, Shape{n, w.wo_a.out});
+  be_.grouped_linear(wo_heads_, w.wo_a, w.wo_a.out / t_.o_lora_rank, z);
+  Tensor a = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
+  be_.linear(z, w.wo_b, kQuantLinear, a);
+  Tensor logits = be_.alloc(DType::F32, Shape{n, t_.n_routed_experts});
+  be_.linear(x, w.gate, kF32Linear, logits);
+  Tensor y = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
+  be_.moe_experts_rounded(x, wo_ids_[i], wo_weights_[i], w.expert_ptrs,
+                          w.shared ? &*w.shared : nullptr, static_cast<float>(t_.swiglu_limit), y);
+}
+
+double SyntheticLayer::weights_only_bytes(int input) {
+  if (wo_ids_.empty()) route_for_weights_only();
+  return wo_bytes_[static_cast<size_t>(input % 4)];
+}
+
 double SyntheticLayer::prefill_flops(int64_t tokens) const {
   const Weights& w = *w_;
   double params = 0;

@@ -65,6 +65,17 @@ class SyntheticLayer {
   // (not timed; the tie is the one the selection resolves with torch's steps) and, with reps > 0,
   // times its indexer op alone.
   IndexProbe index_probe(int input, int64_t reps);
+  // The step's weight-streaming kernels alone, in the step's order and on its streams (wkv
+  // beside wq_a and wq_b, then wo_a, wo_b, the gate and the experts on input set `input`'s own
+  // routing), with none of the kernels between them (mixes, norms, RoPE, quantisations, the
+  // attention, the router, the boundaries): what the step's device time would be if those cost
+  // nothing, a bound on what fusing them can gain. The compressor's and indexer's linears are
+  // left out (the Full and Reindex layers' rows are the main path's only). The first call routes
+  // the four input sets (not to be timed).
+  void decode_weights_only(int input);
+  // The bytes decode_weights_only reads on input set `input` (its weights, the distinct routed
+  // experts of its rows).
+  double weights_only_bytes(int input);
   // FLOPs of a prefill of `tokens` tokens (matrix products, expert products, attention).
   double prefill_flops(int64_t tokens) const;
 
@@ -86,6 +97,11 @@ class SyntheticLayer {
   // index(): fills probe_ from the first sequence's indexer arguments, after its selection.
   void probe_row(const IndexerArgs& a, Tensor& topk, Tensor& candidates, int64_t entries);
   std::unique_ptr<SeqCache> make_cache(int64_t context, int64_t rows, uint64_t seed);
+  // decode_weights_only's routing of each input set (ids, weights) and its attention output.
+  void route_for_weights_only();
+  std::vector<Tensor> wo_ids_, wo_weights_;
+  std::vector<double> wo_bytes_;
+  Tensor wo_heads_;
   IndexProbe* probe_ = nullptr;  // index_probe: what index() finds about the first row
   int64_t probe_reps_ = 0;
 

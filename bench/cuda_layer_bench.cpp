@@ -29,6 +29,9 @@
 //                    [--probe-reps N (each indexer layer's op timed again alone on a batch-1
 //                     step's own arguments, N repetitions: its selection apart from what runs
 //                     beside it; default 10, 0: only the tie)]
+//                    [--weights-only 0|1 (each role's batch-1 step with its weight-streaming
+//                     kernels alone, SyntheticLayer::decode_weights_only: what the kernels
+//                     between them cost; default 1)]
 //                    [--dump-scores DIR (each indexer layer's batch-1 score rows, one file an
 //                     input set, raw little-endian float32: DIR/layerL_inputK.f32)]
 #include <charconv>
@@ -74,6 +77,7 @@ struct Options {
   bool queued = true;         // decode steps also timed from a full launch queue
   bool host_trace = false;    // the host's time between the launches of one batch-1 step
   int64_t probe_reps = 10;    // the indexer op timed alone on a step's own arguments
+  bool weights_only = true;   // batch 1 also as its weight-streaming kernels alone
   std::string dump_scores;    // where the indexer layers' score rows go ("": nowhere)
   int64_t stack = 0;          // decode steps of this many layers (0: none)
   std::vector<int64_t> parts = {1, 4};  // layers a step graph's part holds, for --stack
@@ -139,6 +143,8 @@ Options parse(int argc, char** argv) {
       o.host_trace = v == "1";
     else if (a == "--probe-reps")
       o.probe_reps = whole_number(a, v);
+    else if (a == "--weights-only")
+      o.weights_only = v == "1";
     else if (a == "--dump-scores")
       o.dump_scores = v;
     else if (a == "--stack")
@@ -237,6 +243,11 @@ static int run_bench(int argc, char** argv) {
     bool held;  // the host issued everything before the hold ended
   };
   std::vector<QueuedRow> queued_rows;
+  struct WeightsOnlyRow {
+    std::string label;
+    double step_us, weights_us, bytes;
+  };
+  std::vector<WeightsOnlyRow> weights_only_rows;
   struct TieRow {
     std::string label;
     // One per input set: scores equal to the k-th best, and the op and its scores alone.
@@ -313,6 +324,14 @@ static int run_bench(int argc, char** argv) {
           g_wall, captured_wall, relaunch, static_cast<unsigned long long>(kernels), bytes / 1e6,
           gbs, 100.0 * gbs * 1e9 / copy_bw);
       per_layer_us[{sig, batch}] = step_us;
+      if (batch == 1 && o.weights_only && !o.host_experts) {
+        for (int i = 0; i < 4; ++i) layer.decode_weights_only(i);  // routed, warmed up
+        double wbytes = 0;
+        for (int k = 0; k < 4; ++k) wbytes += layer.weights_only_bytes(k) / 4.0;
+        const double weights_us =
+            time_steps([&](int64_t i) { layer.decode_weights_only(static_cast<int>(i)); }).first;
+        weights_only_rows.push_back({role_label(role), device_us, weights_us, wbytes});
+      }
       if (batch == 1 && role.compress_ratio > 0) {  // the indexer's tie on each input set
         TieRow tr{role_label(role), {}};
         for (int k = 0; k < 4; ++k) {
@@ -394,6 +413,22 @@ static int run_bench(int argc, char** argv) {
       }
       std::printf("| %s | %s | %s | %s | %s |\n", r.label.c_str(), ties.c_str(), op.c_str(),
                   sc.c_str(), sel.c_str());
+    }
+  }
+  if (!weights_only_rows.empty()) {
+    std::printf(
+        "\n## The weight-streaming kernels alone (batch 1: wkv beside wq_a and wq_b, wo_a, wo_b, "
+        "the gate, the experts on each input set's routing; the Full and Reindex layers' "
+        "compressor and indexer linears left out)\n\nthe rest: the step's device time minus "
+        "theirs, what the kernels between them (mixes, norms, RoPE, quantisations, attention, "
+        "indexer, router, boundaries) add; of copy BW: their bytes over their own time.\n\n"
+        "| role | step device µs | weight kernels µs | the rest µs | their MB | GB/s | of copy BW "
+        "|\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (const WeightsOnlyRow& r : weights_only_rows) {
+      const double gbs = r.bytes / (r.weights_us * 1e-6) / 1e9;
+      std::printf("| %s | %.0f | %.0f | %.0f | %.1f | %.0f | %.1f%% |\n", r.label.c_str(),
+                  r.step_us, r.weights_us, r.step_us - r.weights_us, r.bytes / 1e6, gbs,
+                  100.0 * gbs * 1e9 / copy_bw);
     }
   }
   if (!queued_rows.empty()) {
