@@ -103,35 +103,54 @@ __global__ void hold_stream_kernel(int64_t ns) {
 constexpr int kMaxReadSpans = 64;
 struct ReadSpanTable {
   const uint4* data[kMaxReadSpans];
-  int64_t chunks[kMaxReadSpans];  // 16-byte chunks
+  int64_t ends[kMaxReadSpans];  // each span's end in the spans' joint run of 16-byte chunks
   int count;
   int padding;
 };
 
-// Grid-stride over each span's chunks in turn, kInFlight loads in flight a thread.
+// The spans as one run of chunks, grid-stride, kInFlight loads issued a thread before they are
+// used: every thread reads from every span at once (a loop span by span left each span's last
+// round to a few threads, a tail a span).
 template <int kInFlight>
 __global__ void read_spans_kernel(ReadSpanTable t, uint32_t* sink) {
   FD_GRID_PROLOGUE();
+  __shared__ const uint4* data[kMaxReadSpans];
+  __shared__ int64_t ends[kMaxReadSpans];
+  for (int s = static_cast<int>(threadIdx.x); s < t.count; s += static_cast<int>(blockDim.x)) {
+    data[s] = t.data[s];
+    ends[s] = t.ends[s];
+  }
+  __syncthreads();
+  const int64_t total = ends[t.count - 1];
+  // The chunk j of the joint run: its span by binary search over the ends.
+  const auto chunk = [&](int64_t j) {
+    int lo = 0, hi = t.count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (j < ends[mid])
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return data[lo] + (j - (lo == 0 ? 0 : ends[lo - 1]));
+  };
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   uint32_t acc = 0;
-  for (int s = 0; s < t.count; ++s) {
-    const uint4* p = t.data[s];
-    const int64_t n = t.chunks[s];
-    int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    for (; i + (kInFlight - 1) * stride < n; i += kInFlight * stride) {
-      uint4 v[kInFlight];
-      FD_UNROLL
-      for (int u = 0; u < kInFlight; ++u) v[u] = __ldg(p + i + u * stride);
-      FD_UNROLL
-      for (int u = 0; u < kInFlight; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    for (; i < n; i += stride) {
-      const uint4 v = __ldg(p + i);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (kInFlight - 1) * stride < total; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+    FD_UNROLL
+    for (int u = 0; u < kInFlight; ++u) v[u] = __ldg(chunk(i + u * stride));
+    FD_UNROLL
+    for (int u = 0; u < kInFlight; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
-  // A store that depends on every load (so none can be dropped) and almost never happens.
-  if (acc == 0x9E3779B9u) sink[blockIdx.x] = acc;
+  for (; i < total; i += stride) {
+    const uint4 v = __ldg(chunk(i));
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  // Each warp's XOR of its words (so no load can be dropped, and a test can check them).
+  for (int o = 16; o > 0; o /= 2) acc ^= __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+  if ((threadIdx.x & 31u) == 0) sink[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = acc;
 }
 
 double median(std::vector<double> v) {
@@ -155,26 +174,26 @@ void fill(CudaBackend& be, Tensor& t, const FillSpec& spec) {
 }
 
 Tensor read_spans_sink(CudaBackend& be) {
-  return be.alloc(DType::I32, Shape{8 * static_cast<int64_t>(be.context().multiprocessors())});
+  return be.alloc(DType::I32, Shape{8 * 8 * static_cast<int64_t>(be.context().multiprocessors())});
 }
 
 void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sink, int in_flight,
                 int blocks_per_sm) {
   FD_CHECK(in_flight == 4 || in_flight == 8 || in_flight == 16,
            "read_spans: 4, 8 or 16 loads in flight");
-  FD_CHECK(spans.size() <= kMaxReadSpans, "read_spans: at most 64 spans");
+  FD_CHECK(!spans.empty() && spans.size() <= kMaxReadSpans, "read_spans: 1 to 64 spans");
   ReadSpanTable t{};
   for (const ReadSpan& s : spans) {
     FD_CHECK(reinterpret_cast<uintptr_t>(s.data) % 16 == 0, "read_spans: a span not 16-aligned");
     t.data[t.count] = static_cast<const uint4*>(s.data);
-    t.chunks[t.count] = static_cast<int64_t>(s.bytes / 16);
+    t.ends[t.count] = (t.count == 0 ? 0 : t.ends[t.count - 1]) + static_cast<int64_t>(s.bytes / 16);
     ++t.count;
   }
   cuda::DeviceContext& ctx = be.context();
   cuda::DeviceGuard g(ctx.device());
   FD_CHECK(blocks_per_sm >= 1 && blocks_per_sm <= 8, "read_spans: 1 to 8 blocks a multiprocessor");
   const int64_t blocks = blocks_per_sm * static_cast<int64_t>(ctx.multiprocessors());
-  FD_CHECK(sink.dtype() == DType::I32 && sink.numel() >= blocks,
+  FD_CHECK(sink.dtype() == DType::I32 && sink.numel() >= blocks * 8,
            "read_spans: the sink is read_spans_sink's");
   const dim3 grid(static_cast<unsigned>(blocks)), block(256);
   uint32_t* out = reinterpret_cast<uint32_t*>(ptr<int32_t>(sink));

@@ -63,7 +63,8 @@ double bf16_gemm_flops(CudaBackend& be, int64_t n, int runs = 10);
 // `in_flight` (4, 8 or 16) 16-byte loads before it uses them (ptxas may interleave them). What a
 // kernel streaming those bytes could take in one launch, ramp and tail included: a reference for
 // the decode GEMVs and the experts (cuda_gemv_bench "read alone"). A span's bytes past its last
-// whole 16 are not read; `sink` is read_spans_sink's (a word a block, almost never written).
+// whole 16 are not read. `sink` (read_spans_sink's) gets each warp's XOR of the 32-bit words it
+// read, at [block * 8 + warp]: the XOR of all of them is that of every word read once.
 struct ReadSpan {
   const void* data;
   size_t bytes;
