@@ -9,19 +9,19 @@
 # Run from the root of a source tree (the device tool's carried copy): `bash tools/gpu/run.sh`.
 # The GPU machine has no Qt, no SQLite and possibly none of the build's other Debian packages:
 # a deps/ folder beside this tree's root (tools/gpu/pack_deps.sh writes it here) is searched first.
-# Environment: OUT (required), BUDGET_S (seconds for the whole script, default 440), JOBS,
-# GOLDEN=0 to skip the golden tests (when the checkout's tests/data is not this tree's), QUICK=1
-# for the tests and a batch-1 layer table only (a short device call: no GEMV bench, model bench
+# Environment: OUT (required), BUDGET_S (seconds for the whole script, default 440), JOBS, GOLDEN=0
+# to skip the golden tests (when the checkout's tests/data is not this tree's), QUICK=1 for the
+# tests, a batch-1 layer table and the one-row GEMV bench only (a short device call: no model bench
 # or CLI round, and no profile unless PROFILE=1). PROFILE_PREFILL=0 keeps the profile to decode,
 # CLI=0 skips the CLI round, GEMV=0 the GEMV bench, LAYER_BENCH_ARGS replaces the layer bench's
 # arguments, DETAIL="kernel names" adds tools/gpu/ncu_detail.sh's stall report (its BENCH_ARGS and
 # SKIP pass through: a prefill's kernels, for one). AB="NAME=a,b ..." runs the layer bench
-# (AB_BENCH_ARGS, default a batch-1 decode of every role) under each value of each switch,
-# AB_ROUNDS times (default 2) with the values taking turns, and appends its tables to the layer
-# table; GEMV_AB="NAME=a,b ..." does the same with the decode GEMV and MoE-step bench
-# (cuda_gemv_bench: the kernels alone), in QUICK calls too; the indexer's selection bench
-# (cuda_select_bench, on random rows and on the layer bench's own score rows, --rows) and its
-# prompt bench (cuda_prompt_indexer_bench) are appended there in every call.
+# (AB_BENCH_ARGS, default a batch-1 decode of every role) under each value of each switch, AB_ROUNDS
+# times (default 2) with the values taking turns, and appends its tables to the layer table;
+# GEMV_AB="NAME=a,b ..." does the same with the decode GEMV and MoE-step bench (cuda_gemv_bench: the
+# kernels alone), in QUICK calls too; the indexer's selection bench (cuda_select_bench, on random
+# rows and on the layer bench's own score rows, --rows) and its prompt bench
+# (cuda_prompt_indexer_bench) are appended there in every call.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 START=$(date +%s)
@@ -167,15 +167,18 @@ if [ "${PROFILE:-$([ "${QUICK:-0}" = 1 ] && echo 0 || echo 1)}" = 1 ]; then
   } >> "$OUT/bench_layers.md" 2>&1
 fi
 
-if [ "${QUICK:-0}" != 1 ]; then
-
-# The decode GEMVs of a layer's shapes at 1..8 rows and MoE steps at 1 and 8 rows against the
-# copy bandwidth (a few seconds), appended to the layer table.
+# The decode GEMVs of a layer's shapes at 1..8 rows (one row in a QUICK call) and MoE steps at 1
+# and 8 rows against the copy bandwidth, each beside a plain read of its weights (a few seconds),
+# appended to the layer table.
 if [ "${GEMV:-1}" = 1 ]; then
 stage bench_gemv
-{ echo; echo "## Decode GEMVs and MoE steps (bench/cuda_gemv_bench)"; echo
-  run_for 160 "$BUILD/bench/cuda_gemv_bench"; echo "exit $?"; } >> "$OUT/bench_layers.md" 2>&1
+GEMV_ARGS=(); [ "${QUICK:-0}" = 1 ] && GEMV_ARGS=(--rows 1)
+{ echo; echo "## Decode GEMVs and MoE steps (bench/cuda_gemv_bench ${GEMV_ARGS[*]})"; echo
+  run_for 60 "$BUILD/bench/cuda_gemv_bench" "${GEMV_ARGS[@]}"; echo "exit $?"; } \
+  >> "$OUT/bench_layers.md" 2>&1
 fi
+
+if [ "${QUICK:-0}" != 1 ]; then
 
 stage bench_model
 run_for 70 "$BUILD/bench/cuda_model_bench" --runs 3 > "$OUT/bench_model.md" 2>&1
