@@ -6,10 +6,11 @@
 // host enqueues the timed op (so launch latency is not counted, except between an op's own
 // kernels). Prints a markdown table; "of copy BW" is weight bytes per second over the copy's read
 // plus written bytes per second, as in cuda_layer_bench. Each op's weights are also read by a
-// kernel that does nothing else ("read alone", n 0): the ceiling its kernels are held to.
+// kernel that does nothing else ("read alone", n 0): what one launch streaming those bytes takes;
+// last, a window-only layer's weights read in one launch and in a launch an operation.
 //
 //   cuda_gemv_bench [--rows 1,2,4,8] [--reps N] [--warmup N] [--device N] [--copy-mb N]
-//                   [--cover-mb N] [--no-moe]
+//                   [--cover-mb N] [--no-moe (no MoE steps, no layer read)]
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -279,6 +280,37 @@ void run_moe(CudaBackend& be, Timer& timer, Table& table, int64_t n) {
   be.set_decode_experts_tensor_cores(true);
 }
 
+// A window-only layer's weights at one row (the dense linears of kCases and one step's six routed
+// FP4 experts and the FP8 shared one) read alone: in one launch, and a launch an operation in
+// the step's order (wkv, wq_a, wq_b, wo_a, wo_b, the gate, the experts' w1 and w3, their w2). The
+// difference is what stopping the reads at each operation's end costs a plain read.
+void run_layer_read(CudaBackend& be, Timer& timer, Table& table) {
+  Weights mk(be);
+  std::vector<LinearWeight> dense;
+  for (const LinearCase& c : kCases)
+    if (c.format != WeightFormat::Fp4Row) dense.push_back(mk.make(c.format, c.out, c.in));
+  std::vector<ExpertWeights> experts;
+  for (int i = 0; i < 7; ++i) {
+    const WeightFormat f = i < 6 ? WeightFormat::Fp4Row : WeightFormat::Fp8Block;
+    experts.push_back({mk.make(f, 2304, 5120), mk.make(f, 2304, 5120), mk.make(f, 5120, 2304)});
+  }
+  std::vector<std::vector<cb::ReadSpan>> ops;
+  for (const size_t i : {2, 0, 1, 3, 4, 5}) ops.push_back(spans_of(dense[i]));  // kCases' order
+  std::vector<cb::ReadSpan> up, down, all;
+  for (const ExpertWeights& e : experts) {
+    for (const LinearWeight* w : {&e.w1, &e.w3})
+      for (const cb::ReadSpan& s : spans_of(*w)) up.push_back(s);
+    for (const cb::ReadSpan& s : spans_of(e.w2)) down.push_back(s);
+  }
+  ops.push_back(up);
+  ops.push_back(down);
+  for (const auto& op : ops) all.insert(all.end(), op.begin(), op.end());
+  ReadAlone read(be, timer, table);
+  read.row("a window-only layer's weights, read alone", "one launch", "all", all);
+  read.launches("a window-only layer's weights, read alone", "a launch an operation (8)", "all",
+                ops);
+}
+
 std::vector<int64_t> parse_list(const std::string& text) {
   std::vector<int64_t> out;
   std::stringstream ss(text);
@@ -325,6 +357,7 @@ static int run_bench(const Options& o) {
   run_linears(be, o, timer, table);
   if (o.moe)
     for (int64_t n : {1, 8}) run_moe(be, timer, table, n);
+  if (o.moe) run_layer_read(be, timer, table);
   return 0;
 }
 
