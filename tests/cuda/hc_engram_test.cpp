@@ -136,7 +136,7 @@ class CudaHcTest : public CudaStreamsTest {
     // With the norm weights prefetched before the wait: the same bits.
     const std::vector<float> fused_streams = from_gpu<float>(out2.gpu),
                              fused_norm = from_gpu<float>(un.gpu);
-    gpu().set_boundary_norm_prefetch(true);
+    gpu().set_prefetch_late_weights(true);
     out2.gpu = gpu_poisoned(DType::F32, Shape{n, hc, d});
     un.gpu = gpu_poisoned(DType::F32, Shape{n, d});
     gpu().hc_expand_collapse_norm(X.gpu, y.gpu, post2.gpu, comb2.gpu, pre2.gpu, norm.gpu, 1e-6f,
@@ -145,7 +145,7 @@ class CudaHcTest : public CudaStreamsTest {
     expect_identical(from_gpu<float>(un.gpu), fused_norm, "norm prefetched");
     Tensor un_prefetched = gpu_poisoned(DType::F32, Shape{n, d});
     gpu().hc_collapse_norm(X.gpu, pre2.gpu, norm.gpu, 1e-6f, un_prefetched);
-    gpu().set_boundary_norm_prefetch(false);
+    gpu().set_prefetch_late_weights(false);
     Tensor un_plain = gpu_poisoned(DType::F32, Shape{n, d});
     gpu().hc_collapse_norm(X.gpu, pre2.gpu, norm.gpu, 1e-6f, un_plain);
     expect_identical(from_gpu<float>(un_prefetched), from_gpu<float>(un_plain),

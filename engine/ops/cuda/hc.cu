@@ -426,7 +426,7 @@ void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Ten
   cuda::with_stream_type(X, "hc_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
     cuda::launch_collapse_norm<false, S>(
-        ctx_->stream(), two_block_boundaries_, boundary_norm_prefetch_, threads, n, ptr<const S>(X),
+        ctx_->stream(), two_block_boundaries_, prefetch_late_weights_, threads, n, ptr<const S>(X),
         nullptr, nullptr, nullptr, ptr<const float>(pre), ptr<const float>(norm), eps, hc, d,
         nullptr, ptr<float>(u));
   });
@@ -454,7 +454,7 @@ void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, cons
   cuda::with_stream_type(X, "hc_expand_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
     cuda::launch_collapse_norm<true, S>(
-        ctx_->stream(), two_block_boundaries_, boundary_norm_prefetch_, threads, n, ptr<const S>(X),
+        ctx_->stream(), two_block_boundaries_, prefetch_late_weights_, threads, n, ptr<const S>(X),
         ptr<const float>(y), ptr<const float>(post), ptr<const float>(comb), ptr<const float>(pre),
         ptr<const float>(norm), eps, hc, d, ptr<S>(out), ptr<float>(u));
   });
