@@ -97,6 +97,17 @@ class CudaHcTest : public CudaStreamsTest {
     expect_abs_close(from_gpu<float>(post.gpu), from_cpu<float>(post.cpu), 1e-4, "post");
     expect_abs_close(from_gpu<float>(comb.gpu), from_cpu<float>(comb.cpu), 1e-4, "comb");
     check_beside(X.gpu, pg, s, pre.gpu, post.gpu, comb.gpu);
+    {  // With base and scale prefetched before the wait (set_prefetch_late_weights): the same bits.
+      Tensor pre_p = gpu_poisoned(DType::F32, Shape{n, hc}),
+             post_p = gpu_poisoned(DType::F32, Shape{n, hc}),
+             comb_p = gpu_poisoned(DType::F32, Shape{n, hc, hc});
+      gpu().set_prefetch_late_weights(true);
+      gpu().hc_mixes(X.gpu, pg, s, pre_p, post_p, comb_p);
+      gpu().set_prefetch_late_weights(false);
+      expect_identical(from_gpu<float>(pre_p), from_gpu<float>(pre.gpu), "pre, prefetched");
+      expect_identical(from_gpu<float>(post_p), from_gpu<float>(post.gpu), "post, prefetched");
+      expect_identical(from_gpu<float>(comb_p), from_gpu<float>(comb.gpu), "comb, prefetched");
+    }
 
     // Collapse and expansion with those (CPU) mixes on both sides: bit-identical.
     const std::vector<float> pre_v = from_cpu<float>(pre.cpu), post_v = from_cpu<float>(post.cpu);

@@ -331,7 +331,8 @@ class CudaBackend final : public Backend {
   void set_shared_expert_ahead(bool on) { shared_ahead_ = on; }
   // Small weights a decode kernel reads late in its chain (the sublayer boundaries' norm weights,
   // read after the row's sum; the router's bias, read with the gate's logits; the attention's
-  // sink, read with the parts its combine sums) prefetched into L2, or loaded, before the kernel
+  // sink, read with the parts its combine sums; the mHC mixes' base and scale, read by a tile's
+  // last block after the splits' sums) prefetched into L2, or loaded, before the kernel
   // waits for the one before it, instead of coming from DRAM on the step's critical path
   // (FLASHDESK_CUDA_PREFETCH_LATE=1; off until measured on a GPU; the same values either way).
   void set_prefetch_late_weights(bool on) { prefetch_late_weights_ = on; }

@@ -51,6 +51,11 @@ __global__ void __launch_bounds__(kMixThreads)
   for (int j = 0; j < kMaxMix; ++j)
     f[j] = whole && j < s.n_mix ? *reinterpret_cast<const float4*>(fn + j * s.flat + k)
                                 : float4{0.0f, 0.0f, 0.0f, 0.0f};
+  if (s.prefetch_params && threadIdx.x == 0) {
+    prefetch_l2(base);
+    prefetch_l2(base + s.n_mix - 1);
+    prefetch_l2(scale);
+  }
   fd_wait_prior_grid();
   for (int r = 0; r < s.tile_rows; ++r) {
     const int64_t row = tile * s.tile_rows + r;
@@ -356,6 +361,7 @@ void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings&
   shape.norm_eps = s.norm_eps;
   shape.hc_eps = s.hc_eps;
   shape.iters = s.sinkhorn_iters;
+  shape.prefetch_params = prefetch_late_weights_ ? 1 : 0;
   // A prefill's rows on the tensor cores where the shape allows.
   if (cuda::run_hc_mixes_tc(*ctx_, X, ptr<const float>(p.fn), ptr<const float>(p.base),
                             ptr<const float>(p.scale), shape, ptr<float>(pre), ptr<float>(post),
