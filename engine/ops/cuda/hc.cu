@@ -328,8 +328,11 @@ void launch_collapse_norm(cudaStream_t stream, bool two_blocks, bool prefetch_no
   const auto kernel = two_blocks && n >= kTwoBlockRowsFrom && threads <= kNormThreadsTwoBlocks
                           ? hc_collapse_norm_kernel<kExpand, S, 2>
                           : hc_collapse_norm_kernel<kExpand, S, 1>;
+  // The prefetch for a decode step's few rows only: a prefill's thousands of blocks would each
+  // prefetch the whole norm vector for loads that hit L2 after the first rows anyway.
+  const int prefetch = prefetch_norm && n < kTwoBlockRowsFrom ? 1 : 0;
   FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, stream, X, y, post, comb, pre,
-            norm, eps, hc, d, out, u, prefetch_norm ? 1 : 0);
+            norm, eps, hc, d, out, u, prefetch);
 }
 
 // The block of hc_collapse_norm_kernel for rows of d values (0: the kernel does not take them).
