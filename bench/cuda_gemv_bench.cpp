@@ -157,6 +157,22 @@ std::vector<cb::ReadSpan> spans_of(const LinearWeight& w) {
   return s;
 }
 
+// Experts' weight spans as their decode kernels read them: every w1 and w3 (the up kernel), then
+// every w2 (the down kernel).
+struct ExpertSpans {
+  std::vector<cb::ReadSpan> up, down;
+  void add(const ExpertWeights& e) {
+    for (const LinearWeight* w : {&e.w1, &e.w3})
+      for (const cb::ReadSpan& s : spans_of(*w)) up.push_back(s);
+    for (const cb::ReadSpan& s : spans_of(e.w2)) down.push_back(s);
+  }
+  std::vector<cb::ReadSpan> both() const {
+    std::vector<cb::ReadSpan> all = up;
+    all.insert(all.end(), down.begin(), down.end());
+    return all;
+  }
+};
+
 // The same bytes read by a kernel that does nothing else (bench_support.h read_spans): what a
 // launch streaming them could take at best, ramp and tail included.
 class ReadAlone {
@@ -251,25 +267,19 @@ void run_moe(CudaBackend& be, Timer& timer, Table& table, int64_t n) {
   Tensor wt = mk.tensor(DType::F32, Shape{n, k}, {cb::Fill::F32, 0, 0.1f, 1.5f});
   Tensor x = mk.tensor(DType::F32, Shape{n, dim}, {cb::Fill::F32, 0, -2.0f, 2.0f});
   Tensor y = be.alloc(DType::F32, Shape{n, dim});
-  // The default kernels (the tensor cores), then the CUDA-core ones as the baseline of this run.
-  // The step's weights read alone: in one launch, and as its two kernels read them (the slots'
-  // w1 and w3, then their w2).
-  ReadAlone read(be, timer, table);
-  std::vector<cb::ReadSpan> up, down;
-  auto add = [&](const ExpertWeights& e) {
-    for (const LinearWeight* w : {&e.w1, &e.w3})
-      for (const cb::ReadSpan& s : spans_of(*w)) up.push_back(s);
-    for (const cb::ReadSpan& s : spans_of(e.w2)) down.push_back(s);
-  };
   if (n == 1) {
+    // The step's weights read alone: in one launch, and as its two kernels read them (the slots'
+    // w1 and w3, then their w2).
+    ExpertSpans spans;
     for (const ExpertWeights* e : experts)
-      if (e) add(*e);
-    add(shared);
-    std::vector<cb::ReadSpan> all = up;
-    all.insert(all.end(), down.begin(), down.end());
-    read.row("MoE step weights, read alone", "one launch", "FP4/FP8", all);
-    read.launches("MoE step weights, read alone", "up, then down", "FP4/FP8", {up, down});
+      if (e) spans.add(*e);
+    spans.add(shared);
+    ReadAlone read(be, timer, table);
+    read.row("MoE step weights, read alone", "one launch", "FP4/FP8", spans.both());
+    read.launches("MoE step weights, read alone", "up, then down", "FP4/FP8",
+                  {spans.up, spans.down});
   }
+  // The default kernels (the tensor cores), then the CUDA-core ones as the baseline of this run.
   for (const bool tensor_cores : {true, false}) {
     be.set_decode_experts_tensor_cores(tensor_cores);
     const double us =
@@ -296,14 +306,11 @@ void run_layer_read(CudaBackend& be, Timer& timer, Table& table) {
   }
   std::vector<std::vector<cb::ReadSpan>> ops;
   for (const size_t i : {2, 0, 1, 3, 4, 5}) ops.push_back(spans_of(dense[i]));  // kCases' order
-  std::vector<cb::ReadSpan> up, down, all;
-  for (const ExpertWeights& e : experts) {
-    for (const LinearWeight* w : {&e.w1, &e.w3})
-      for (const cb::ReadSpan& s : spans_of(*w)) up.push_back(s);
-    for (const cb::ReadSpan& s : spans_of(e.w2)) down.push_back(s);
-  }
-  ops.push_back(up);
-  ops.push_back(down);
+  ExpertSpans spans;
+  for (const ExpertWeights& e : experts) spans.add(e);
+  ops.push_back(spans.up);
+  ops.push_back(spans.down);
+  std::vector<cb::ReadSpan> all;
   for (const auto& op : ops) all.insert(all.end(), op.begin(), op.end());
   ReadAlone read(be, timer, table);
   read.row("a window-only layer's weights, read alone", "one launch", "all", all);

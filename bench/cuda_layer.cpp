@@ -428,9 +428,26 @@ Tensor SyntheticLayer::attention(const Tensor& x, std::span<const int64_t> posit
   return a;
 }
 
+void SyntheticLayer::route(const Tensor& x, Tensor& ids, Tensor& weights) {
+  const int64_t n = x.rows(), k = t_.num_experts_per_tok;
+  Tensor logits = be_.alloc(DType::F32, Shape{n, t_.n_routed_experts});
+  be_.linear(x, w_->gate, kF32Linear, logits);
+  ids = be_.alloc(DType::I32, Shape{n, k});
+  weights = be_.alloc(DType::F32, Shape{n, k});
+  const RouteSettings rs{k, static_cast<float>(t_.gate_temp),
+                         static_cast<float>(t_.routed_scaling_factor), t_.norm_topk_prob};
+  be_.moe_route(logits, w_->bias, nullptr, {}, rs, ids, weights);
+}
+
+size_t SyntheticLayer::distinct_experts(const Tensor& ids) {
+  std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
+  be_.read(ids, host.data(), host.size() * 4);
+  return std::set<int32_t>(host.begin(), host.end()).size();
+}
+
 Tensor SyntheticLayer::moe(const Tensor& x, Tensor* ids_out) {
   const Weights& w = *w_;
-  const int64_t n = x.rows(), E = t_.n_routed_experts, k = t_.num_experts_per_tok;
+  const int64_t n = x.rows();
   const float limit = static_cast<float>(t_.swiglu_limit);
   const bool ahead = w.shared && be_.shared_expert_beside_router(*w.shared, n);  // as ffn_layer.cpp
   Tensor shared_y;
@@ -441,12 +458,8 @@ Tensor SyntheticLayer::moe(const Tensor& x, Tensor* ids_out) {
     be_.moe_shared_expert(x, *w.shared, limit, shared_y);
     shared_done = be_.beside_end();
   }
-  Tensor logits = be_.alloc(DType::F32, Shape{n, E});
-  be_.linear(x, w.gate, kF32Linear, logits);
-  Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = be_.alloc(DType::F32, Shape{n, k});
-  const RouteSettings rs{k, static_cast<float>(t_.gate_temp),
-                         static_cast<float>(t_.routed_scaling_factor), t_.norm_topk_prob};
-  be_.moe_route(logits, w.bias, nullptr, {}, rs, ids, weights);
+  Tensor ids, weights;
+  route(x, ids, weights);
   Tensor y = be_.alloc(DType::F32, Shape{n, t_.hidden_size});
   if (ahead) {
     be_.join(shared_done);
@@ -559,12 +572,9 @@ StepBytes SyntheticLayer::decode_bytes(int input) {
                        static_cast<float>(t_.rms_norm_eps), u);
   Tensor ids;
   moe(u, &ids);
-  std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
-  be_.read(ids, host.data(), host.size() * 4);
-  const std::set<int32_t> distinct(host.begin(), host.end());
   StepBytes b;
   b.fixed = w_->fixed_bytes;
-  b.experts = w_->expert_bytes * static_cast<double>(distinct.size());
+  b.experts = w_->expert_bytes * static_cast<double>(distinct_experts(ids));
   const int64_t hd = t_.head_dim;
   for (const auto& c : caches_) {
     b.caches += static_cast<double>(c->ring.nbytes());
@@ -580,18 +590,10 @@ StepBytes SyntheticLayer::decode_bytes(int input) {
 
 void SyntheticLayer::route_for_weights_only() {
   const Weights& w = *w_;
-  const int64_t n = inputs_[0].rows(), k = t_.num_experts_per_tok;
-  const RouteSettings rs{k, static_cast<float>(t_.gate_temp),
-                         static_cast<float>(t_.routed_scaling_factor), t_.norm_topk_prob};
   for (size_t i = 0; i < 4; ++i) {
-    Tensor logits = be_.alloc(DType::F32, Shape{n, t_.n_routed_experts});
-    be_.linear(attn_in_[i], w.gate, kF32Linear, logits);
-    Tensor ids = be_.alloc(DType::I32, Shape{n, k}), weights = be_.alloc(DType::F32, Shape{n, k});
-    be_.moe_route(logits, w.bias, nullptr, {}, rs, ids, weights);
-    std::vector<int32_t> host(static_cast<size_t>(ids.numel()));
-    be_.read(ids, host.data(), host.size() * 4);
-    const std::set<int32_t> distinct(host.begin(), host.end());
-    double bytes = w.expert_bytes * static_cast<double>(distinct.size());
+    Tensor ids, weights;
+    route(attn_in_[i], ids, weights);
+    double bytes = w.expert_bytes * static_cast<double>(distinct_experts(ids));
     for (const LinearWeight* l : {&w.wq_a, &w.wq_b, &w.wkv, &w.wo_a, &w.wo_b, &w.gate})
       bytes += static_cast<double>(l->data.nbytes() + (l->scale.defined() ? l->scale.nbytes() : 0));
     if (w.shared)
@@ -601,6 +603,7 @@ void SyntheticLayer::route_for_weights_only() {
     wo_weights_.push_back(weights);
     wo_bytes_.push_back(bytes);
   }
+  const int64_t n = attn_in_[0].rows();
   wo_heads_ = be_.alloc(DType::F32, Shape{n, t_.num_attention_heads, t_.head_dim});
   cuda_bench::fill(be_, wo_heads_, FillSpec{Fill::Bf16InF32, 77, -1.0f, 1.0f});
 }

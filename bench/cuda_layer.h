@@ -94,6 +94,10 @@ class SyntheticLayer {
                             std::vector<SeqCache*>& seqs, int64_t first_position,
                             std::vector<Tensor>& candidates);
   Tensor moe(const Tensor& x, Tensor* ids_out);
+  // The gate and the router of rows x (as moe() runs them): ids and weights [rows, k].
+  void route(const Tensor& x, Tensor& ids, Tensor& weights);
+  // The distinct experts the rows of `ids` chose (read back: not to be timed).
+  size_t distinct_experts(const Tensor& ids);
   // index(): fills probe_ from the first sequence's indexer arguments, after its selection.
   void probe_row(const IndexerArgs& a, Tensor& topk, Tensor& candidates, int64_t entries);
   std::unique_ptr<SeqCache> make_cache(int64_t context, int64_t rows, uint64_t seed);

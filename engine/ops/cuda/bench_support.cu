@@ -101,6 +101,8 @@ __global__ void hold_stream_kernel(int64_t ns) {
 }
 
 constexpr int kMaxReadSpans = 64;
+constexpr int kReadThreads = 256, kReadWarps = kReadThreads / 32;
+constexpr int64_t kMaxReadBlocksPerSm = 8;
 struct ReadSpanTable {
   const uint4* data[kMaxReadSpans];
   int64_t ends[kMaxReadSpans];  // each span's end in the spans' joint run of 16-byte chunks
@@ -150,7 +152,7 @@ __global__ void read_spans_kernel(ReadSpanTable t, uint32_t* sink) {
   }
   // Each warp's XOR of its words (so no load can be dropped, and a test can check them).
   for (int o = 16; o > 0; o /= 2) acc ^= __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-  if ((threadIdx.x & 31u) == 0) sink[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = acc;
+  if ((threadIdx.x & 31u) == 0) sink[blockIdx.x * kReadWarps + threadIdx.x / 32] = acc;
 }
 
 double median(std::vector<double> v) {
@@ -174,7 +176,8 @@ void fill(CudaBackend& be, Tensor& t, const FillSpec& spec) {
 }
 
 Tensor read_spans_sink(CudaBackend& be) {
-  return be.alloc(DType::I32, Shape{8 * 8 * static_cast<int64_t>(be.context().multiprocessors())});
+  return be.alloc(DType::I32, Shape{kMaxReadBlocksPerSm * kReadWarps *
+                                    static_cast<int64_t>(be.context().multiprocessors())});
 }
 
 void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sink, int in_flight,
@@ -191,11 +194,12 @@ void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sin
   }
   cuda::DeviceContext& ctx = be.context();
   cuda::DeviceGuard g(ctx.device());
-  FD_CHECK(blocks_per_sm >= 1 && blocks_per_sm <= 8, "read_spans: 1 to 8 blocks a multiprocessor");
+  FD_CHECK(blocks_per_sm >= 1 && blocks_per_sm <= kMaxReadBlocksPerSm,
+           "read_spans: 1 to 8 blocks a multiprocessor");
   const int64_t blocks = blocks_per_sm * static_cast<int64_t>(ctx.multiprocessors());
-  FD_CHECK(sink.dtype() == DType::I32 && sink.numel() >= blocks * 8,
+  FD_CHECK(sink.dtype() == DType::I32 && sink.numel() >= blocks * kReadWarps,
            "read_spans: the sink is read_spans_sink's");
-  const dim3 grid(static_cast<unsigned>(blocks)), block(256);
+  const dim3 grid(static_cast<unsigned>(blocks)), block(kReadThreads);
   uint32_t* out = reinterpret_cast<uint32_t*>(ptr<int32_t>(sink));
   if (in_flight == 4)
     FD_LAUNCH(read_spans_kernel<4>, grid, block, 0, ctx.stream(), t, out);
