@@ -7,7 +7,9 @@
 // kernels). Prints a markdown table; "of copy BW" is weight bytes per second over the copy's read
 // plus written bytes per second, as in cuda_layer_bench. Each op's weights are also read by a
 // kernel that does nothing else ("read alone", n 0): what one launch streaming those bytes takes;
-// last, a window-only layer's weights read in one launch and in a launch an operation.
+// last, a window-only layer's weights read in one launch, in a launch an operation, and in one
+// launch whose reads of each operation are used only after those of the one before (read_phases:
+// weights streamed across the operations' ends); the MoE step's up and down alike.
 //
 //   cuda_gemv_bench [--rows 1,2,4,8] [--reps N] [--warmup N] [--device N] [--copy-mb N]
 //                   [--cover-mb N] [--no-moe (no MoE steps, no layer read)]
@@ -187,17 +189,33 @@ class ReadAlone {
   // A launch a group, one after another (the layer's matrices as its kernels read them).
   void launches(const std::string& op, const std::string& shape, const char* format,
                 const std::vector<std::vector<cb::ReadSpan>>& groups) {
+    best_of(op, shape, format, groups, [&](int in_flight, int blocks_per_sm) {
+      for (const auto& g : groups) cb::read_spans(be_, g, sink_, in_flight, blocks_per_sm);
+    });
+  }
+  // One launch, each group's reads used only after the group before's (cb::read_phases): the
+  // groups' reads streamed across their ends, each waiting for the one before as the layer's
+  // operations do.
+  void phases(const std::string& op, const std::string& shape, const char* format,
+              const std::vector<std::vector<cb::ReadSpan>>& groups) {
+    best_of(op, shape, format, groups, [&](int in_flight, int blocks_per_sm) {
+      cb::read_phases(be_, groups, sink_, counters_, in_flight, blocks_per_sm);
+    });
+  }
+
+ private:
+  // The fastest of the grid and loads-in-flight settings of `read`.
+  void best_of(const std::string& op, const std::string& shape, const char* format,
+               const std::vector<std::vector<cb::ReadSpan>>& groups,
+               const std::function<void(int, int)>& read) {
     double bytes = 0;
     for (const auto& g : groups)
       for (const cb::ReadSpan& s : g) bytes += static_cast<double>(s.bytes);
-    // The fastest of the grid and loads-in-flight settings.
     double best = 0;
     std::string how;
     for (const int blocks_per_sm : {4, 8})
       for (const int in_flight : {4, 8, 16}) {
-        const double us = timer_.median_us([&] {
-          for (const auto& g : groups) cb::read_spans(be_, g, sink_, in_flight, blocks_per_sm);
-        });
+        const double us = timer_.median_us([&] { read(in_flight, blocks_per_sm); });
         if (how.empty() || us < best) {
           best = us;
           how = std::to_string(blocks_per_sm) + " blocks a multiprocessor, " +
@@ -207,11 +225,10 @@ class ReadAlone {
     table_.row(op + " (" + how + ")", shape, format, 0, best, bytes);
   }
 
- private:
   CudaBackend& be_;
   Timer& timer_;
   Table& table_;
-  Tensor sink_;
+  Tensor sink_, counters_ = cb::read_phases_counters(be_);
 };
 
 void run_linears(CudaBackend& be, const Options& o, Timer& timer, Table& table) {
@@ -278,6 +295,8 @@ void run_moe(CudaBackend& be, Timer& timer, Table& table, int64_t n) {
     read.row("MoE step weights, read alone", "one launch", "FP4/FP8", spans.both());
     read.launches("MoE step weights, read alone", "up, then down", "FP4/FP8",
                   {spans.up, spans.down});
+    read.phases("MoE step weights, read alone", "one launch, down after up", "FP4/FP8",
+                {spans.up, spans.down});
   }
   // The default kernels (the tensor cores), then the CUDA-core ones as the baseline of this run.
   for (const bool tensor_cores : {true, false}) {
@@ -316,6 +335,8 @@ void run_layer_read(CudaBackend& be, Timer& timer, Table& table) {
   read.row("a window-only layer's weights, read alone", "one launch", "all", all);
   read.launches("a window-only layer's weights, read alone", "a launch an operation (8)", "all",
                 ops);
+  read.phases("a window-only layer's weights, read alone", "one launch, each op after the last",
+              "all", ops);
 }
 
 std::vector<int64_t> parse_list(const std::string& text) {

@@ -109,6 +109,14 @@ struct ReadSpanTable {
   int count;
   int padding;
 };
+constexpr int kMaxReadPhases = 16;
+struct ReadPhaseTable {
+  ReadSpanTable spans;                // every phase's spans, one joint run
+  int64_t end_chunk[kMaxReadPhases];  // each phase's end in that run
+  int64_t end_item[kMaxReadPhases];   // each phase's end in items (cumulative)
+  int phases;
+  int padding;
+};
 
 // The spans as one run of chunks, grid-stride, kInFlight loads issued a thread before they are
 // used: every thread reads from every span at once (a loop span by span left each span's last
@@ -155,6 +163,84 @@ __global__ void read_spans_kernel(ReadSpanTable t, uint32_t* sink) {
   if ((threadIdx.x & 31u) == 0) sink[blockIdx.x * kReadWarps + threadIdx.x / 32] = acc;
 }
 
+// The spans in phases read by one launch, each phase's reads used only once every read of the
+// phase before has been (a layer's operations, each waiting for the one before, as a kernel that
+// streams them across their ends would run them). The phases' joint runs are cut into items of
+// kInFlight rounds of the block's threads, taken in order from a ticket counter
+// (counters[0]); an item issues its loads, then waits until counters[p] (phase p - 1's items done)
+// is that phase's whole count, then uses them and counts itself in at counters[1 + p]. Taking
+// items in ticket order, a block waits only for items already taken by running blocks (no
+// deadlock, whatever the grid), and the emulator's blocks, one after another, see every wait met.
+template <int kInFlight>
+__global__ void read_phases_kernel(ReadPhaseTable t, uint32_t* sink, unsigned* counters) {
+  FD_GRID_PROLOGUE();
+  __shared__ const uint4* data[kMaxReadSpans];
+  __shared__ int64_t ends[kMaxReadSpans];
+  __shared__ int64_t next_item;
+  for (int s = static_cast<int>(threadIdx.x); s < t.spans.count;
+       s += static_cast<int>(blockDim.x)) {
+    data[s] = t.spans.data[s];
+    ends[s] = t.spans.ends[s];
+  }
+  const auto chunk = [&](int64_t j) {
+    int lo = 0, hi = t.spans.count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (j < ends[mid])
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return data[lo] + (j - (lo == 0 ? 0 : ends[lo - 1]));
+  };
+  constexpr int64_t kItemChunks = int64_t{kInFlight} * kReadThreads;
+  const int64_t items = t.end_item[t.phases - 1];
+  if (threadIdx.x == 0) next_item = atomicAdd(counters, 1u);
+  __syncthreads();
+  int64_t item = next_item;
+  __syncthreads();  // every thread has its first item before thread 0 takes the next
+  uint32_t acc = 0;
+  while (item < items) {
+    int p = 0;
+    while (item >= t.end_item[p]) ++p;
+    const int64_t first_item = p == 0 ? 0 : t.end_item[p - 1];
+    const int64_t first = (p == 0 ? 0 : t.end_chunk[p - 1]) + (item - first_item) * kItemChunks;
+    const int64_t limit = t.end_chunk[p];
+    uint4 v[kInFlight];
+    FD_UNROLL
+    for (int u = 0; u < kInFlight; ++u) {
+      const int64_t j = first + u * kReadThreads + threadIdx.x;
+      v[u] = j < limit ? __ldg(chunk(j)) : uint4{0u, 0u, 0u, 0u};
+    }
+    if (threadIdx.x == 0) {
+      // The next item taken while this one's loads are in flight.
+      next_item = atomicAdd(counters, 1u);
+      if (p > 0) {
+        const unsigned before =
+            static_cast<unsigned>(first_item - (p == 1 ? 0 : t.end_item[p - 2]));
+        while (*reinterpret_cast<volatile unsigned*>(counters + p) < before) {
+#ifndef FLASHDESK_CUDA_EMU
+          __nanosleep(64);
+#endif
+        }
+        __threadfence();
+      }
+    }
+    __syncthreads();  // phase p - 1 done; next_item set
+    FD_UNROLL
+    for (int u = 0; u < kInFlight; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    const int64_t next = next_item;
+    __syncthreads();  // every thread has its loads and next_item
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(counters + 1 + p, 1u);
+    }
+    item = next;
+  }
+  for (int o = 16; o > 0; o /= 2) acc ^= __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+  if ((threadIdx.x & 31u) == 0) sink[blockIdx.x * kReadWarps + threadIdx.x / 32] = acc;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -180,25 +266,40 @@ Tensor read_spans_sink(CudaBackend& be) {
                                     static_cast<int64_t>(be.context().multiprocessors())});
 }
 
-void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sink, int in_flight,
-                int blocks_per_sm) {
-  FD_CHECK(in_flight == 4 || in_flight == 8 || in_flight == 16,
-           "read_spans: 4, 8 or 16 loads in flight");
-  FD_CHECK(!spans.empty() && spans.size() <= kMaxReadSpans, "read_spans: 1 to 64 spans");
-  ReadSpanTable t{};
+namespace {
+
+// Adds `spans` to the table's joint run of chunks.
+void add_spans(ReadSpanTable& t, const std::vector<ReadSpan>& spans) {
+  FD_CHECK(t.count + spans.size() <= kMaxReadSpans, "read_spans: at most 64 spans");
   for (const ReadSpan& s : spans) {
     FD_CHECK(reinterpret_cast<uintptr_t>(s.data) % 16 == 0, "read_spans: a span not 16-aligned");
     t.data[t.count] = static_cast<const uint4*>(s.data);
     t.ends[t.count] = (t.count == 0 ? 0 : t.ends[t.count - 1]) + static_cast<int64_t>(s.bytes / 16);
     ++t.count;
   }
-  cuda::DeviceContext& ctx = be.context();
-  cuda::DeviceGuard g(ctx.device());
+}
+
+int64_t read_blocks(CudaBackend& be, const Tensor& sink, int in_flight, int blocks_per_sm) {
+  FD_CHECK(in_flight == 4 || in_flight == 8 || in_flight == 16,
+           "read_spans: 4, 8 or 16 loads in flight");
   FD_CHECK(blocks_per_sm >= 1 && blocks_per_sm <= kMaxReadBlocksPerSm,
            "read_spans: 1 to 8 blocks a multiprocessor");
-  const int64_t blocks = blocks_per_sm * static_cast<int64_t>(ctx.multiprocessors());
+  const int64_t blocks = blocks_per_sm * static_cast<int64_t>(be.context().multiprocessors());
   FD_CHECK(sink.dtype() == DType::I32 && sink.numel() >= blocks * kReadWarps,
            "read_spans: the sink is read_spans_sink's");
+  return blocks;
+}
+
+}  // namespace
+
+void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sink, int in_flight,
+                int blocks_per_sm) {
+  FD_CHECK(!spans.empty(), "read_spans: 1 to 64 spans");
+  ReadSpanTable t{};
+  add_spans(t, spans);
+  const int64_t blocks = read_blocks(be, sink, in_flight, blocks_per_sm);
+  cuda::DeviceContext& ctx = be.context();
+  cuda::DeviceGuard g(ctx.device());
   const dim3 grid(static_cast<unsigned>(blocks)), block(kReadThreads);
   uint32_t* out = reinterpret_cast<uint32_t*>(ptr<int32_t>(sink));
   if (in_flight == 4)
@@ -207,6 +308,40 @@ void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sin
     FD_LAUNCH(read_spans_kernel<8>, grid, block, 0, ctx.stream(), t, out);
   else
     FD_LAUNCH(read_spans_kernel<16>, grid, block, 0, ctx.stream(), t, out);
+}
+
+Tensor read_phases_counters(CudaBackend& be) {
+  return be.alloc(DType::I32, Shape{1 + kMaxReadPhases});
+}
+
+void read_phases(CudaBackend& be, const std::vector<std::vector<ReadSpan>>& phases, Tensor& sink,
+                 Tensor& counters, int in_flight, int blocks_per_sm) {
+  FD_CHECK(!phases.empty() && phases.size() <= kMaxReadPhases, "read_phases: 1 to 16 phases");
+  FD_CHECK(counters.dtype() == DType::I32 && counters.numel() == 1 + kMaxReadPhases,
+           "read_phases: the counters are read_phases_counters'");
+  ReadPhaseTable t{};
+  const int64_t item_chunks = int64_t{in_flight} * kReadThreads;
+  for (const std::vector<ReadSpan>& phase : phases) {
+    FD_CHECK(!phase.empty(), "read_phases: a phase without spans");
+    add_spans(t.spans, phase);
+    const int p = t.phases++;
+    t.end_chunk[p] = t.spans.ends[t.spans.count - 1];
+    const int64_t chunks = t.end_chunk[p] - (p == 0 ? 0 : t.end_chunk[p - 1]);
+    t.end_item[p] = (p == 0 ? 0 : t.end_item[p - 1]) + (chunks + item_chunks - 1) / item_chunks;
+  }
+  const int64_t blocks = read_blocks(be, sink, in_flight, blocks_per_sm);
+  cuda::DeviceContext& ctx = be.context();
+  cuda::DeviceGuard g(ctx.device());
+  unsigned* count = reinterpret_cast<unsigned*>(ptr<int32_t>(counters));
+  FD_CUDA_CHECK(cudaMemsetAsync(count, 0, counters.nbytes(), ctx.stream()));
+  const dim3 grid(static_cast<unsigned>(blocks)), block(kReadThreads);
+  uint32_t* out = reinterpret_cast<uint32_t*>(ptr<int32_t>(sink));
+  if (in_flight == 4)
+    FD_LAUNCH(read_phases_kernel<4>, grid, block, 0, ctx.stream(), t, out, count);
+  else if (in_flight == 8)
+    FD_LAUNCH(read_phases_kernel<8>, grid, block, 0, ctx.stream(), t, out, count);
+  else
+    FD_LAUNCH(read_phases_kernel<16>, grid, block, 0, ctx.stream(), t, out, count);
 }
 
 double device_ms(CudaBackend& be, const std::function<void()>& issue) {

@@ -73,6 +73,17 @@ Tensor read_spans_sink(CudaBackend& be);
 void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sink, int in_flight,
                 int blocks_per_sm);
 
+// The same reads in phases, one launch: each phase's loads are issued whenever the grid reaches
+// them, but used only once every read of the phase before has been (a layer's operations, each
+// waiting for the one before's output, streamed by one kernel across their ends, with no compute
+// of their own). Items of in_flight rounds of a block's threads are taken in order from a ticket;
+// `counters` (read_phases_counters') hold the ticket, then each phase's items done: the kernel
+// leaves the ticket at the items' count plus the grid's blocks (each takes one past the end).
+// 1 to 16 phases, 64 spans in all.
+Tensor read_phases_counters(CudaBackend& be);
+void read_phases(CudaBackend& be, const std::vector<std::vector<ReadSpan>>& phases, Tensor& sink,
+                 Tensor& counters, int in_flight, int blocks_per_sm);
+
 // Kernels launched so far by every CUDA backend of the process (a cuBLAS product counts one).
 uint64_t kernels_launched();
 
