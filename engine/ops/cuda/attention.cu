@@ -371,11 +371,23 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
   using K = AttentionKernels;
   const int64_t undivided_ctas = std::min(chunk, n) * 2 * a.blocks * groups;
   const bool small = undivided_ctas < 2 * ctx_->multiprocessors();
-  const K kernels = attention_kernels_ != K::Auto      ? attention_kernels_
-                    : small && attention_tensor_cores_ ? K::TensorCoresSplit
-                    : small                            ? K::CudaCoresQuarters
-                    : attention_tensor_cores_          ? K::TensorCores
-                                                       : K::CudaCoresWhole;
+  const bool short_list = a.blocks <= cuda::kShortAttentionBlocks;
+  K kernels = attention_kernels_ != K::Auto ? attention_kernels_
+              : small && attention_tensor_cores_
+                  ? (attention_short_ && short_list ? K::TensorCoresShort : K::TensorCoresSplit)
+              : small                   ? K::CudaCoresQuarters
+              : attention_tensor_cores_ ? K::TensorCores
+                                        : K::CudaCoresWhole;
+  if (kernels == K::TensorCoresShort) {
+    // Decode over one or two blocks: the split path's three kernels as one; else the split path.
+    const Tensor pos = bind_queries(0, n);
+    if (cuda::attention_short_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
+                                              ptr<float>(out))) {
+      ++attention_short_calls_;
+      return;
+    }
+    kernels = K::TensorCoresSplit;
+  }
   if (kernels == K::TensorCoresSplit) {
     // Decode: the tensor-core kernels split over the key list (attention_split_tc.cu), then the
     // combine.

@@ -122,6 +122,13 @@ struct SplitScratch {
   float* part_acc;
 };
 
+// Decode-sized calls over key lists of up to kShortAttentionBlocks 64-slot blocks (the window-only
+// layers'): the split path's three kernels as one (attention_short_tc.cu), its bits; false where
+// the list is longer or the head dim not one it takes (64, 128, 256 or 512).
+constexpr int64_t kShortAttentionBlocks = 2;
+bool attention_short_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
+                                     float* out);
+
 // Decode-sized calls: the two split kernels launched (one CTA per query, 64-slot block and 16
 // heads), or false where the head dim is not one they take (64, 128, 256 or 512).
 bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s);

@@ -230,18 +230,21 @@ CudaBackend::CudaBackend(int device) {
                             : v == "0" ? AttentionWarpgroups::Off
                                        : AttentionWarpgroups::Auto;
   }
-  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
-  // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
-  // cores a CTA per query, or split over the key list).
+  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split|short forces one attention
+  // path for every call (A/B runs of summation orders: the head dim whole or in four parts, the
+  // tensor cores a CTA per query, or split over the key list; short: the split path's bits in one
+  // kernel where the list is short).
   if (const auto k = read_choice("FLASHDESK_CUDA_ATTENTION",
-                                 {"auto", "whole", "quarters", "tensor-cores", "split"})) {
+                                 {"auto", "whole", "quarters", "tensor-cores", "split", "short"})) {
     const std::string& v = *k;
     attention_kernels_ = v == "whole"          ? AttentionKernels::CudaCoresWhole
                          : v == "quarters"     ? AttentionKernels::CudaCoresQuarters
                          : v == "tensor-cores" ? AttentionKernels::TensorCores
                          : v == "split"        ? AttentionKernels::TensorCoresSplit
+                         : v == "short"        ? AttentionKernels::TensorCoresShort
                                                : AttentionKernels::Auto;
   }
+  read_switch("FLASHDESK_CUDA_ATTENTION_SHORT", attention_short_);
 }
 
 CudaBackend::~CudaBackend() {
