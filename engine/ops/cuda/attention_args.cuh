@@ -122,12 +122,24 @@ struct SplitScratch {
   float* part_acc;
 };
 
-// Decode-sized calls over key lists of up to kShortAttentionBlocks 64-slot blocks (the window-only
-// layers'): the split path's three kernels as one (attention_short_tc.cu), its bits; false where
-// the list is longer or the head dim not one it takes (64, 128, 256 or 512).
-constexpr int64_t kShortAttentionBlocks = 2;
-bool attention_short_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
-                                     float* out);
+// Decode-sized calls in one kernel (attention_fused_tc.cu): the split path's three launches as one,
+// its bits. Its parts go where the split path's do (part_m, part_s, part_acc), beside each block's
+// maxima [n, blocks, heads]; `counters` (attention_fused_counters' count of them, zero, as
+// DeviceContext::arrival_counters keeps them) hold each query's head group's arrivals and each
+// block's flag. Every CTA must be resident at once (a block waits for the earlier blocks'
+// maxima): false, launching nothing, where the grid (attention_fused_ctas) is larger than
+// `resident_ctas`, or the head dim is not one it takes (64, 128, 256 or 512).
+struct FusedScratch {
+  float* block_max;
+  float* part_m;
+  float* part_s;
+  float* part_acc;
+  unsigned* counters;
+};
+int64_t attention_fused_ctas(const AttnArgs& a);
+int64_t attention_fused_counters(const AttnArgs& a);
+bool attention_fused_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
+                                     float* out, const FusedScratch& s, int64_t resident_ctas);
 
 // Decode-sized calls: the two split kernels launched (one CTA per query, 64-slot block and 16
 // heads), or false where the head dim is not one they take (64, 128, 256 or 512).
