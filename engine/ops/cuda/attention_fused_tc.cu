@@ -52,8 +52,8 @@ struct FusedLayout {
 };
 
 // S for the block's 64 slots and the CTA's 16 heads into scores[head][slot] (times the scale,
-// -inf for empty slots): warp tasks (8-slot n tile, head-dim quarter), each quarter's fresh
-// products added in k order, the quarters summed in order.
+// -inf for empty slots): warp tasks (8-slot n tile, head-dim quarter, score_part), the quarters
+// summed in order.
 template <int D>
 __device__ void block_scores(const AttnArgs& a, uint8_t* smem) {
   using L = FusedLayout<D>;
@@ -71,20 +71,7 @@ __device__ void block_scores(const AttnArgs& a, uint8_t* smem) {
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint16_t* krow = keys + (8 * nt + g) * kStride + kp * kKPart + c;
     const uint16_t* q0 = qs + g * kStride + kp * kKPart + c;
-    const uint16_t* q8 = q0 + 8 * kStride;
-    FD_UNROLL
-    for (int k0 = 0; k0 < kKPart; k0 += 16) {
-      const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(krow + k0),
-                              *reinterpret_cast<const uint32_t*>(krow + k0 + 8)};
-      const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(q0 + k0),
-                              *reinterpret_cast<const uint32_t*>(q8 + k0),
-                              *reinterpret_cast<const uint32_t*>(q0 + k0 + 8),
-                              *reinterpret_cast<const uint32_t*>(q8 + k0 + 8)};
-      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_bf16_16816(part, af, bf);
-      FD_UNROLL
-      for (int i = 0; i < 4; ++i) s[i] += part[i];
-    }
+    score_part<kKPart>(krow, q0, q0 + 8 * kStride, s);
     float* const sq = sums + kp * kHeadsPerCta * L::kSumStride;
     sq[g * L::kSumStride + 8 * nt + c] = s[0];
     sq[g * L::kSumStride + 8 * nt + c + 1] = s[1];
@@ -100,8 +87,8 @@ __device__ void block_scores(const AttnArgs& a, uint8_t* smem) {
   }
 }
 
-// The block's bf16(p) V over the head dim (fresh products added in slot order) into the parts:
-// a warp an 8-dim n tile.
+// The block's bf16(p) V over the head dim (value_step, in slot order) into the parts: a warp an
+// 8-dim n tile.
 template <int D>
 __device__ void block_values(const AttnArgs& a, const uint8_t* smem, bool any, int64_t part,
                              int64_t h0, float* part_acc) {
@@ -117,17 +104,9 @@ __device__ void block_values(const AttnArgs& a, const uint8_t* smem, bool any, i
       FD_UNROLL
       for (int k0 = 0; k0 < kBlockSlots; k0 += 16) {
         const uint16_t* p0 = ps + g * L::kPStride + k0 + c;
-        const uint16_t* p8 = p0 + 8 * L::kPStride;
-        const uint32_t af[4] = {
-            *reinterpret_cast<const uint32_t*>(p0), *reinterpret_cast<const uint32_t*>(p8),
-            *reinterpret_cast<const uint32_t*>(p0 + 8), *reinterpret_cast<const uint32_t*>(p8 + 8)};
-        const uint16_t* vn = keys + (k0 + c) * kStride + 8 * nt + g;
-        const uint32_t bf[2] = {pack_bf16_pair(vn[0], vn[kStride]),
-                                pack_bf16_pair(vn[8 * kStride], vn[9 * kStride])};
-        float prod[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma_bf16_16816(prod, af, bf);
-        FD_UNROLL
-        for (int i = 0; i < 4; ++i) acc[i] += prod[i];
+        uint32_t af[4];
+        p_fragment(p0, p0 + 8 * L::kPStride, af);
+        value_step(af, keys + (k0 + c) * kStride + 8 * nt + g, kStride, acc);
       }
     }
     FD_UNROLL

@@ -85,4 +85,48 @@ __device__ bool stage_key_part(const AttnArgs& a, int64_t t, int64_t first, int 
   return true;
 }
 
+// The decode kernels' products (attention_split_tc.cu's and attention_fused_tc.cu's, so that their
+// bits are the same by construction). S for an 8-slot tile over kKPart values of the head dim
+// from krow (this lane's key row) and q0 / q8 (this lane's rows of the heads' query): each mma
+// sums only its own 16 products, and those sums are added to s in FP32 rounded to nearest (as
+// attention_tc.cu: a running sum inside the tensor cores truncates).
+template <int kKPart>
+__device__ __forceinline__ void score_part(const uint16_t* krow, const uint16_t* q0,
+                                           const uint16_t* q8, float (&s)[4]) {
+  FD_UNROLL
+  for (int k0 = 0; k0 < kKPart; k0 += 16) {
+    const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(krow + k0),
+                            *reinterpret_cast<const uint32_t*>(krow + k0 + 8)};
+    const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(q0 + k0),
+                            *reinterpret_cast<const uint32_t*>(q8 + k0),
+                            *reinterpret_cast<const uint32_t*>(q0 + k0 + 8),
+                            *reinterpret_cast<const uint32_t*>(q8 + k0 + 8)};
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_bf16_16816(part, af, bf);
+    FD_UNROLL
+    for (int i = 0; i < 4; ++i) s[i] += part[i];
+  }
+}
+
+// The A fragment of a k16 step of bf16(p) V: this lane's P values at p0 (head g) and p8 (g + 8).
+__device__ __forceinline__ void p_fragment(const uint16_t* p0, const uint16_t* p8,
+                                           uint32_t (&af)[4]) {
+  af[0] = *reinterpret_cast<const uint32_t*>(p0);
+  af[1] = *reinterpret_cast<const uint32_t*>(p8);
+  af[2] = *reinterpret_cast<const uint32_t*>(p0 + 8);
+  af[3] = *reinterpret_cast<const uint32_t*>(p8 + 8);
+}
+
+// One k16 step of bf16(p) V for an 8-dim tile: B from the key rows at vn (rows `stride` values
+// apart), the step's 16 products summed fresh and added to acc (as for S).
+__device__ __forceinline__ void value_step(const uint32_t (&af)[4], const uint16_t* vn, int stride,
+                                           float (&acc)[4]) {
+  const uint32_t bf[2] = {pack_bf16_pair(vn[0], vn[stride]),
+                          pack_bf16_pair(vn[8 * stride], vn[9 * stride])};
+  float prod[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma_bf16_16816(prod, af, bf);
+  FD_UNROLL
+  for (int i = 0; i < 4; ++i) acc[i] += prod[i];
+}
+
 }  // namespace flashdesk::cuda

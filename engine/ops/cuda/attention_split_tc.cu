@@ -72,22 +72,7 @@ __global__ void __launch_bounds__(kThreads)
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const uint16_t* krow = keys + (8 * nt + g) * kStride + kp * kKPart + c;
     const uint16_t* q0 = qs + g * kStride + kp * kKPart + c;
-    const uint16_t* q8 = q0 + 8 * kStride;
-    FD_UNROLL
-    for (int k0 = 0; k0 < kKPart; k0 += 16) {
-      const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(krow + k0),
-                              *reinterpret_cast<const uint32_t*>(krow + k0 + 8)};
-      const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(q0 + k0),
-                              *reinterpret_cast<const uint32_t*>(q8 + k0),
-                              *reinterpret_cast<const uint32_t*>(q0 + k0 + 8),
-                              *reinterpret_cast<const uint32_t*>(q8 + k0 + 8)};
-      // Each mma sums only its own 16 products, and the parts are added in FP32 rounded to
-      // nearest (as attention_tc.cu: a running sum inside the tensor cores truncates).
-      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_bf16_16816(part, af, bf);
-      FD_UNROLL
-      for (int i = 0; i < 4; ++i) s[i] += part[i];
-    }
+    score_part<kKPart>(krow, q0, q0 + 8 * kStride, s);
     sums[kp][g][8 * nt + c] = s[0];
     sums[kp][g][8 * nt + c + 1] = s[1];
     sums[kp][g + 8][8 * nt + c] = s[2];
@@ -165,21 +150,13 @@ __global__ void __launch_bounds__(kThreads)
   FD_UNROLL
   for (int k0 = 0; k0 < kBlockSlots; k0 += 16) {
     const uint16_t* p0 = ps + g * kPStride + k0 + c;
-    const uint16_t* p8 = p0 + 8 * kPStride;
-    const uint32_t af[4] = {
-        *reinterpret_cast<const uint32_t*>(p0), *reinterpret_cast<const uint32_t*>(p8),
-        *reinterpret_cast<const uint32_t*>(p0 + 8), *reinterpret_cast<const uint32_t*>(p8 + 8)};
+    uint32_t af[4];
+    p_fragment(p0, p0 + 8 * kPStride, af);
     FD_UNROLL
     for (int j = 0; j < kTilesPerWarp; ++j) {
       const int nt = warp + j * kWarps;
       if (nt >= kTiles) break;
-      const uint16_t* vn = keys + (k0 + c) * kStride + 8 * nt + g;
-      const uint32_t bf[2] = {pack_bf16_pair(vn[0], vn[kStride]),
-                              pack_bf16_pair(vn[8 * kStride], vn[9 * kStride])};
-      float prod[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // as for S: 16 products an mma
-      mma_bf16_16816(prod, af, bf);
-      FD_UNROLL
-      for (int i = 0; i < 4; ++i) acc[j][i] += prod[i];
+      value_step(af, keys + (k0 + c) * kStride + 8 * nt + g, kStride, acc[j]);
     }
   }
   FD_UNROLL

@@ -118,6 +118,20 @@ struct ReadPhaseTable {
   int padding;
 };
 
+// Chunk j of the spans' joint run: its span by binary search over the ends.
+__device__ const uint4* joint_chunk(const uint4* const* data, const int64_t* ends, int count,
+                                    int64_t j) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (j < ends[mid])
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return data[lo] + (j - (lo == 0 ? 0 : ends[lo - 1]));
+}
+
 // The spans as one run of chunks, grid-stride, kInFlight loads issued a thread before they are
 // used: every thread reads from every span at once (a loop span by span left each span's last
 // round to a few threads, a tail a span).
@@ -132,18 +146,7 @@ __global__ void read_spans_kernel(ReadSpanTable t, uint32_t* sink) {
   }
   __syncthreads();
   const int64_t total = ends[t.count - 1];
-  // The chunk j of the joint run: its span by binary search over the ends.
-  const auto chunk = [&](int64_t j) {
-    int lo = 0, hi = t.count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (j < ends[mid])
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    return data[lo] + (j - (lo == 0 ? 0 : ends[lo - 1]));
-  };
+  const auto chunk = [&](int64_t j) { return joint_chunk(data, ends, t.count, j); };
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   uint32_t acc = 0;
   int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -182,17 +185,7 @@ __global__ void read_phases_kernel(ReadPhaseTable t, uint32_t* sink, unsigned* c
     data[s] = t.spans.data[s];
     ends[s] = t.spans.ends[s];
   }
-  const auto chunk = [&](int64_t j) {
-    int lo = 0, hi = t.spans.count - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (j < ends[mid])
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    return data[lo] + (j - (lo == 0 ? 0 : ends[lo - 1]));
-  };
+  const auto chunk = [&](int64_t j) { return joint_chunk(data, ends, t.spans.count, j); };
   constexpr int64_t kItemChunks = int64_t{kInFlight} * kReadThreads;
   const int64_t items = t.end_item[t.phases - 1];
   if (threadIdx.x == 0) next_item = atomicAdd(counters, 1u);
