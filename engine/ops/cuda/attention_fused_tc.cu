@@ -186,16 +186,7 @@ __global__ void __launch_bounds__(kThreads)
   uint16_t* const ps = reinterpret_cast<uint16_t*>(smem + L::kP);
 
   // Q of the 16 heads as BF16 (published by the staging's barrier).
-  for (int i = tid; i < kHeadsPerCta * D / 4; i += kThreads) {
-    const int h = i / (D / 4), d = i % (D / 4) * 4;
-    uint2 w{0u, 0u};
-    if (h0 + h < a.heads) {
-      const float4 v = load_aligned<float4>(a.q + (t * a.heads + h0 + h) * D + d);
-      w.x = pack_bf16_pair(f32_to_bf16_bits(v.x), f32_to_bf16_bits(v.y));
-      w.y = pack_bf16_pair(f32_to_bf16_bits(v.z), f32_to_bf16_bits(v.w));
-    }
-    *reinterpret_cast<uint2*>(qs + h * kStride + d) = w;
-  }
+  stage_query<D, kHeadsPerCta, kThreads>(a, t, h0, qs, kStride);
   const bool any = stage_key_part<kBlockSlots, D, D, kThreads, kPad>(
       a, t, b * kBlockSlots, 0, reinterpret_cast<uint16_t*>(smem + L::kKeys),
       reinterpret_cast<const uint8_t**>(smem + L::kRows), reinterpret_cast<int*>(smem + L::kFp4));

@@ -85,6 +85,23 @@ __device__ bool stage_key_part(const AttnArgs& a, int64_t t, int64_t first, int 
   return true;
 }
 
+// Query t's heads h0 .. h0 + Heads - 1 as BF16 rows qs[Heads][stride] (the definition's q is a
+// BF16 value: exact; rows past the heads zero), four values a thread step; the caller's next
+// barrier publishes them.
+template <int D, int Heads, int Threads>
+__device__ void stage_query(const AttnArgs& a, int64_t t, int64_t h0, uint16_t* qs, int stride) {
+  for (int i = static_cast<int>(threadIdx.x); i < Heads * D / 4; i += Threads) {
+    const int h = i / (D / 4), d = i % (D / 4) * 4;
+    uint2 w{0u, 0u};
+    if (h0 + h < a.heads) {
+      const float4 v = load_aligned<float4>(a.q + (t * a.heads + h0 + h) * D + d);
+      w.x = pack_bf16_pair(f32_to_bf16_bits(v.x), f32_to_bf16_bits(v.y));
+      w.y = pack_bf16_pair(f32_to_bf16_bits(v.z), f32_to_bf16_bits(v.w));
+    }
+    *reinterpret_cast<uint2*>(qs + h * stride + d) = w;
+  }
+}
+
 // The decode kernels' products (attention_split_tc.cu's and attention_fused_tc.cu's, so that their
 // bits are the same by construction). S for an 8-slot tile over kKPart values of the head dim
 // from krow (this lane's key row) and q0 / q8 (this lane's rows of the heads' query): each mma

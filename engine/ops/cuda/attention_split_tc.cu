@@ -46,16 +46,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t list = a.blocks * kBlockSlots;
   // Q of the 16 heads as BF16 (the definition's q is a BF16 value: exact), four values a thread
   // step; published by the staging's barrier.
-  for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * D / 4; i += kThreads) {
-    const int h = i / (D / 4), d = i % (D / 4) * 4;
-    uint2 w{0u, 0u};
-    if (h0 + h < a.heads) {
-      const float4 v = load_aligned<float4>(a.q + (t * a.heads + h0 + h) * D + d);
-      w.x = pack_bf16_pair(f32_to_bf16_bits(v.x), f32_to_bf16_bits(v.y));
-      w.y = pack_bf16_pair(f32_to_bf16_bits(v.z), f32_to_bf16_bits(v.w));
-    }
-    *reinterpret_cast<uint2*>(qs + h * kStride + d) = w;
-  }
+  stage_query<D, kHeadsPerCta, kThreads>(a, t, h0, qs, kStride);
   const int hr = static_cast<int>(threadIdx.x) / kQuarterSlots,
             slot = static_cast<int>(threadIdx.x) % kQuarterSlots;  // this thread's score
   if (!stage_key_part<kQuarterSlots, D, D, kThreads, kPad>(a, t, first, 0, keys, rows, fp4s)) {
