@@ -378,8 +378,15 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
               : small                   ? K::CudaCoresQuarters
               : attention_tensor_cores_ ? K::TensorCores
                                         : K::CudaCoresWhole;
-  if (kernels == K::TensorCoresFused) {
-    // Decode: the split path's three kernels as one where every CTA of its grid can be resident
+#ifdef FLASHDESK_CUDA_EMU
+  // The emulator runs a grid's blocks one after another in index order: a block's earlier blocks
+  // have finished whenever it waits, whatever the grid.
+  const int64_t resident = std::numeric_limits<int64_t>::max();
+#else
+  const int64_t resident = ctx_->multiprocessors();
+#endif
+  if (kernels == K::TensorCoresFused && cuda::attention_fused_takes(a, n, resident)) {
+    // Decode: the split path's three kernels as one, where every CTA of its grid can be resident
     // at once (one a multiprocessor, whatever else runs beside it); else the split path.
     const Tensor pos = bind_queries(0, n);
     Tensor block_max = ctx_->scratch(DType::F32, Shape{n, a.blocks, heads});
@@ -389,20 +396,12 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
     const cuda::FusedScratch fused{ptr<float>(block_max), ptr<float>(pm), ptr<float>(ps),
                                    ptr<float>(pa),
                                    ctx_->arrival_counters(cuda::attention_fused_counters(a))};
-#ifdef FLASHDESK_CUDA_EMU
-    // The emulator runs a grid's blocks one after another in index order: a block's earlier
-    // blocks have finished whenever it waits, whatever the grid.
-    const int64_t resident = std::numeric_limits<int64_t>::max();
-#else
-    const int64_t resident = ctx_->multiprocessors();
-#endif
-    if (cuda::attention_fused_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
-                                              ptr<float>(out), fused, resident)) {
-      ++attention_fused_calls_;
-      return;
-    }
-    kernels = K::TensorCoresSplit;
+    cuda::attention_fused_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
+                                          ptr<float>(out), fused);
+    ++attention_fused_calls_;
+    return;
   }
+  if (kernels == K::TensorCoresFused) kernels = K::TensorCoresSplit;
   if (kernels == K::TensorCoresSplit) {
     // Decode: the tensor-core kernels split over the key list (attention_split_tc.cu), then the
     // combine.

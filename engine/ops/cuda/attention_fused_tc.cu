@@ -268,34 +268,30 @@ void launch_fused(cudaStream_t stream, const AttnArgs& a, const float* sink, flo
 
 }  // namespace
 
-int64_t attention_fused_ctas(const AttnArgs& a) {
-  return a.blocks * ((a.heads + kHeadsPerCta - 1) / kHeadsPerCta) * a.n;
+bool attention_fused_takes(const AttnArgs& a, int64_t n, int64_t resident_ctas) {
+  const int64_t groups = (a.heads + kHeadsPerCta - 1) / kHeadsPerCta;
+  const bool dim = a.dim == 64 || a.dim == 128 || a.dim == 256 || a.dim == 512;
+  return dim && n > 0 && a.heads > 0 && a.blocks >= 1 && a.blocks <= kMaxFusedBlocks &&
+         a.blocks * groups <= resident_ctas / n;
 }
 
 int64_t attention_fused_counters(const AttnArgs& a) {
   return ((a.heads + kHeadsPerCta - 1) / kHeadsPerCta) * a.n * (1 + a.blocks);
 }
 
-bool attention_fused_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
-                                     float* out, const FusedScratch& s, int64_t resident_ctas) {
-  if (a.n == 0 || a.heads < 1 || a.blocks < 1 || a.blocks > kMaxFusedBlocks ||
-      attention_fused_ctas(a) > resident_ctas)
-    return false;
+void attention_fused_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
+                                     float* out, const FusedScratch& s) {
   switch (a.dim) {
     case 64:
-      launch_fused<64>(stream, a, sink, out, s);
-      return true;
+      return launch_fused<64>(stream, a, sink, out, s);
     case 128:
-      launch_fused<128>(stream, a, sink, out, s);
-      return true;
+      return launch_fused<128>(stream, a, sink, out, s);
     case 256:
-      launch_fused<256>(stream, a, sink, out, s);
-      return true;
+      return launch_fused<256>(stream, a, sink, out, s);
     case 512:
-      launch_fused<512>(stream, a, sink, out, s);
-      return true;
+      return launch_fused<512>(stream, a, sink, out, s);
     default:
-      return false;
+      FD_CHECK(false, "attention_fused_on_tensor_cores: a head dim it does not take");
   }
 }
 
