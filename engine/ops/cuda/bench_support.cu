@@ -272,6 +272,17 @@ void add_spans(ReadSpanTable& t, const std::vector<ReadSpan>& spans) {
   }
 }
 
+// f.template operator()<N>() for N = in_flight (4, 8 or 16: read_blocks checked it).
+template <class F>
+void with_in_flight(int in_flight, F&& f) {
+  if (in_flight == 4)
+    f.template operator()<4>();
+  else if (in_flight == 8)
+    f.template operator()<8>();
+  else
+    f.template operator()<16>();
+}
+
 int64_t read_blocks(CudaBackend& be, const Tensor& sink, int in_flight, int blocks_per_sm) {
   FD_CHECK(in_flight == 4 || in_flight == 8 || in_flight == 16,
            "read_spans: 4, 8 or 16 loads in flight");
@@ -295,12 +306,9 @@ void read_spans(CudaBackend& be, const std::vector<ReadSpan>& spans, Tensor& sin
   cuda::DeviceGuard g(ctx.device());
   const dim3 grid(static_cast<unsigned>(blocks)), block(kReadThreads);
   uint32_t* out = reinterpret_cast<uint32_t*>(ptr<int32_t>(sink));
-  if (in_flight == 4)
-    FD_LAUNCH(read_spans_kernel<4>, grid, block, 0, ctx.stream(), t, out);
-  else if (in_flight == 8)
-    FD_LAUNCH(read_spans_kernel<8>, grid, block, 0, ctx.stream(), t, out);
-  else
-    FD_LAUNCH(read_spans_kernel<16>, grid, block, 0, ctx.stream(), t, out);
+  with_in_flight(in_flight, [&]<int N>() {
+    FD_LAUNCH(read_spans_kernel<N>, grid, block, 0, ctx.stream(), t, out);
+  });
 }
 
 Tensor read_phases_counters(CudaBackend& be) {
@@ -329,12 +337,9 @@ void read_phases(CudaBackend& be, const std::vector<std::vector<ReadSpan>>& phas
   FD_CUDA_CHECK(cudaMemsetAsync(count, 0, counters.nbytes(), ctx.stream()));
   const dim3 grid(static_cast<unsigned>(blocks)), block(kReadThreads);
   uint32_t* out = reinterpret_cast<uint32_t*>(ptr<int32_t>(sink));
-  if (in_flight == 4)
-    FD_LAUNCH(read_phases_kernel<4>, grid, block, 0, ctx.stream(), t, out, count);
-  else if (in_flight == 8)
-    FD_LAUNCH(read_phases_kernel<8>, grid, block, 0, ctx.stream(), t, out, count);
-  else
-    FD_LAUNCH(read_phases_kernel<16>, grid, block, 0, ctx.stream(), t, out, count);
+  with_in_flight(in_flight, [&]<int N>() {
+    FD_LAUNCH(read_phases_kernel<N>, grid, block, 0, ctx.stream(), t, out, count);
+  });
 }
 
 double device_ms(CudaBackend& be, const std::function<void()>& issue) {
