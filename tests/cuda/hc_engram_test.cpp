@@ -97,17 +97,6 @@ class CudaHcTest : public CudaStreamsTest {
     expect_abs_close(from_gpu<float>(post.gpu), from_cpu<float>(post.cpu), 1e-4, "post");
     expect_abs_close(from_gpu<float>(comb.gpu), from_cpu<float>(comb.cpu), 1e-4, "comb");
     check_beside(X.gpu, pg, s, pre.gpu, post.gpu, comb.gpu);
-    {  // With base and scale prefetched before the wait (set_prefetch_late_weights): the same bits.
-      Tensor pre_p = gpu_poisoned(DType::F32, Shape{n, hc}),
-             post_p = gpu_poisoned(DType::F32, Shape{n, hc}),
-             comb_p = gpu_poisoned(DType::F32, Shape{n, hc, hc});
-      gpu().set_prefetch_late_weights(true);
-      gpu().hc_mixes(X.gpu, pg, s, pre_p, post_p, comb_p);
-      gpu().set_prefetch_late_weights(false);
-      expect_identical(from_gpu<float>(pre_p), from_gpu<float>(pre.gpu), "pre, prefetched");
-      expect_identical(from_gpu<float>(post_p), from_gpu<float>(post.gpu), "post, prefetched");
-      expect_identical(from_gpu<float>(comb_p), from_gpu<float>(comb.gpu), "comb, prefetched");
-    }
 
     // Collapse and expansion with those (CPU) mixes on both sides: bit-identical.
     const std::vector<float> pre_v = from_cpu<float>(pre.cpu), post_v = from_cpu<float>(post.cpu);
@@ -144,23 +133,6 @@ class CudaHcTest : public CudaStreamsTest {
     expect_identical(from_gpu<float>(out2.gpu), from_cpu<float>(out.cpu), "expand, fused");
     expect_bf16_close(from_gpu<float>(un.gpu), from_cpu<float>(un.cpu), 1.0, 0.0,
                       "expand, collapse and norm");
-    // With the norm weights prefetched before the wait: the same bits.
-    const std::vector<float> fused_streams = from_gpu<float>(out2.gpu),
-                             fused_norm = from_gpu<float>(un.gpu);
-    gpu().set_prefetch_late_weights(true);
-    out2.gpu = gpu_poisoned(DType::F32, Shape{n, hc, d});
-    un.gpu = gpu_poisoned(DType::F32, Shape{n, d});
-    gpu().hc_expand_collapse_norm(X.gpu, y.gpu, post2.gpu, comb2.gpu, pre2.gpu, norm.gpu, 1e-6f,
-                                  out2.gpu, un.gpu);
-    expect_identical(from_gpu<float>(out2.gpu), fused_streams, "expand, fused, norm prefetched");
-    expect_identical(from_gpu<float>(un.gpu), fused_norm, "norm prefetched");
-    Tensor un_prefetched = gpu_poisoned(DType::F32, Shape{n, d});
-    gpu().hc_collapse_norm(X.gpu, pre2.gpu, norm.gpu, 1e-6f, un_prefetched);
-    gpu().set_prefetch_late_weights(false);
-    Tensor un_plain = gpu_poisoned(DType::F32, Shape{n, d});
-    gpu().hc_collapse_norm(X.gpu, pre2.gpu, norm.gpu, 1e-6f, un_plain);
-    expect_identical(from_gpu<float>(un_prefetched), from_gpu<float>(un_plain),
-                     "collapse and norm, norm prefetched");
     if (!f32_corner) {
       const BoundaryInputs in{pg, s, pre2.gpu, post2.gpu, comb2.gpu, y.gpu, norm.gpu};
       check_bf16_streams(X.gpu, in);

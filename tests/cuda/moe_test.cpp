@@ -117,34 +117,30 @@ class CudaMoeTest : public CudaOpTest {
 
 TEST_F(CudaMoeTest, RouteMatchesTheReference) {
   // The route kernel ranks each expert over the row in quads where E is a multiple of 4 (40,
-  // 384), one value at a time elsewhere (42); from 64 rows a warp takes a row (100 rows). Its
-  // biases prefetched before the wait (set_prefetch_late_weights) or not.
-  for (const bool prefetch : {false, true})
-    for (const int64_t n : {5, 100})
-      for (const int64_t E : {40, 42, 384}) {
-        gpu().set_prefetch_late_weights(prefetch);
-        const int64_t k = 6;
-        Pair logits =
-            both_f32(Shape{n, E}, random_uniform(static_cast<size_t>(n * E), 1, -4.0f, 4.0f));
-        Pair bias = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 2, -0.3f, 0.3f));
-        Pair bias_img = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 3, -0.3f, 0.3f));
-        std::vector<uint8_t> image(static_cast<size_t>(n));
-        for (size_t i = 0; i < image.size(); ++i) image[i] = (i % 5 == 1 || i % 5 == 2) ? 1 : 0;
-        for (bool with_image : {false, true}) {
-          const RouteSettings s{k, 1.3f, 2.5f, true};
-          Pair ids = both_alloc(DType::I32, Shape{n, k}), w = both_alloc(DType::F32, Shape{n, k});
-          const std::span<const uint8_t> rows =
-              with_image ? std::span<const uint8_t>(image) : std::span<const uint8_t>();
-          gpu().moe_route(logits.gpu, bias.gpu, &bias_img.gpu, rows, s, ids.gpu, w.gpu);
-          cpu().moe_route(logits.cpu, bias.cpu, &bias_img.cpu, rows, s, ids.cpu, w.cpu);
-          expect_identical(from_gpu<int32_t>(ids.gpu), from_cpu<int32_t>(ids.cpu),
-                           "route ids, n = " + std::to_string(n) + ", E = " + std::to_string(E));
-          const std::vector<float> wg = from_gpu<float>(w.gpu), wc = from_cpu<float>(w.cpu);
-          for (size_t i = 0; i < wg.size(); ++i)
-            EXPECT_NEAR(wg[i], wc[i], 1e-6 * std::fabs(wc[i])) << i;
-        }
+  // 384), one value at a time elsewhere (42); from 64 rows a warp takes a row (100 rows).
+  for (const int64_t n : {5, 100})
+    for (const int64_t E : {40, 42, 384}) {
+      const int64_t k = 6;
+      Pair logits =
+          both_f32(Shape{n, E}, random_uniform(static_cast<size_t>(n * E), 1, -4.0f, 4.0f));
+      Pair bias = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 2, -0.3f, 0.3f));
+      Pair bias_img = both_f32(Shape{E}, random_uniform(static_cast<size_t>(E), 3, -0.3f, 0.3f));
+      std::vector<uint8_t> image(static_cast<size_t>(n));
+      for (size_t i = 0; i < image.size(); ++i) image[i] = (i % 5 == 1 || i % 5 == 2) ? 1 : 0;
+      for (bool with_image : {false, true}) {
+        const RouteSettings s{k, 1.3f, 2.5f, true};
+        Pair ids = both_alloc(DType::I32, Shape{n, k}), w = both_alloc(DType::F32, Shape{n, k});
+        const std::span<const uint8_t> rows =
+            with_image ? std::span<const uint8_t>(image) : std::span<const uint8_t>();
+        gpu().moe_route(logits.gpu, bias.gpu, &bias_img.gpu, rows, s, ids.gpu, w.gpu);
+        cpu().moe_route(logits.cpu, bias.cpu, &bias_img.cpu, rows, s, ids.cpu, w.cpu);
+        expect_identical(from_gpu<int32_t>(ids.gpu), from_cpu<int32_t>(ids.cpu),
+                         "route ids, n = " + std::to_string(n) + ", E = " + std::to_string(E));
+        const std::vector<float> wg = from_gpu<float>(w.gpu), wc = from_cpu<float>(w.cpu);
+        for (size_t i = 0; i < wg.size(); ++i)
+          EXPECT_NEAR(wg[i], wc[i], 1e-6 * std::fabs(wc[i])) << i;
       }
-  gpu().set_prefetch_late_weights(false);
+    }
 }
 
 // Gate logits of four distinct values and no bias: the six best tie at nearly every row, and ids

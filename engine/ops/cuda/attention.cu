@@ -263,22 +263,18 @@ __global__ void __launch_bounds__(kThreads)
 // grid (n, heads): the parts (32-slot halves here, 64-slot blocks from attention_split_tc.cu)
 // combined, the sink added, out = bf16(acc / denominator); with a.unrotate_freq, then RoPE undone
 // on the head's rope pairs as rope_kernel does it (one launch a layer fewer).
-// early_sink: the head's sink (a weight, never written) loaded before the grid wait, so that the
-// denominator waits on the parts (in L2) and not on a DRAM round trip for it
-// (CudaBackend::set_prefetch_late_weights).
 __global__ void attn_combine_kernel(AttnArgs a, int64_t halves, const float* part_m,
                                     const float* part_s, const float* part_acc, const float* sink,
-                                    float* out, int early_sink) {
-  const int64_t t = blockIdx.x, h = blockIdx.y;
-  const float sink_early = early_sink ? sink[h] : 0.0f;
+                                    float* out) {
   FD_GRID_PROLOGUE();
+  const int64_t t = blockIdx.x, h = blockIdx.y;
   const float m = part_m[(t * halves + halves - 1) * a.heads + h];
   float denom = 0.0f;
   for (int64_t b = 0; b < halves; ++b) {
     const int64_t i = (t * halves + b) * a.heads + h;
     denom += part_s[i] * expf(part_m[i] - m);
   }
-  denom += expf((early_sink ? sink_early : sink[h]) - m);
+  denom += expf(sink[h] - m);
   for (int64_t d = threadIdx.x; d < a.dim; d += blockDim.x) {
     float acc = 0.0f;
     for (int64_t b = 0; b < halves; ++b) {
@@ -427,8 +423,7 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
                   dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
                   dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,
                   a.blocks, ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
-                  ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d,
-                  prefetch_late_weights_ ? 1 : 0);
+                  ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d);
     }
     if (launched) return;
   }
@@ -472,8 +467,7 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
                 dim3(static_cast<unsigned>(m), static_cast<unsigned>(heads)),
                 dim3(static_cast<unsigned>(std::min<int64_t>(d, 256))), 0, ctx_->stream(), a,
                 2 * a.blocks, ptr<const float>(pm), ptr<const float>(ps), ptr<const float>(pa),
-                ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d,
-                prefetch_late_weights_ ? 1 : 0);
+                ptr<const float>(*args.sink), ptr<float>(out) + t0 * heads * d);
     }
   };
   if (quarters == 4)

@@ -195,8 +195,6 @@ CudaBackend::CudaBackend(int device) {
   // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS=0|1 (default 1): a prefill's sublayer boundaries in the
   // two-blocks-a-multiprocessor form of hc_collapse_norm_kernel (the benchmarks' A/B).
   read_switch("FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS", two_block_boundaries_);
-  // FLASHDESK_CUDA_PREFETCH_LATE=0|1 (default 0): set_prefetch_late_weights (the benchmarks' A/B).
-  read_switch("FLASHDESK_CUDA_PREFETCH_LATE", prefetch_late_weights_);
   // FLASHDESK_CUDA_DOWN_SPLIT=4|2 (default 2): set_down_split (the benchmarks' A/B).
   if (const auto q = read_choice("FLASHDESK_CUDA_DOWN_SPLIT", {"4", "2"}))
     set_down_split(std::stoi(*q));

@@ -337,13 +337,6 @@ class CudaBackend final : public Backend {
   // The shared expert beside the router at decode sizes (FLASHDESK_CUDA_SHARED_AHEAD=1; off by
   // default: measured slower, docs/cuda-backend.md).
   void set_shared_expert_ahead(bool on) { shared_ahead_ = on; }
-  // Small weights a decode kernel reads late in its chain (the sublayer boundaries' norm weights,
-  // read after the row's sum; the router's bias, read with the gate's logits; the attention's
-  // sink, read with the parts its combine sums; the mHC mixes' base and scale, read by a tile's
-  // last block after the splits' sums) prefetched into L2, or loaded, before the kernel
-  // waits for the one before it, instead of coming from DRAM on the step's critical path
-  // (FLASHDESK_CUDA_PREFETCH_LATE=1; off until measured on a GPU; the same values either way).
-  void set_prefetch_late_weights(bool on) { prefetch_late_weights_ = on; }
 
   void engram_gather(const QuantTable& table, std::span<const int64_t> ids, Tensor& e) override;
   void engram_update(Tensor& X, const Tensor& kv, const Tensor& q_weight, const Tensor& k_weight,
@@ -402,13 +395,12 @@ class CudaBackend final : public Backend {
   // FLASHDESK_CUDA_MOE_PARTS=1: the decode experts' shared slot in byte-balanced parts (opt-in
   // until measured on a GPU in its full-wave form).
   bool balance_shared_expert_ = false;
-  bool split_shared_tc_ = true;         // FLASHDESK_CUDA_MOE_SPLIT
-  bool shared_ahead_ = false;           // FLASHDESK_CUDA_SHARED_AHEAD
-  bool fuse_ = true;                    // FLASHDESK_CUDA_FUSE
-  bool fuse_cache_rows_ = true;         // FLASHDESK_CUDA_FUSE_CACHE_ROWS
-  bool bf16_streams_ = true;            // FLASHDESK_CUDA_BF16_STREAMS
-  bool two_block_boundaries_ = true;    // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
-  bool prefetch_late_weights_ = false;  // FLASHDESK_CUDA_PREFETCH_LATE
+  bool split_shared_tc_ = true;       // FLASHDESK_CUDA_MOE_SPLIT
+  bool shared_ahead_ = false;         // FLASHDESK_CUDA_SHARED_AHEAD
+  bool fuse_ = true;                  // FLASHDESK_CUDA_FUSE
+  bool fuse_cache_rows_ = true;       // FLASHDESK_CUDA_FUSE_CACHE_ROWS
+  bool bf16_streams_ = true;          // FLASHDESK_CUDA_BF16_STREAMS
+  bool two_block_boundaries_ = true;  // FLASHDESK_CUDA_BOUNDARY_TWO_BLOCKS
   bool grouped_moe_ = true;
   bool decode_experts_tc_ = true;
   bool attention_tensor_cores_ = true;  // Auto's choice of the tensor-core kernels

@@ -51,11 +51,6 @@ __global__ void __launch_bounds__(kMixThreads)
   for (int j = 0; j < kMaxMix; ++j)
     f[j] = whole && j < s.n_mix ? *reinterpret_cast<const float4*>(fn + j * s.flat + k)
                                 : float4{0.0f, 0.0f, 0.0f, 0.0f};
-  if (s.prefetch_params && threadIdx.x == 0) {
-    prefetch_l2(base);
-    prefetch_l2(base + s.n_mix - 1);
-    prefetch_l2(scale);
-  }
   fd_wait_prior_grid();
   for (int r = 0; r < s.tile_rows; ++r) {
     const int64_t row = tile * s.tile_rows + r;
@@ -232,16 +227,10 @@ __global__ void __launch_bounds__(kBlocks == 2 ? kNormThreadsTwoBlocks : kNormTh
                             const float* __restrict__ post, const float* __restrict__ comb,
                             const float* __restrict__ pre, const float* __restrict__ norm,
                             float eps, int64_t hc, int64_t d, S* __restrict__ out,
-                            float* __restrict__ u, int prefetch_norm) {
+                            float* __restrict__ u) {
   __shared__ float scratch[32];
   __shared__ float mix_s[kMaxHc * kMaxHc + 2 * kMaxHc];  // the row's comb, post, pre
   const int64_t row = blockIdx.x;
-  // prefetch_norm: the norm weights (never written) toward L2 while the kernel before finishes;
-  // read after the row's sum, each thread's quads are otherwise a DRAM round trip at the end of
-  // the boundary's chain (no registers to hold them: the decode form is at its 80).
-  if (prefetch_norm)
-    for (int64_t e = static_cast<int64_t>(threadIdx.x) * 32; e < d; e += blockDim.x * 32)
-      prefetch_l2(norm + e);
   FD_GRID_PROLOGUE();
   // The row's mixes in shared memory, read there at each use: held in registers (24 of them) they
   // kept the block at one a multiprocessor.
@@ -321,18 +310,15 @@ __global__ void __launch_bounds__(kBlocks == 2 ? kNormThreadsTwoBlocks : kNormTh
 // hc_collapse_norm_kernel over n rows: the two-blocks-a-multiprocessor form for a prefill's rows
 // where the row fits its blocks (and two_blocks, the backend's setting), else the other.
 template <bool kExpand, class S>
-void launch_collapse_norm(cudaStream_t stream, bool two_blocks, bool prefetch_norm,
-                          unsigned threads, int64_t n, const S* X, const float* y,
-                          const float* post, const float* comb, const float* pre, const float* norm,
-                          float eps, int64_t hc, int64_t d, S* out, float* u) {
+void launch_collapse_norm(cudaStream_t stream, bool two_blocks, unsigned threads, int64_t n,
+                          const S* X, const float* y, const float* post, const float* comb,
+                          const float* pre, const float* norm, float eps, int64_t hc, int64_t d,
+                          S* out, float* u) {
   const auto kernel = two_blocks && n >= kTwoBlockRowsFrom && threads <= kNormThreadsTwoBlocks
                           ? hc_collapse_norm_kernel<kExpand, S, 2>
                           : hc_collapse_norm_kernel<kExpand, S, 1>;
-  // The prefetch for a decode step's few rows only: a prefill's thousands of blocks would each
-  // prefetch the whole norm vector for loads that hit L2 after the first rows anyway.
-  const int prefetch = prefetch_norm && n < kTwoBlockRowsFrom ? 1 : 0;
   FD_LAUNCH(kernel, dim3(static_cast<unsigned>(n)), dim3(threads), 0, stream, X, y, post, comb, pre,
-            norm, eps, hc, d, out, u, prefetch);
+            norm, eps, hc, d, out, u);
 }
 
 // The block of hc_collapse_norm_kernel for rows of d values (0: the kernel does not take them).
@@ -364,7 +350,6 @@ void CudaBackend::hc_mixes(const Tensor& X, const HcParams& p, const HcSettings&
   shape.norm_eps = s.norm_eps;
   shape.hc_eps = s.hc_eps;
   shape.iters = s.sinkhorn_iters;
-  shape.prefetch_params = prefetch_late_weights_ ? 1 : 0;
   // A prefill's rows on the tensor cores where the shape allows.
   if (cuda::run_hc_mixes_tc(*ctx_, X, ptr<const float>(p.fn), ptr<const float>(p.base),
                             ptr<const float>(p.scale), shape, ptr<float>(pre), ptr<float>(post),
@@ -435,9 +420,8 @@ void CudaBackend::hc_collapse_norm(const Tensor& X, const Tensor& pre, const Ten
   cuda::with_stream_type(X, "hc_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
     cuda::launch_collapse_norm<false, S>(
-        ctx_->stream(), two_block_boundaries_, prefetch_late_weights_, threads, n, ptr<const S>(X),
-        nullptr, nullptr, nullptr, ptr<const float>(pre), ptr<const float>(norm), eps, hc, d,
-        nullptr, ptr<float>(u));
+        ctx_->stream(), two_block_boundaries_, threads, n, ptr<const S>(X), nullptr, nullptr,
+        nullptr, ptr<const float>(pre), ptr<const float>(norm), eps, hc, d, nullptr, ptr<float>(u));
   });
 }
 
@@ -463,8 +447,8 @@ void CudaBackend::hc_expand_collapse_norm(const Tensor& X, const Tensor& y, cons
   cuda::with_stream_type(X, "hc_expand_collapse_norm", [&](auto tag) {
     using S = cuda::StreamOf<decltype(tag)>;
     cuda::launch_collapse_norm<true, S>(
-        ctx_->stream(), two_block_boundaries_, prefetch_late_weights_, threads, n, ptr<const S>(X),
-        ptr<const float>(y), ptr<const float>(post), ptr<const float>(comb), ptr<const float>(pre),
+        ctx_->stream(), two_block_boundaries_, threads, n, ptr<const S>(X), ptr<const float>(y),
+        ptr<const float>(post), ptr<const float>(comb), ptr<const float>(pre),
         ptr<const float>(norm), eps, hc, d, ptr<S>(out), ptr<float>(u));
   });
 }

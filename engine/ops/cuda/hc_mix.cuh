@@ -20,9 +20,6 @@ struct MixShape {
   int64_t split_len;  // flat elements a split (the tensor-core kernel's; hc.cu's is fixed)
   float norm_eps, hc_eps;
   int64_t iters;
-  // hc_mix_kernel prefetches base and scale into L2 before its grid wait: the last block of a
-  // tile reads them at the end of its chain (CudaBackend::set_prefetch_late_weights).
-  int64_t prefetch_params;
 };
 FD_NO_PADDING_END
 template <>

@@ -185,16 +185,6 @@ __device__ __forceinline__ uint4 load_streaming(const void* p) {
 #endif
 }
 
-// The 128-byte line holding p toward L2 (immutable data a kernel reads late in its chain, such as
-// weights wanted after a reduction): nothing to wait for, no register. None in the emulation.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-#ifdef FLASHDESK_CUDA_EMU
-  (void)p;
-#else
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
 // A T-sized word at p, which must be a multiple of sizeof(T) apart from 0 (a misaligned vector
 // load stops the device with error 716 and poisons its context): the emulation checks it, so
 // the tests on the CPU catch what only the GPU would.

@@ -260,14 +260,7 @@ __host__ __device__ constexpr int64_t route_rows_room(int64_t E) {
 __global__ void __launch_bounds__(kRouteThreads)
     route_kernel(const float* logits, const float* bias, const float* bias_image,
                  const uint8_t* image_rows, int64_t E, int64_t k, float gate_temp, float scale,
-                 int norm, int32_t* ids, float* weights, int prefetch_bias) {
-  // prefetch_bias: both biases (never written) toward L2 while the gate finishes, so that their
-  // loads beside the logits' (which the gate leaves in L2) are no DRAM round trip.
-  if (prefetch_bias)
-    for (int64_t e = static_cast<int64_t>(threadIdx.x) * 32; e < E; e += blockDim.x * 32) {
-      prefetch_l2(bias + e);
-      if (bias_image) prefetch_l2(bias_image + e);
-    }
+                 int norm, int32_t* ids, float* weights) {
   FD_GRID_PROLOGUE();
   FD_DYNAMIC_SMEM(float, score);
   float* biased = score + E;
@@ -528,8 +521,7 @@ void CudaBackend::moe_route(const Tensor& logits, const Tensor& bias, const Tens
             ctx_->stream(), ptr<const float>(logits), ptr<const float>(bias),
             bias_image ? ptr<const float>(*bias_image) : nullptr,
             image.defined() ? ptr<const uint8_t>(image) : nullptr, E, k, s.gate_temp, s.route_scale,
-            static_cast<int>(s.norm_topk_prob), ptr<int32_t>(ids), ptr<float>(weights),
-            prefetch_late_weights_ ? 1 : 0);
+            static_cast<int>(s.norm_topk_prob), ptr<int32_t>(ids), ptr<float>(weights));
 }
 
 void CudaBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights,
