@@ -15,7 +15,6 @@
 // Each p is the one the sequential definition computes, so only FP32 summation order differs.
 // Keys are dequantised into shared memory as BF16 (exact for FP8 window rows and FP4 entries).
 #include <algorithm>
-#include <limits>
 #include <vector>
 
 #include "engine/ops/cuda/attention_args.cuh"
@@ -368,36 +367,11 @@ void CudaBackend::attend(const AttentionArgs& args, std::span<const float> unrot
   using K = AttentionKernels;
   const int64_t undivided_ctas = std::min(chunk, n) * 2 * a.blocks * groups;
   const bool small = undivided_ctas < 2 * ctx_->multiprocessors();
-  K kernels = attention_kernels_ != K::Auto ? attention_kernels_
-              : small && attention_tensor_cores_
-                  ? (attention_fused_ ? K::TensorCoresFused : K::TensorCoresSplit)
-              : small                   ? K::CudaCoresQuarters
-              : attention_tensor_cores_ ? K::TensorCores
-                                        : K::CudaCoresWhole;
-#ifdef FLASHDESK_CUDA_EMU
-  // The emulator runs a grid's blocks one after another in index order: a block's earlier blocks
-  // have finished whenever it waits, whatever the grid.
-  const int64_t resident = std::numeric_limits<int64_t>::max();
-#else
-  const int64_t resident = ctx_->multiprocessors();
-#endif
-  if (kernels == K::TensorCoresFused && cuda::attention_fused_takes(a, n, resident)) {
-    // Decode: the split path's three kernels as one, where every CTA of its grid can be resident
-    // at once (one a multiprocessor, whatever else runs beside it); else the split path.
-    const Tensor pos = bind_queries(0, n);
-    Tensor block_max = ctx_->scratch(DType::F32, Shape{n, a.blocks, heads});
-    Tensor pm = ctx_->scratch(DType::F32, Shape{n, a.blocks, heads});
-    Tensor ps = ctx_->scratch(DType::F32, Shape{n, a.blocks, heads});
-    Tensor pa = ctx_->scratch(DType::F32, Shape{n, a.blocks, heads, d});
-    const cuda::FusedScratch fused{ptr<float>(block_max), ptr<float>(pm), ptr<float>(ps),
-                                   ptr<float>(pa),
-                                   ctx_->arrival_counters(cuda::attention_fused_counters(a))};
-    cuda::attention_fused_on_tensor_cores(ctx_->stream(), a, ptr<const float>(*args.sink),
-                                          ptr<float>(out), fused);
-    ++attention_fused_calls_;
-    return;
-  }
-  if (kernels == K::TensorCoresFused) kernels = K::TensorCoresSplit;
+  const K kernels = attention_kernels_ != K::Auto      ? attention_kernels_
+                    : small && attention_tensor_cores_ ? K::TensorCoresSplit
+                    : small                            ? K::CudaCoresQuarters
+                    : attention_tensor_cores_          ? K::TensorCores
+                                                       : K::CudaCoresWhole;
   if (kernels == K::TensorCoresSplit) {
     // Decode: the tensor-core kernels split over the key list (attention_split_tc.cu), then the
     // combine.

@@ -122,26 +122,6 @@ struct SplitScratch {
   float* part_acc;
 };
 
-// Decode-sized calls in one kernel (attention_fused_tc.cu): the split path's three launches as one,
-// its bits. Its parts go where the split path's do (part_m, part_s, part_acc), beside each block's
-// maxima [n, blocks, heads]; `counters` (attention_fused_counters' count of them, zero, as
-// DeviceContext::arrival_counters keeps them) hold each query's head group's arrivals and each
-// block's flag.
-struct FusedScratch {
-  float* block_max;
-  float* part_m;
-  float* part_s;
-  float* part_acc;
-  unsigned* counters;
-};
-// Whether the kernel takes n queries of `a`'s shape: every CTA of its grid must be resident at
-// once (a block waits for the earlier blocks' maxima), so at most `resident_ctas` of them, and the
-// head dim one it takes (64, 128, 256 or 512).
-bool attention_fused_takes(const AttnArgs& a, int64_t n, int64_t resident_ctas);
-int64_t attention_fused_counters(const AttnArgs& a);
-void attention_fused_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const float* sink,
-                                     float* out, const FusedScratch& s);
-
 // Decode-sized calls: the two split kernels launched (one CTA per query, 64-slot block and 16
 // heads), or false where the head dim is not one they take (64, 128, 256 or 512).
 bool attention_split_on_tensor_cores(cudaStream_t stream, const AttnArgs& a, const SplitScratch& s);

@@ -102,11 +102,10 @@ __device__ void stage_query(const AttnArgs& a, int64_t t, int64_t h0, uint16_t* 
   }
 }
 
-// The decode kernels' products (attention_split_tc.cu's and attention_fused_tc.cu's, so that their
-// bits are the same by construction). S for an 8-slot tile over kKPart values of the head dim
-// from krow (this lane's key row) and q0 / q8 (this lane's rows of the heads' query): each mma
-// sums only its own 16 products, and those sums are added to s in FP32 rounded to nearest (as
-// attention_tc.cu: a running sum inside the tensor cores truncates).
+// The split decode kernels' products (attention_split_tc.cu). S for an 8-slot tile over kKPart
+// values of the head dim from krow (this lane's key row) and q0 / q8 (this lane's rows of the
+// heads' query): each mma sums only its own 16 products, and those sums are added to s in FP32
+// rounded to nearest (as attention_tc.cu: a running sum inside the tensor cores truncates).
 template <int kKPart>
 __device__ __forceinline__ void score_part(const uint16_t* krow, const uint16_t* q0,
                                            const uint16_t* q8, float (&s)[4]) {

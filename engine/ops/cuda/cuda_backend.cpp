@@ -228,21 +228,18 @@ CudaBackend::CudaBackend(int device) {
                             : v == "0" ? AttentionWarpgroups::Off
                                        : AttentionWarpgroups::Auto;
   }
-  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split|fused forces one attention
-  // path for every call (A/B runs of summation orders: the head dim whole or in four parts, the
-  // tensor cores a CTA per query, or split over the key list; fused: the split path's bits in one
-  // kernel where its grid is small enough).
+  // FLASHDESK_CUDA_ATTENTION=auto|whole|quarters|tensor-cores|split forces one attention path for
+  // every call (A/B runs of summation orders: the head dim whole or in four parts, the tensor
+  // cores a CTA per query, or split over the key list).
   if (const auto k = read_choice("FLASHDESK_CUDA_ATTENTION",
-                                 {"auto", "whole", "quarters", "tensor-cores", "split", "fused"})) {
+                                 {"auto", "whole", "quarters", "tensor-cores", "split"})) {
     const std::string& v = *k;
     attention_kernels_ = v == "whole"          ? AttentionKernels::CudaCoresWhole
                          : v == "quarters"     ? AttentionKernels::CudaCoresQuarters
                          : v == "tensor-cores" ? AttentionKernels::TensorCores
                          : v == "split"        ? AttentionKernels::TensorCoresSplit
-                         : v == "fused"        ? AttentionKernels::TensorCoresFused
                                                : AttentionKernels::Auto;
   }
-  read_switch("FLASHDESK_CUDA_ATTENTION_FUSED", attention_fused_);
 }
 
 CudaBackend::~CudaBackend() {

@@ -82,22 +82,14 @@ class CudaBackend final : public Backend {
   // the key list for decode-sized calls, the tensor-core kernel of a CTA per query for
   // prefill-sized ones, where their shapes allow; else the CUDA-core kernels, the head dim in 4
   // parts or undivided), or forced (the tests run each).
-  // TensorCoresFused: the split path's three kernels as one (attention_fused_tc.cu, the same
-  // bits) where its grid is at most one CTA a multiprocessor (decode), else the split path.
   enum class AttentionKernels {
     Auto,
     CudaCoresWhole,
     CudaCoresQuarters,
     TensorCores,
-    TensorCoresSplit,
-    TensorCoresFused
+    TensorCoresSplit
   };
   void set_attention_kernels(AttentionKernels k) { attention_kernels_ = k; }
-  // Whether Auto takes TensorCoresFused for decode-sized calls (off until measured:
-  // FLASHDESK_CUDA_ATTENTION_FUSED=1).
-  void set_attention_fused(bool on) { attention_fused_ = on; }
-  // Calls whose attention ran on that one kernel so far (the tests: it runs where it is asked for).
-  uint64_t attention_fused_calls() const { return attention_fused_calls_; }
   // Whether the tensor-core path of a CTA per query runs on Hopper's warpgroup products where the
   // device has them (attention_wgmma_sm90a.cu) or on mma.sync (attention_tc.cu): always, never,
   // or (Auto, the default) for key lists of up to two 64-slot blocks, the window-only layers',
@@ -379,8 +371,6 @@ class CudaBackend final : public Backend {
   void end_timed_step();
   int part_layers_ = 1, layers_in_part_ = 0;
   AttentionKernels attention_kernels_ = AttentionKernels::Auto;
-  bool attention_fused_ = false;
-  uint64_t attention_fused_calls_ = 0;
   bool select_in_shared_memory_ = true;
   bool select_runs_ = false;                  // FLASHDESK_CUDA_SELECT_RUNS
   bool select_warp_tail_ = true;              // FLASHDESK_CUDA_SELECT_WARP_TAIL
