@@ -25,6 +25,67 @@ constexpr int kQuarterSlots = kBlockSlots / kSplitSlotParts;  // slots of a scor
 constexpr int kDimParts = 4;                                  // head-dim parts of a block CTA
 constexpr int kPad = 8;  // BF16 values after each staged row: rows 4 banks apart
 
+// Query t's heads h0 .. h0 + 15 as BF16 rows of D + kPad values (the definition's q is a BF16
+// value: exact; rows past the heads zero), four values a thread step; the caller's next barrier
+// publishes them.
+template <int D>
+__device__ void stage_query(const AttnArgs& a, int64_t t, int64_t h0, uint16_t* qs) {
+  constexpr int stride = D + kPad;
+  for (int i = static_cast<int>(threadIdx.x); i < kHeadsPerCta * D / 4; i += kThreads) {
+    const int h = i / (D / 4), d = i % (D / 4) * 4;
+    uint2 w{0u, 0u};
+    if (h0 + h < a.heads) {
+      const float4 v = load_aligned<float4>(a.q + (t * a.heads + h0 + h) * D + d);
+      w.x = pack_bf16_pair(f32_to_bf16_bits(v.x), f32_to_bf16_bits(v.y));
+      w.y = pack_bf16_pair(f32_to_bf16_bits(v.z), f32_to_bf16_bits(v.w));
+    }
+    *reinterpret_cast<uint2*>(qs + h * stride + d) = w;
+  }
+}
+
+// S for an 8-slot tile over kKPart values of the head dim from krow (this lane's key row) and
+// q0 / q8 (this lane's rows of the heads' query): each mma sums only its own 16 products, and
+// those sums are added to s in FP32 rounded to nearest (as attention_tc.cu: a running sum inside
+// the tensor cores truncates).
+template <int kKPart>
+__device__ __forceinline__ void score_part(const uint16_t* krow, const uint16_t* q0,
+                                           const uint16_t* q8, float (&s)[4]) {
+  FD_UNROLL
+  for (int k0 = 0; k0 < kKPart; k0 += 16) {
+    const uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(krow + k0),
+                            *reinterpret_cast<const uint32_t*>(krow + k0 + 8)};
+    const uint32_t af[4] = {*reinterpret_cast<const uint32_t*>(q0 + k0),
+                            *reinterpret_cast<const uint32_t*>(q8 + k0),
+                            *reinterpret_cast<const uint32_t*>(q0 + k0 + 8),
+                            *reinterpret_cast<const uint32_t*>(q8 + k0 + 8)};
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_bf16_16816(part, af, bf);
+    FD_UNROLL
+    for (int i = 0; i < 4; ++i) s[i] += part[i];
+  }
+}
+
+// The A fragment of a k16 step of bf16(p) V: this lane's P values at p0 (head g) and p8 (g + 8).
+__device__ __forceinline__ void p_fragment(const uint16_t* p0, const uint16_t* p8,
+                                           uint32_t (&af)[4]) {
+  af[0] = *reinterpret_cast<const uint32_t*>(p0);
+  af[1] = *reinterpret_cast<const uint32_t*>(p8);
+  af[2] = *reinterpret_cast<const uint32_t*>(p0 + 8);
+  af[3] = *reinterpret_cast<const uint32_t*>(p8 + 8);
+}
+
+// One k16 step of bf16(p) V for an 8-dim tile: B from the key rows at vn (rows `stride` values
+// apart), the step's 16 products summed fresh and added to acc (as for S).
+__device__ __forceinline__ void value_step(const uint32_t (&af)[4], const uint16_t* vn, int stride,
+                                           float (&acc)[4]) {
+  const uint32_t bf[2] = {pack_bf16_pair(vn[0], vn[stride]),
+                          pack_bf16_pair(vn[8 * stride], vn[9 * stride])};
+  float prod[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma_bf16_16816(prod, af, bf);
+  FD_UNROLL
+  for (int i = 0; i < 4; ++i) acc[i] += prod[i];
+}
+
 // grid (n, 4 blocks, head groups of 16): scores[t][h][16 quarter + slot] and
 // quarter_max[t][quarter][h] for quarter blockIdx.y (of 64-slot block blockIdx.y / 4).
 template <int D>
@@ -44,9 +105,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31u);
   const int g = lane >> 2, c = 2 * (lane & 3);
   const int64_t list = a.blocks * kBlockSlots;
-  // Q of the 16 heads as BF16 (the definition's q is a BF16 value: exact), four values a thread
-  // step; published by the staging's barrier.
-  stage_query<D, kHeadsPerCta, kThreads>(a, t, h0, qs, kStride);
+  stage_query<D>(a, t, h0, qs);  // published by the staging's barrier
   const int hr = static_cast<int>(threadIdx.x) / kQuarterSlots,
             slot = static_cast<int>(threadIdx.x) % kQuarterSlots;  // this thread's score
   if (!stage_key_part<kQuarterSlots, D, D, kThreads, kPad>(a, t, first, 0, keys, rows, fp4s)) {
