@@ -14,8 +14,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+# Thirteen eval sets since the sizes run: enough distinct colours that no two curves share one.
 COLOURS = [(31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
-           (140, 86, 75), (227, 119, 194), (127, 127, 127)]
+           (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
+           (0, 0, 0), (120, 200, 120), (250, 200, 0), (90, 60, 200)]
 
 
 def read_csv(path):
