@@ -24,6 +24,7 @@ const std::set<std::string, std::less<>> kKnownFields = {"model",
                                                          "temperature",
                                                          "top_p",
                                                          "seed",
+                                                         "ignore_eos",
                                                          "stop",
                                                          "reasoning_effort",
                                                          "thinking",
@@ -222,6 +223,7 @@ void read_sampling(const json& body, TurnOptions& turn) {
   }
   if (const json* v = find(body, "seed"))
     g.sampling.seed = static_cast<uint64_t>(read_integer(*v, "seed", 0, INT64_MAX));
+  g.ignore_eos = read_bool(body, "ignore_eos", false);  // vLLM's and SGLang's extension
 }
 
 std::vector<std::string> read_stop(const json& body) {

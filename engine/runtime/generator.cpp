@@ -140,7 +140,7 @@ GenerationResult Generator::generate(SequenceState& state, std::span<const Token
     }
     ++result.stats.generated_tokens;
     if (callbacks.on_token) callbacks.on_token(id);
-    if (id == special_.eos) {
+    if (id == special_.eos && !options.ignore_eos) {
       result.finish = FinishReason::kEos;
       return false;
     }

@@ -35,6 +35,9 @@ struct StreamCallbacks {
 
 struct GenerationOptions {
   int64_t max_new_tokens = 2048;
+  // Generation goes on past EOS to max_new_tokens (vLLM's `ignore_eos`: answers of a set length
+  // for benchmarks and tests). EOS then enters the state like any token and is not shown.
+  bool ignore_eos = false;
   SamplingParams sampling;
   // The prompt ends with <think>: the first tokens are reasoning until </think>.
   bool starts_in_thinking = false;

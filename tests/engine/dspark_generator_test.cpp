@@ -4,7 +4,11 @@
 // accepted tokens short. The sampled distribution is tested in dspark_sampling_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+
 #include "engine/runtime/generator.h"
+#include "engine/tokenizer/special_tokens.h"
 #include "tests/engine/dspark_test_util.h"
 #include "tests/engine/model_test_util.h"
 
@@ -40,6 +44,7 @@ class DsparkGenerator : public ::testing::Test {
     GenerationOptions o;
     o.max_new_tokens = max_new;
     o.speculative = speculative;
+    o.ignore_eos = ignore_eos_;
     if (forced)
       o.override_drafts = [&](int64_t position, std::vector<int32_t>& drafts) {
         for (size_t j = 0; j < drafts.size(); ++j) {
@@ -71,6 +76,7 @@ class DsparkGenerator : public ::testing::Test {
     }
   }
 
+  bool ignore_eos_ = false;
   static CpuReferenceBackend* backend_;
   static Model* model_;
   static Tokenizer* tokenizer_;
@@ -94,6 +100,31 @@ TEST_F(DsparkGenerator, AnswerEndingAtEosInsideTheDrafts) {
     return;
   }
   GTEST_SKIP() << "no answer of this prompt ends at EOS";
+}
+
+// ignore_eos (vLLM's request option, for answers of a set length): generation goes on past EOS
+// to the budget, plain and speculative alike, with the plain answer's EOS where it was.
+TEST_F(DsparkGenerator, IgnoringEosGoesOnToTheBudget) {
+  const std::vector<TokenId> prompt = tokenizer_->encode(
+      std::string(spelling::kBos) + std::string(spelling::kUser) +
+      "Hi! My name is Quinn. What is my name?" + std::string(spelling::kAssistant) + "</think>");
+  const Generated ends = generate(prompt, 64, false);
+  ASSERT_EQ(ends.finish, FinishReason::kEos) << "the prompt's plain answer must end at EOS";
+  const auto budget = static_cast<int64_t>(ends.ids.size()) + 12;
+  ignore_eos_ = true;
+  const Generated plain = generate(prompt, budget, false);
+  EXPECT_EQ(plain.finish, FinishReason::kLength);
+  EXPECT_EQ(plain.stats.generated_tokens, budget);
+  ASSERT_EQ(plain.ids.size(), static_cast<size_t>(budget));
+  EXPECT_TRUE(std::equal(ends.ids.begin(), ends.ids.end(), plain.ids.begin()));  // EOS included
+  const Generated spec = generate(prompt, budget, true),
+                  forced = generate(prompt, budget, true, &plain.ids);
+  for (const Generated* g : {&spec, &forced}) {
+    EXPECT_EQ(g->ids, plain.ids);
+    EXPECT_EQ(g->finish, FinishReason::kLength);
+    EXPECT_EQ(g->state_tokens, plain.state_tokens);  // EOS entered the state like any token
+  }
+  EXPECT_GT(forced.stats.accepted, 0);
 }
 
 TEST_F(DsparkGenerator, BadDraftSurvivalIsRefused) {

@@ -88,6 +88,8 @@ TEST(ChatRequest, ReadsSamplingStopAndStream) {
   EXPECT_FLOAT_EQ(r.turn.generation.sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.turn.generation.sampling.top_p, 0.9f);
   EXPECT_EQ(r.turn.generation.sampling.seed, 42u);
+  EXPECT_FALSE(r.turn.generation.ignore_eos);
+  EXPECT_TRUE(parse_chat_request(body({{"ignore_eos", true}}).dump()).turn.generation.ignore_eos);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "yz"}));
   EXPECT_TRUE(r.stream && r.include_usage);
   EXPECT_EQ(parse_chat_request(body({{"stop", "END"}}).dump()).stop,
@@ -154,6 +156,7 @@ TEST(ChatRequest, RefusesWhatItCannotServeNamingTheField) {
   EXPECT_EQ(refused_param(body({{"stop", {"a", "b", "c", "d", "e"}}}).dump()), "stop");
   EXPECT_EQ(refused_param(body({{"stop", ""}}).dump()), "stop");
   EXPECT_EQ(refused_param(body({{"stream", "yes"}}).dump()), "stream");
+  EXPECT_EQ(refused_param(body({{"ignore_eos", 1}}).dump()), "ignore_eos");
   EXPECT_EQ(refused_param(body({{"stream_options", {{"include_usage", true}}}}).dump()),
             "stream_options");
   EXPECT_EQ(refused_param(body({{"n", 2}}).dump()), "n");
