@@ -30,7 +30,9 @@ Writes into OUT:
     prefill_embed [T, D] and prefill_block_out [L, T, hc, D] (BF16-valued, stored BF16),
     prefill_block_pre_mix [L, T, hc], prefill_positions_run [L, T]: the engine's blocks are fed
     these inputs and compared block by block (the end-to-end logits of a trained model are
-    chaotic in summation order: see image{i}.noise)
+    chaotic in summation order: see image{i}.noise); prefill_block_noise F32 [L]: the same
+    oracle with FP32 torch-order sums fed these block inputs, each block's error against them
+    (the test's measure), so the size of a rounding tie's flip on this prompt
 """
 import argparse
 import json
@@ -107,7 +109,19 @@ def preprocess(path, vc):
     return img, patches, vh, vw
 
 
-def write_blocks(dest, trace, ids, n_layers):
+def block_noise(t, other, n_layers):
+    """Per block, RMS(other - t) / RMS(t - block input) over all rows and streams: the measure
+    vision_golden_test.cpp applies to the engine, here between two oracles fed the same inputs."""
+    out = np.zeros(n_layers, np.float32)
+    for layer in range(n_layers):
+        gold, mine = t["block_out"][layer], other["block_out"][layer]
+        inp = t["block_out"][layer - 1] if layer else t["embed"][:, None, :]
+        den = float(((gold - inp) ** 2).sum())
+        out[layer] = np.sqrt(float(((mine - gold) ** 2).sum()) / den) if den > 0 else 0.0
+    return out
+
+
+def write_blocks(dest, trace, ids, n_layers, noise):
     """The per-block golden of one prompt (see the docstring): BF16 where the values are."""
     t = step_tensors(trace, n_layers)
     out = {"prompt_ids": ("I64", np.asarray(ids, np.int64)),
@@ -118,6 +132,7 @@ def write_blocks(dest, trace, ids, n_layers):
         bits = value.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
         out["prefill_" + name] = ("BF16", np.ascontiguousarray(bits))
     out["prefill_block_pre_mix"] = ("F32", np.ascontiguousarray(t["block_pre_mix"], np.float32))
+    out["prefill_block_noise"] = ("F32", np.ascontiguousarray(noise, np.float32))
     write_safetensors(dest, out, metadata={"script": "tools/vision_goldens.py"})
 
 
@@ -201,8 +216,25 @@ def main(argv=None):
                      ("noise", torch.from_numpy(noise)),
                      ("layer0_expert_ids", experts), ("engram_hash_ids", hashes)]
             if i == 0:
+                # the FP32-sums oracle fed the exact oracle's block inputs, block by block
+                exact = step_tensors(trace, cfg.num_hidden_layers)
+
+                def exact_inputs(layer, step):
+                    if layer == 0:
+                        return None
+                    return (torch.from_numpy(exact["block_out"][layer - 1]),
+                            torch.from_numpy(exact["block_pre_mix"][layer - 1]))
+
+                forced = Trace(len(ids))
+                model_fp32_sums.step(model_fp32_sums.new_state(), ids, bounded=False, dead=dead,
+                                     image_rows=[(first, span)], trace=forced,
+                                     overrides=exact_inputs)
+                noise_blocks = block_noise(exact, step_tensors(forced, cfg.num_hidden_layers),
+                                           cfg.num_hidden_layers)
                 write_blocks(os.path.join(args.out, "image0-blocks.safetensors"), trace, ids,
-                             cfg.num_hidden_layers)
+                             cfg.num_hidden_layers, noise_blocks)
+                print("image0: the FP32-sums oracle's block errors fed the exact one's inputs: "
+                      + " ".join(f"{v:.2e}" for v in noise_blocks))
             if i == 1:  # image 0 is already at its processed size: its pixels are the file's
                 named.append(("pixels", np.ascontiguousarray(img)))
             for name, t in named:

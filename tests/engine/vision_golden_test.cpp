@@ -175,11 +175,23 @@ TEST_P(VisionGoldenTest, BlocksOnAnImagePromptMatchTheOracleFedItsInputs) {
   const std::vector<float> embed = floats(g, "prefill_embed");
   ASSERT_EQ(eng.size(), gold.size());
   const Layout x{1, L, T, static_cast<int64_t>(gold.size()) / (L * T * D), D};
+  // A rounding tie that the two sides break differently moves a block by a size only the prompt
+  // and the weights set, in whichever block its sums land near a tie: the oracle with FP32 sums,
+  // fed the same inputs, moves one of the 1827-step model's blocks by 6.0e-3 (and the engine
+  // another by 6.2e-3). So the bound is 5e-3 or 1.5x the largest such move the file records,
+  // whichever is larger. Losing the image span's handling moves blocks by 0.1-0.6.
+  ASSERT_TRUE(g.contains("prefill_block_noise")) << "regenerate with tools/vision_goldens.py";
+  const std::vector<float> noise = floats(g, "prefill_block_noise");
+  ASSERT_EQ(static_cast<int64_t>(noise.size()), L);
+  const double bound = std::max(5e-3, 1.5 * *std::max_element(noise.begin(), noise.end()));
   for (int64_t l = 0; l < L; ++l) {
     const double err = block_error(gold, eng, embed, x, l, {}).ratio();
-    EXPECT_LE(err, 5e-3) << "block " << l;
-    std::printf("[ vision   ] %s image0 block %lld fed the oracle's input: rel err %.2e\n",
-                GetParam().c_str(), static_cast<long long>(l), err);
+    EXPECT_LE(err, bound) << "block " << l;
+    std::printf(
+        "[ vision   ] %s image0 block %lld fed the oracle's input: rel err %.2e (bound "
+        "%.2e; the FP32-sums oracle %.2e)\n",
+        GetParam().c_str(), static_cast<long long>(l), err, bound,
+        static_cast<double>(noise[static_cast<size_t>(l)]));
   }
 }
 
