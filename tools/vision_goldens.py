@@ -48,6 +48,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "demo"))  # "from demo import ..." and the demo modules
 
+from compare_logits import block_errors_prefill  # noqa: E402
 from demo import chat_format, make_dataset, vision_layout  # noqa: E402
 from flashdesk_ref.checkpoint import Checkpoint  # noqa: E402
 from flashdesk_ref.dump import Trace, step_tensors  # noqa: E402
@@ -109,16 +110,12 @@ def preprocess(path, vc):
     return img, patches, vh, vw
 
 
-def block_noise(t, other, n_layers):
-    """Per block, RMS(other - t) / RMS(t - block input) over all rows and streams: the measure
-    vision_golden_test.cpp applies to the engine, here between two oracles fed the same inputs."""
-    out = np.zeros(n_layers, np.float32)
-    for layer in range(n_layers):
-        gold, mine = t["block_out"][layer], other["block_out"][layer]
-        inp = t["block_out"][layer - 1] if layer else t["embed"][:, None, :]
-        den = float(((gold - inp) ** 2).sum())
-        out[layer] = np.sqrt(float(((mine - gold) ** 2).sum()) / den) if den > 0 else 0.0
-    return out
+def block_noise(t, other):
+    """Per block, the error of `other` against `t` by compare_logits' measure (the one
+    vision_golden_test.cpp applies to the engine), here between two oracles fed the same inputs."""
+    def dump(x):
+        return {"prefill_block_out": x["block_out"], "prefill_embed": x["embed"]}
+    return np.nan_to_num(np.asarray(block_errors_prefill(dump(t), dump(other)), np.float32))
 
 
 def write_blocks(dest, trace, ids, n_layers, noise):
@@ -229,8 +226,7 @@ def main(argv=None):
                 model_fp32_sums.step(model_fp32_sums.new_state(), ids, bounded=False, dead=dead,
                                      image_rows=[(first, span)], trace=forced,
                                      overrides=exact_inputs)
-                noise_blocks = block_noise(exact, step_tensors(forced, cfg.num_hidden_layers),
-                                           cfg.num_hidden_layers)
+                noise_blocks = block_noise(exact, step_tensors(forced, cfg.num_hidden_layers))
                 write_blocks(os.path.join(args.out, "image0-blocks.safetensors"), trace, ids,
                              cfg.num_hidden_layers, noise_blocks)
                 print("image0: the FP32-sums oracle's block errors fed the exact one's inputs: "

@@ -35,15 +35,10 @@ stage "env"
 stage "prompt ids"
 IDS=$(mktemp --suffix=.json)
 python3 - "$GOLDEN" "$IDS" <<'EOF' 2>&1 | tee -a "$LOG"
-import json, struct, sys
-import numpy as np
-with open(sys.argv[1], "rb") as f:
-    (n,) = struct.unpack("<Q", f.read(8))
-    header = json.loads(f.read(n))
-    e = header["prompt_ids"]
-    assert e["dtype"] == "I64", e
-    f.seek(8 + n + e["data_offsets"][0])
-    ids = np.frombuffer(f.read(e["data_offsets"][1] - e["data_offsets"][0]), "<i8")
+import json, sys
+sys.path.insert(0, "tools")
+from flashdesk_ref.safetensors import SafeTensorsFile
+ids = SafeTensorsFile(sys.argv[1]).get("prompt_ids")
 json.dump([int(v) for v in ids], open(sys.argv[2], "w"))
 print(f"{len(ids)} prompt ids from {sys.argv[1]}")
 EOF
