@@ -20,19 +20,34 @@ ConversationCache::ConversationCache(ChatEngine& engine, int live_slots, KvTiers
 
 ConversationCache::~ConversationCache() = default;
 
-// The slot whose live tokens share the longest prefix with `prompt`; else the least recently
-// used one.
+// The slot whose live KV the prompt continues (all of it a prefix of the prompt), the longest;
+// else an empty slot; else the slot whose live tokens share the longest prefix with `prompt`, the
+// least recently used among equals. A new conversation takes an empty slot before a live one
+// whose start it shares (a system prompt, the template's first tokens): that one would be cut
+// back to the shared part, and without a window pool its conversation lost.
 size_t ConversationCache::choose_slot(std::span<const TokenId> prompt) const {
-  size_t best = 0, best_common = 0;
+  std::optional<size_t> continued, empty;
+  size_t continued_length = 0, best = 0, best_common = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     const Slot& slot = slots_[i];
-    const size_t common = slot.live ? common_prefix(slot.live->tokens, prompt) : 0;
+    if (!slot.live) {
+      if (!empty) empty = i;
+      continue;
+    }
+    const size_t common = common_prefix(slot.live->tokens, prompt);
+    const auto live = static_cast<size_t>(slot.live->position());
+    if (common >= live && live > 0 && (!continued || live > continued_length)) {
+      continued = i;
+      continued_length = live;
+    }
     if (common > best_common ||
         (common == best_common && slot.last_used < slots_[best].last_used)) {
       best = i;
       best_common = common;
     }
   }
+  if (continued) return *continued;
+  if (empty) return *empty;
   return best;
 }
 

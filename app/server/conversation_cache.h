@@ -6,10 +6,11 @@
 // after its live KV was evicted too, and after a restart (the blocks, with bounded replay).
 //
 // Goals: the planner's choice as for a stored session (live as is or cut back, pool, SSD blocks);
-// the slot whose live tokens share the longest prefix with a prompt serves it, else the least
-// recently used, whose conversation is parked first; blocks keyed by content, so equal prefixes
-// share them with each other and with the app's sessions. Non-goals: the conversations' messages
-// (clients send them), several turns at once (the server's TurnQueue runs one).
+// the slot whose live KV a prompt continues serves it, else an empty slot, else the slot sharing
+// the longest prefix (least recently used among equals), whose conversation is parked first; blocks
+// keyed by content, so equal prefixes share them with each other and with the app's sessions.
+// Non-goals: the conversations' messages (clients send them), several turns at once (the server's
+// TurnQueue runs one).
 #pragma once
 
 #include <cstdint>

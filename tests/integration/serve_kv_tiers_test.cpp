@@ -1,8 +1,7 @@
 // `flashdesk-cli serve` with its conversations' KV behind the live slots: the window pool brings
 // back a conversation whose live KV went to another (exactly: the same answers as a server that
-// caches nothing), and the SSD blocks bring it back after a restart. Real server processes and
-// curl; the uncached reference is a server with --kv-store off and one live slot, which two
-// alternating conversations keep evicting.
+// kept every conversation live), and the SSD blocks bring it back after a restart. Real server
+// processes and curl.
 #ifdef FD_HAVE_SERVER
 #include <gtest/gtest.h>
 
@@ -60,15 +59,18 @@ struct Conversation {
   int prompt = 0, completion = 0;  // the last turn's usage
 };
 
-// Two conversations take turns on a server with one live slot: each turn's slot held the other
+// Three conversations take turns on a server with one live slot: each turn's slot held another
 // one. The pool restores each exactly where its live KV was (chat mode: prompt and answer but
-// the answer's last token; thinking mode: up to the prompt's <think>), and the answers are those
-// of a server that recomputes every prompt.
+// the answer's last token; thinking mode: up to the prompt's <think>), so the answers are those of
+// a server with a live slot for each and no KV store. Not those of a server that recomputes every
+// prompt: a conversation computed turn by turn keeps, at exactly tied index scores, the entries of
+// rows as wide as each turn's prompt (docs/numerics.md "Top-k"), and a prompt computed in one go
+// may keep others (on the demo model of 1982 steps, one conversation's third answer).
 TEST(ServeKvTiers, EvictedConversationComesBackFromThePoolWithTheSameAnswers) {
   DataDir dir;
   ServerProcess cached_server(kModelDir, {"--keep", "1", "--data-dir", dir.path.string(),
                                           "--block-tokens", std::to_string(kBlockTokens)});
-  ServerProcess uncached_server(kModelDir, {"--keep", "1", "--kv-store", "off"});
+  ServerProcess live_server(kModelDir, {"--keep", "3", "--kv-store", "off"});
   Conversation chat{.options = {{"thinking", {{"type", "disabled"}}}}};
   Conversation thinking{.options = {{"reasoning_effort", "low"}}};
   // Sampled hot, an answer's ids may not be what its text encodes to (the first answer here: 12
@@ -82,8 +84,8 @@ TEST(ServeKvTiers, EvictedConversationComesBackFromThePoolWithTheSameAnswers) {
     for (Conversation* c : {&chat, &thinking, &sampled}) {
       c->messages.push_back({{"role", "user"}, {"content", questions[turn]}});
       const json a = ask(cached_server, c->messages, c->options);
-      const json reference = ask(uncached_server, c->messages, c->options);
-      EXPECT_EQ(cached(reference), 0) << "the reference must recompute: " << reference;
+      const json reference = ask(live_server, c->messages, c->options);
+      EXPECT_EQ(cached(a), cached(reference)) << "turn " << turn << ": " << a << reference;
       EXPECT_EQ(content(a), content(reference)) << "turn " << turn;
       EXPECT_EQ(a["choices"][0]["message"]["reasoning_content"],
                 reference["choices"][0]["message"]["reasoning_content"]);
