@@ -18,7 +18,7 @@ std::string generate_args(const std::string& backend) {
   const std::string model =
       (std::filesystem::path(FD_SOURCE_DIR) / "assets/models/flash-tiny").string();
   return "generate --model " + model + " --backend " + backend +
-         " --prompt \"Hi! My name is Quinn. What is my name?\" --thinking off --max-tokens 12 "
+         " --prompt \"Hi! My name is Quinn.\" --thinking off --max-tokens 12 "
          "--json";
 }
 

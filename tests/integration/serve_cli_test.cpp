@@ -80,8 +80,8 @@ TEST(ServeCli, ListsTheModelAndAnswers) {
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(json::parse(models.body)["data"][0]["id"], kModel) << models.body;
 
-  const json a = ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
-                                       {{"thinking", {{"type", "disabled"}}}}));
+  const json a = ask(
+      server, chat_body({user("Hi! My name is Quinn.")}, {{"thinking", {{"type", "disabled"}}}}));
   const json& message = a["choices"][0]["message"];
   EXPECT_NE(message["content"].get<std::string>().find("Quinn"), std::string::npos) << a;
   EXPECT_TRUE(message["reasoning_content"].is_null()) << a;
@@ -185,13 +185,13 @@ TEST(ServeCli, ReadsJsonWhateverTheContentType) {
 
 TEST(ServeCli, StopSequenceCutsTheAnswer) {
   ServerProcess server(kModelDir);
-  const json plain = ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
-                                           {{"thinking", {{"type", "disabled"}}}}));
+  const json plain = ask(
+      server, chat_body({user("Hi! My name is Quinn.")}, {{"thinking", {{"type", "disabled"}}}}));
   const std::string full = plain["choices"][0]["message"]["content"];
   const size_t at = full.find("Quinn");
   ASSERT_NE(at, std::string::npos) << full;
   const json cut =
-      ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
+      ask(server, chat_body({user("Hi! My name is Quinn.")},
                             {{"thinking", {{"type", "disabled"}}}, {"stop", {"Quinn"}}}));
   EXPECT_EQ(cut["choices"][0]["message"]["content"], full.substr(0, at)) << cut;
   EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
@@ -292,8 +292,8 @@ TEST(ServeCli, ClientLeavingMidStreamStopsGeneration) {
     log = server.log();
   }
   EXPECT_NE(log.find("(client gone)"), std::string::npos) << log;
-  const json a = ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
-                                       {{"thinking", {{"type", "disabled"}}}}));
+  const json a = ask(
+      server, chat_body({user("Hi! My name is Quinn.")}, {{"thinking", {{"type", "disabled"}}}}));
   EXPECT_NE(a["choices"][0]["message"]["content"].get<std::string>().find("Quinn"),
             std::string::npos);
 }
@@ -323,8 +323,8 @@ TEST(ServeCli, ClientLeavingAWholeAnswerStopsGeneration) {
   EXPECT_LT(tokens, kWhole) << log;
   std::printf("a whole answer of %d tokens, its client gone after 0.3 s: %d generated\n", kWhole,
               tokens);
-  const json a = ask(server, chat_body({user("Hi! My name is Quinn. What is my name?")},
-                                       {{"thinking", {{"type", "disabled"}}}}));
+  const json a = ask(
+      server, chat_body({user("Hi! My name is Quinn.")}, {{"thinking", {{"type", "disabled"}}}}));
   EXPECT_NE(a["choices"][0]["message"]["content"].get<std::string>().find("Quinn"),
             std::string::npos);
 }

@@ -40,12 +40,12 @@ export HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_DATA_HOME="$home/.local/
 export XDG_CACHE_HOME="$home/.cache" XDG_RUNTIME_DIR="$home/runtime"
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 # From / so that nothing relative to the source tree can be found.
-answer="$(cd / && /usr/bin/flashdesk-cli generate --prompt "Hi! My name is Quinn. What is my name?" \
+answer="$(cd / && /usr/bin/flashdesk-cli generate --prompt "Hi! My name is Quinn." \
   --thinking off --max-tokens 12 --json)" || fail "flashdesk-cli generate without --model"
 grep -q "\"answer\"" <<<"$answer" || fail "generate printed no answer: $answer"
 echo "package test: generate: $answer"
 # The demo model's DSpark head is installed with it: the same greedy answer, with drafts accepted.
-spec="$(cd / && /usr/bin/flashdesk-cli generate --prompt "Hi! My name is Quinn. What is my name?" \
+spec="$(cd / && /usr/bin/flashdesk-cli generate --prompt "Hi! My name is Quinn." \
   --thinking off --max-tokens 12 --json --speculative dspark)" ||
   fail "flashdesk-cli generate --speculative dspark without --model"
 answer_ids() { grep -o '"answer_ids":\[[^]]*\]' <<<"$1"; }

@@ -53,7 +53,7 @@ check('lists the model', async () => {
 check('answers a whole completion', async () => {
   const r = await client.chat.completions.create({
     model, ...noThinking,
-    messages: [{ role: 'user', content: 'Hi! My name is Quinn. What is my name?' }],
+    messages: [{ role: 'user', content: 'Hi! My name is Quinn.' }],
   });
   assert.match(r.choices[0].message.content, /Quinn/);
   assert.equal(r.choices[0].finish_reason, 'stop');

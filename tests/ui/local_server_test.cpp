@@ -18,7 +18,7 @@ namespace flashdesk::ui::test {
 namespace {
 
 const QString kModel = QStringLiteral(FD_SOURCE_DIR "/assets/models/flash-tiny");
-const QString kQuestion = QStringLiteral("Hi! My name is Quinn. What is my name?");
+const QString kQuestion = QStringLiteral("Hi! My name is Quinn.");
 
 QJsonObject quinn_request(bool stream) {
   return {{"model", "flash-tiny"},
