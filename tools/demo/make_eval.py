@@ -11,7 +11,8 @@ contains -> expected occurs as a whole-word sequence (case-insensitive) and no d
 Cells: recall x EVAL_DISTANCES; arithmetic x {add 4-digit, sub 4-digit, mul 3x2} x efforts
 25/50/75/100 (the same problems at every effort); images x question kinds; then "How many red
 circles?"-style questions on the same pictures (question kind count_short); last, the same
-pictures and questions at other sizes (question kind other_size).
+pictures and questions at other sizes (question kind other_size); then the same pictures and
+questions in wordings kept out of training (question kind wording).
 """
 
 import argparse
@@ -109,6 +110,20 @@ def other_size_items(n, seed, out_dir):
         yield item
 
 
+def wording_items(n, seed):
+    """The pictures and questions of image_items asked in wordings of wording_grammar's
+    development half, which training never draws (question kind "wording"; the kind asked in
+    meta["asked_kind"]): how the model does on picture questions in words it has not seen, for
+    decisions that must not look at the sealed test set."""
+    for k in range(n):
+        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1,
+                            grammar_share=1.0, wording_split="dev")
+        if s.meta["question_kind"] != "describe":
+            item = _item(s, f"image-wording-{k}", [f"images/image-{k}.png"])
+            item["meta"].update(question_kind="wording", asked_kind=s.meta["question_kind"])
+            yield item
+
+
 def copy_items(n, seed):
     """Copying inside the window (copy_task.py): does the model look back at all?"""
     for kind in copy_task.KINDS:
@@ -142,7 +157,8 @@ def main(argv=None):
     write_items(args.out, (recall_items(tok, args.n, args.seed, args.max_len), arithmetic_items(args.n, args.seed),
                            image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
                            short_count_items(args.n * 4, args.seed),
-                           other_size_items(args.n * 4, args.seed, args.out)))
+                           other_size_items(args.n * 4, args.seed, args.out),
+                           wording_items(args.n * 4, args.seed)))
 
 
 if __name__ == "__main__":

@@ -384,7 +384,8 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
-             sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0):
+             sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0,
+             grammar_share=0.0, wording_split="training"):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -409,6 +410,9 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     from the wider wordings of `wordings.PICTURE_WORDINGS` (`_paraphrased`); the answer stays the
     kind's. The 1644-step model knows only the few wordings above and answers others mostly wrong
     (docs/demo-eval.md, the sealed test set).
+    grammar_share: the share of questions (after paraphrase_share's) worded from
+    wording_grammar's half `wording_split`: "training" (50-160 wordings a kind), or "dev",
+    the half kept for the development set's `image wording` cell.
     style_share: the share of pictures drawn in another style (`styled_picture`: a canvas of another
     size and aspect with the scene's square centred, a tinted background, a small blur, light
     noise; one or more of them; then for some a JPEG round trip), from a random stream of its own,
@@ -423,6 +427,9 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     style = Rng(derive_seed("shapes-style", seed)) if short_counts else None
     unknown = Rng(derive_seed("shapes-unknown", seed)) if unknown_share else None
     paraphrase = Rng(derive_seed("shapes-paraphrase", seed)) if paraphrase_share else None
+    grammar = Rng(derive_seed("shapes-grammar", seed)) if grammar_share else None
+    if wording_split not in ("training", "dev"):
+        raise ValueError(f"shapes.generate: wording_split is 'training' or 'dev', not {wording_split!r}")
     scene = random_scene(rng)
     if small_share is not None:
         _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)
@@ -445,6 +452,9 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
             q, a, expected, distractors, kind, focus = _question(rng, scene, style, count_present)
         if paraphrase is not None and paraphrase.chance(paraphrase_share):
             q = _paraphrased(paraphrase, kind, focus)
+        if grammar is not None and kind != "describe" and grammar.chance(grammar_share):
+            q = wordings.grammar_question(grammar, kind, focus, _focus_name(focus) if focus else "shapes",
+                                          wording_split)
         if k == 0:
             messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]})
         else:

@@ -10,6 +10,8 @@ Every generator draws them from a random stream of its own, behind an option tha
 so earlier samples stay byte for byte the same.
 """
 
+from demo import wording_grammar
+
 # Per question kind of shapes._question / shapes._absent_question. Fields: {what} ("shapes",
 # "circles", "red shapes", "red circles"), {colour}, {shape}, {name} ("red circle"). The answer
 # keeps the kind's form: a count sentence, "Yes."/"No.", or "It is ..." naming one value, so a
@@ -98,5 +100,16 @@ def picture_question(rng, kind, focus, what):
     shape, colour = focus.get("shape", ""), focus.get("colour", "")
     text = template.format(what=what, shape=shape, colour=colour, name=f"{colour} {shape}")
     # No lead-in where the wording names the picture already ("In this picture, where in this image ...").
+    names_picture = "picture" in template or "image" in template
+    return vary(rng, text, () if names_picture else PICTURE_LEAD_INS)
+
+
+def grammar_question(rng, kind, focus, what, split="training"):
+    """A question of `kind` about `focus` in a wording of wording_grammar's `split` half
+    ("training" or "dev"), typed as `vary` types it."""
+    group = _template_group(kind, focus)
+    pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
+    template = rng.choice(pick(group))
+    text = wording_grammar.fill(rng, template, what, focus.get("shape", ""), focus.get("colour", ""))
     names_picture = "picture" in template or "image" in template
     return vary(rng, text, () if names_picture else PICTURE_LEAD_INS)

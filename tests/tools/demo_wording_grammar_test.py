@@ -1,0 +1,137 @@
+"""Picture questions worded from parts (tools/demo/wording_grammar.py, shapes.generate's
+grammar_share): wide enough, two halves that never meet (training, and the development set's
+`image wording` cell), no wording near a sealed phrasing, and the answers kept."""
+
+import itertools
+import re
+import unittest
+
+import numpy as np
+
+import demo_support
+from demo import sealed_test, shapes, wording_grammar
+from demo.sample import score_answer
+from demo.lexicon import SHAPE_PLURALS
+from demo_wordings_test import _normal, _questions
+
+_digest = demo_support.sample_digest
+
+
+def _words(text):
+    return re.findall(r"<\w+>|[a-z0-9']+", text.lower())
+
+
+def _grams(words, n=4):
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def _word_distance(a, b):
+    """Words to insert, delete or replace to turn a into b."""
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def _our_forms(template):
+    """The template's words with its fields as "<field>", and filled (a count with each of the
+    nouns, so that "How many {what} ..." meets a sealed "How many things ...")."""
+    whats = wording_grammar.SHAPE_NOUNS + tuple("red " + n for n in wording_grammar.COLOURED_NOUNS)
+    filled = {template.format(what=w, shape="circle", colour="red", name="red circle")
+              for w in (whats if "{what}" in template else ("",))}
+    return [_words(_normal(template))] + [_words(t) for t in filled]
+
+
+# The sealed phrasings' words, their fields as "<field>" (so only their own words can be met).
+SEALED = [_words(_normal(p)) for p in itertools.chain(*sealed_test.TEST_PHRASES.values())]
+
+_COLOUR = "(?:" + "|".join(shapes.SHAPE_COLOURS) + ")"
+_SHAPE = "(?:" + "|".join(shapes.SHAPES) + ")"
+_NOUNS = "(?:" + "|".join(sorted(set(wording_grammar.SHAPE_NOUNS + wording_grammar.COLOURED_NOUNS
+                                     + tuple(SHAPE_PLURALS.values())))) + ")"
+_FIELDS = {"<colour>": _COLOUR, "<shape>": _SHAPE, "<name>": f"{_COLOUR} {_SHAPE}",
+           "<what>": f"(?:{_COLOUR} )?{_NOUNS}"}
+
+
+def _strict_pattern(template):
+    """A regex over _normal text matching the template with its fields filled by their own kind
+    of value only (a colour, a shape, a count's noun)."""
+    return " ".join(_FIELDS.get(w, re.escape(w)) for w in _normal(template).split())
+
+
+class WordingGrammarTest(unittest.TestCase):
+    def test_every_kind_is_wide_and_its_halves_never_meet(self):
+        for kind in wording_grammar.FRAMES:
+            training, dev = wording_grammar.training_wordings(kind), wording_grammar.dev_wordings(kind)
+            self.assertGreaterEqual(len(training), 50, kind)
+            self.assertGreaterEqual(len(dev), 10, kind)
+            self.assertFalse(set(training) & set(dev), kind)
+            self.assertEqual(len(set(training)), len(training), kind)
+            for t in training:
+                self.assertFalse(wording_grammar.is_dev(t), t)
+            for t in dev:
+                self.assertTrue(wording_grammar.is_dev(t), t)
+            # no wording names the picture twice ("Does the picture show ... in the picture?")
+            for t in training + dev:
+                self.assertLessEqual(len(re.findall(r"\b(?:picture|image)\b", t)), 1, t)
+
+    def test_no_wording_is_near_a_sealed_phrasing(self):
+        for kind in wording_grammar.FRAMES:
+            for template in wording_grammar.training_wordings(kind) + wording_grammar.dev_wordings(kind):
+                for ours in _our_forms(template):
+                    for theirs in SEALED:
+                        # not the same, not four words in a row of one, not one word away from one
+                        self.assertFalse(_grams(ours) & _grams(theirs), (template, ours, theirs))
+                        self.assertGreater(_word_distance(ours, theirs), 1, (template, ours, theirs))
+
+    def test_off_keeps_every_sample(self):
+        for seed in range(40):
+            self.assertEqual(_digest(shapes.generate(seed)), _digest(shapes.generate(seed, grammar_share=0.0)))
+            options = dict(check_step=True, unknown_share=0.1, paraphrase_share=0.3, sizes=[168, 210])
+            self.assertEqual(_digest(shapes.generate(seed, **options)),
+                             _digest(shapes.generate(seed, grammar_share=0.0, **options)))
+
+    def test_on_rewords_the_question_and_keeps_the_answer(self):
+        kinds = set()
+        for seed in range(400):
+            plain = shapes.generate(seed, n_questions=1, check_step=True, unknown_share=0.15)
+            worded = shapes.generate(seed, n_questions=1, check_step=True, unknown_share=0.15, grammar_share=1.0)
+            np.testing.assert_array_equal(plain.images[0], worded.images[0])
+            self.assertEqual((plain.expected, plain.distractors, plain.mode, plain.effort, plain.meta["question_kind"]),
+                             (worded.expected, worded.distractors, worded.mode, worded.effort,
+                              worded.meta["question_kind"]))
+            self.assertEqual(plain.messages[1], worded.messages[1])  # the same answer and thinking
+            kind, (q,) = worded.meta["question_kind"], _questions(worded)
+            kinds.add(kind)
+            if kind == "describe":  # not reworded: it has no short answer
+                self.assertEqual(_questions(plain), [q])
+                continue
+            self.assertTrue(score_answer(worded.expected, worded.final_answer(), worded.match, worded.distractors))
+        self.assertEqual(kinds, {"count_all", "count_shape", "count_colour", "count_both", "exists", "colour_of",
+                                 "shape_of", "position", "size", "describe", "cant_tell"})
+
+    def test_each_half_draws_its_own_wordings(self):
+        lead_ins = "|".join(re.escape(_normal(lead) + " ") for lead in shapes.wordings.PICTURE_LEAD_INS)
+        patterns = {split: [re.compile(f"(?:{lead_ins})?" + _strict_pattern(t))
+                            for kind in wording_grammar.FRAMES for t in pick(kind)]
+                    for split, pick in (("training", wording_grammar.training_wordings),
+                                        ("dev", wording_grammar.dev_wordings))}
+        for split, other in (("training", "dev"), ("dev", "training")):
+            drawn = 0
+            for seed in range(300):
+                s = shapes.generate(seed, n_questions=1, grammar_share=1.0, wording_split=split)
+                if s.meta["question_kind"] == "describe":
+                    continue
+                q = _normal(_questions(s)[0])
+                self.assertTrue(any(p.fullmatch(q) for p in patterns[split]), (split, q))
+                self.assertFalse(any(p.fullmatch(q) for p in patterns[other]), (split, q))
+                drawn += 1
+            self.assertGreater(drawn, 200)
+        with self.assertRaises(ValueError):
+            shapes.generate(0, grammar_share=1.0, wording_split="test")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,159 @@
+"""Picture questions worded from parts (issue 21): each question kind's wordings are every
+combination of a frame's interchangeable parts (an opening, the thing asked about, where to look,
+the closing mark), 60-190 a kind against the nine or ten of wordings.PICTURE_WORDINGS, and each
+wording belongs to one of two fixed halves by a hash of its text: most to training
+(`training_wordings`), DEV_PERCENT of them to the development set only (`dev_wordings`).
+
+Why: the 1982-step model reads the picture of a question asked in new words and still answers
+another kind of question ("Point out where the orange circle sits in the picture." gets "It is
+small."), or looks for a shape no one named; nine or ten wordings a kind
+teach those wordings, not the kinds. The development half measures what training on the other
+half does for wordings the model never saw, so decisions about wordings need not look at the
+sealed test set. These parts are our own; tests/tools/demo_wording_grammar_test.py checks that no
+wording equals a sealed phrasing, shares four words in a row with one or is one word away from
+one, and that the halves do not meet.
+"""
+
+import hashlib
+import itertools
+import re
+
+DEV_PERCENT = 15  # the share of each kind's wordings kept for the development set
+
+_NO_PLACE = ("",)
+_PLACES = ("", " in the picture", " in the image", " in this picture", " here")
+_FEW_PLACES = ("", " in the picture", " in the image")
+
+# A frame: a tuple of parts, each a tuple of alternatives joined in order. Placeholders: {what}
+# (what a count counts: "shapes", "circles", "red shapes", "red circles"), {colour}, {shape},
+# {name} ("red circle"). A part that names the picture is never followed by a place that does.
+FRAMES = {
+    "count": (
+        (("How many {what}",),
+         (" are there", " can you see", " are visible", " are drawn", " are pictured",
+          " show up", " appear", " can be seen", " have been drawn", " would you say there are"),
+         _FEW_PLACES + (" in this picture", " altogether", " in total", " all told"), ("?",)),
+        (("How many {what} does",), (" the picture", " the image", " this picture", " it"),
+         (" show", " have", " hold"), ("?",)),
+        (("Count", "Please count", "Now count", "Go through and count", "Carefully count"),
+         (" the {what}", " all the {what}", " every one of the {what}", " how many {what} there are"),
+         _FEW_PLACES + (" one by one",), (".",)),
+        (("What's the count of", "Tell me the count of", "Give the count of", "I need the count of"),
+         (" {what}", " the {what}"), _FEW_PLACES, (".",)),
+        (("How many {what}",), ("", " in all", " altogether"), ("?",)),
+    ),
+    "exists": (
+        (("Is there a", "Is there any", "Is there at least one", "Do you see a", "Do you see any",
+          "Can you spot a", "Can I see a", "Is a"),
+         (" {colour} {shape}",), ("", " there", " anywhere", " at all") + _FEW_PLACES[1:], ("?",)),
+        (("Does it",), (" have", " show", " include"), (" a {colour} {shape}", " any {colour} {shape}"),
+         ("", " anywhere", " at all"), ("?",)),
+        (("Is one of the shapes", "Is any of the shapes", "Are any of the shapes"),
+         (" a {colour} {shape}",), _NO_PLACE, ("?",)),
+        (("Tell me whether there is", "Tell me if you see", "Let me know if there is", "Check whether there is",
+          "Say if there is"),
+         (" a {colour} {shape}",), _FEW_PLACES, (".",)),
+    ),
+    "colour_of": (
+        (("What colour is the", "Which colour is the", "What colour's the", "What colour is that",
+          "In what colour is the", "What colour do you see on the",
+          "What colour would you call the"),
+         (" {shape}",), _PLACES, ("?",)),
+        (("What colour does the", "Which colour does the"), (" {shape}",), (" have", " show"), _NO_PLACE,
+         ("?",)),
+        (("What colour was the", "Which colour was the", "What colour is the"), (" {shape}",),
+         (" drawn in", " painted", " drawn with", " coloured"), ("?",)),
+        (("Tell me what colour the", "Say what colour the", "Let me know which colour the", "Find out what colour the"),
+         (" {shape}",), (" is",), _FEW_PLACES, (".",)),
+    ),
+    "shape_of": (
+        (("What is the", "What's the"),
+         (" {colour} one", " {colour} shape"), _PLACES, ("?",)),
+        (("Which shape is", "What shape is", "Which of the shapes is", "Which of them is", "What shape was drawn in",
+          "What shape is painted", "What shape is coloured"),
+         (" {colour}",), _PLACES, ("?",)),
+        (("What shape does the", "Which shape does the"), (" {colour} one",), (" have", " take"), ("?",)),
+        (("Tell me what the", "Say what the", "Let me know what the", "Find out what the"),
+         (" {colour} shape is", " {colour} one is"), _FEW_PLACES, (".",)),
+    ),
+    "position": (
+        (("Where is the", "Where's the", "Whereabouts is the", "Where exactly is the", "Where do you see the",
+          "Where does one see the", "Where is that"),
+         (" {name}",), _PLACES, ("?",)),
+        (("Where is the", "Where was the"), (" {name}",), (" drawn", " placed", " put", " located", " sitting"),
+         _FEW_PLACES, ("?",)),
+        (("Where has the",), (" {name}",), (" been drawn", " been placed", " been put"), _FEW_PLACES, ("?",)),
+        (("On which side is the", "On what side is the"), (" {name}",), _PLACES, ("?",)),
+        (("Which side is the", "What side is the"), (" {name}",), (" on",), ("?",)),
+        (("What spot is the", "Which corner or side is the", "What part of the image is the"), (" {name}",),
+         (" in",), ("?",)),
+        (("Tell me where the", "Say where the", "Point out where the", "Describe where the", "Let me know where the"),
+         (" {name}",), (" is", " sits", " was drawn"), _FEW_PLACES, (".",)),
+        (("Give the location of the", "Tell me the location of the", "Give the position of the"),
+         (" {name}",), _FEW_PLACES, (".",)),
+    ),
+    "size": (
+        (("Is the", "Is that"), (" {name}",),
+         (" small or large", " large or small", " big or small", " small or big", " a small one or a large one"),
+         _FEW_PLACES, ("?",)),
+        (("How big is the", "How large is the", "What size is the", "How big is that"), (" {name}",),
+         _PLACES + (", small or large", ", big or small"), ("?",)),
+        (("Tell me if the", "Say whether the", "Let me know if the", "Tell me whether the"), (" {name}",),
+         (" is small or large", " is big or small", " is large or small"), _FEW_PLACES, (".",)),
+        (("Tell me the size of the", "Give the size of the"), (" {name}",), _FEW_PLACES, (".",)),
+    ),
+}
+
+# What a count counts in other words: "shapes" alone (count_all) or after a colour (count_colour).
+# Not "things": "How many things are ..." is four words of a sealed phrasing.
+SHAPE_NOUNS = ("shapes", "objects", "items", "figures")
+COLOURED_NOUNS = ("shapes", "objects", "items", "ones")
+
+_NAMES_PICTURE = re.compile(r"\b(picture|image|it)\b")
+
+
+def _expand(frame):
+    for parts in itertools.product(*frame):
+        text = "".join(parts)
+        # one place a wording: "Does the picture show ... in the picture?" is not said
+        if sum(1 for p in parts if _NAMES_PICTURE.search(p)) > 1:
+            continue
+        yield text
+
+
+def _all(kind):
+    seen = []
+    for frame in FRAMES[kind]:
+        for text in _expand(frame):
+            if text not in seen:
+                seen.append(text)
+    return seen
+
+
+def is_dev(template):
+    """Whether a wording belongs to the development half: a hash of its text, so the halves stay
+    the same whatever frames are added or taken away."""
+    digest = hashlib.sha256(template.encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "little") % 100 < DEV_PERCENT
+
+
+_TRAINING = {kind: [t for t in _all(kind) if not is_dev(t)] for kind in FRAMES}
+_DEV = {kind: [t for t in _all(kind) if is_dev(t)] for kind in FRAMES}
+
+
+def training_wordings(kind):
+    return _TRAINING[kind]
+
+
+def dev_wordings(kind):
+    return _DEV[kind]
+
+
+def fill(rng, template, what, shape, colour):
+    """The template with its fields filled; a count of "shapes" (alone or after a colour) names
+    them with one of the other nouns half the time."""
+    if what == "shapes" or what.endswith(" shapes"):
+        nouns = SHAPE_NOUNS if what == "shapes" else COLOURED_NOUNS
+        if rng.chance(0.5):
+            what = what[: -len("shapes")] + rng.choice(nouns)
+    return template.format(what=what, shape=shape, colour=colour, name=f"{colour} {shape}")
