@@ -1,15 +1,18 @@
-"""Picture questions worded from parts (tools/demo/wording_grammar.py, shapes.generate's
-grammar_share): wide enough, two halves that never meet (training, and the development set's
-`image wording` cell), no wording near a sealed phrasing, and the answers kept."""
+"""Questions worded from parts (tools/demo/wording_grammar.py; shapes.generate's and
+arithmetic.generate's grammar_share): wide enough, two halves that never meet (training, and the
+development set's `image wording` and `wording_add` / `wording_sub` cells), no wording near a
+sealed phrasing, and the answers kept."""
 
 import itertools
+import json
+import os
 import re
 import unittest
 
 import numpy as np
 
 import demo_support
-from demo import sealed_test, shapes, wording_grammar
+from demo import arithmetic, followup, make_eval, sealed_test, shapes, wording_grammar
 from demo.sample import score_answer
 from demo.lexicon import SHAPE_PLURALS
 from demo_wordings_test import _normal, _questions
@@ -63,7 +66,7 @@ def _strict_pattern(template):
 
 class WordingGrammarTest(unittest.TestCase):
     def test_every_kind_is_wide_and_its_halves_never_meet(self):
-        for kind in wording_grammar.FRAMES:
+        for kind in wording_grammar.PICTURE_FRAMES:
             training, dev = wording_grammar.training_wordings(kind), wording_grammar.dev_wordings(kind)
             self.assertGreaterEqual(len(training), 50, kind)
             self.assertGreaterEqual(len(dev), 10, kind)
@@ -78,7 +81,7 @@ class WordingGrammarTest(unittest.TestCase):
                 self.assertLessEqual(len(re.findall(r"\b(?:picture|image)\b", t)), 1, t)
 
     def test_no_wording_is_near_a_sealed_phrasing(self):
-        for kind in wording_grammar.FRAMES:
+        for kind in wording_grammar.PICTURE_FRAMES:
             for template in wording_grammar.training_wordings(kind) + wording_grammar.dev_wordings(kind):
                 for ours in _our_forms(template):
                     for theirs in SEALED:
@@ -115,7 +118,7 @@ class WordingGrammarTest(unittest.TestCase):
     def test_each_half_draws_its_own_wordings(self):
         lead_ins = "|".join(re.escape(_normal(lead) + " ") for lead in shapes.wordings.PICTURE_LEAD_INS)
         patterns = {split: [re.compile(f"(?:{lead_ins})?" + _strict_pattern(t))
-                            for kind in wording_grammar.FRAMES for t in pick(kind)]
+                            for kind in wording_grammar.PICTURE_FRAMES for t in pick(kind)]
                     for split, pick in (("training", wording_grammar.training_wordings),
                                         ("dev", wording_grammar.dev_wordings))}
         for split, other in (("training", "dev"), ("dev", "training")):
@@ -131,6 +134,77 @@ class WordingGrammarTest(unittest.TestCase):
             self.assertGreater(drawn, 200)
         with self.assertRaises(ValueError):
             shapes.generate(0, grammar_share=1.0, wording_split="test")
+
+
+SEALED_ARITHMETIC = [_words(_normal(p)) for p in itertools.chain(*sealed_test.ARITH_PHRASES.values())]
+
+
+class ArithmeticWordingGrammarTest(unittest.TestCase):
+    def test_every_operation_is_wide_and_its_halves_never_meet(self):
+        for op in wording_grammar.ARITH_FRAMES:
+            training, dev = wording_grammar.training_wordings(op), wording_grammar.dev_wordings(op)
+            self.assertGreaterEqual(len(training), 100, op)
+            self.assertGreaterEqual(len(dev), 20, op)
+            self.assertFalse(set(training) & set(dev), op)
+            for t in training + dev:
+                self.assertEqual(set(re.findall(r"\{(\w+)\}", t)), {"a", "b"}, t)
+                self.assertFalse(t.startswith(("I ", "I'")), t)  # a lead-in lower-cases the first letter
+
+    def test_no_wording_is_near_a_sealed_phrasing(self):
+        for op in wording_grammar.ARITH_FRAMES:
+            for template in wording_grammar.training_wordings(op) + wording_grammar.dev_wordings(op):
+                ours = _words(_normal(template))
+                for theirs in SEALED_ARITHMETIC:
+                    self.assertFalse(_grams(ours) & _grams(theirs), (template, theirs))
+                    self.assertGreater(_word_distance(ours, theirs), 1, (template, theirs))
+
+    def test_off_keeps_every_sample_and_on_keeps_the_answer(self):
+        lead_ins = "|".join(re.escape(lead.lower()) for lead in arithmetic.LEAD_INS)
+
+        def pattern(t):  # the symbols kept: "{a} + {b}" and "{a} - {b}" are other wordings
+            body = re.escape(t.lower().rstrip(".?")).replace(r"\{a\}", "[0-9]+").replace(r"\{b\}", "[0-9]+")
+            return re.compile(f"(?:{lead_ins})?{body}")
+
+        def typed(question):
+            return question.lower().rstrip(".?")
+
+        dev_patterns = [pattern(t) for op in wording_grammar.ARITH_FRAMES for t in wording_grammar.dev_wordings(op)]
+        changed = 0
+        for seed in range(200):
+            plain = arithmetic.generate(seed, level2_columns=True)
+            self.assertEqual(_digest(plain), _digest(arithmetic.generate(seed, level2_columns=True, grammar_share=0.0)))
+            worded = arithmetic.generate(seed, level2_columns=True, grammar_share=1.0)
+            self.assertEqual(plain.messages[1:], worded.messages[1:])  # the same answer and thinking
+            self.assertEqual((plain.expected, plain.effort, plain.mode), (worded.expected, worded.effort, worded.mode))
+            changed += plain.messages[0] != worded.messages[0]
+            q = typed(worded.messages[0]["content"])
+            self.assertFalse(any(p.fullmatch(q) for p in dev_patterns), q)
+            dev = typed(arithmetic.generate(seed, grammar_share=1.0, wording_split="dev").messages[0]["content"])
+            self.assertTrue(any(p.fullmatch(dev) for p in dev_patterns), dev)
+        self.assertGreater(changed, 190)
+        with self.assertRaises(ValueError):
+            arithmetic.generate(0, grammar_share=1.0, wording_split="test")
+
+    def test_followup_passes_the_option_on(self):
+        changed = sum(_digest(followup.generate(seed)) !=
+                      _digest(followup.generate(seed, arithmetic_options={"grammar_share": 1.0}))
+                      for seed in range(30))
+        self.assertGreater(changed, 10)
+
+
+class DevelopmentCellsTest(unittest.TestCase):
+    def test_the_committed_cells_are_what_make_eval_writes_and_score_their_reference(self):
+        """assets/eval/demo's wording cells as make_eval.py writes them today: a change of the
+        frames or the halves changes the development set, and must be written (and measured) again."""
+        path = os.path.join(demo_support.REPO, "assets/eval/demo/eval.jsonl")
+        with open(path, encoding="utf-8") as f:
+            committed = [json.loads(line) for line in f]
+        ours = list(make_eval.wording_items(80, 0)) + list(make_eval.arithmetic_wording_items(20, 0))
+        self.assertEqual([i for i in committed if "wording" in i["id"]], json.loads(json.dumps(ours)))
+        self.assertEqual(len(ours), 74 + 80)
+        for item in ours:
+            ref = item["reference"]["answer"]
+            self.assertTrue(score_answer(item["expected"], ref, item["match"], item["distractors"]), item["id"])
 
 
 if __name__ == "__main__":

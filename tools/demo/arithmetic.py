@@ -19,7 +19,7 @@ columns at level 2 the thinking still grows with the effort and no level is wors
 below it.
 """
 
-from demo import chat_format, wordings
+from demo import chat_format, wording_grammar, wordings
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
 
@@ -229,13 +229,26 @@ def varied_question(rng, op, a, b):
     return wordings.vary(rng, rng.choice(VARIED_TEMPLATES[op]), LEAD_INS).format(a=a, b=b)
 
 
-def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False, varied_share=0.0):
+def grammar_question(rng, op, a, b, split="training"):
+    """The problem in a wording of wording_grammar's `split` half ("training" or "dev"), typed as
+    `wordings.vary` types it."""
+    pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
+    return wordings.vary(rng, rng.choice(pick(op)), LEAD_INS).format(a=a, b=b)
+
+
+def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False, varied_share=0.0,
+             grammar_share=0.0, wording_split="training"):
     """One arithmetic sample; effort/mode/op/digits are drawn from the seed unless given.
 
     varied_share (off by default, so earlier samples stay the same): the share of questions asked
     in VARIED_TEMPLATES instead of QUESTION_TEMPLATES, drawn from a stream of its own; answer and
     thinking are unchanged. The 1644-step model adds 4-digit numbers asked in new wordings right
-    20-35% of the time against 95-100% in the training ones (docs/demo-eval.md)."""
+    20-35% of the time against 95-100% in the training ones (docs/demo-eval.md).
+    grammar_share: the share of questions (after varied_share's) worded from wording_grammar's half
+    `wording_split` ("training", or "dev": the development set's `wording_add` / `wording_sub`
+    cells), from a stream of its own."""
+    if wording_split not in ("training", "dev"):
+        raise ValueError(f"arithmetic.generate: wording_split is 'training' or 'dev', not {wording_split!r}")
     rng = Rng(seed)
     op, a, b = sample_problem(rng, op, digits)
     mode = mode or ("thinking" if rng.chance(0.85) else "chat")
@@ -248,6 +261,10 @@ def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=
         wording = Rng(derive_seed("arithmetic-wording", seed))  # the main stream stays as it was
         if wording.chance(varied_share):
             question = varied_question(wording, op, a, b)
+    if grammar_share:
+        grammar = Rng(derive_seed("arithmetic-grammar", seed))  # the other streams stay as they were
+        if grammar.chance(grammar_share):
+            question = grammar_question(grammar, op, a, b, wording_split)
     result = solve(op, a, b)
     answer = {"role": "assistant", "content": str(result)}
     if mode == "thinking":

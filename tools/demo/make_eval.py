@@ -12,7 +12,8 @@ Cells: recall x EVAL_DISTANCES; arithmetic x {add 4-digit, sub 4-digit, mul 3x2}
 25/50/75/100 (the same problems at every effort); images x question kinds; then "How many red
 circles?"-style questions on the same pictures (question kind count_short); last, the same
 pictures and questions at other sizes (question kind other_size); then the same pictures and
-questions in wordings kept out of training (question kind wording).
+questions in wordings kept out of training (question kind wording), and 4-digit additions and
+subtractions in such wordings at efforts 50 and 75 (ops wording_add, wording_sub).
 """
 
 import argparse
@@ -124,6 +125,21 @@ def wording_items(n, seed):
             yield item
 
 
+def arithmetic_wording_items(n, seed):
+    """4-digit additions and subtractions asked in wordings of wording_grammar's development half
+    at efforts 50 and 75 (ops "wording_add" and "wording_sub", so cells of their own): the
+    development counterpart of the sealed set's reworded sums."""
+    for op in ("add", "sub"):
+        for k in range(n):
+            for effort in (50, 75):
+                s = arithmetic.generate(derive_seed("eval", "arithmetic-wording", seed, op, k), effort=effort,
+                                        mode="thinking", op=op, digits=(4, 4, 4, 4),
+                                        grammar_share=1.0, wording_split="dev")
+                item = _item(s, f"arith-wording-{op}-{k}-e{effort}")
+                item["meta"]["op"] = f"wording_{op}"
+                yield item
+
+
 def copy_items(n, seed):
     """Copying inside the window (copy_task.py): does the model look back at all?"""
     for kind in copy_task.KINDS:
@@ -158,7 +174,7 @@ def main(argv=None):
                            image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
                            short_count_items(args.n * 4, args.seed),
                            other_size_items(args.n * 4, args.seed, args.out),
-                           wording_items(args.n * 4, args.seed)))
+                           wording_items(args.n * 4, args.seed), arithmetic_wording_items(args.n, args.seed)))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
-"""Picture questions worded from parts (issue 21): each question kind's wordings are every
-combination of a frame's interchangeable parts (an opening, the thing asked about, where to look,
-the closing mark), 60-190 a kind against the nine or ten of wordings.PICTURE_WORDINGS, and each
-wording belongs to one of two fixed halves by a hash of its text: most to training
-(`training_wordings`), DEV_PERCENT of them to the development set only (`dev_wordings`).
+"""Picture and arithmetic questions worded from parts (issue 21): the wordings of each picture
+question kind and each operation are every combination of a frame's interchangeable parts (an
+opening, the thing asked about, where to look, the closing mark), 55-160 a picture kind and
+250-290 an operation against the nine to twelve of wordings.PICTURE_WORDINGS and
+arithmetic.VARIED_TEMPLATES. Each wording belongs to one of two fixed halves by a hash of its
+text: most to training (`training_wordings`), about DEV_PERCENT of them to the development set
+only (`dev_wordings`).
 
 Why: the 1982-step model reads the picture of a question asked in new words and still answers
 another kind of question ("Point out where the orange circle sits in the picture." gets "It is
-small."), or looks for a shape no one named; nine or ten wordings a kind
-teach those wordings, not the kinds. The development half measures what training on the other
-half does for wordings the model never saw, so decisions about wordings need not look at the
-sealed test set. These parts are our own; tests/tools/demo_wording_grammar_test.py checks that no
-wording equals a sealed phrasing, shares four words in a row with one or is one word away from
-one, and that the halves do not meet.
+small."), looks for a shape no one named, and subtracts when asked to add in new words; ten
+wordings a kind teach those wordings, not the kinds. The development half measures what
+training on the other half does for wordings the model never saw, so decisions about wordings
+need not look at the sealed test set. These parts are our own;
+tests/tools/demo_wording_grammar_test.py checks that no wording equals a sealed phrasing, shares
+four words in a row with one or is one word away from one, and that the halves do not meet.
 """
 
 import hashlib
@@ -27,7 +29,7 @@ _FEW_PLACES = ("", " in the picture", " in the image")
 # A frame: a tuple of parts, each a tuple of alternatives joined in order. Placeholders: {what}
 # (what a count counts: "shapes", "circles", "red shapes", "red circles"), {colour}, {shape},
 # {name} ("red circle"). A part that names the picture is never followed by a place that does.
-FRAMES = {
+PICTURE_FRAMES = {
     "count": (
         (("How many {what}",),
          (" are there", " can you see", " are visible", " are drawn", " are pictured",
@@ -61,6 +63,8 @@ FRAMES = {
          (" {shape}",), _PLACES, ("?",)),
         (("What colour does the", "Which colour does the"), (" {shape}",), (" have", " show"), _NO_PLACE,
          ("?",)),
+        (("What colour has been used for the", "What colour did they use for the", "What colour is used for the"),
+         (" {shape}",), _FEW_PLACES, ("?",)),
         (("What colour was the", "Which colour was the", "What colour is the"), (" {shape}",),
          (" drawn in", " painted", " drawn with", " coloured"), ("?",)),
         (("Tell me what colour the", "Say what colour the", "Let me know which colour the", "Find out what colour the"),
@@ -104,6 +108,50 @@ FRAMES = {
     ),
 }
 
+# The arithmetic questions' frames (arithmetic.generate's grammar_share): {a} and {b} are the
+# operands, as in arithmetic.VARIED_TEMPLATES.
+_ADD = (" {a} + {b}", " {a} plus {b}", " {a} and {b} added together", " {b} added to {a}")
+_SUB = (" {a} - {b}", " {a} minus {b}", " {b} subtracted from {a}", " {a} less {b}", " {a} take away {b}")
+_MUL = (" {a} x {b}", " {a} times {b}", " {a} * {b}", " {a} multiplied by {b}")
+_ASK = ("What is", "What's", "Do you know what", "Any idea what")
+_DO = ("Calculate", "Compute", "Work out", "Figure out", "Evaluate", "Now work out", "Quickly work out", "Solve")
+_GIVE = ("Tell me", "Show me", "Let me know")
+
+
+def _arith(expressions, verb_frames):
+    """The frames of one operation: its expressions asked, ordered and told, then its own verbs."""
+    return ((_ASK[:2], expressions, ("", " exactly"), ("?",)),
+            (_ASK[2:], expressions, (" is", " comes to"), ("?",)),
+            (_DO, expressions, ("", " for me", " in your head"), (".", "?")),
+            (_GIVE, expressions, ("", " quickly"), (".",))) + verb_frames
+
+
+ARITH_FRAMES = {
+    "add": _arith(_ADD, (
+        (("Add", "Please add", "Now add"), (" {a} and {b}", " {b} to {a}", " together {a} and {b}", " up {a} and {b}"),
+         ("", " for me"), (".",)),
+        (("Can you add", "Could you add", "Would you add"), (" {a} and {b}", " {b} to {a}", " up {a} and {b}"),
+         ("", " for me"), ("?",)),
+        (("What do {a} and {b}",), (" add up to", " come to", " make", " sum to"), ("", " together"), ("?",)),
+        (("{a} + {b}", "{a} plus {b}"), (" is", " makes", " gives", " comes to"), (" what", " how much"), ("?",)),
+    )),
+    "sub": _arith(_SUB, (
+        (("Subtract", "Please subtract", "Now subtract", "Take"), (" {b} from {a}",), ("", " for me"), (".",)),
+        (("Can you subtract", "Could you subtract", "Would you take"), (" {b} from {a}",), ("", " for me"), ("?",)),
+        (("What is left when you take", "What's left after taking", "How much remains if you take"),
+         (" {b} from {a}", " {b} away from {a}"), ("?",)),
+        (("{a} - {b}", "{a} minus {b}"), (" is", " makes", " gives", " comes to"), (" what", " how much"), ("?",)),
+    )),
+    "mul": _arith(_MUL, (
+        (("Multiply", "Please multiply", "Now multiply"), (" {a} by {b}", " {a} and {b}", " {b} by {a}"),
+         ("", " for me"), (".",)),
+        (("Can you multiply", "Could you multiply"), (" {a} by {b}", " {a} and {b}"), ("", " for me"), ("?",)),
+        (("What do {a} and {b}",), (" multiply to", " make when multiplied"), ("?",)),
+        (("{a} x {b}", "{a} times {b}"), (" is", " makes", " gives", " comes to"), (" what", " how much"), ("?",)),
+    )),
+}
+FRAMES = {**PICTURE_FRAMES, **ARITH_FRAMES}
+
 # What a count counts in other words: "shapes" alone (count_all) or after a colour (count_colour).
 # Not "things": "How many things are ..." is four words of a sealed phrasing.
 SHAPE_NOUNS = ("shapes", "objects", "items", "figures")
@@ -131,9 +179,12 @@ def _all(kind):
 
 
 def is_dev(template):
-    """Whether a wording belongs to the development half: a hash of its text, so the halves stay
-    the same whatever frames are added or taken away."""
-    digest = hashlib.sha256(template.encode("utf-8")).digest()
+    """Whether a wording belongs to the development half: a hash of its text without the closing
+    mark and with the operands unnamed (typed casually, "Count the shapes." and "Count the
+    shapes?" are one wording, and so are "Multiply {a} by {b}." and "Multiply {b} by {a}."), so
+    the halves stay the same whatever frames are added or taken away."""
+    key = template.rstrip(".?").replace("{b}", "{a}")
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(digest[:4], "little") % 100 < DEV_PERCENT
 
 
