@@ -73,8 +73,10 @@ ChatMessage parse_message(const json& m, std::vector<std::string>& images) {
 }
 
 std::string cell_of(const EvalItem& item, const json& meta) {
+  // "cell_group" keeps items asked another way in rows of their own ("recall wording 500").
   if (item.task == "recall")
-    return "recall " + std::to_string(meta.value("distance_bucket", int64_t{0}));
+    return meta.value("cell_group", std::string("recall")) + " " +
+           std::to_string(meta.value("distance_bucket", int64_t{0}));
   if (item.task == "arithmetic")
     return meta.value("op", std::string("?")) + " e" + std::to_string(item.effort);
   if (item.task == "image") return "image " + meta.value("question_kind", std::string("?"));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "engine/runtime/chat_engine.h"
 #include "engine/runtime/demo_eval.h"
@@ -26,6 +27,19 @@ std::string first_difference(const std::string& want, const std::string& got) {
   const size_t from = at < 40 ? 0 : at - 40;
   return "at byte " + std::to_string(at) + ": Python '" + want.substr(from, 80) + "' vs C++ '" +
          got.substr(from, 80) + "'";
+}
+
+TEST(EvalPrompts, TheShippedSetsCellsAreItsRows) {
+  // The table's rows, with the cells of wordings kept out of training apart from the others.
+  std::map<std::string, int> cells;
+  for (const EvalItem& item : load_eval_items(kSource / "assets/eval/demo/eval.jsonl"))
+    ++cells[item.cell];
+  const std::map<std::string, int> some = {
+      {"recall 200", 20},          {"recall 4000", 20},      {"recall wording 500", 10},
+      {"recall wording 2000", 10}, {"add e25", 20},          {"wording_add e50", 20},
+      {"wording_sub e75", 20},     {"image other_size", 74}, {"image count_short", 74},
+      {"image wording", 74},       {"copy repeat", 20}};
+  for (const auto& [cell, n] : some) EXPECT_EQ(cells[cell], n) << cell;
 }
 
 TEST(EvalPrompts, EveryShippedPromptRendersAsThePythonRendererDid) {

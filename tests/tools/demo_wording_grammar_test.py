@@ -12,7 +12,8 @@ import unittest
 import numpy as np
 
 import demo_support
-from demo import arithmetic, followup, make_eval, sealed_test, shapes, wording_grammar
+from demo import arithmetic, followup, make_eval, recall, sealed_test, shapes, wording_grammar
+from demo.rng import Rng
 from demo.sample import score_answer
 from demo.lexicon import SHAPE_PLURALS
 from demo_wordings_test import _normal, _questions
@@ -192,6 +193,87 @@ class ArithmeticWordingGrammarTest(unittest.TestCase):
         self.assertGreater(changed, 10)
 
 
+def _typed(question):
+    return question.lower().rstrip(" ?.!")
+
+
+def _facts(draws=300):
+    """Facts of every kind, many values."""
+    rng = Rng(7)
+    return [recall.make_fact(rng, kind) for _ in range(draws) for kind, _ in recall.FACT_KINDS]
+
+
+class RecallWordingGrammarTest(unittest.TestCase):
+    def test_wide_and_no_wording_near_a_sealed_one(self):
+        training, dev = wording_grammar.training_wordings("recall"), wording_grammar.dev_wordings("recall")
+        self.assertGreaterEqual(len(training), 50)
+        self.assertGreaterEqual(len(dev), 8)
+        self.assertFalse(set(training) & set(dev))
+        seen = set()
+        for fact in _facts(40):
+            if fact.key in seen:
+                continue
+            seen.add(fact.key)
+            sealed = {tuple(_words(sealed_test.recall_question(Rng(seed), fact.key))) for seed in range(20)}
+            for template in training + dev:
+                ours = _words(template.format(np=recall.noun_phrase(fact)))
+                for theirs in sealed:  # the fact's own name ("my sister's name") may be shared, no more
+                    self.assertFalse(_grams(ours, 5) & _grams(list(theirs), 5), (template, fact.key, theirs))
+                    self.assertGreater(_word_distance(ours, list(theirs)), 1, (template, fact.key, theirs))
+
+    def test_off_keeps_every_sample_and_on_keeps_the_answer(self):
+        dev = {_typed(t) for t in wording_grammar.dev_wordings("recall")}
+        changed = 0
+        for seed in range(60):
+            options = dict(distance=300, extra_questions=1.0, max_facts=4, varied_share=0.3)
+            plain = recall.generate(seed, **options)
+            self.assertEqual(_digest(plain), _digest(recall.generate(seed, grammar_share=0.0, **options)))
+            worded = recall.generate(seed, grammar_share=1.0, **options)
+            # the same fact asked and answered (the filler follows the question's length)
+            self.assertEqual(plain.messages[-1], worded.messages[-1])
+            self.assertEqual((plain.expected, plain.distractors, plain.meta["fact_key"]),
+                             (worded.expected, worded.distractors, worded.meta["fact_key"]))
+            changed += plain.messages[-2] != worded.messages[-2]
+            asked = recall.generate(seed, distance=300, final_only=True, grammar_share=1.0, wording_split="dev")
+            fact_np = recall.noun_phrase(_fact_of(asked))
+            question = _typed(asked.messages[-2]["content"])
+            self.assertTrue(any(question.endswith(_typed(t.format(np=fact_np))) for t in dev), question)
+        self.assertGreater(changed, 50)
+        with self.assertRaises(ValueError):
+            recall.generate(0, grammar_share=1.0, wording_split="test")
+
+
+def _fact_of(sample):
+    """The asked fact of a recall sample, rebuilt from its key and answer."""
+    answer = sample.messages[-1]["content"]
+    return recall.Fact(sample.meta["fact_key"], sample.expected, [], [], answer, "", [])
+
+
+class TrainedElsewhereTest(unittest.TestCase):
+    def test_no_development_wording_is_a_question_another_generator_trains(self):
+        """The development half measures wordings never trained: a wording that shapes._question,
+        wordings.PICTURE_WORDINGS, arithmetic's templates or a fact's own questions already ask
+        belongs to training (wording_grammar.TRAINED_ELSEWHERE)."""
+        picture = [re.compile(_strict_pattern(t.rstrip(".?")))
+                   for kind in wording_grammar.PICTURE_FRAMES for t in wording_grammar.dev_wordings(kind)]
+        for seed in range(1500):
+            for options in ({}, {"paraphrase_share": 1.0, "unknown_share": 0.2}, {"short_counts": True}):
+                for q in _questions(shapes.generate(seed, n_questions=3, **options)):
+                    self.assertFalse(any(p.fullmatch(_normal(q)) for p in picture), q)
+        lead_ins = "|".join(re.escape(lead.lower()) for lead in arithmetic.LEAD_INS)
+        sums = [re.compile(f"(?:{lead_ins})?" + re.escape(_typed(t)).replace(r"\{a\}", "[0-9]+")
+                           .replace(r"\{b\}", "[0-9]+"))
+                for op in wording_grammar.ARITH_FRAMES for t in wording_grammar.dev_wordings(op)]
+        for seed in range(1500):
+            for options in ({}, {"varied_share": 1.0}):
+                q = _typed(arithmetic.generate(seed, **options).messages[0]["content"])
+                self.assertFalse(any(p.fullmatch(q) for p in sums), q)
+        for fact in _facts(300):
+            asked = {_typed(q.format(v="")) for q in fact.questions} | {_typed(q) for q in fact.varied}
+            for t in wording_grammar.dev_wordings("recall"):
+                self.assertNotIn(_typed(t.format(np=recall.noun_phrase(fact))), asked, (t, fact.key))
+
+
 class DevelopmentCellsTest(unittest.TestCase):
     def test_the_committed_cells_are_what_make_eval_writes_and_score_their_reference(self):
         """assets/eval/demo's wording cells as make_eval.py writes them today: a change of the
@@ -199,9 +281,10 @@ class DevelopmentCellsTest(unittest.TestCase):
         path = os.path.join(demo_support.REPO, "assets/eval/demo/eval.jsonl")
         with open(path, encoding="utf-8") as f:
             committed = [json.loads(line) for line in f]
-        ours = list(make_eval.wording_items(80, 0)) + list(make_eval.arithmetic_wording_items(20, 0))
+        ours = (list(make_eval.wording_items(80, 0)) + list(make_eval.arithmetic_wording_items(20, 0))
+                + list(make_eval.recall_wording_items(demo_support.tokenizer(), 10, 0, 4096)))
         self.assertEqual([i for i in committed if "wording" in i["id"]], json.loads(json.dumps(ours)))
-        self.assertEqual(len(ours), 74 + 80)
+        self.assertEqual(len(ours), 74 + 80 + 30)
         for item in ours:
             ref = item["reference"]["answer"]
             self.assertTrue(score_answer(item["expected"], ref, item["match"], item["distractors"]), item["id"])

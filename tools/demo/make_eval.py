@@ -13,7 +13,8 @@ Cells: recall x EVAL_DISTANCES; arithmetic x {add 4-digit, sub 4-digit, mul 3x2}
 circles?"-style questions on the same pictures (question kind count_short); last, the same
 pictures and questions at other sizes (question kind other_size); then the same pictures and
 questions in wordings kept out of training (question kind wording), and 4-digit additions and
-subtractions in such wordings at efforts 50 and 75 (ops wording_add, wording_sub).
+subtractions in such wordings at efforts 50 and 75 (ops wording_add, wording_sub), and recall at
+500 / 1000 / 2000 tokens asked in such wordings (cell group "recall wording").
 """
 
 import argparse
@@ -57,6 +58,24 @@ def recall_items(tokenizer, n, seed, max_len):
             item = _item(s, f"recall-{bucket}-{k}")
             item["meta"]["distance_bucket"] = bucket
             item["meta"]["distance_tokens"] = recall.measure_distance(s, tokenizer)
+            yield item
+
+
+def recall_wording_items(tokenizer, n, seed, max_len):
+    """Recall chats at 500, 1000 and 2000 tokens whose final question is worded from
+    wording_grammar's development half (meta cell_group "recall wording", so rows of their own):
+    the development counterpart of the sealed set's reworded recall."""
+    def count(text):
+        return len(tokenizer.encode(text))
+
+    for bucket in (500, 1000, 2000):
+        for k in range(n):
+            s = recall.generate(derive_seed("eval", "recall-wording", seed, bucket, k), distance=bucket,
+                                mode="thinking", effort=75, count_tokens=count, max_tokens=max_len, final_only=True,
+                                grammar_share=1.0, wording_split="dev")
+            item = _item(s, f"recall-wording-{bucket}-{k}")
+            item["meta"].update(distance_bucket=bucket, distance_tokens=recall.measure_distance(s, tokenizer),
+                                cell_group="recall wording")
             yield item
 
 
@@ -174,7 +193,8 @@ def main(argv=None):
                            image_items(args.n * 4, args.seed, args.out), copy_items(args.n, args.seed),
                            short_count_items(args.n * 4, args.seed),
                            other_size_items(args.n * 4, args.seed, args.out),
-                           wording_items(args.n * 4, args.seed), arithmetic_wording_items(args.n, args.seed)))
+                           wording_items(args.n * 4, args.seed), arithmetic_wording_items(args.n, args.seed),
+                           recall_wording_items(tok, args.n // 2, args.seed, args.max_len)))
 
 
 if __name__ == "__main__":

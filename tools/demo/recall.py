@@ -7,7 +7,7 @@ characters-per-token estimate is used. measure_distance() gives the exact figure
 Answers are short sentences holding the value once, scored with sample.score_answer.
 """
 
-from demo import arithmetic, chat_format, conversation, prose, wordings
+from demo import arithmetic, chat_format, conversation, prose, wording_grammar, wordings
 from demo.lexicon import CITIES, COUNTRIES, FAVOURITES, FIRST_NAMES, PET_NAMES
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
@@ -120,6 +120,29 @@ def make_fact(rng, kind):
                  f"My {event} is at what time again?"])
 
 
+_PLACE_PHRASES = {"I live in": "the city I live in", "I was born in": "the city I was born in",
+                  "I work in": "the city I work in", "Next month I am travelling to": "the country I am travelling to"}
+
+
+def noun_phrase(fact):
+    """What a fact is asked for by in wording_grammar's recall frames: "my name", "my favourite
+    flower", "the access code", "my dog's name", "the time of my meeting", "the city I live in"."""
+    key = fact.key
+    if key == "name":
+        return "my name"
+    if key.startswith("fav_"):
+        return f"my favourite {key[4:]}"
+    if key.startswith("place:"):
+        return _PLACE_PHRASES[key[len("place:"):]]
+    if key == "pet":
+        return f"my {fact.answer.split()[1]}'s name"  # "Your dog is called {v}."
+    if key.startswith("rel_"):
+        return f"my {key[4:]}'s name"
+    if key.startswith("time_"):
+        return f"the time of my {key[5:]}"
+    return f"my {key}" if key.endswith("number") else f"the {key}"
+
+
 FACT_KINDS = (("name", 1.0), ("favourite", 2.5), ("number", 1.5), ("code", 1.0), ("place", 1.2), ("pet", 0.8),
               ("relative", 1.0), ("time", 0.8))
 ACKS = ("Got it.", "I'll remember that.", "OK, noted.", "Thanks, I will keep that in mind.", "Understood.")
@@ -152,7 +175,8 @@ def _fill_exchange(rng, budget, count):
 
 
 def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max_tokens=4096, n_facts=None,
-             final_only=False, extra_questions=0.0, max_facts=3, varied_share=0.0):
+             final_only=False, extra_questions=0.0, max_facts=3, varied_share=0.0, grammar_share=0.0,
+             wording_split="training"):
     """A recall chat: 1-3 facts, filler of about `distance` tokens, then a question on one fact.
 
     final_only=True (eval) asks only the final question; training samples may also ask about other
@@ -166,7 +190,12 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     `varied` wordings (`_worded`), from a stream of its own (0 keeps earlier samples); the answer
     is the same. The 1644-step model finds a fact asked for in other words one time in six
     (docs/demo-eval.md).
+    grammar_share: the share of those questions (after varied_share's) worded from
+    wording_grammar's recall frames, half `wording_split` ("training", or "dev": the development
+    set's `recall wording` cells), from a stream of its own.
     """
+    if wording_split not in ("training", "dev"):
+        raise ValueError(f"recall.generate: wording_split is 'training' or 'dev', not {wording_split!r}")
     rng = Rng(seed)
     count = count_tokens or _approx_tokens
     mode = mode or ("thinking" if rng.chance(0.6) else "chat")
@@ -183,11 +212,13 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     wording = Rng(derive_seed("recall-wording", seed)) if varied_share else None
     prefix = rng.choice(QUESTION_PREFIXES)
     question = prefix + _worded(rng.choice(target.questions), target, wording, varied_share)
+    grammar = (Rng(derive_seed("recall-grammar", seed)), grammar_share, wording_split) if grammar_share else None
+    question = _grammar_worded(question, prefix, target, grammar)
     answer = target.answer.format(v=target.value)
     budget = min(distance, max_tokens - 120 - sum(count(_text(m)) for m in messages)) - count(question) - TURN_OVERHEAD
     _add_filler(rng, messages, facts, target, budget, count, final_only)
     if extra_questions > 0 and not final_only:
-        _ask_other_facts(rng, messages, facts, target, extra_questions, wording, varied_share)
+        _ask_other_facts(rng, messages, facts, target, extra_questions, wording, varied_share, grammar)
     thinking = ""
     if mode == "thinking" and effort >= 61:
         thinking = f"The user told me earlier: {mentions[target.key][0]}"
@@ -263,7 +294,19 @@ def _worded(question, fact, wording, share):
     return wordings.vary(wording, wording.choice(fact.varied))
 
 
-def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_share=0.0):
+def _grammar_worded(question, prefix, fact, grammar):
+    """question, or with probability share (grammar = (its Rng, share, half), None when off) the
+    prefix and a wording of wording_grammar's recall frames about the fact, sometimes typed casually."""
+    if grammar is None:
+        return question
+    stream, share, split = grammar
+    if not stream.chance(share):
+        return question
+    pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
+    return prefix + wordings.vary(stream, stream.choice(pick("recall")).format(np=noun_phrase(fact)))
+
+
+def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_share=0.0, grammar=None):
     """Questions on the facts other than `target`, each with probability `chance`, in random order.
     Their thinking is empty: the chat template drops earlier turns' reasoning anyway."""
     others = [f for f in facts if f.key != target.key]
@@ -272,6 +315,7 @@ def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_
         if rng.chance(chance):
             prefix = rng.choice(QUESTION_PREFIXES)
             question = prefix + _worded(rng.choice(f.questions), f, wording, varied_share)
+            question = _grammar_worded(question, prefix, f, grammar)
             messages += [{"role": "user", "content": question},
                          {"role": "assistant", "content": f.answer.format(v=f.value), "thinking": ""}]
 

@@ -1,10 +1,10 @@
-"""Picture and arithmetic questions worded from parts (issue 21): the wordings of each picture
-question kind and each operation are every combination of a frame's interchangeable parts (an
-opening, the thing asked about, where to look, the closing mark), 55-160 a picture kind and
-250-290 an operation against the nine to twelve of wordings.PICTURE_WORDINGS and
-arithmetic.VARIED_TEMPLATES. Each wording belongs to one of two fixed halves by a hash of its
-text: most to training (`training_wordings`), about DEV_PERCENT of them to the development set
-only (`dev_wordings`).
+"""Picture, arithmetic and recall questions worded from parts (issue 21): the wordings of each
+picture question kind, each operation and the recall question are every combination of a frame's
+interchangeable parts (an opening, the thing asked about, where to look, the closing mark), 55-160
+a picture kind, 250-300 an operation and 65 for recall, against the four to twelve of
+wordings.PICTURE_WORDINGS, arithmetic.VARIED_TEMPLATES and a recall fact's own. Each wording
+belongs to one of two fixed halves by a hash of its text: most to training
+(`training_wordings`), about DEV_PERCENT of them to the development set only (`dev_wordings`).
 
 Why: the 1982-step model reads the picture of a question asked in new words and still answers
 another kind of question ("Point out where the orange circle sits in the picture." gets "It is
@@ -150,7 +150,23 @@ ARITH_FRAMES = {
         (("{a} x {b}", "{a} times {b}"), (" is", " makes", " gives", " comes to"), (" what", " how much"), ("?",)),
     )),
 }
-FRAMES = {**PICTURE_FRAMES, **ARITH_FRAMES}
+# The recall questions' frames (recall.generate's grammar_share): {np} is what the fact is asked
+# for by (recall.noun_phrase: "my name", "the access code", "the city I live in").
+RECALL_FRAMES = {
+    "recall": (
+        (("What is", "What's", "What was"), (" {np}",), ("", " again", " once more", " from before"), ("?",)),
+        (("Tell me", "Repeat", "Give me", "Say"), (" {np}",), ("", " again", " from before", " one more time"),
+         (".",)),
+        (("Do you remember", "Do you still know", "Can you recall", "Can you tell me", "Could you tell me",
+          "Do you know", "Have you still got"),
+         (" {np}",), ("", " from before", " from earlier"), ("?",)),
+        (("I can't remember", "I've forgotten", "I lost track of", "I don't remember"), (" {np}",),
+         (". What is it?", ". Can you help?", ". Do you have it?")),
+        (("I need", "I'd like"), (" {np}",), (", please.", " again, please.")),
+        (("You remember", "Remember", "Think back to"), (" {np}",), ("? What was it?", "? What is it?", "? Tell me.")),
+    ),
+}
+FRAMES = {**PICTURE_FRAMES, **ARITH_FRAMES, **RECALL_FRAMES}
 
 # What a count counts in other words: "shapes" alone (count_all) or after a colour (count_colour).
 # Not "things": "How many things are ..." is four words of a sealed phrasing.
@@ -178,12 +194,30 @@ def _all(kind):
     return seen
 
 
+# Wordings the other generators already train (shapes._question, wordings.PICTURE_WORDINGS,
+# arithmetic's templates, recall's fact questions), as is_dev keys them: never in the development
+# half (tests/tools/demo_wording_grammar_test.py finds them by drawing those generators' questions).
+TRAINED_ELSEWHERE = frozenset({
+    "Is there a {colour} {shape}", "Say what colour the {shape} is", "What colour is the {shape}",
+    "What colour's the {shape}", "What size is the {name}", "Where is the {name} in the image",
+    "Whereabouts is the {name}", "Add {a} to {a}", "Calculate {a} - {a}", "Compute {a} - {a}",
+    "Take {a} from {a}", "What is {a} * {a}", "Do you remember {np}",
+})
+
+
+def _key(template):
+    return template.rstrip(".?").replace("{b}", "{a}")
+
+
 def is_dev(template):
     """Whether a wording belongs to the development half: a hash of its text without the closing
     mark and with the operands unnamed (typed casually, "Count the shapes." and "Count the
     shapes?" are one wording, and so are "Multiply {a} by {b}." and "Multiply {b} by {a}."), so
-    the halves stay the same whatever frames are added or taken away."""
-    key = template.rstrip(".?").replace("{b}", "{a}")
+    the halves stay the same whatever frames are added or taken away; never one that another
+    generator trains (TRAINED_ELSEWHERE)."""
+    key = _key(template)
+    if key in TRAINED_ELSEWHERE:
+        return False
     digest = hashlib.sha256(key.encode("utf-8")).digest()
     return int.from_bytes(digest[:4], "little") % 100 < DEV_PERCENT
 
