@@ -65,14 +65,20 @@ def _strict_pattern(template):
     return " ".join(_FIELDS.get(w, re.escape(w)) for w in _normal(template).split())
 
 
+def _halves(test, kind, min_training, min_dev):
+    """A kind's two halves, checked wide enough, each wording once and in one half only."""
+    training, dev = wording_grammar.training_wordings(kind), wording_grammar.dev_wordings(kind)
+    test.assertGreaterEqual(len(training), min_training, kind)
+    test.assertGreaterEqual(len(dev), min_dev, kind)
+    test.assertEqual(len(set(training)) + len(set(dev)), len(training) + len(dev), kind)
+    test.assertFalse(set(training) & set(dev), kind)
+    return training, dev
+
+
 class WordingGrammarTest(unittest.TestCase):
     def test_every_kind_is_wide_and_its_halves_never_meet(self):
         for kind in wording_grammar.PICTURE_FRAMES:
-            training, dev = wording_grammar.training_wordings(kind), wording_grammar.dev_wordings(kind)
-            self.assertGreaterEqual(len(training), 50, kind)
-            self.assertGreaterEqual(len(dev), 10, kind)
-            self.assertFalse(set(training) & set(dev), kind)
-            self.assertEqual(len(set(training)), len(training), kind)
+            training, dev = _halves(self, kind, 50, 10)
             for t in training:
                 self.assertFalse(wording_grammar.is_dev(t), t)
             for t in dev:
@@ -143,10 +149,7 @@ SEALED_ARITHMETIC = [_words(_normal(p)) for p in itertools.chain(*sealed_test.AR
 class ArithmeticWordingGrammarTest(unittest.TestCase):
     def test_every_operation_is_wide_and_its_halves_never_meet(self):
         for op in wording_grammar.ARITH_FRAMES:
-            training, dev = wording_grammar.training_wordings(op), wording_grammar.dev_wordings(op)
-            self.assertGreaterEqual(len(training), 100, op)
-            self.assertGreaterEqual(len(dev), 20, op)
-            self.assertFalse(set(training) & set(dev), op)
+            training, dev = _halves(self, op, 100, 20)
             for t in training + dev:
                 self.assertEqual(set(re.findall(r"\{(\w+)\}", t)), {"a", "b"}, t)
                 self.assertFalse(t.startswith(("I ", "I'")), t)  # a lead-in lower-cases the first letter
@@ -205,10 +208,7 @@ def _facts(draws=300):
 
 class RecallWordingGrammarTest(unittest.TestCase):
     def test_wide_and_no_wording_near_a_sealed_one(self):
-        training, dev = wording_grammar.training_wordings("recall"), wording_grammar.dev_wordings("recall")
-        self.assertGreaterEqual(len(training), 50)
-        self.assertGreaterEqual(len(dev), 8)
-        self.assertFalse(set(training) & set(dev))
+        training, dev = _halves(self, "recall", 50, 8)
         seen = set()
         for fact in _facts(40):
             if fact.key in seen:
