@@ -2,12 +2,15 @@
 // per cell (recall by distance, arithmetic by operation and effort, images) for exact and
 // bounded prefill side by side; --details writes every item's output as JSON lines, for looking
 // at what the model got wrong.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <cxxopts.hpp>
 #include <nlohmann/json.hpp>
@@ -59,8 +62,9 @@ std::string details_line(const EvalItem& item, const char* prefill, const EvalOu
 // What the command line asks for, validated.
 struct EvalRequest {
   std::string data;
-  std::string which;  // exact | bounded | both
-  std::string tasks;  // ",a,b," or ",," for all
+  std::string which;               // exact | bounded | both
+  std::string tasks;               // ",a,b," or ",," for all
+  std::vector<std::string> cells;  // table rows to run, by the start of their names; empty: all
   int64_t limit = 10;
   int64_t max_tokens = 1024;
   std::optional<std::string> details;
@@ -77,6 +81,10 @@ cxxopts::Options eval_options() {
       "limit", "items per cell (0 = all)", cxxopts::value<int64_t>()->default_value("10"))(
       "tasks", "comma-separated tasks to run (default: all)",
       cxxopts::value<std::string>()->default_value(""))(
+      "cells",
+      "comma-separated table rows to run, each by the start of its name (\"image wording,recall "
+      "wording\"; default: all)",
+      cxxopts::value<std::string>()->default_value(""))(
       "max-tokens", "most tokens generated per item",
       cxxopts::value<int64_t>()->default_value("1024"))(
       "details", "write each item's answer and thinking to this file (JSON lines)",
@@ -92,6 +100,9 @@ EvalRequest eval_request(const cxxopts::ParseResult& args) {
   if (r.which != "exact" && r.which != "bounded" && r.which != "both")
     throw InvalidRequest("--prefill must be exact, bounded or both");
   r.tasks = "," + args["tasks"].as<std::string>() + ",";
+  std::stringstream cells(args["cells"].as<std::string>());
+  for (std::string cell; std::getline(cells, cell, ',');)
+    if (!cell.empty()) r.cells.push_back(cell);
   r.limit = args["limit"].as<int64_t>();
   r.max_tokens = args["max-tokens"].as<int64_t>();
   if (args.count("details")) r.details = args["details"].as<std::string>();
@@ -110,6 +121,10 @@ EvalRun run_items(ChatEngine& engine, const EvalRequest& request, std::ofstream*
   EvalRun run;
   for (const EvalItem& item : load_eval_items(std::filesystem::path(request.data) / "eval.jsonl")) {
     if (request.tasks != ",," && request.tasks.find("," + item.task + ",") == std::string::npos)
+      continue;
+    if (!request.cells.empty() &&
+        std::none_of(request.cells.begin(), request.cells.end(),
+                     [&](const std::string& c) { return item.cell.starts_with(c); }))
       continue;
     Row& row = run.rows[sort_key(item.cell)];
     row.cell = item.cell;

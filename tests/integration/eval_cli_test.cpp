@@ -83,6 +83,19 @@ TEST(EvalCli, APromptTheTemplateRendersDifferentlyFailsTheRun) {
       << r.output;
 }
 
+// --cells runs the rows whose names start with one of the given texts, and no others.
+TEST(EvalCli, CellsRunTheRowsNamedByTheirStart) {
+  const auto r = run_cli("eval --model '" + kModel + "' --data '" + kData +
+                         "' --cells 'copy rep,recall wording 5' --limit 1 --threads 1 --prefill "
+                         "exact");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\ncopy repeat "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\nrecall wording 500 "), std::string::npos) << r.output;
+  for (const char* other :
+       {"\ncopy introduce ", "\nrecall 500 ", "\nrecall wording 1000 ", "\nimage ", "\nadd "})
+    EXPECT_EQ(r.output.find(other), std::string::npos) << other << " in\n" << r.output;
+}
+
 TEST(EvalCli, UnwritableDetailsPathIsAnErrorBeforeAnyWork) {
   const auto r = run_cli("eval --model '" + kModel + "' --data '" + kData +
                          "' --tasks copy --limit 1 --details /no/such/dir/details.jsonl");
