@@ -47,15 +47,17 @@ def _item(sample, item_id, image_paths=()):
             "meta": {k: v for k, v in sample.meta.items() if k not in ("scene", "mentions")}}
 
 
-def recall_items(tokenizer, n, seed, max_len):
+def recall_items(tokenizer, n, seed, max_len, name="recall", buckets=recall.EVAL_DISTANCES, **options):
+    """n recall chats at each distance in buckets, ids and seeds named by `name`; options go to
+    recall.generate."""
     def count(text):
         return len(tokenizer.encode(text))
 
-    for bucket in recall.EVAL_DISTANCES:
+    for bucket in buckets:
         for k in range(n):
-            s = recall.generate(derive_seed("eval", "recall", seed, bucket, k), distance=bucket, mode="thinking",
-                                effort=75, count_tokens=count, max_tokens=max_len, final_only=True)
-            item = _item(s, f"recall-{bucket}-{k}")
+            s = recall.generate(derive_seed("eval", name, seed, bucket, k), distance=bucket, mode="thinking",
+                                effort=75, count_tokens=count, max_tokens=max_len, final_only=True, **options)
+            item = _item(s, f"{name}-{bucket}-{k}")
             item["meta"]["distance_bucket"] = bucket
             item["meta"]["distance_tokens"] = recall.measure_distance(s, tokenizer)
             yield item
@@ -65,18 +67,10 @@ def recall_wording_items(tokenizer, n, seed, max_len):
     """Recall chats at 500, 1000 and 2000 tokens whose final question is worded from
     wording_grammar's development half (meta cell_group "recall wording", so rows of their own):
     the development counterpart of the sealed set's reworded recall."""
-    def count(text):
-        return len(tokenizer.encode(text))
-
-    for bucket in (500, 1000, 2000):
-        for k in range(n):
-            s = recall.generate(derive_seed("eval", "recall-wording", seed, bucket, k), distance=bucket,
-                                mode="thinking", effort=75, count_tokens=count, max_tokens=max_len, final_only=True,
-                                grammar_share=1.0, wording_split="dev")
-            item = _item(s, f"recall-wording-{bucket}-{k}")
-            item["meta"].update(distance_bucket=bucket, distance_tokens=recall.measure_distance(s, tokenizer),
-                                cell_group="recall wording")
-            yield item
+    for item in recall_items(tokenizer, n, seed, max_len, "recall-wording", (500, 1000, 2000), grammar_share=1.0,
+                             wording_split="dev"):
+        item["meta"]["cell_group"] = "recall wording"
+        yield item
 
 
 def arithmetic_items(n, seed):
@@ -88,11 +82,12 @@ def arithmetic_items(n, seed):
                 yield _item(s, f"arith-{op}-{k}-e{effort}")
 
 
-def _eval_pictures(n, seed):
+def _eval_pictures(n, seed, **options):
     """(k, sample) of the eval's pictures: one question at effort 75 each, "describe the picture"
-    ones left out (they have no short answer to score)."""
+    ones left out (they have no short answer to score); options go to shapes.generate."""
     for k in range(n):
-        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1)
+        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1,
+                            **options)
         if s.meta["question_kind"] != "describe":
             yield k, s
 
@@ -135,13 +130,10 @@ def wording_items(n, seed):
     development half, which training never draws (question kind "wording"; the kind asked in
     meta["asked_kind"]): how the model does on picture questions in words it has not seen, for
     decisions that must not look at the sealed test set."""
-    for k in range(n):
-        s = shapes.generate(derive_seed("eval", "image", seed, k), mode="thinking", effort=75, n_questions=1,
-                            grammar_share=1.0, wording_split="dev")
-        if s.meta["question_kind"] != "describe":
-            item = _item(s, f"image-wording-{k}", [f"images/image-{k}.png"])
-            item["meta"].update(question_kind="wording", asked_kind=s.meta["question_kind"])
-            yield item
+    for k, s in _eval_pictures(n, seed, grammar_share=1.0, wording_split="dev"):
+        item = _item(s, f"image-wording-{k}", [f"images/image-{k}.png"])
+        item["meta"].update(question_kind="wording", asked_kind=s.meta["question_kind"])
+        yield item
 
 
 def arithmetic_wording_items(n, seed):

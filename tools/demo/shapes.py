@@ -289,7 +289,12 @@ def checked_description(scene, focus):
 def _paraphrased(rng, kind, focus):
     """A question of `kind` about `focus` in a wording from wordings.PICTURE_WORDINGS. focus holds
     all a question names (a count_all question has none: it counts "shapes")."""
-    return wordings.picture_question(rng, kind, focus, _focus_name(focus) if focus else "shapes")
+    return wordings.picture_question(rng, kind, focus, _counted(focus))
+
+
+def _counted(focus):
+    """What a count question about focus counts: "shapes" when it names nothing (count_all)."""
+    return _focus_name(focus) if focus else "shapes"
 
 
 # style_share (issue 21): pictures drawn other than the training's plain squares. Every value here
@@ -453,8 +458,7 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
         if paraphrase is not None and paraphrase.chance(paraphrase_share):
             q = _paraphrased(paraphrase, kind, focus)
         if grammar is not None and kind != "describe" and grammar.chance(grammar_share):
-            q = wordings.grammar_question(grammar, kind, focus, _focus_name(focus) if focus else "shapes",
-                                          wording_split)
+            q = wordings.grammar_question(grammar, kind, focus, _counted(focus), wording_split)
         if k == 0:
             messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]})
         else:

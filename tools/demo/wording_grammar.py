@@ -185,15 +185,6 @@ def _expand(frame):
         yield text
 
 
-def _all(kind):
-    seen = []
-    for frame in FRAMES[kind]:
-        for text in _expand(frame):
-            if text not in seen:
-                seen.append(text)
-    return seen
-
-
 # Wordings the other generators already train (shapes._question, wordings.PICTURE_WORDINGS,
 # arithmetic's templates, recall's fact questions), as is_dev keys them: never in the development
 # half (tests/tools/demo_wording_grammar_test.py finds them by drawing those generators' questions).
@@ -222,16 +213,21 @@ def is_dev(template):
     return int.from_bytes(digest[:4], "little") % 100 < DEV_PERCENT
 
 
-_TRAINING = {kind: [t for t in _all(kind) if not is_dev(t)] for kind in FRAMES}
-_DEV = {kind: [t for t in _all(kind) if is_dev(t)] for kind in FRAMES}
+def _halves(kind):
+    """(training, dev): the kind's wordings in frame order, each once."""
+    wordings = list(dict.fromkeys(text for frame in FRAMES[kind] for text in _expand(frame)))
+    return [t for t in wordings if not is_dev(t)], [t for t in wordings if is_dev(t)]
+
+
+_HALVES = {kind: _halves(kind) for kind in FRAMES}
 
 
 def training_wordings(kind):
-    return _TRAINING[kind]
+    return _HALVES[kind][0]
 
 
 def dev_wordings(kind):
-    return _DEV[kind]
+    return _HALVES[kind][1]
 
 
 def fill(rng, template, what, shape, colour):

@@ -98,8 +98,12 @@ def picture_question(rng, kind, focus, what):
     either may be absent); `what` names what a count question counts."""
     template = rng.choice(PICTURE_WORDINGS[_template_group(kind, focus)])
     shape, colour = focus.get("shape", ""), focus.get("colour", "")
-    text = template.format(what=what, shape=shape, colour=colour, name=f"{colour} {shape}")
-    # No lead-in where the wording names the picture already ("In this picture, where in this image ...").
+    return _typed(rng, template, template.format(what=what, shape=shape, colour=colour, name=f"{colour} {shape}"))
+
+
+def _typed(rng, template, text):
+    """text (the template filled) as `vary` types a picture question: no lead-in where the wording
+    names the picture already ("In this picture, where in this image ...")."""
     names_picture = "picture" in template or "image" in template
     return vary(rng, text, () if names_picture else PICTURE_LEAD_INS)
 
@@ -110,6 +114,5 @@ def grammar_question(rng, kind, focus, what, split="training"):
     group = _template_group(kind, focus)
     pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
     template = rng.choice(pick(group))
-    text = wording_grammar.fill(rng, template, what, focus.get("shape", ""), focus.get("colour", ""))
-    names_picture = "picture" in template or "image" in template
-    return vary(rng, text, () if names_picture else PICTURE_LEAD_INS)
+    return _typed(rng, template, wording_grammar.fill(rng, template, what, focus.get("shape", ""),
+                                                      focus.get("colour", "")))
