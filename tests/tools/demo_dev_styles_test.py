@@ -1,0 +1,98 @@
+"""The development set's styled cells (tools/demo/dev_styles.py): the development set's pictures
+and questions, each picture drawn in a style of training's other styles, one file per picture
+for both cells, the same run for run."""
+
+import json
+import os
+import pathlib
+import tempfile
+import unittest
+
+import numpy as np
+
+import demo_support  # noqa: F401  (puts tools/ on the path)
+from demo import dev_styles, make_eval, png, shapes
+from demo.rng import derive_seed
+
+N = 12  # pictures; the describe questions among them are left out, as make_eval leaves them
+
+
+def _read(out):
+    lines = pathlib.Path(out, "eval.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _run(n=N):
+    out = tempfile.mkdtemp()
+    dev_styles.main(["--out", out, "--n", str(n)])
+    return out, _read(out)
+
+
+def _question(item):
+    return item["messages"][0]["content"][1]["text"]
+
+
+def _picture(out, item):
+    return png.decode_png(pathlib.Path(out, item["messages"][0]["content"][0]["path"]).read_bytes())
+
+
+class DevStylesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.out, cls.items = _run()
+        cls.cells = {kind: [it for it in cls.items if it["meta"]["question_kind"] == kind]
+                     for kind, _ in dev_styles.CELLS}
+
+    def test_the_same_run_for_run(self):
+        out, items = _run()
+        self.assertEqual(json.dumps(items), json.dumps(self.items))
+        for it in items:
+            path = it["messages"][0]["content"][0]["path"]
+            self.assertEqual(pathlib.Path(out, path).read_bytes(), pathlib.Path(self.out, path).read_bytes())
+
+    def test_the_development_questions_in_both_cells(self):
+        plain = list(make_eval.image_items(N, 0, tempfile.mkdtemp()))
+        worded = list(make_eval.wording_items(N, 0))
+        styles, styles_wording = self.cells["styles"], self.cells["styles_wording"]
+        self.assertEqual(len(styles), len(plain))
+        self.assertEqual(len(styles_wording), len(worded))
+        for mine, theirs in list(zip(styles, plain)) + list(zip(styles_wording, worded)):
+            self.assertEqual(_question(mine), _question(theirs))
+            self.assertEqual((mine["expected"], mine["distractors"]), (theirs["expected"], theirs["distractors"]))
+            asked = theirs["meta"].get("asked_kind", theirs["meta"]["question_kind"])  # the wording cell says
+            self.assertEqual(mine["meta"]["asked_kind"], asked)
+        # the wording cell asks in other words than the plain one, most of the time
+        differ = sum(_question(a) != _question(b) for a, b in zip(styles, styles_wording))
+        self.assertGreater(differ, len(styles) // 2)
+
+    def test_pictures_are_styled_and_shared_by_the_cells(self):
+        for a, b in zip(self.cells["styles"], self.cells["styles_wording"]):
+            self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
+        files = os.listdir(os.path.join(self.out, "images"))
+        self.assertEqual(len(files), len(self.cells["styles"]))
+        seen = set()
+        for it in self.cells["styles"]:
+            style, picture = it["meta"]["style"], _picture(self.out, it)
+            self.assertTrue(set(style) & {"canvas", "tint", "blur", "noise"}, style)
+            seen.update(style)
+            if "canvas" in style:
+                self.assertEqual(list(picture.shape[:2]), style["canvas"])
+            # not the plain picture make_eval shows: styled_picture changed something
+            side = it["meta"]["image_size"]
+            k = int(it["id"].rsplit("-", 1)[1])
+            scene = shapes.generate(derive_seed("eval", "image", 0, k), mode="thinking", effort=75,
+                                    n_questions=1).meta["scene"]
+            plain = shapes.render_scene(scene, side)
+            self.assertFalse(picture.shape == plain.shape and np.array_equal(picture, plain), it["id"])
+        self.assertGreaterEqual(seen, {"canvas", "tint", "blur", "noise"})
+
+    def test_a_later_run_leaves_no_picture_of_an_earlier_one(self):
+        out = tempfile.mkdtemp()
+        dev_styles.main(["--out", out, "--n", "12"])
+        dev_styles.main(["--out", out, "--n", "4"])
+        used = {pathlib.Path(it["messages"][0]["content"][0]["path"]).name for it in _read(out)}
+        self.assertEqual(set(os.listdir(os.path.join(out, "images"))), used)
+
+
+if __name__ == "__main__":
+    unittest.main()

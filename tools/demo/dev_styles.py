@@ -1,0 +1,69 @@
+"""The development set's styled pictures (issue 21), for `flashdesk-cli eval --data DIR`:
+
+  cd tools && /usr/bin/python3 -m demo.dev_styles --out ../build/eval/demo-styles
+
+The sealed test set changes the pictures (sizes, aspects, backgrounds, noise, blur, file formats)
+and the wordings at once; the development set (make_eval.py) varied sizes and wordings apart, on
+plain pictures. These two cells take the development set's 74 pictures and questions (the eval
+seeds of make_eval's image cells) and draw each picture as training's other styles are drawn
+(shapes.styled_picture: canvases of 96-720 px and other aspects, tinted backgrounds, blur,
+noise, JPEG round trips), so decisions can weigh how a model does on styled pictures without
+looking at the sealed set:
+- "image styles": the development questions as make_eval's image cells ask them;
+- "image styles_wording": the same questions in wording_grammar's development half, as
+  make_eval's wording cell asks them.
+Both cells show the same styled picture (the style stream is the picture's own, not the
+question's). meta: question_kind ("styles" or "styles_wording"), asked_kind (the kind of question
+asked), style (what styled_picture drew) and image_size (the scene square's side).
+
+Written at run time, not committed with the development set: the noisy pictures take about 9 MB
+as PNG.
+"""
+
+import argparse
+import glob
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from demo import png  # noqa: E402
+from demo.make_eval import _eval_pictures, _item, write_items  # noqa: E402
+
+CELLS = (("styles", {}), ("styles_wording", {"grammar_share": 1.0, "wording_split": "dev"}))
+
+
+def styled_items(n, seed, out_dir, kind, options, drawn):
+    """Items of one cell: make_eval's eval pictures k < n (describe questions left out) drawn with
+    style_share 1.0, each picture written once, as images/styled-K.png. drawn: {k: picture} of
+    the cells before, which this cell's pictures must equal (one file serves every cell)."""
+    os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
+    for k, s in _eval_pictures(n, seed, style_share=1.0, **options):
+        rel = f"images/styled-{k}.png"
+        if k not in drawn:
+            drawn[k] = s.images[0]
+            png.write_png(os.path.join(out_dir, rel), s.images[0])
+        elif not np.array_equal(drawn[k], s.images[0]):
+            raise AssertionError(f"dev_styles: picture {k} of cell {kind} differs from the one written")
+        item = _item(s, f"image-{kind}-{k}", [rel])
+        item["meta"].update(question_kind=kind, asked_kind=s.meta["question_kind"])
+        yield item
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write the development set's styled picture cells.")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n", type=int, default=80, help="pictures (make_eval's image cells: --n 20 x 4)")
+    ap.add_argument("--seed", type=int, default=0, help="make_eval's --seed")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    for old in glob.glob(os.path.join(args.out, "images", "styled-*.png")):  # an earlier run's
+        os.remove(old)
+    drawn = {}
+    write_items(args.out, [styled_items(args.n, args.seed, args.out, kind, options, drawn) for kind, options in CELLS])
+
+
+if __name__ == "__main__":
+    main()
