@@ -99,9 +99,14 @@ TEST(ServeKvTiers, EvictedConversationComesBackFromThePoolWithTheSameAnswers) {
       c->messages.push_back({{"role", "assistant"}, {"content", content(a)}});
     }
   }
-  EXPECT_EQ(occurrences(cached_server.log(), ", 0 from the window pool"), 3)
-      << "only the first turn of each conversation misses the pool:\n"
-      << cached_server.log();
+  // Only the first turn of each conversation computes its whole prompt. The other six come back
+  // from the pool: whole blocks from the SSD and the rest from the window pool, which gives
+  // nothing to a turn whose restored tokens end at a block's end (on the demo model of 2017
+  // steps, the sampled conversation's third turn), but something to at least four of them.
+  const std::string log = cached_server.log();
+  EXPECT_EQ(occurrences(log, "(0 cached"), 3) << "only the first turns miss the pool:\n" << log;
+  EXPECT_LE(occurrences(log, ", 0 from the window pool"), 3 + 2) << "the window pool served:\n"
+                                                                 << log;
 }
 
 // A long conversation (a system prompt of a few hundred tokens) is continued by a new server
