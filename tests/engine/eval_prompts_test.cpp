@@ -35,10 +35,11 @@ TEST(EvalPrompts, TheShippedSetsCellsAreItsRows) {
   for (const EvalItem& item : load_eval_items(kSource / "assets/eval/demo/eval.jsonl"))
     ++cells[item.cell];
   const std::map<std::string, int> some = {
-      {"recall 200", 20},          {"recall 4000", 20},      {"recall wording 500", 10},
-      {"recall wording 2000", 10}, {"add e25", 20},          {"wording_add e50", 20},
-      {"wording_sub e75", 20},     {"image other_size", 74}, {"image count_short", 74},
-      {"image wording", 74},       {"copy repeat", 20}};
+      {"recall 200", 20},           {"recall 4000", 20},      {"recall wording 500", 10},
+      {"recall wording 2000", 10},  {"add e25", 20},          {"wording_add e50", 20},
+      {"wording_sub e75", 20},      {"image other_size", 74}, {"image count_short", 74},
+      {"image wording", 74},        {"copy repeat", 20},      {"wording_add_later e50", 20},
+      {"wording_sub_later e75", 20}};
   for (const auto& [cell, n] : some) EXPECT_EQ(cells[cell], n) << cell;
 }
 

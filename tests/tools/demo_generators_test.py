@@ -194,6 +194,20 @@ class FollowupTest(unittest.TestCase):
                 self.assertEqual(_digest(plain), _digest(columns))
         self.assertGreater(changed, 10)
 
+    def test_an_eval_chooses_mode_and_effort_and_the_draws_stay(self):
+        """Given mode and effort (make_eval's later sums) replace the drawn ones; the sample's other
+        draws are the same, so where the drawn ones were those, it is the same sample."""
+        for seed in range(60):
+            drawn = followup.generate(seed, final="arithmetic")
+            chosen = followup.generate(seed, final="arithmetic", mode="thinking", effort=75)
+            self.assertEqual((chosen.mode, chosen.effort), ("thinking", 75))
+            self.assertEqual(chosen.messages[-2]["content"], drawn.messages[-2]["content"])
+            self.assertEqual(chosen.final_answer(), drawn.final_answer())
+            again = followup.generate(seed, final="arithmetic", mode=drawn.mode, effort=drawn.effort)
+            self.assertEqual(_digest(again), _digest(drawn))
+        chat = followup.generate(7, final="arithmetic", mode="chat", effort=75)
+        self.assertEqual((chat.mode, chat.effort), ("chat", None))
+
     def test_same_seed_same_sample(self):
         self.assertEqual(_digest(followup.generate(3)), _digest(followup.generate(3)))
         self.assertNotEqual(_digest(followup.generate(3)), _digest(followup.generate(4)))

@@ -282,9 +282,10 @@ class DevelopmentCellsTest(unittest.TestCase):
         with open(path, encoding="utf-8") as f:
             committed = [json.loads(line) for line in f]
         ours = (list(make_eval.wording_items(80, 0)) + list(make_eval.arithmetic_wording_items(20, 0))
-                + list(make_eval.recall_wording_items(demo_support.tokenizer(), 10, 0, 4096)))
+                + list(make_eval.recall_wording_items(demo_support.tokenizer(), 10, 0, 4096))
+                + list(make_eval.arithmetic_later_items(20, 0)))
         self.assertEqual([i for i in committed if "wording" in i["id"]], json.loads(json.dumps(ours)))
-        self.assertEqual(len(ours), 74 + 80 + 30)
+        self.assertEqual(len(ours), 74 + 80 + 30 + 80)
         for item in ours:
             ref = item["reference"]["answer"]
             self.assertTrue(score_answer(item["expected"], ref, item["match"], item["distractors"]), item["id"])

@@ -21,14 +21,20 @@ def _final(task, seed, mode, effort, arithmetic_options):
     return conversation.generate(seed, effort=effort, mode=mode, n_turns=1)
 
 
-def generate(seed, final=None, arithmetic_options=None):
+def generate(seed, final=None, arithmetic_options=None, mode=None, effort=None):
     """Earlier turns, then a `final` task sample ("arithmetic", "copy" or "conversation"; drawn
     from the seed unless given) whose mode, effort, answer and scoring the sample keeps.
-    arithmetic_options go to arithmetic.generate (e.g. {"level2_columns": True})."""
+    arithmetic_options go to arithmetic.generate (e.g. {"level2_columns": True}). mode and effort
+    (an eval's): given, they replace the drawn ones, which are still drawn, so that the rest of
+    the sample comes from the same draws."""
     rng = Rng(seed)
     task = final or rng.weighted(FINAL_TASKS)
-    mode = "thinking" if rng.chance(0.8) else "chat"
-    effort = rng.randint(1, 100) if mode == "thinking" else None
+    drawn_mode = "thinking" if rng.chance(0.8) else "chat"
+    drawn_effort = rng.randint(1, 100) if drawn_mode == "thinking" else None
+    if mode is None:
+        mode, effort = drawn_mode, drawn_effort
+    elif mode != "thinking":
+        effort = None
     last = _final(task, rng.randint(0, 2**31 - 1), mode, effort, arithmetic_options or {})
     earlier = conversation.generate(rng.randint(0, 2**31 - 1), effort=effort, mode=mode,
                                     n_turns=rng.randint(1, 3)).messages

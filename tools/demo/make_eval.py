@@ -14,7 +14,9 @@ circles?"-style questions on the same pictures (question kind count_short); last
 pictures and questions at other sizes (question kind other_size); then the same pictures and
 questions in wordings kept out of training (question kind wording), and 4-digit additions and
 subtractions in such wordings at efforts 50 and 75 (ops wording_add, wording_sub), and recall at
-500 / 1000 / 2000 tokens asked in such wordings (cell group "recall wording").
+500 / 1000 / 2000 tokens asked in such wordings (cell group "recall wording"); last, the same
+kind of reworded sums asked after 1-3 turns of small talk (ops wording_add_later,
+wording_sub_later).
 """
 
 import argparse
@@ -24,7 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from demo import arithmetic, chat_format, copy_task, png, recall, shapes  # noqa: E402
+from demo import arithmetic, chat_format, copy_task, followup, png, recall, shapes  # noqa: E402
 from demo.make_dataset import DEFAULT_TOKENIZER, load_tokenizer  # noqa: E402
 from demo.rng import derive_seed  # noqa: E402
 
@@ -151,6 +153,24 @@ def arithmetic_wording_items(n, seed):
                 yield item
 
 
+def arithmetic_later_items(n, seed):
+    """The sums of arithmetic_wording_items' kind asked later in a chat: 1-3 turns of small talk
+    (sometimes a copying exchange) first, as followup.py trains, then a 4-digit addition or
+    subtraction in a wording of wording_grammar's development half, at efforts 50 and 75 (ops
+    "wording_add_later" and "wording_sub_later"). The issue asks for sums in varied wordings and
+    after other turns; arithmetic_wording_items asks them as a chat's first message."""
+    for op in ("add", "sub"):
+        for k in range(n):
+            for effort in (50, 75):
+                s = followup.generate(derive_seed("eval", "arithmetic-wording-later", seed, op, k),
+                                      final="arithmetic", mode="thinking", effort=effort,
+                                      arithmetic_options={"op": op, "digits": (4, 4, 4, 4), "grammar_share": 1.0,
+                                                          "wording_split": "dev"})
+                item = _item(s, f"arith-wording-later-{op}-{k}-e{effort}")
+                item["meta"]["op"] = f"wording_{op}_later"
+                yield item
+
+
 def copy_items(n, seed):
     """Copying inside the window (copy_task.py): does the model look back at all?"""
     for kind in copy_task.KINDS:
@@ -186,7 +206,8 @@ def main(argv=None):
                            short_count_items(args.n * 4, args.seed),
                            other_size_items(args.n * 4, args.seed, args.out),
                            wording_items(args.n * 4, args.seed), arithmetic_wording_items(args.n, args.seed),
-                           recall_wording_items(tok, args.n // 2, args.seed, args.max_len)))
+                           recall_wording_items(tok, args.n // 2, args.seed, args.max_len),
+                           arithmetic_later_items(args.n, args.seed)))
 
 
 if __name__ == "__main__":
