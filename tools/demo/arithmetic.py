@@ -232,8 +232,7 @@ def varied_question(rng, op, a, b):
 def grammar_question(rng, op, a, b, split="training"):
     """The problem in a wording of wording_grammar's `split` half ("training" or "dev"), typed as
     `wordings.vary` types it."""
-    pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
-    return wordings.vary(rng, rng.choice(pick(op)), LEAD_INS).format(a=a, b=b)
+    return wordings.vary(rng, rng.choice(wording_grammar.wordings_of(op, split)), LEAD_INS).format(a=a, b=b)
 
 
 def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False, varied_share=0.0,
@@ -247,8 +246,7 @@ def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=
     grammar_share: the share of questions (after varied_share's) worded from wording_grammar's half
     `wording_split` ("training", or "dev": the development set's `wording_add` / `wording_sub`
     cells), from a stream of its own."""
-    if wording_split not in ("training", "dev"):
-        raise ValueError(f"arithmetic.generate: wording_split is 'training' or 'dev', not {wording_split!r}")
+    wording_grammar.check_split("arithmetic.generate", wording_split)
     rng = Rng(seed)
     op, a, b = sample_problem(rng, op, digits)
     mode = mode or ("thinking" if rng.chance(0.85) else "chat")

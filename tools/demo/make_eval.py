@@ -138,37 +138,37 @@ def wording_items(n, seed):
         yield item
 
 
-def arithmetic_wording_items(n, seed):
-    """4-digit additions and subtractions asked in wordings of wording_grammar's development half
-    at efforts 50 and 75 (ops "wording_add" and "wording_sub", so cells of their own): the
-    development counterpart of the sealed set's reworded sums."""
+def _reworded_sums(n, seed, later):
+    """4-digit additions and subtractions in wordings of wording_grammar's development half at
+    efforts 50 and 75, the same problem at both; later: after 1-3 turns of small talk (sometimes a
+    copying exchange), as followup.py trains, else as a chat's first message. Their ops name cells
+    of their own ("wording_add", or "wording_add_later" when later)."""
+    tag = "-later" if later else ""
     for op in ("add", "sub"):
+        options = {"op": op, "digits": (4, 4, 4, 4), "grammar_share": 1.0, "wording_split": "dev"}
         for k in range(n):
+            sample_seed = derive_seed("eval", "arithmetic-wording" + tag, seed, op, k)
             for effort in (50, 75):
-                s = arithmetic.generate(derive_seed("eval", "arithmetic-wording", seed, op, k), effort=effort,
-                                        mode="thinking", op=op, digits=(4, 4, 4, 4),
-                                        grammar_share=1.0, wording_split="dev")
-                item = _item(s, f"arith-wording-{op}-{k}-e{effort}")
-                item["meta"]["op"] = f"wording_{op}"
+                if later:
+                    s = followup.generate(sample_seed, final="arithmetic", mode="thinking", effort=effort,
+                                          arithmetic_options=options)
+                else:
+                    s = arithmetic.generate(sample_seed, effort=effort, mode="thinking", **options)
+                item = _item(s, f"arith-wording{tag}-{op}-{k}-e{effort}")
+                item["meta"]["op"] = f"wording_{op}" + tag.replace("-", "_")
                 yield item
+
+
+def arithmetic_wording_items(n, seed):
+    """The development counterpart of the sealed set's reworded sums (`_reworded_sums`, asked as a
+    chat's first message)."""
+    return _reworded_sums(n, seed, later=False)
 
 
 def arithmetic_later_items(n, seed):
-    """The sums of arithmetic_wording_items' kind asked later in a chat: 1-3 turns of small talk
-    (sometimes a copying exchange) first, as followup.py trains, then a 4-digit addition or
-    subtraction in a wording of wording_grammar's development half, at efforts 50 and 75 (ops
-    "wording_add_later" and "wording_sub_later"). The issue asks for sums in varied wordings and
-    after other turns; arithmetic_wording_items asks them as a chat's first message."""
-    for op in ("add", "sub"):
-        for k in range(n):
-            for effort in (50, 75):
-                s = followup.generate(derive_seed("eval", "arithmetic-wording-later", seed, op, k),
-                                      final="arithmetic", mode="thinking", effort=effort,
-                                      arithmetic_options={"op": op, "digits": (4, 4, 4, 4), "grammar_share": 1.0,
-                                                          "wording_split": "dev"})
-                item = _item(s, f"arith-wording-later-{op}-{k}-e{effort}")
-                item["meta"]["op"] = f"wording_{op}_later"
-                yield item
+    """The same kind of sums asked later in a chat: the issue asks for sums in varied wordings and
+    after other turns (`_reworded_sums`, later)."""
+    return _reworded_sums(n, seed, later=True)
 
 
 def copy_items(n, seed):

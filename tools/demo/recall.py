@@ -194,8 +194,7 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     wording_grammar's recall frames, half `wording_split` ("training", or "dev": the development
     set's `recall wording` cells), from a stream of its own.
     """
-    if wording_split not in ("training", "dev"):
-        raise ValueError(f"recall.generate: wording_split is 'training' or 'dev', not {wording_split!r}")
+    wording_grammar.check_split("recall.generate", wording_split)
     rng = Rng(seed)
     count = count_tokens or _approx_tokens
     mode = mode or ("thinking" if rng.chance(0.6) else "chat")
@@ -302,8 +301,8 @@ def _grammar_worded(question, prefix, fact, grammar):
     stream, share, split = grammar
     if not stream.chance(share):
         return question
-    pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
-    return prefix + wordings.vary(stream, stream.choice(pick("recall")).format(np=noun_phrase(fact)))
+    template = stream.choice(wording_grammar.wordings_of("recall", split))
+    return prefix + wordings.vary(stream, template.format(np=noun_phrase(fact)))
 
 
 def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_share=0.0, grammar=None):

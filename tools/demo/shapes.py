@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from demo import jpeg_roundtrip, wordings
+from demo import jpeg_roundtrip, wording_grammar, wordings
 from demo.lexicon import SHAPE_PLURALS, SHAPES
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
@@ -433,8 +433,7 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     unknown = Rng(derive_seed("shapes-unknown", seed)) if unknown_share else None
     paraphrase = Rng(derive_seed("shapes-paraphrase", seed)) if paraphrase_share else None
     grammar = Rng(derive_seed("shapes-grammar", seed)) if grammar_share else None
-    if wording_split not in ("training", "dev"):
-        raise ValueError(f"shapes.generate: wording_split is 'training' or 'dev', not {wording_split!r}")
+    wording_grammar.check_split("shapes.generate", wording_split)
     scene = random_scene(rng)
     if small_share is not None:
         _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)

@@ -230,6 +230,17 @@ def dev_wordings(kind):
     return _HALVES[kind][1]
 
 
+def wordings_of(kind, split):
+    """The kind's wordings of half `split` ("training" or "dev")."""
+    return dev_wordings(kind) if split == "dev" else training_wordings(kind)
+
+
+def check_split(where, split):
+    """A generator's wording_split, checked where it is given (`where` names the generator)."""
+    if split not in ("training", "dev"):
+        raise ValueError(f"{where}: wording_split is 'training' or 'dev', not {split!r}")
+
+
 def fill(rng, template, what, shape, colour):
     """The template with its fields filled; a count of "shapes" (alone or after a colour) names
     them with one of the other nouns half the time."""

@@ -112,7 +112,6 @@ def grammar_question(rng, kind, focus, what, split="training"):
     """A question of `kind` about `focus` in a wording of wording_grammar's `split` half
     ("training" or "dev"), typed as `vary` types it."""
     group = _template_group(kind, focus)
-    pick = wording_grammar.dev_wordings if split == "dev" else wording_grammar.training_wordings
-    template = rng.choice(pick(group))
+    template = rng.choice(wording_grammar.wordings_of(group, split))
     return _typed(rng, template, wording_grammar.fill(rng, template, what, focus.get("shape", ""),
                                                       focus.get("colour", "")))
