@@ -19,7 +19,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   nlohmann-json3-dev libcxxopts-dev libgtest-dev libgmock-dev
   qt6-base-dev libsqlite3-dev libsqlitecpp-dev libxxhash-dev liburing-dev
-  libturbojpeg0-dev libstb-dev libicu-dev libcpp-httplib-dev curl
+  libturbojpeg0-dev libwebp-dev libstb-dev libicu-dev libcpp-httplib-dev curl
   xvfb xauth fonts-wqy-microhei
   lintian desktop-file-utils
   python3 python3-numpy python3-torch

@@ -25,6 +25,8 @@ std::string image_mime_type(std::span<const uint8_t> bytes, const std::filesyste
       return "image/jpeg";
     case ImageFormat::kPng:
       return "image/png";
+    case ImageFormat::kWebp:
+      return "image/webp";
     case ImageFormat::kBmp:
       return "image/bmp";
     case ImageFormat::kGif:

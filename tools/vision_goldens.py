@@ -11,6 +11,14 @@ Writes into OUT:
                        and a letterbox (the demo images are already at their processed size)
   oriented-6.jpg       a JPEG stored rotated, with EXIF orientation 6 (decode tests)
   tiny.{bmp,gif,tga,png} a 4x3 picture of exact colours (TINY) in each stb format
+  tiny.webp            the same, lossless WebP
+  shapes-500x300.webp  the PNG as lossy WebP; shapes-500x300.webp.png: PIL's decode of it
+  alpha.webp           lossless WebP with alpha (colours kept under transparent pixels);
+                       alpha.webp.png: PIL's convert("RGB") of it (alpha dropped, as the
+                       reference image_processor does)
+  animated.webp        two frames (the engine reads still WebP only)
+  image-0.webp         assets/eval/demo/images/image-0.png as lossless WebP (the CLI test asks
+                       the demo model about both files)
   vision-golden.safetensors, per image i (0: assets/eval/demo/images/image-0.png, 1: the PNG):
     image1.pixels     U8 [H, W, 3]  the letterboxed image (PIL ImageOps.pad, bicubic)
     image{i}.features BF16 [P, d]   ViT output after the final norm
@@ -97,6 +105,26 @@ def tiny_formats(out):
         im.save(os.path.join(out, "tiny." + ext), format=fmt)
 
 
+def webp_files(out, png):
+    """The WebP pictures of the docstring: the decoder's expected pixels are PIL's (libwebp)."""
+    im = Image.fromarray(np.asarray(TINY, np.uint8), "RGB")
+    im.save(os.path.join(out, "tiny.webp"), format="WEBP", lossless=True)
+    lossy = os.path.join(out, "shapes-500x300.webp")
+    Image.open(png).convert("RGB").save(lossy, format="WEBP", quality=75)
+    Image.open(lossy).convert("RGB").save(lossy + ".png", format="PNG")
+    alpha = np.concatenate([np.asarray(TINY, np.uint8), np.full((3, 4, 1), 255, np.uint8)], axis=2)
+    alpha[0, :, 3] = 0
+    alpha[1, 1, 3] = 128
+    path = os.path.join(out, "alpha.webp")
+    Image.fromarray(alpha, "RGBA").save(path, format="WEBP", lossless=True, exact=True)
+    Image.open(path).convert("RGB").save(path + ".png", format="PNG")
+    demo = Image.open(os.path.join(REPO, "assets", "eval", "demo", "images", "image-0.png")).convert("RGB")
+    demo.save(os.path.join(out, "image-0.webp"), format="WEBP", lossless=True)
+    frames = [Image.new("RGB", (8, 8), c) for c in ((255, 0, 0), (0, 0, 255))]
+    frames[0].save(os.path.join(out, "animated.webp"), format="WEBP", save_all=True,
+                   append_images=frames[1:], lossless=True, duration=100)
+
+
 def preprocess(path, vc):
     im = Image.open(path).convert("RGB")
     h, w = vision_layout.resized_size(im.height, im.width, vc.patch_size, vc.downsample_ratio,
@@ -168,6 +196,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=os.path.join(REPO, "assets", "models", "flash-tiny"))
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "vision"))
+    ap.add_argument("--pictures-only", action="store_true",
+                    help="write the test pictures (not the model's goldens) and stop")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
@@ -175,6 +205,9 @@ def main(argv=None):
     synthetic_png(png)
     oriented_jpeg(os.path.join(args.out, "oriented-6.jpg"))
     tiny_formats(args.out)
+    webp_files(args.out, png)
+    if args.pictures_only:
+        return
     cfg = load_model_config(args.model)
     ckpt = Checkpoint(args.model)
     tower, aligner, delims = load_tower(ckpt, cfg)

@@ -208,8 +208,9 @@ void Composer::dropEvent(QDropEvent* event) {
 }
 
 void Composer::pickImages() {
-  const QStringList files = QFileDialog::getOpenFileNames(
-      this, tr("Attach images"), QString(), tr("Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp)"));
+  const QStringList files =
+      QFileDialog::getOpenFileNames(this, tr("Attach images"), QString(),
+                                    tr("Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp *.tga)"));
   for (const QString& file : files) addImageFile(file);
 }
 

@@ -11,10 +11,11 @@ namespace flashdesk::ui {
 constexpr qint64 kMaxImageBytes = 32 << 20;
 
 // Why `path` cannot be attached (missing, too large, not an image, damaged), in words; empty
-// when it is a readable PNG, JPEG, WebP, GIF or BMP image.
+// when the engine reads it (PNG, JPEG, WebP, GIF, BMP or TGA: engine/vision/image_decode.h).
 std::optional<QString> image_problem(const QString& path);
 
-// A thumbnail of at most `edge` pixels per side; null when the file does not decode.
+// A thumbnail of at most `edge` pixels per side, from the engine's decode; null when the file
+// does not decode.
 QImage image_thumbnail(const QString& path, int edge);
 
 }  // namespace flashdesk::ui

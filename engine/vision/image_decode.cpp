@@ -1,5 +1,5 @@
 // Decoding image files to RGB: format sniffing, the pixel limit, libjpeg-turbo for JPEG (plus
-// the EXIF orientation) and stb_image for the rest, each failure a FormatError.
+// the EXIF orientation), libwebp for WebP and stb_image for the rest, each failure a FormatError.
 #include "engine/vision/image_decode.h"
 
 #include <turbojpeg.h>
@@ -14,6 +14,7 @@
 #include "engine/util/error.h"
 #include "engine/util/file_io.h"
 #include "engine/vision/stb_image_config.h"
+#include "engine/vision/webp_decode.h"
 
 namespace flashdesk {
 namespace {
@@ -138,7 +139,8 @@ RgbImage decode_stb(std::span<const uint8_t> bytes, const std::string& name,
                                                    : "TGA";
   if (!stbi_info_from_memory(data, len, &w, &h, &comp)) {
     if (format == ImageFormat::kUnknown)
-      throw FormatError(name, "unsupported image format (JPEG, PNG, BMP, GIF and TGA are read)");
+      throw FormatError(name,
+                        "unsupported image format (JPEG, PNG, WebP, BMP, GIF and TGA are read)");
     throw FormatError(name, std::string(kind) + " header: " + stbi_failure_reason());
   }
   check_pixels(w, h, name, limits);
@@ -166,6 +168,9 @@ ImageFormat sniff_image_format(std::span<const uint8_t> b) {
   if (starts({0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A})) return ImageFormat::kPng;
   if (starts({'G', 'I', 'F', '8'})) return ImageFormat::kGif;
   if (starts({'B', 'M'})) return ImageFormat::kBmp;
+  if (b.size() >= 12 && std::equal(b.begin(), b.begin() + 4, "RIFF") &&
+      std::equal(b.begin() + 8, b.begin() + 12, "WEBP"))
+    return ImageFormat::kWebp;
   return ImageFormat::kUnknown;
 }
 
@@ -182,6 +187,11 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& name,
   check_file_size(bytes.size(), name, limits);  // bytes read by the caller, not by read_image_file
   const ImageFormat format = sniff_image_format(bytes);
   if (format == ImageFormat::kJpeg) return decode_jpeg(bytes, name, limits);
+  if (format == ImageFormat::kWebp) {
+    const auto [w, h] = webp_size(bytes, name);
+    check_pixels(w, h, name, limits);
+    return decode_webp(bytes, name);
+  }
   // TGA has no signature (kUnknown): stb recognises it from its header fields.
   return decode_stb(bytes, name, limits, format);
 }

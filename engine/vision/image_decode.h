@@ -1,5 +1,6 @@
-// Image files to 8-bit RGB: JPEG through libjpeg-turbo (honouring the EXIF orientation), PNG,
-// BMP, GIF (first frame) and TGA through stb_image.
+// Image files to 8-bit RGB: JPEG through libjpeg-turbo (honouring the EXIF orientation), WebP
+// through libwebp (still images; where the build has it), PNG, BMP, GIF (first frame) and TGA
+// through stb_image.
 //
 // Goals: every malformed, truncated or unsupported file is a FormatError naming the file and
 // what is wrong, never a crash; a pixel limit checked from the header before any pixel memory
@@ -29,7 +30,7 @@ struct DecodeLimits {
   int64_t max_file_bytes = int64_t{256} << 20;  // load_image only
 };
 
-enum class ImageFormat { kJpeg, kPng, kBmp, kGif, kTga, kUnknown };
+enum class ImageFormat { kJpeg, kPng, kWebp, kBmp, kGif, kTga, kUnknown };
 // Sniffed from the first bytes; TGA has no signature and is reported as kUnknown.
 ImageFormat sniff_image_format(std::span<const uint8_t> bytes);
 

@@ -1,6 +1,7 @@
 // Image decoding (engine/vision/image_decode.h): every supported format against pictures of
-// known colours written by PIL (tools/vision_goldens.py), the EXIF orientation, and bad input:
-// truncated, corrupt, unsupported and oversized files are FormatErrors naming the file.
+// known colours written by PIL (tools/vision_goldens.py), the EXIF orientation, WebP against
+// PIL's decode, and bad input: truncated, corrupt, unsupported and oversized files are
+// FormatErrors naming the file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/util/error.h"
 #include "engine/vision/image_decode.h"
+#include "engine/vision/webp_decode.h"
 
 namespace flashdesk::test {
 namespace {
@@ -56,11 +58,59 @@ TEST_P(TinyFormats, DecodesExactColours) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, TinyFormats, ::testing::Values("png", "bmp", "gif", "tga"));
 
+// WebP needs libwebp in the build (setup.sh installs it; the GPU machine's build has none).
+class WebpDecode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!webp_supported()) GTEST_SKIP() << "this build has no libwebp (Debian: libwebp-dev)";
+  }
+};
+
+TEST_F(WebpDecode, LosslessGivesExactColours) {
+  const RgbImage im = load_image(kData / "tiny.webp");
+  const RgbImage png = load_image(kData / "tiny.png");
+  EXPECT_EQ(im.width, 4);
+  EXPECT_EQ(im.height, 3);
+  EXPECT_EQ(im.pixels, png.pixels);
+}
+
+TEST_F(WebpDecode, PixelsMatchPil) {
+  // Lossy (YUV 4:2:0, fancy upsampling) and alpha dropped under transparent pixels, each
+  // against PIL's decode + convert("RGB") stored as PNG, byte for byte.
+  for (const char* name : {"shapes-500x300.webp", "alpha.webp"}) {
+    const RgbImage im = load_image(kData / name);
+    const RgbImage pil = load_image(kData / (std::string(name) + ".png"));
+    ASSERT_EQ(im.width, pil.width) << name;
+    ASSERT_EQ(im.height, pil.height) << name;
+    EXPECT_EQ(im.pixels, pil.pixels) << name;
+  }
+}
+
+TEST_F(WebpDecode, BadFilesAreFormatErrors) {
+  const std::vector<uint8_t> whole = file_bytes(kData / "shapes-500x300.webp");
+  std::vector<uint8_t> cut(whole.begin(),
+                           whole.begin() + static_cast<std::ptrdiff_t>(whole.size() * 2 / 3));
+  EXPECT_NE(format_error([&] { decode_image(cut, "cut.webp"); }).find("cut.webp"),
+            std::string::npos);
+  std::vector<uint8_t> header_only(whole.begin(), whole.begin() + 16);
+  EXPECT_NE(format_error([&] { decode_image(header_only, "short.webp"); }), "");
+  std::vector<uint8_t> corrupt = whole;
+  for (size_t i = 40; i < corrupt.size(); ++i) corrupt[i] = static_cast<uint8_t>(i * 37);
+  EXPECT_NE(format_error([&] { decode_image(corrupt, "noise.webp"); }), "");
+  const std::string animated = format_error([&] { load_image(kData / "animated.webp"); });
+  EXPECT_NE(animated.find("animated WebP"), std::string::npos) << animated;
+  DecodeLimits small;
+  small.max_pixels = 500 * 300 - 1;
+  const std::string big = format_error([&] { decode_image(whole, "big.webp", small); });
+  EXPECT_NE(big.find("exceeds the limit"), std::string::npos) << big;
+}
+
 TEST(ImageDecode, SniffsSignatures) {
   EXPECT_EQ(sniff_image_format(file_bytes(kData / "oriented-6.jpg")), ImageFormat::kJpeg);
   EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.png")), ImageFormat::kPng);
   EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.gif")), ImageFormat::kGif);
   EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.bmp")), ImageFormat::kBmp);
+  EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.webp")), ImageFormat::kWebp);
   EXPECT_EQ(sniff_image_format(file_bytes(kData / "tiny.tga")), ImageFormat::kUnknown);
 }
 

@@ -1,14 +1,16 @@
 // `--image` on the CLI as a user runs it with the demo model: generate answers about a picture,
 // logits writes the image span and differs from the same prompt without the picture, and bad
-// image files are clear errors naming the file.
+// image files are clear errors naming the file; a WebP of the picture gets the PNG's answer.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "engine/checkpoint/safetensors.h"
+#include "engine/vision/webp_decode.h"
 #include "tests/engine/checkpoint_test_util.h"
 #include "tests/integration/cli_runner.h"
 
@@ -33,6 +35,21 @@ TEST(ImageCli, GenerateAnswersWithAnImage) {
                          " --prompt 'How many shapes are there?' --max-tokens 60 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"answer\""), std::string::npos) << r.output;
+}
+
+// A lossless WebP of the picture decodes to the same pixels, so the answer is the same.
+TEST(ImageCli, WebpGivesThePngsAnswer) {
+  if (!webp_supported()) GTEST_SKIP() << "this build has no libwebp (Debian: libwebp-dev)";
+  const std::string ask = " --prompt 'How many shapes are there?' --max-tokens 60 --json";
+  const auto png = run_cli("generate" + kModel + " --image " + kImage + ask);
+  const auto webp = run_cli("generate" + kModel + " --image " + kSource +
+                            "/tests/data/vision/image-0.webp" + ask);
+  ASSERT_EQ(png.exit_code, 0) << png.output;
+  ASSERT_EQ(webp.exit_code, 0) << webp.output;
+  const auto a = nlohmann::json::parse(png.output), b = nlohmann::json::parse(webp.output);
+  ASSERT_FALSE(a.at("answer_ids").empty()) << png.output;
+  EXPECT_EQ(b.at("reasoning_ids"), a.at("reasoning_ids"));
+  EXPECT_EQ(b.at("answer_ids"), a.at("answer_ids"));
 }
 
 TEST(ImageCli, LogitsRecordTheSpanAndDependOnTheImage) {

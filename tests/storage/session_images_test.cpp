@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 
 #include "engine/runtime/chat_engine.h"
 #include "engine/util/error.h"
@@ -271,6 +272,22 @@ TEST(SessionImages, LiveKvIsNotReusedPastAReplacedImage) {
   const SessionTurn back = chat.send("What is this?", std::vector{red}, t);
   EXPECT_EQ(back.turn.generation.stats.reused_ram_tokens,
             span.begin);  // the live state holds blue now
+}
+
+// The stored type follows the file's bytes, not its name; TGA (no signature) goes by the name.
+TEST(SessionImages, MimeTypesFollowTheBytes) {
+  const fs::path data = fs::path(FD_SOURCE_DIR) / "tests/data/vision";
+  const auto mime = [&](const char* name, const char* as) {
+    std::ifstream in(data / name, std::ios::binary);
+    const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
+    return image_mime_type(bytes, as);
+  };
+  EXPECT_EQ(mime("tiny.webp", "photo.png"), "image/webp");
+  EXPECT_EQ(mime("tiny.png", "photo.webp"), "image/png");
+  EXPECT_EQ(mime("oriented-6.jpg", "x"), "image/jpeg");
+  EXPECT_EQ(mime("tiny.gif", "x"), "image/gif");
+  EXPECT_EQ(mime("tiny.bmp", "x"), "image/bmp");
+  EXPECT_EQ(mime("tiny.tga", "tiny.TGA"), "image/x-tga");
 }
 
 TEST(SessionImages, BadImageFilesLeaveTheSessionUnchanged) {

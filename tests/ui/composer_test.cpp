@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QDropEvent>
+#include <QFile>
 #include <QLabel>
 #include <QMimeData>
 #include <QSignalSpy>
@@ -57,18 +58,43 @@ class ComposerTest : public QObject {
     QCOMPARE(thumbnails(composer).size(), 0);
   }
 
+  // The composer takes what the engine reads, Qt's image plugins or not: Debian's qt6-base reads
+  // no WebP or TGA. The thumbnail is the engine's decode (tiny.webp: 4 x 3, red top-left).
+  void webpAndTgaAreAttachedWithThumbnails() {
+    Composer composer;
+    composer.show();
+    const QString data = QStringLiteral(FD_SOURCE_DIR "/tests/data/vision/");
+    for (const QString& name : {QStringLiteral("tiny.webp"), QStringLiteral("tiny.tga")}) {
+      QFile::remove(dir_.filePath(name));
+      QVERIFY(QFile::copy(data + name, dir_.filePath(name)));
+      drop_urls(composer, {QUrl::fromLocalFile(dir_.filePath(name))});
+      QVERIFY2(composer.errorText().isEmpty(), qPrintable(composer.errorText()));
+    }
+    QCOMPARE(composer.attachments().size(), 2);
+    QCOMPARE(thumbnails(composer).size(), 2);
+    const QImage thumb = thumbnails(composer).front()->pixmap().toImage();
+    QCOMPARE(thumb.size(), QSize(64, 48));
+    const QColor corner = thumb.pixelColor(0, 0);  // smooth scaling: close to red, not exact
+    QVERIFY2(corner.red() > 200 && corner.green() < 60 && corner.blue() < 60,
+             qPrintable(corner.name()));
+  }
+
   void brokenAndUnsupportedFilesAreRefusedWithAMessage() {
     Composer composer;
     composer.show();
     QFile real(write_png(dir_.path(), QStringLiteral("whole.png"), 40, 40));
     QVERIFY(real.open(QIODevice::ReadOnly));
     const QByteArray png = real.readAll();
+    QFile webp_file(QStringLiteral(FD_SOURCE_DIR "/tests/data/vision/shapes-500x300.webp"));
+    QVERIFY(webp_file.open(QIODevice::ReadOnly));
+    const QByteArray webp = webp_file.readAll();
     const struct {
       QString file;
       QString says;
     } cases[] = {
         {write_bytes(dir_.path(), "truncated.png", png.left(png.size() / 2)), "damaged"},
         {write_bytes(dir_.path(), "notes.png", "just some text, not pixels"), "not a supported"},
+        {write_bytes(dir_.path(), "cut.webp", webp.left(webp.size() / 2)), "damaged"},
         {write_bytes(dir_.path(), "empty.jpg", {}), "empty"},
         {dir_.path() + "/missing.png", "no such file"},
     };
