@@ -70,12 +70,20 @@ std::string text_delta(StreamChannel channel, std::string_view text) {
   return dump(json{{key, std::string(text)}});
 }
 
+namespace {
+
+json model_object(const std::string& model_id, int64_t created) {
+  return {{"id", model_id}, {"object", "model"}, {"created", created}, {"owned_by", "flashdesk"}};
+}
+
+}  // namespace
+
 std::string models_json(const std::string& model_id, int64_t created) {
-  return dump({{"object", "list"},
-               {"data", json::array({{{"id", model_id},
-                                      {"object", "model"},
-                                      {"created", created},
-                                      {"owned_by", "flashdesk"}}})}});
+  return dump({{"object", "list"}, {"data", json::array({model_object(model_id, created)})}});
+}
+
+std::string model_json(const std::string& model_id, int64_t created) {
+  return dump(model_object(model_id, created));
 }
 
 }  // namespace flashdesk::server

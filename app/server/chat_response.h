@@ -37,5 +37,7 @@ std::string text_delta(StreamChannel channel, std::string_view text);
 
 // GET /v1/models: the one model served.
 std::string models_json(const std::string& model_id, int64_t created);
+// GET /v1/models/{id}: that model's object alone.
+std::string model_json(const std::string& model_id, int64_t created);
 
 }  // namespace flashdesk::server

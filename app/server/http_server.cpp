@@ -184,6 +184,17 @@ void HttpServer::Impl::routes() {
   server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(models_json(service.model_id(), started), "application/json");
   });
+  // OpenAI's "retrieve model" (client.models.retrieve): the served model, or 404 as chat gives
+  // for another id. The id may hold slashes ("org/name"): the rest of the path is the id.
+  server.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id != service.model_id())
+      return send_error(res, ApiError(404, "invalid_request_error",
+                                      "the model '" + id + "' does not exist; this server has '" +
+                                          service.model_id() + "'",
+                                      "model", "model_not_found"));
+    res.set_content(model_json(service.model_id(), started), "application/json");
+  });
   // The body is read here rather than by httplib, which would parse a body sent as a form
   // (curl -d without a Content-Type) and refuse it past 8 KiB; any Content-Type is read as JSON.
   server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,

@@ -79,6 +79,12 @@ TEST(ServeCli, ListsTheModelAndAnswers) {
   const HttpReply models = server.request("/v1/models");
   ASSERT_EQ(models.status, 200);
   EXPECT_EQ(json::parse(models.body)["data"][0]["id"], kModel) << models.body;
+  const HttpReply one = server.request("/v1/models/" + std::string(kModel));
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_EQ(json::parse(one.body), json::parse(models.body)["data"][0]) << one.body;
+  const HttpReply other = server.request("/v1/models/deepseek-ai/other");
+  EXPECT_EQ(other.status, 404) << other.body;
+  EXPECT_EQ(json::parse(other.body)["error"]["code"], "model_not_found") << other.body;
 
   const json a = ask(
       server, chat_body({user("Hi! My name is Quinn.")}, {{"thinking", {{"type", "disabled"}}}}));

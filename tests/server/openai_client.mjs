@@ -48,6 +48,8 @@ function check(name, fn) { checks.push({ name, fn }); }
 check('lists the model', async () => {
   const models = await client.models.list();
   assert.deepEqual(models.data.map((m) => m.id), [model]);
+  assert.equal((await client.models.retrieve(model)).id, model);
+  await assert.rejects(client.models.retrieve('no-such-model'), (e) => e instanceof OpenAI.NotFoundError);
 });
 
 check('answers a whole completion', async () => {
