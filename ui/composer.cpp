@@ -1,6 +1,8 @@
 // The composer's input handling, attachment strip and buttons.
 #include "ui/composer.h"
 
+#include <algorithm>
+
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -174,6 +176,15 @@ void Composer::rebuildStrip() {
 }
 
 void Composer::acceptMimeData(const QMimeData* data) {
+  // A picture dragged out of a web browser comes as its web address and, from some browsers, its
+  // pixels too: the pixels are attached then, since the address is not fetched.
+  const QList<QUrl> urls = data->hasUrls() ? data->urls() : QList<QUrl>{};
+  const bool any_local =
+      std::any_of(urls.begin(), urls.end(), [](const QUrl& url) { return url.isLocalFile(); });
+  if (!any_local && data->hasImage()) {
+    addImage(qvariant_cast<QImage>(data->imageData()));
+    return;
+  }
   if (data->hasUrls()) {
     for (const QUrl& url : data->urls()) {
       if (url.isLocalFile()) {

@@ -110,6 +110,28 @@ class ComposerTest : public QObject {
     QVERIFY(composer.attachments().isEmpty());
   }
 
+  // A browser's drag of a picture: its web address and its pixels; the pixels are attached.
+  void webImageDragWithPixelsAttachesThePixels() {
+    Composer composer;
+    composer.resize(500, 200);
+    composer.show();
+    QImage image(40, 30, QImage::Format_RGB32);
+    image.fill(Qt::blue);
+    QMimeData data;
+    data.setUrls({QUrl(QStringLiteral("https://example.com/cat.png"))});
+    data.setImageData(image);
+    const QPointF centre(composer.width() / 2.0, composer.height() / 2.0);
+    QDragEnterEvent enter(centre.toPoint(), Qt::CopyAction, &data, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&composer, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(centre, Qt::CopyAction, &data, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&composer, &drop);
+    QVERIFY2(composer.errorText().isEmpty(), qPrintable(composer.errorText()));
+    QCOMPARE(composer.attachments().size(), 1);
+    QCOMPARE(QImage(composer.attachments().front()).size(), QSize(40, 30));
+    QVERIFY2(composer.errorText().isEmpty(), qPrintable(composer.errorText()));
+  }
+
   void pastedImageBecomesAnAttachment() {
     Composer composer;
     composer.show();
