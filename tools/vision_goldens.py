@@ -279,7 +279,9 @@ def main(argv=None):
     print(f"vision_goldens: wrote {dest}")
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write("# Vision test data\n\nWritten by `/usr/bin/python3 tools/vision_goldens.py` "
-                "(see its docstring for every tensor); regenerate after retraining flash-tiny.\n"
+                "(see its docstring for every tensor); regenerate after retraining flash-tiny. "
+                "`--pictures-only` writes the pictures (the tiny formats, the WebP files and PIL's "
+                "decodes of them) without the model's goldens.\n"
                 "`png-empty-idat-first.png` and `png-empty-idat-cut.png` are not written by it: inputs image_decode_fuzz "
                 "found (an empty IDAT chunk first; a file cut inside one), kept for `ImageDecode.EmptyIdatChunksAreHarmless`.\n")
 
