@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from flashdesk_ref.safetensors import FormatError, SafeTensorsFile, write_safetensors  # noqa: E402
+from flashdesk_ref.safetensors import FormatError, SafeTensorsFile, decode_float, write_safetensors  # noqa: E402
 
 ENGINE = "flashdesk_ref 0.1 (PyTorch oracle, tools/flashdesk_ref)"
 
@@ -82,7 +82,9 @@ class BlockInputs:
 
     def _get(self, name):
         import torch
-        return torch.from_numpy(np.array(self.file.get(name), dtype=np.float32))
+        # decode_float: a BF16 dump (the official goldens store block outputs as BF16) holds bit
+        # patterns, not numbers
+        return torch.from_numpy(np.array(decode_float(self.file.dtype(name), self.file.get(name))))
 
     def __call__(self, layer, step):
         import torch

@@ -217,6 +217,27 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(changed, [6])   # only the block fed the altered input
         self.assertTrue(np.array_equal(src.get("decode_logits"), SafeTensorsFile(rerun).get("decode_logits")))
 
+    def test_block_inputs_from_a_bf16_dump(self):
+        # The official goldens store embeddings and block outputs as BF16 (their values are
+        # BF16-valued): read as numbers, they feed the blocks what the F32 dump does.
+        ids_file = os.path.join(self.tmp, "ids.json")
+        with open(ids_file, "w") as f:
+            f.write(str(prompt(20)))
+        base = os.path.join(self.tmp, "base32.safetensors")
+        self.ref_logits("--ids", ids_file, "--prefill", "exact", "--dump", "--out", base)
+        src = SafeTensorsFile(base)
+        tensors = {n: (src.dtype(n), np.array(src.get(n))) for n in src.names()}
+        for name in ("prefill_embed", "prefill_block_out"):
+            x = np.ascontiguousarray(tensors[name][1], dtype=np.float32)
+            bits = (x.view(np.uint32) >> 16).astype(np.uint16)
+            self.assertTrue(np.array_equal((bits.astype(np.uint32) << 16).view(np.float32), x), name)
+            tensors[name] = ("BF16", bits)
+        bf16 = os.path.join(self.tmp, "bf16.safetensors")
+        write_safetensors(bf16, tensors, src.metadata)
+        rerun = os.path.join(self.tmp, "rerun16.safetensors")
+        self.ref_logits("--block-inputs", bf16, "--prefill", "exact", "--dump", "--out", rerun)
+        self.assertTrue(np.array_equal(src.get("prefill_block_out"), SafeTensorsFile(rerun).get("prefill_block_out")))
+
 
 if __name__ == "__main__":
     unittest.main()
