@@ -10,7 +10,8 @@ files or another revision than the committed goldens, a torch without float8 (an
 is a plumbing check, not a golden), another prompt length or decode length, or when its checkpoint
 hashes are not those of the model directory here (the golden would be of other weights). Then
 the blocks file replaces flash-tiny.safetensors and manifest.json's flash-tiny case takes the new
-shard hashes, its decode-defect rows and the run's torch version.
+shard hashes, its decode-defect rows and the run's torch version. The case's order noise, measured
+on the old golden, is dropped: run tools/official_order_noise.py next.
 """
 import argparse
 import hashlib
@@ -95,6 +96,8 @@ def update(src, model_dir, goldens=GOLDENS):
         raise Refused("not a golden of this model:\n  " + "\n  ".join(problems))
     case = committed["cases"][CASE]
     case["sha256"] = {name: run["checkpoint_sha256"][name] for name in shards}
+    # measured on the old golden: tools/official_order_noise.py measures the new one's
+    case.pop("order_noise", None)
     committed["decode_defect"][CASE] = defect
     committed["made_by"] = ("tools/official_goldens.py (run on the GPU machine's CPU, torch "
                             f"{run['torch']}, {run.get('threads', '?')} threads)")
@@ -119,7 +122,8 @@ def main(argv=None):
         print(f"update_official_golden: {e}", file=sys.stderr)
         return 1
     print(f"updated {os.path.join(a.goldens, case['file'])} and manifest.json: "
-          f"{', '.join(f'{k} {v[:12]}' for k, v in case['sha256'].items())}")
+          f"{', '.join(f'{k} {v[:12]}' for k, v in case['sha256'].items())}; now run "
+          "tools/official_order_noise.py")
     return 0
 
 

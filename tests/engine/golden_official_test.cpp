@@ -4,7 +4,10 @@
 // (assets/configs/test-official.json), and on the demo model flash-tiny (a prompt longer than its
 // window). Each block is fed the official block's input (--block-inputs semantics); its output
 // must be within kBlockRelErr of the official one, RMS(engine - official) / RMS(official update),
-// for the prefill rows and for the decode rows, each asserted on its own.
+// for the prefill rows and for the decode rows, each asserted on its own; or within
+// kOrderNoiseFactor times the block's order noise where the manifest measured more (the
+// official code sums in torch's FP32 order, the engine correctly rounded: on some weights a block
+// moves by more than kBlockRelErr between the two, tools/official_order_noise.py).
 //
 // Caches are compared, then set to the official values, before each decode step reads them: a
 // cached value on the other side of a rounding tie (the official BF16 GEMMs sum in another order)
@@ -43,6 +46,10 @@ namespace flashdesk::test {
 namespace {
 
 constexpr double kBlockRelErr = 5e-3;
+// Where the official code's own summation order moves a block by more (FP32 sums in torch's
+// order against the correctly rounded sums the engine follows; the manifest case's order_noise,
+// tools/official_order_noise.py), the block may differ by this many times that noise.
+constexpr double kOrderNoiseFactor = 1.5;
 constexpr double kIdMatch = 0.99;
 constexpr double kLogitsRelRms = 1e-2;
 constexpr double kMaxCacheFlipRate = 1e-3;
@@ -51,6 +58,27 @@ constexpr int64_t kMaxFlipsPerRow = 2;
 nlohmann::json official_manifest() {
   std::ifstream in(golden_dir("official") / "manifest.json");
   return nlohmann::json::parse(in);
+}
+
+// Each block's bound for the prefill rows and for the decode rows: kBlockRelErr, or
+// kOrderNoiseFactor times the case's measured order noise where that is more.
+struct BlockBounds {
+  std::vector<double> prefill, decode;
+};
+
+BlockBounds block_bounds(const std::string& case_name, size_t layers) {
+  BlockBounds b{std::vector<double>(layers, kBlockRelErr),
+                std::vector<double>(layers, kBlockRelErr)};
+  const nlohmann::json c = official_manifest().at("cases").at(case_name);
+  if (!c.contains("order_noise")) return b;
+  const nlohmann::json& noise = c.at("order_noise");
+  for (size_t l = 0; l < layers; ++l) {
+    b.prefill[l] =
+        std::max(kBlockRelErr, kOrderNoiseFactor * noise.at("prefill").at(l).get<double>());
+    b.decode[l] =
+        std::max(kBlockRelErr, kOrderNoiseFactor * noise.at("decode").at(l).get<double>());
+  }
+  return b;
 }
 
 // The random checkpoint of the manifest's test-official case, written once per binary with the
@@ -292,17 +320,21 @@ void GoldenOfficial::check_run(const std::string& name, const std::string& backe
   logits_ = std::move(recorded.logits);
   forcing_ = recorded.forcing;
   bounded_ = mode == "bounded";
-  std::printf("[official] %s %s %s (P = %lld, T = %lld):\n%5s %-18s %11s %11s\n", name.c_str(),
-              backend.c_str(), mode.c_str(), static_cast<long long>(P_), static_cast<long long>(T_),
-              "block", "role", "prefill err", "decode err");
+  std::printf("[official] %s %s %s (P = %lld, T = %lld):\n%5s %-18s %11s %11s %11s %11s\n",
+              name.c_str(), backend.c_str(), mode.c_str(), static_cast<long long>(P_),
+              static_cast<long long>(T_), "block", "role", "prefill err", "bound", "decode err",
+              "bound");
+  // name is the manifest case, or the case and how it ran ("flash-tiny, 2 ranks")
+  const BlockBounds bound = block_bounds(name.substr(0, name.find(',')), model.roles().size());
   Rate experts, topk, cands;
   for (const LayerRole& r : model.roles()) {
     const auto [p, d] = block_errors(g, r.layer);
     const std::string role(attn_role_name(r.role));
-    EXPECT_LE(p.ratio(), kBlockRelErr) << "block " << r.layer << " (" << role << ") prefill";
-    EXPECT_LE(d.ratio(), kBlockRelErr) << "block " << r.layer << " (" << role << ") decode";
-    std::printf("%5lld %-18s %11.3e %11.3e\n", static_cast<long long>(r.layer), role.c_str(),
-                p.ratio(), d.ratio());
+    const auto l = static_cast<size_t>(r.layer);
+    EXPECT_LE(p.ratio(), bound.prefill[l]) << "block " << r.layer << " (" << role << ") prefill";
+    EXPECT_LE(d.ratio(), bound.decode[l]) << "block " << r.layer << " (" << role << ") decode";
+    std::printf("%5lld %-18s %11.3e %11.1e %11.3e %11.1e\n", static_cast<long long>(r.layer),
+                role.c_str(), p.ratio(), bound.prefill[l], d.ratio(), bound.decode[l]);
     check_ids(g, r.layer, experts, topk, cands);
   }
   EXPECT_GE(experts.value(), kIdMatch) << "expert ids";

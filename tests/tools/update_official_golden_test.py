@@ -77,6 +77,9 @@ class UpdateOfficialGolden(unittest.TestCase):
         self.assertEqual(m["cases"]["flash-tiny"]["sha256"],
                          {n: digest(d) for n, d in self.shards.items()})
         self.assertEqual(m["decode_defect"]["flash-tiny"], self.defect)
+        # the old golden's order noise does not carry over (official_order_noise.py measures anew)
+        self.assertIn("order_noise", self.committed["cases"]["flash-tiny"])
+        self.assertNotIn("order_noise", m["cases"]["flash-tiny"])
         self.assertIn("torch 2.11.0+cu130, 16 threads", m["made_by"])
         # the other case and the official hashes are untouched
         self.assertEqual(m["cases"]["test-official"], self.committed["cases"]["test-official"])
