@@ -294,7 +294,12 @@ TEST(SessionResume, ThinkingTurnsCutTheLiveKvBackToThePromptEnd) {
     const SessionTurn back = chat.send("And then?", t);
     const GenerationStats& s = back.turn.generation.stats;
     EXPECT_EQ(s.reused_ssd_tokens + s.reused_pool_tokens, mark);
-    EXPECT_GT(s.reused_pool_tokens, 0);
+    // The pool serves the rows past the last whole block; a mark at a block's end (the answers'
+    // lengths decide: the 2143-step demo model's land there) takes everything from the SSD.
+    if (mark % kBlock != 0)
+      EXPECT_GT(s.reused_pool_tokens, 0);
+    else
+      EXPECT_EQ(s.reused_ssd_tokens, mark);
     EXPECT_EQ(s.replayed_tokens, 0);
     // Its rows below the mark were computed turn by turn, as history_answer computes them.
     EXPECT_EQ(answer_ids(back.turn.generation),
