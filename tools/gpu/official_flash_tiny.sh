@@ -7,7 +7,8 @@
 #   flash-tiny-blocks.safetensors  flash-tiny-manifest.json  flash-tiny-decode-defect.json
 #   official_flash_tiny.log        (and flash-tiny-diag.safetensors, diagnosis only)
 # Then, on the development machine, `python3 tools/update_official_golden.py FILES_AT` checks
-# them and puts them in tests/data/goldens/official/.
+# them and puts them in tests/data/goldens/official/, and `/usr/bin/python3
+# tools/official_order_noise.py` measures the new golden's summation-order noise.
 # Run from the root of a source tree: `OUT=... bash tools/gpu/official_flash_tiny.sh`.
 # Environment: OUT (required); OFFICIAL, the official inference/ copy (default
 # .official/inference); MODEL (default assets/models/flash-tiny); THREADS (default nproc);

@@ -15,7 +15,8 @@
 #   /usr/bin/python3 tools/train/train.py --settings S --resume FILES_AT/resume --minutes 0 \
 #     --no-save --export DIR          # the same shards as goldens/sha.txt
 #   tar xzf FILES_AT/goldens.tgz -C /tmp && python3 tools/update_official_golden.py /tmp/goldens
-# (the latter once the shards are in assets/models/flash-tiny). Needs .official/inference in
+#   /usr/bin/python3 tools/official_order_noise.py   # the new golden's summation-order noise
+# (the last two once the shards are in assets/models/flash-tiny). Needs .official/inference in
 # the call's carry. DURATION leaves room for the export and goldens: 7m in a 600 s call. Exit
 # status: the training's, or 2 when only the official run failed (resume/ is still complete).
 set -uo pipefail
