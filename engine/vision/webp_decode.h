@@ -1,5 +1,5 @@
-// WebP still images to 8-bit RGB through libwebp. A build without libwebp (the GPU machine has no
-// libwebp headers) links engine/vision/webp_absent instead, whose functions say so.
+// WebP still images to 8-bit RGB through libwebp. A build without libwebp (it is not on the GPU
+// machine's package list) links engine/vision/webp_absent instead, whose functions say so.
 #pragma once
 
 #include <cstdint>

@@ -58,7 +58,7 @@ TEST_P(TinyFormats, DecodesExactColours) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, TinyFormats, ::testing::Values("png", "bmp", "gif", "tga"));
 
-// WebP needs libwebp in the build (setup.sh installs it; the GPU machine's build has none).
+// WebP needs libwebp in the build (setup.sh installs it); a build without it skips these.
 class WebpDecode : public ::testing::Test {
  protected:
   void SetUp() override {
