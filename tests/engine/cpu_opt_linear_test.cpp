@@ -144,10 +144,14 @@ TEST_P(CpuOptLinearTest, Fp4DecodeMatchesTheReferenceAtEveryRowCountAndScale) {
         }
 }
 
+// wo_a's order: one chain over K even for its FP8 tensor (a BF16 einsum in the official code). The
+// last case, a prompt's rows at the test-dspark shapes, failed while the FP8 rows were summed by
+// K-block of 32 (2026-12-07: its BF16 roundings then differ in a few values).
 TEST_P(CpuOptLinearTest, GroupedLinearMatchesTheReference) {
   for (const auto& [groups, n, in_g, out_g, f] :
        {std::tuple{2, 1, 96, 16, WeightFormat::Fp8Block},
-        std::tuple{4, 5, 64, 8, WeightFormat::Bf16}, std::tuple{3, 2, 37, 5, WeightFormat::F32}}) {
+        std::tuple{4, 5, 64, 8, WeightFormat::Bf16}, std::tuple{3, 2, 37, 5, WeightFormat::F32},
+        std::tuple{2, 37, 256, 64, WeightFormat::Fp8Block}}) {
     Rng rng(static_cast<uint32_t>(groups * 10 + n));
     LinearWeight w = weight(f, groups * out_g, in_g, rng);
     const auto x = rng.bf16s(static_cast<size_t>(n * groups * in_g), 2.0f);

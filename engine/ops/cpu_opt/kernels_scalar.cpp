@@ -22,7 +22,7 @@ void act_quant_row(const float* x, int64_t k, float* out) {
 void linear_rows(const LinearJob& j, int64_t o_begin, int64_t o_end) {
   const int64_t k = j.w->in;
   std::vector<float> wrow(static_cast<size_t>(k));
-  const bool blocked = cpu::accumulates_by_block(*j.w);
+  const bool blocked = cpu::accumulates_by_block(*j.w) && !j.one_chain;
   for (int64_t o = o_begin; o < o_end; ++o) {
     cpu::dequantize_weight_row(*j.w, o, wrow.data());
     for (int64_t i = 0; i < j.n; ++i) {

@@ -65,6 +65,12 @@ struct Fp8Unscaled : Fp8Format {
   }
 };
 
+// FP8 weights summed in one chain over K, as BF16 ones (LinearJob::one_chain).
+struct Fp8OneChain : Fp8Format {
+  static constexpr bool kBlocked = false;
+  explicit Fp8OneChain(const LinearWeight& w) : Fp8Format(w) {}
+};
+
 struct Fp4Format {
   static constexpr bool kBlocked = true;
   explicit Fp4Format(const LinearWeight& w)
@@ -93,6 +99,11 @@ struct Fp4Format {
     }
     return _mm256_loadu_ps(tmp);
   }
+};
+
+struct Fp4OneChain : Fp4Format {
+  static constexpr bool kBlocked = false;
+  explicit Fp4OneChain(const LinearWeight& w) : Fp4Format(w) {}
 };
 
 struct Bf16Format {
@@ -481,9 +492,11 @@ void linear_rows(const LinearJob& j, int64_t o_begin, int64_t o_end) {
   switch (w.format) {
     case WeightFormat::Fp8Block:
       if (w.block != 32) unsupported_weight(w);
+      if (j.one_chain) return run_rows(Fp8OneChain{w}, j, o_begin, o_end);
       return run_fp8(Fp8Format{w}, j, o_begin, o_end);
     case WeightFormat::Fp4Row:
       if (w.block != 32 || w.in % 32 != 0) unsupported_weight(w);
+      if (j.one_chain) return run_rows(Fp4OneChain{w}, j, o_begin, o_end);
       return run_rows(Fp4Format{w}, j, o_begin, o_end);
     case WeightFormat::Bf16:
       return run_rows(Bf16Format{w}, j, o_begin, o_end);

@@ -283,7 +283,8 @@ void fp4_rows(const Fp4Weight& w, const LinearJob& j, int64_t o_begin, int64_t o
 
 void linear_rows(const LinearJob& j, int64_t o_begin, int64_t o_end) {
   const LinearWeight& w = *j.w;
-  if (w.format != WeightFormat::Fp4Row || j.n > 2) return avx2::linear_rows(j, o_begin, o_end);
+  if (w.format != WeightFormat::Fp4Row || j.n > 2 || j.one_chain)
+    return avx2::linear_rows(j, o_begin, o_end);
   if (w.block != 32 || w.in % 32 != 0) unsupported_weight(w);
   const Fp4Weight f{w.data.bytes(), w.scale.bytes(), w.in};
   if (j.n == 1)

@@ -38,6 +38,9 @@ struct LinearJob {
   float* y = nullptr;
   int64_t y_stride = 0;
   bool round_bf16 = true;
+  // One chain over K whatever the weight's format (a BF16 einsum's order: wo_a, whose FP8 tensor
+  // the official code dequantises to BF16), rather than FP8 / FP4's sums by K-block of 32.
+  bool one_chain = false;
 };
 
 struct Kernels {

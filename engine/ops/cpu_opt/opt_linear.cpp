@@ -64,8 +64,9 @@ void CpuOptimizedBackend::grouped_linear(const Tensor& x, const LinearWeight& w,
       std::memcpy(&slices[(g * n + i) * ks], xd + i * x_cols + g * in_g,
                   static_cast<size_t>(in_g) * sizeof(float));
   std::vector<cpu_opt::LinearJob> jobs;
+  // One chain over K as the reference's grouped linear (cpu::dot): wo_a is a BF16 einsum.
   for (int64_t g = 0; g < groups; ++g)
-    jobs.push_back({&slices[g * n * ks], n, ks, &w, y.data<float>(), out, true});
+    jobs.push_back({&slices[g * n * ks], n, ks, &w, y.data<float>(), out, true, true});
   std::vector<LinearTask> tasks;
   for (int64_t g = 0; g < groups; ++g)
     add_linear_tasks(jobs[static_cast<size_t>(g)], g * out_g, (g + 1) * out_g, tasks);
