@@ -58,6 +58,45 @@ TEST_P(EngramTest, GateMatchesDoublePrecisionAndMaskedRowsStay) {
   }
 }
 
+// The rule's bits (docs/numerics.md "Engram"): FP32 products, their sums correctly rounded to
+// FP32, then FP32 arithmetic. An FP32 running sum lands an ulp or more off on many of these rows,
+// and across 64K stream values some then round to the other BF16 neighbour: the flip that moved
+// the 2324-step flash-tiny's block 1 by 2e-2 against the official code.
+TEST_P(EngramTest, GateSumsAreCorrectlyRounded) {
+  const int64_t n = 64, hc = 4, d = 256;
+  const auto x = bf16_values(static_cast<size_t>(n * hc * d), 11, 3.0f);
+  const auto kv = bf16_values(static_cast<size_t>(n * (hc + 1) * d), 12, 2.0f);
+  const auto qw = bf16_values(static_cast<size_t>(hc * d), 13, 1.0f);
+  const auto kw = bf16_values(static_cast<size_t>(hc * d), 14, 1.0f);
+  const float eps = 1e-6f;
+  Tensor X = f32(Shape{n, hc, d}, x);
+  be().engram_update(X, f32(Shape{n, (hc + 1) * d}, kv), f32(Shape{hc, d}, qw),
+                     f32(Shape{hc, d}, kw), {}, eps);
+  const auto got = host<float>(X);
+  int64_t differing = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < hc; ++k) {
+      const float* xs = &x[(i * hc + k) * d];
+      const float* key = &kv[(i * (hc + 1) + k) * d];
+      const float* value = &kv[(i * (hc + 1) + hc) * d];
+      long double dot = 0, mx = 0, mk = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        const float w = qw[k * d + j] * kw[k * d + j];
+        dot += static_cast<long double>(xs[j] * w * key[j]);
+        mx += static_cast<long double>(xs[j] * xs[j]);
+        mk += static_cast<long double>(key[j] * key[j]);
+      }
+      const float rx = 1.0f / std::sqrt(static_cast<float>(mx / d) + eps);
+      const float rk = 1.0f / std::sqrt(static_cast<float>(mk / d) + eps);
+      const float g = static_cast<float>(dot) * rx * rk * (1.0f / 16.0f);  // D^-1/2, D = 256
+      const float mag = std::sqrt(std::max(std::fabs(g), 1e-6f));
+      const float gate = 1.0f / (1.0f + std::exp(g < 0 ? mag : -mag));
+      for (int64_t j = 0; j < d; ++j)
+        differing += got[(i * hc + k) * d + j] != round_bf16(xs[j] + gate * value[j]);
+    }
+  EXPECT_EQ(differing, 0) << "of " << n * hc * d << " stream values";
+}
+
 FD_BACKEND_TEST_SUITE(EngramTest);
 
 }  // namespace

@@ -41,11 +41,18 @@ void CpuReferenceBackend::engram_update(Tensor& X, const Tensor& kv, const Tenso
     for (int64_t k = 0; k < hc; ++k) {
       float* x = X.data<float>() + (i * hc + k) * d;
       const float* key = kv.data<float>() + i * (hc + 1) * d + k * d;
-      float dot = 0.0f;
-      for (int64_t j = 0; j < d; ++j) dot += x[j] * (qw[k * d + j] * kw[k * d + j]) * key[j];
-      const float rx = 1.0f / std::sqrt(cpu::dot(x, x, d) / static_cast<float>(d) + eps);
-      const float rk = 1.0f / std::sqrt(cpu::dot(key, key, d) / static_cast<float>(d) + eps);
-      dot = dot * rx * rk * inv_sqrt_d;
+      // The three sums correctly rounded (FP64, rounded once), as the oracle's: one ulp of the
+      // gate moves a stream value across a BF16 boundary, and that value reaches the window's
+      // FP8 keys and every later query's attention (docs/numerics.md "Engram").
+      double dot_sum = 0, xx = 0, kk = 0;
+      for (int64_t j = 0; j < d; ++j) {
+        dot_sum += static_cast<double>(x[j] * (qw[k * d + j] * kw[k * d + j]) * key[j]);
+        xx += static_cast<double>(x[j] * x[j]);
+        kk += static_cast<double>(key[j] * key[j]);
+      }
+      const float rx = 1.0f / std::sqrt(static_cast<float>(xx / static_cast<double>(d)) + eps);
+      const float rk = 1.0f / std::sqrt(static_cast<float>(kk / static_cast<double>(d)) + eps);
+      float dot = static_cast<float>(dot_sum) * rx * rk * inv_sqrt_d;
       const float mag = std::sqrt(std::max(std::fabs(dot), 1e-6f));
       const float gate = masked ? 0.0f : cpu::sigmoid(dot < 0 ? -mag : (dot > 0 ? mag : 0.0f));
       for (int64_t j = 0; j < d; ++j) x[j] = flashdesk::round_bf16(x[j] + gate * value[j]);

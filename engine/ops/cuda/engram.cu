@@ -34,24 +34,26 @@ __global__ void engram_update_kernel(S* X, const float* kv, const float* qw, con
                                      const uint8_t* masked, int64_t hc, int64_t d, float eps,
                                      float inv_sqrt_d) {
   FD_GRID_PROLOGUE();
-  __shared__ float scratch[32];
+  __shared__ double scratch[32];
   const int64_t row = blockIdx.x / hc, k = blockIdx.x % hc;
   S* x = X + (row * hc + k) * d;
   const float* key = kv + row * (hc + 1) * d + k * d;
   const float* value = kv + row * (hc + 1) * d + hc * d;
-  float dot = 0.0f, xx = 0.0f, kk = 0.0f;
+  // FP32 products, summed in FP64 and rounded once: the reference's correctly rounded sums
+  // (engine/ops/cpu/engram.cpp says why the gate needs them).
+  double dot_sum = 0, xx = 0, kk = 0;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
     const float xj = load_stream(x + j);
-    dot += __fmul_rn(__fmul_rn(xj, __fmul_rn(qw[k * d + j], kw[k * d + j])), key[j]);
-    xx += xj * xj;
-    kk += key[j] * key[j];
+    dot_sum += __fmul_rn(__fmul_rn(xj, __fmul_rn(qw[k * d + j], kw[k * d + j])), key[j]);
+    xx += __fmul_rn(xj, xj);
+    kk += __fmul_rn(key[j], key[j]);
   }
-  dot = block_sum(dot, scratch);
+  dot_sum = block_sum(dot_sum, scratch);
   xx = block_sum(xx, scratch);
   kk = block_sum(kk, scratch);
-  const float rx = 1.0f / sqrtf(xx / static_cast<float>(d) + eps);
-  const float rk = 1.0f / sqrtf(kk / static_cast<float>(d) + eps);
-  dot = dot * rx * rk * inv_sqrt_d;
+  const float rx = 1.0f / sqrtf(static_cast<float>(xx / static_cast<double>(d)) + eps);
+  const float rk = 1.0f / sqrtf(static_cast<float>(kk / static_cast<double>(d)) + eps);
+  float dot = static_cast<float>(dot_sum) * rx * rk * inv_sqrt_d;
   const float mag = sqrtf(fmaxf(fabsf(dot), 1e-6f));
   const bool off = masked && masked[row];
   const float gate = off ? 0.0f : 1.0f / (1.0f + expf(-(dot < 0 ? -mag : (dot > 0 ? mag : 0.0f))));

@@ -30,6 +30,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
 }
+// FP64 partials for sums that must come out correctly rounded once narrowed to FP32 (Engram's
+// gate; docs/numerics.md "Engram"): any order of FP64 adds of a few hundred FP32 terms does.
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
 __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
   return v;
@@ -69,6 +75,16 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   float total = 0.0f;
+  for (unsigned w = 0; w < warps; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+__device__ __forceinline__ double block_sum(double v, double* scratch) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0.0;
   for (unsigned w = 0; w < warps; ++w) total += scratch[w];
   __syncthreads();
   return total;
