@@ -17,8 +17,8 @@ QString demo_text() {
       "back in the chat (<i>Hi! My name is Quinn.</i> … <i>What is my name?</i>)</li>"
       "<li>4-digit <b>arithmetic</b> with its thinking shown: <i>What is 4821 + 1367?</i> (the "
       "thinking grows with the reasoning effort)</li>"
-      "<li>a <b>picture</b> of simple shapes (drop or paste it here, or press Image…): <i>How many "
-      "circles?</i> (assets/examples/shapes.png)</li>"
+      "<li>a <b>picture</b> of simple shapes (drop or paste it here, or press Image…): <i>What "
+      "colour is the triangle?</i> (assets/examples/shapes.png)</li>"
       "<li>repeating a list: <i>Please repeat after me: Ruth, Calgary, fox</i></li></ul>");
 }
 

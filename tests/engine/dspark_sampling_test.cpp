@@ -45,14 +45,21 @@ constexpr int64_t kAnswers = 300;
 constexpr float kTemperature = 0.8f, kTopP = 0.95f;
 
 // Prose openings (the demo model saw Debian's English texts) that forced_signal chooses from.
-constexpr const char* kPrompts[] = {"Once upon a time, a cat", "In the beginning God created",
-                                    "The quick brown fox",     "The sun rose over the",
-                                    "I like to eat",           "The little dog ran"};
+constexpr const char* kPrompts[] = {"Once upon a time, a cat",
+                                    "In the beginning God created",
+                                    "The quick brown fox",
+                                    "The sun rose over the",
+                                    "I like to eat",
+                                    "The little dog ran",
+                                    "It was a dark and stormy night",
+                                    "The old man walked to the",
+                                    "There was once a little girl"};
 constexpr int64_t kFirstRoundDrafts = 2;
 // Below this the forced arm hardly tests the rejection branch. Measured with the residual drawn
 // from p on purpose, on the flash-tiny of 1644 steps and on a later training (1827 steps): the
 // prompts of this list under which it went unnoticed had 0.02 and 0.17, those that caught it
-// 0.16-0.31 (the chosen one, "The quick brown fox", 0.31 and 0.26).
+// 0.16-0.31 (the chosen one, "The quick brown fox", 0.31 and 0.26). On the 2324-step model the
+// first six reach at most 0.18; the last three were added then (0.31, 0.28 and 0.21).
 constexpr double kMinSignal = 0.2;
 
 // The 1 - alpha quantile of chi-square with df degrees of freedom (Wilson-Hilferty), for the
