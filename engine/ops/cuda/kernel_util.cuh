@@ -26,13 +26,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 
 // Butterfly sums and maxima over the 32 lanes: every lane ends with the same value, combined in
 // the same order on every run.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-// FP64 partials for sums that must come out correctly rounded once narrowed to FP32 (Engram's
+// float, or double for sums that must come out correctly rounded once narrowed to FP32 (Engram's
 // gate; docs/numerics.md "Engram"): any order of FP64 adds of a few hundred FP32 terms does.
-__device__ __forceinline__ double warp_sum(double v) {
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
 }
@@ -69,22 +66,13 @@ __device__ __forceinline__ void rope_pair(float* v, int64_t pos, float inv_freq,
   rope_rotate(v, c, s);
 }
 
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
+template <class T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   v = warp_sum(v);
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float total = 0.0f;
-  for (unsigned w = 0; w < warps; ++w) total += scratch[w];
-  __syncthreads();
-  return total;
-}
-__device__ __forceinline__ double block_sum(double v, double* scratch) {
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  double total = 0.0;
+  T total = 0;
   for (unsigned w = 0; w < warps; ++w) total += scratch[w];
   __syncthreads();
   return total;
