@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far summation order alone moves each block of an official golden: the PyTorch oracle
-(tools/ref_logits.py) fed the golden's block inputs twice, once with correctly rounded sums (the
-engine's rule) and once with FP32 sums in torch's order (`--fp32-sums`, as the official code adds
+(tools/ref_logits.py) fed the golden's block inputs twice, once with correctly rounded sums (which the
+engine's fixed FP32 orders approximate) and once with FP32 sums in torch's order (`--fp32-sums`, as the official code adds
 up), exact prefill and the golden's teacher-forced decode ids; each block's error between the two
 runs, by the test's measure (tools/compare_logits.py), for the prefill rows and the decode rows.
 Written into the golden's manifest case as `order_noise`, which GoldenOfficial

@@ -6,8 +6,9 @@
 // must be within kBlockRelErr of the official one, RMS(engine - official) / RMS(official update),
 // for the prefill rows and for the decode rows, each asserted on its own; or within
 // kOrderNoiseFactor times the block's order noise where the manifest measured more (the
-// official code sums in torch's FP32 order, the engine correctly rounded: on some weights a block
-// moves by more than kBlockRelErr between the two, tools/official_order_noise.py).
+// official code sums in torch's FP32 order, the engine in fixed orders near the correctly
+// rounded sums: on some weights a block moves by more than kBlockRelErr between the two,
+// tools/official_order_noise.py).
 //
 // Caches are compared, then set to the official values, before each decode step reads them: a
 // cached value on the other side of a rounding tie (the official BF16 GEMMs sum in another order)
@@ -47,8 +48,8 @@ namespace {
 
 constexpr double kBlockRelErr = 5e-3;
 // Where the official code's own summation order moves a block by more (FP32 sums in torch's
-// order against the correctly rounded sums the engine follows; the manifest case's order_noise,
-// tools/official_order_noise.py), the block may differ by this many times that noise.
+// order against the correctly rounded sums the engine's orders approximate; the manifest case's
+// order_noise, tools/official_order_noise.py), the block may differ by this many times that noise.
 constexpr double kOrderNoiseFactor = 1.5;
 constexpr double kIdMatch = 0.99;
 constexpr double kLogitsRelRms = 1e-2;

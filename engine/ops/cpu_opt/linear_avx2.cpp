@@ -65,12 +65,6 @@ struct Fp8Unscaled : Fp8Format {
   }
 };
 
-// FP8 weights summed in one chain over K, as BF16 ones (LinearJob::one_chain).
-struct Fp8OneChain : Fp8Format {
-  static constexpr bool kBlocked = false;
-  explicit Fp8OneChain(const LinearWeight& w) : Fp8Format(w) {}
-};
-
 struct Fp4Format {
   static constexpr bool kBlocked = true;
   explicit Fp4Format(const LinearWeight& w)
@@ -101,9 +95,12 @@ struct Fp4Format {
   }
 };
 
-struct Fp4OneChain : Fp4Format {
+// A block-summed format (FP8, FP4) summed in one chain over K instead, as BF16 weights are
+// (LinearJob::one_chain).
+template <class F>
+struct OneChain : F {
   static constexpr bool kBlocked = false;
-  explicit Fp4OneChain(const LinearWeight& w) : Fp4Format(w) {}
+  explicit OneChain(const LinearWeight& w) : F(w) {}
 };
 
 struct Bf16Format {
@@ -492,11 +489,11 @@ void linear_rows(const LinearJob& j, int64_t o_begin, int64_t o_end) {
   switch (w.format) {
     case WeightFormat::Fp8Block:
       if (w.block != 32) unsupported_weight(w);
-      if (j.one_chain) return run_rows(Fp8OneChain{w}, j, o_begin, o_end);
+      if (j.one_chain) return run_rows(OneChain<Fp8Format>{w}, j, o_begin, o_end);
       return run_fp8(Fp8Format{w}, j, o_begin, o_end);
     case WeightFormat::Fp4Row:
       if (w.block != 32 || w.in % 32 != 0) unsupported_weight(w);
-      if (j.one_chain) return run_rows(Fp4OneChain{w}, j, o_begin, o_end);
+      if (j.one_chain) return run_rows(OneChain<Fp4Format>{w}, j, o_begin, o_end);
       return run_rows(Fp4Format{w}, j, o_begin, o_end);
     case WeightFormat::Bf16:
       return run_rows(Bf16Format{w}, j, o_begin, o_end);
