@@ -1,6 +1,7 @@
 """The development set's styled cells (tools/demo/dev_styles.py): the development set's pictures
 and questions, each picture drawn in a style of training's other styles, one file per picture
-for both cells, the same run for run."""
+for both cells of a family, the same run for run; the radii family the styled one's pictures
+with other radii."""
 
 import json
 import os
@@ -41,7 +42,7 @@ class DevStylesTest(unittest.TestCase):
     def setUpClass(cls):
         cls.out, cls.items = _run()
         cls.cells = {kind: [it for it in cls.items if it["meta"]["question_kind"] == kind]
-                     for kind, _ in dev_styles.CELLS}
+                     for kind, _, _ in dev_styles.CELLS}
 
     def test_the_same_run_for_run(self):
         out, items = _run()
@@ -54,9 +55,14 @@ class DevStylesTest(unittest.TestCase):
         plain = list(make_eval.image_items(N, 0, tempfile.mkdtemp()))
         worded = list(make_eval.wording_items(N, 0))
         styles, styles_wording = self.cells["styles"], self.cells["styles_wording"]
-        self.assertEqual(len(styles), len(plain))
-        self.assertEqual(len(styles_wording), len(worded))
-        for mine, theirs in list(zip(styles, plain)) + list(zip(styles_wording, worded)):
+        radii, radii_wording = self.cells["radii"], self.cells["radii_wording"]
+        for cell in (styles, radii):
+            self.assertEqual(len(cell), len(plain))
+        for cell in (styles_wording, radii_wording):
+            self.assertEqual(len(cell), len(worded))
+        by_source = (((styles, radii), plain), ((styles_wording, radii_wording), worded))
+        pairs = [(mine, theirs) for cells, others in by_source for cell in cells for mine, theirs in zip(cell, others)]
+        for mine, theirs in pairs:
             self.assertEqual(_question(mine), _question(theirs))
             self.assertEqual((mine["expected"], mine["distractors"]), (theirs["expected"], theirs["distractors"]))
             asked = theirs["meta"].get("asked_kind", theirs["meta"]["question_kind"])  # the wording cell says
@@ -66,10 +72,11 @@ class DevStylesTest(unittest.TestCase):
         self.assertGreater(differ, len(styles) // 2)
 
     def test_pictures_are_styled_and_shared_by_the_cells(self):
-        for a, b in zip(self.cells["styles"], self.cells["styles_wording"]):
-            self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
+        for first, second in (("styles", "styles_wording"), ("radii", "radii_wording")):
+            for a, b in zip(self.cells[first], self.cells[second]):
+                self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
         files = os.listdir(os.path.join(self.out, "images"))
-        self.assertEqual(len(files), len(self.cells["styles"]))
+        self.assertEqual(len(files), len(self.cells["styles"]) + len(self.cells["radii"]))
         seen = set()
         for it in self.cells["styles"]:
             style, picture = it["meta"]["style"], _picture(self.out, it)
@@ -85,6 +92,17 @@ class DevStylesTest(unittest.TestCase):
             plain = shapes.render_scene(scene, side)
             self.assertFalse(picture.shape == plain.shape and np.array_equal(picture, plain), it["id"])
         self.assertGreaterEqual(seen, {"canvas", "tint", "blur", "noise"})
+
+    def test_the_radii_family_differs_from_the_styled_one_in_its_radii_only(self):
+        for styled, varied in zip(self.cells["styles"], self.cells["radii"]):
+            self.assertEqual(styled["meta"]["style"], varied["meta"]["style"])
+            k = int(varied["id"].rsplit("-", 1)[1])
+            scene = shapes.generate(derive_seed("eval", "image", 0, k), mode="thinking", effort=75, n_questions=1,
+                                    radius_share=1.0).meta["scene"]
+            for o in scene["objects"]:
+                lo, hi = shapes.RADIUS_RANGES[o["size"]]
+                self.assertTrue(lo <= o["radius"] <= hi, o)
+            self.assertFalse(np.array_equal(_picture(self.out, styled), _picture(self.out, varied)), varied["id"])
 
     def test_a_later_run_leaves_no_picture_of_an_earlier_one(self):
         out = tempfile.mkdtemp()

@@ -185,6 +185,29 @@ class ShapesTest(unittest.TestCase):
         self.assertAlmostEqual(small / total, 0.8, delta=0.05)
         self.assertEqual(repr(shapes.generate(5, small_share=None).messages), repr(shapes.generate(5).messages))
 
+    def test_radius_share_varies_radii_inside_cells_and_ranges(self):
+        varied = 0
+        for seed in range(120):
+            s = shapes.generate(seed, radius_share=0.5)
+            plain = shapes.generate(seed)
+            # the questions, answers and the other streams are the plain sample's
+            self.assertEqual(repr(s.messages), repr(plain.messages))
+            scene, img = s.meta["scene"], s.images[0]
+            if "radius" not in scene["objects"][0]:
+                self.assertTrue(np.array_equal(img, plain.images[0]))
+                continue
+            varied += 1
+            by_cell = {cell: side for _, cell, side, _ in objects_from_pixels(img)}
+            # every object found whole in its own cell, its drawn side within its size's range
+            self.assertEqual(sorted(by_cell), sorted(tuple(o["cell"]) for o in scene["objects"]))
+            for o in scene["objects"]:
+                lo, hi = shapes.RADIUS_RANGES[o["size"]]
+                self.assertTrue(lo <= o["radius"] <= hi, (seed, o))
+                # the shapes' bounding boxes span 1.6-2 radii of a 56 px cell; ranges 0.15-0.27 and 0.33-0.46
+                self.assertEqual(o["size"] == "large", by_cell[tuple(o["cell"])] > 31, (seed, o))
+        self.assertAlmostEqual(varied / 120, 0.5, delta=0.12)
+        self.assertEqual(repr(shapes.generate(5, radius_share=0.0).meta), repr(shapes.generate(5).meta))
+
     def test_sizes_and_soft_edges(self):
         drawn, soft = set(), 0
         for seed in range(120):

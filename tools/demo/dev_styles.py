@@ -15,6 +15,10 @@ looking at the sealed set:
 Both cells show the same styled picture (the style stream is the picture's own, not the
 question's). meta: question_kind ("styles" or "styles_wording"), asked_kind (the kind of question
 asked), style (what styled_picture drew) and image_size (the scene square's side).
+Two more cells, "radii" and "radii_wording", ask the same questions about the same styled
+pictures with each shape's radius drawn from its size's range (shapes.generate's radius_share):
+the shapes of other sizes that a picture drawn elsewhere has, where training drew one radius a
+size. The radius stream is the picture's own too, so the two families differ in the radii only.
 
 Written at run time, not committed with the development set: the noisy pictures take about 9 MB
 as PNG.
@@ -32,20 +36,24 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from demo import png  # noqa: E402
 from demo.make_eval import _eval_pictures, _item, write_items  # noqa: E402
 
-CELLS = (("styles", {}), ("styles_wording", {"grammar_share": 1.0, "wording_split": "dev"}))
+DEV_WORDING = {"grammar_share": 1.0, "wording_split": "dev"}
+# (cell, picture family, generator options): a family's pictures are one set of files
+CELLS = (("styles", "styled", {}), ("styles_wording", "styled", DEV_WORDING),
+         ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)))
 
 
-def styled_items(n, seed, out_dir, kind, options, drawn):
+def styled_items(n, seed, out_dir, kind, options, drawn, family="styled"):
     """Items of one cell: make_eval's eval pictures k < n (describe questions left out) drawn with
-    style_share 1.0, each picture written once, as images/styled-K.png. drawn: {k: picture} of
-    the cells before, which this cell's pictures must equal (one file serves every cell)."""
+    style_share 1.0, each picture written once, as images/FAMILY-K.png. drawn: {(family, k):
+    picture} of the cells before, which this cell's pictures must equal (one file serves every cell
+    of a family)."""
     os.makedirs(os.path.join(out_dir, "images"), exist_ok=True)
     for k, s in _eval_pictures(n, seed, style_share=1.0, **options):
-        rel = f"images/styled-{k}.png"
-        if k not in drawn:
-            drawn[k] = s.images[0]
+        rel = f"images/{family}-{k}.png"
+        if (family, k) not in drawn:
+            drawn[family, k] = s.images[0]
             png.write_png(os.path.join(out_dir, rel), s.images[0])
-        elif not np.array_equal(drawn[k], s.images[0]):
+        elif not np.array_equal(drawn[family, k], s.images[0]):
             raise AssertionError(f"dev_styles: picture {k} of cell {kind} differs from the one written")
         item = _item(s, f"image-{kind}-{k}", [rel])
         item["meta"].update(question_kind=kind, asked_kind=s.meta["question_kind"])
@@ -59,10 +67,12 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="make_eval's --seed")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    for old in glob.glob(os.path.join(args.out, "images", "styled-*.png")):  # an earlier run's
-        os.remove(old)
+    for family in sorted({family for _, family, _ in CELLS}):  # an earlier run's pictures
+        for old in glob.glob(os.path.join(args.out, "images", f"{family}-*.png")):
+            os.remove(old)
     drawn = {}
-    write_items(args.out, [styled_items(args.n, args.seed, args.out, kind, options, drawn) for kind, options in CELLS])
+    write_items(args.out, [styled_items(args.n, args.seed, args.out, kind, options, drawn, family)
+                           for kind, family, options in CELLS])
 
 
 if __name__ == "__main__":

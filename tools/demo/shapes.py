@@ -25,6 +25,9 @@ POSITIONS = (("top left", "top", "top right"), ("left", "centre", "right"),
              ("bottom left", "bottom", "bottom right"))
 ALL_POSITIONS = [p for row in POSITIONS for p in row]
 SIZES = {"small": 0.22, "large": 0.42}  # radius as a fraction of the cell side
+# radius_share (issue 21): an object's radius drawn from its size's range instead of SIZES' one
+# value. The ranges stay apart, so "small" and "large" still name every object without doubt.
+RADIUS_RANGES = {"small": (0.15, 0.27), "large": (0.33, 0.46)}
 DEFAULT_SIZE = 168
 
 
@@ -80,7 +83,7 @@ def render_scene(scene, size=DEFAULT_SIZE):
         row, col = obj["cell"]
         cx = (col + 0.5) * cell + obj["jitter"][0] * cell
         cy = (row + 0.5) * cell + obj["jitter"][1] * cell
-        r = SIZES[obj["size"]] * cell
+        r = obj.get("radius", SIZES[obj["size"]]) * cell
         img[shape_mask(obj["shape"], xs, ys, cx, cy, r)] = SHAPE_COLOURS[obj["colour"]]
     return img
 
@@ -387,10 +390,22 @@ DESCRIBE_QUESTIONS = ("What is in the image?", "Describe the image.", "What do y
 DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the scene first
 
 
+def _vary_radii(scene, rng):
+    """Each object's radius drawn uniformly from RADIUS_RANGES of its size, its jitter rescaled to
+    the new radius's slack so it stays inside its cell (as _redraw_sizes does). Every training
+    picture had one radius a size, while a picture drawn elsewhere has shapes of any size."""
+    for o in scene["objects"]:
+        lo, hi = RADIUS_RANGES[o["size"]]
+        radius = round(lo + rng.random() * (hi - lo), 3)
+        scale = (0.5 - radius - 0.04) / (0.5 - SIZES[o["size"]] - 0.04)
+        o["jitter"] = tuple(round(j * scale, 3) for j in o["jitter"])
+        o["radius"] = radius
+
+
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
              sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0,
-             grammar_share=0.0, wording_split="training"):
+             grammar_share=0.0, wording_split="training", radius_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -425,6 +440,9 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     the engine resizes: the trainer letterboxes them as the engine does
     (tools/demo/image_preprocess.py). meta["style"] says what was drawn; meta["image_size"] is the
     scene square's side.
+    radius_share: the share of pictures whose objects have radii drawn from their size's range
+    (`_vary_radii`, a stream of its own; the questions and answers are the plain sample's, which
+    never depend on a radius).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -437,6 +455,10 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     scene = random_scene(rng)
     if small_share is not None:
         _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)
+    if radius_share:
+        radii = Rng(derive_seed("shapes-radius", seed))
+        if radii.chance(radius_share):
+            _vary_radii(scene, radii)
     chosen = mode is not None or effort is not None
     mode = mode or ("thinking" if rng.chance(0.7) else "chat")
     effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None
