@@ -1,7 +1,7 @@
 """The development set's styled cells (tools/demo/dev_styles.py): the development set's pictures
 and questions, each picture drawn in a style of training's other styles, one file per picture
-for both cells of a family, the same run for run; the radii family the styled one's pictures
-with other radii."""
+for both cells of a family, the same run for run; the radii and shades families the styled one's
+pictures with other radii or shades."""
 
 import json
 import os
@@ -55,12 +55,13 @@ class DevStylesTest(unittest.TestCase):
         plain = list(make_eval.image_items(N, 0, tempfile.mkdtemp()))
         worded = list(make_eval.wording_items(N, 0))
         styles, styles_wording = self.cells["styles"], self.cells["styles_wording"]
-        radii, radii_wording = self.cells["radii"], self.cells["radii_wording"]
-        for cell in (styles, radii):
+        firsts = [self.cells[kind] for kind in ("styles", "radii", "shades")]
+        seconds = [self.cells[kind] for kind in ("styles_wording", "radii_wording", "shades_wording")]
+        for cell in firsts:
             self.assertEqual(len(cell), len(plain))
-        for cell in (styles_wording, radii_wording):
+        for cell in seconds:
             self.assertEqual(len(cell), len(worded))
-        by_source = (((styles, radii), plain), ((styles_wording, radii_wording), worded))
+        by_source = ((firsts, plain), (seconds, worded))
         pairs = [(mine, theirs) for cells, others in by_source for cell in cells for mine, theirs in zip(cell, others)]
         for mine, theirs in pairs:
             self.assertEqual(_question(mine), _question(theirs))
@@ -72,11 +73,11 @@ class DevStylesTest(unittest.TestCase):
         self.assertGreater(differ, len(styles) // 2)
 
     def test_pictures_are_styled_and_shared_by_the_cells(self):
-        for first, second in (("styles", "styles_wording"), ("radii", "radii_wording")):
+        for first, second in (("styles", "styles_wording"), ("radii", "radii_wording"), ("shades", "shades_wording")):
             for a, b in zip(self.cells[first], self.cells[second]):
                 self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
         files = os.listdir(os.path.join(self.out, "images"))
-        self.assertEqual(len(files), len(self.cells["styles"]) + len(self.cells["radii"]))
+        self.assertEqual(len(files), sum(len(self.cells[kind]) for kind in ("styles", "radii", "shades")))
         seen = set()
         for it in self.cells["styles"]:
             style, picture = it["meta"]["style"], _picture(self.out, it)
@@ -93,16 +94,20 @@ class DevStylesTest(unittest.TestCase):
             self.assertFalse(picture.shape == plain.shape and np.array_equal(picture, plain), it["id"])
         self.assertGreaterEqual(seen, {"canvas", "tint", "blur", "noise"})
 
-    def test_the_radii_family_differs_from_the_styled_one_in_its_radii_only(self):
-        for styled, varied in zip(self.cells["styles"], self.cells["radii"]):
-            self.assertEqual(styled["meta"]["style"], varied["meta"]["style"])
-            k = int(varied["id"].rsplit("-", 1)[1])
-            scene = shapes.generate(derive_seed("eval", "image", 0, k), mode="thinking", effort=75, n_questions=1,
-                                    radius_share=1.0).meta["scene"]
-            for o in scene["objects"]:
-                lo, hi = shapes.RADIUS_RANGES[o["size"]]
-                self.assertTrue(lo <= o["radius"] <= hi, o)
-            self.assertFalse(np.array_equal(_picture(self.out, styled), _picture(self.out, varied)), varied["id"])
+    def test_the_radii_and_shades_families_differ_from_the_styled_one_in_those_only(self):
+        for family, option, key in (("radii", "radius_share", "radius"), ("shades", "shade_share", "rgb")):
+            for styled, varied in zip(self.cells["styles"], self.cells[family]):
+                self.assertEqual(styled["meta"]["style"], varied["meta"]["style"])
+                k = int(varied["id"].rsplit("-", 1)[1])
+                plain, drawn = (shapes.generate(derive_seed("eval", "image", 0, k), mode="thinking", effort=75,
+                                                n_questions=1, **options).meta["scene"]
+                                for options in ({}, {option: 1.0}))
+                for a, b in zip(plain["objects"], drawn["objects"]):
+                    self.assertEqual({n: v for n, v in b.items() if n not in (key, "jitter")},
+                                     {n: v for n, v in a.items() if n != "jitter"})
+                    self.assertIn(key, b)
+                picture = _picture(self.out, varied)
+                self.assertFalse(np.array_equal(_picture(self.out, styled), picture), varied["id"])
 
     def test_a_later_run_leaves_no_picture_of_an_earlier_one(self):
         out = tempfile.mkdtemp()

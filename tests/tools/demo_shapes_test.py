@@ -208,6 +208,28 @@ class ShapesTest(unittest.TestCase):
         self.assertAlmostEqual(varied / 120, 0.5, delta=0.12)
         self.assertEqual(repr(shapes.generate(5, radius_share=0.0).meta), repr(shapes.generate(5).meta))
 
+    def test_shade_share_draws_shades_that_keep_their_names(self):
+        shaded = 0
+        for seed in range(120):
+            s = shapes.generate(seed, shade_share=0.5)
+            plain = shapes.generate(seed)
+            self.assertEqual(repr(s.messages), repr(plain.messages))
+            scene, img = s.meta["scene"], s.images[0]
+            if "rgb" not in scene["objects"][0]:
+                self.assertTrue(np.array_equal(img, plain.images[0]))
+                continue
+            shaded += 1
+            self.assertFalse(np.array_equal(img, plain.images[0]))
+            for o in scene["objects"]:
+                # drawn in its shade, and that shade is nearer its own name's colour than any other
+                self.assertTrue(np.all(img == o["rgb"], axis=-1).any(), (seed, o))
+                dist = {name: np.linalg.norm(np.subtract(o["rgb"], rgb)) for name, rgb in shapes.SHAPE_COLOURS.items()}
+                self.assertEqual(min(dist, key=dist.get), o["colour"], (seed, o))
+                self.assertTrue(all(abs(a - b) <= shapes.SHADE_SPREAD
+                                    for a, b in zip(o["rgb"], shapes.SHAPE_COLOURS[o["colour"]])), (seed, o))
+        self.assertAlmostEqual(shaded / 120, 0.5, delta=0.12)
+        self.assertEqual(repr(shapes.generate(5, shade_share=0.0).meta), repr(shapes.generate(5).meta))
+
     def test_sizes_and_soft_edges(self):
         drawn, soft = set(), 0
         for seed in range(120):

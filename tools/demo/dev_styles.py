@@ -19,9 +19,11 @@ Two more cells, "radii" and "radii_wording", ask the same questions about the sa
 pictures with each shape's radius drawn from its size's range (shapes.generate's radius_share):
 the shapes of other sizes that a picture drawn elsewhere has, where training drew one radius a
 size. The radius stream is the picture's own too, so the two families differ in the radii only.
+"shades" and "shades_wording" do the same with each shape's colour drawn as a shade of its name's
+(shade_share), the radii as drawn.
 
 Written at run time, not committed with the development set: the noisy pictures take about 9 MB
-as PNG.
+a family as PNG (26 MB in all).
 """
 
 import argparse
@@ -39,7 +41,8 @@ from demo.make_eval import _eval_pictures, _item, write_items  # noqa: E402
 DEV_WORDING = {"grammar_share": 1.0, "wording_split": "dev"}
 # (cell, picture family, generator options): a family's pictures are one set of files
 CELLS = (("styles", "styled", {}), ("styles_wording", "styled", DEV_WORDING),
-         ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)))
+         ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)),
+         ("shades", "shades", {"shade_share": 1.0}), ("shades_wording", "shades", dict(DEV_WORDING, shade_share=1.0)))
 
 
 def styled_items(n, seed, out_dir, kind, options, drawn, family="styled"):

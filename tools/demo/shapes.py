@@ -28,6 +28,11 @@ SIZES = {"small": 0.22, "large": 0.42}  # radius as a fraction of the cell side
 # radius_share (issue 21): an object's radius drawn from its size's range instead of SIZES' one
 # value. The ranges stay apart, so "small" and "large" still name every object without doubt.
 RADIUS_RANGES = {"small": (0.15, 0.27), "large": (0.33, 0.46)}
+# shade_share (issue 21): an object's colour moved off SHAPE_COLOURS' one value, each channel by up
+# to SHADE_SPREAD levels, kept at most SHADE_MARGIN of the way to the nearest other colour, so the
+# name still holds.
+SHADE_SPREAD = 45
+SHADE_MARGIN = 0.45
 DEFAULT_SIZE = 168
 
 
@@ -84,7 +89,7 @@ def render_scene(scene, size=DEFAULT_SIZE):
         cx = (col + 0.5) * cell + obj["jitter"][0] * cell
         cy = (row + 0.5) * cell + obj["jitter"][1] * cell
         r = obj.get("radius", SIZES[obj["size"]]) * cell
-        img[shape_mask(obj["shape"], xs, ys, cx, cy, r)] = SHAPE_COLOURS[obj["colour"]]
+        img[shape_mask(obj["shape"], xs, ys, cx, cy, r)] = obj.get("rgb", SHAPE_COLOURS[obj["colour"]])
     return img
 
 
@@ -402,10 +407,28 @@ def _vary_radii(scene, rng):
         o["radius"] = radius
 
 
+def _shade(rng, colour):
+    """A shade of the named colour (SHADE_SPREAD, SHADE_MARGIN), drawn until it is one."""
+    base = np.array(SHAPE_COLOURS[colour], np.float64)
+    nearest = min(np.linalg.norm(base - np.array(rgb, np.float64))
+                  for name, rgb in SHAPE_COLOURS.items() if name != colour)
+    while True:
+        rgb = [int(min(255, max(0, v + rng.randint(-SHADE_SPREAD, SHADE_SPREAD)))) for v in SHAPE_COLOURS[colour]]
+        if np.linalg.norm(np.array(rgb, np.float64) - base) <= SHADE_MARGIN * nearest:
+            return rgb
+
+
+def _vary_shades(scene, rng):
+    """Each object's colour drawn as a shade of its name's (`_shade`): every training picture had
+    one RGB value a colour name, while a picture drawn elsewhere has its own red and blue."""
+    for o in scene["objects"]:
+        o["rgb"] = _shade(rng, o["colour"])
+
+
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
              sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0,
-             grammar_share=0.0, wording_split="training", radius_share=0.0):
+             grammar_share=0.0, wording_split="training", radius_share=0.0, shade_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -443,6 +466,8 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     radius_share: the share of pictures whose objects have radii drawn from their size's range
     (`_vary_radii`, a stream of its own; the questions and answers are the plain sample's, which
     never depend on a radius).
+    shade_share: the share of pictures whose objects are drawn in shades of their colours
+    (`_vary_shades`, a stream of its own; questions and answers name the colours as before).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -459,6 +484,10 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
         radii = Rng(derive_seed("shapes-radius", seed))
         if radii.chance(radius_share):
             _vary_radii(scene, radii)
+    if shade_share:
+        shades = Rng(derive_seed("shapes-shade", seed))
+        if shades.chance(shade_share):
+            _vary_shades(scene, shades)
     chosen = mode is not None or effort is not None
     mode = mode or ("thinking" if rng.chance(0.7) else "chat")
     effort = (effort if effort is not None else rng.randint(1, 100)) if mode == "thinking" else None

@@ -41,15 +41,16 @@ class SettingsFileTest(unittest.TestCase):
         self.assertEqual(s["seed"], 20260501)  # from flash-tiny.json
         self.assertIn("add4_e50", s["eval_tasks"])
 
-    def test_the_radii_file_is_the_wordings_file_with_varied_radii(self):
-        """The next run's settings change the pictures' radii only (docs/demo-eval.md, "image radii")."""
-        radii = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-radii.json"))
+    def test_the_looks_file_is_the_wordings_file_with_other_radii_and_shades(self):
+        """The next run's settings change the shapes' radii and shades only (docs/demo-eval.md,
+        "Development cells for shapes of other radii and shades")."""
+        looks = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-looks.json"))
         wordings = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-wordings.json"))
-        image = radii["task_options"]["generator_options"]["image"]
-        self.assertEqual(image.pop("radius_share"), 0.5)
-        self.assertEqual(radii["task_options"], wordings["task_options"])
-        self.assertEqual(radii["eval_tasks"].pop("image_radii")["radius_share"], 1.0)
-        self.assertEqual({k: v for k, v in radii.items()}, wordings)
+        image = looks["task_options"]["generator_options"]["image"]
+        self.assertEqual((image.pop("radius_share"), image.pop("shade_share")), (0.5, 0.5))
+        added = looks["eval_tasks"].pop("image_looks")
+        self.assertEqual((added["radius_share"], added["shade_share"], added["style_share"]), (1.0, 1.0, 1.0))
+        self.assertEqual(looks, wordings)
 
     def test_every_configs_file_draws_a_sample_of_each_task_and_eval_set(self):
         """A misspelt generator option fails here (TypeError), not minutes into a GPU call."""
