@@ -1,7 +1,7 @@
 """The development set's styled cells (tools/demo/dev_styles.py): the development set's pictures
 and questions, each picture drawn in a style of training's other styles, one file per picture
 for both cells of a family, the same run for run; the radii and shades families the styled one's
-pictures with other radii or shades."""
+pictures with other radii or shades; the crowds family scenes of 7-9 objects."""
 
 import json
 import os
@@ -73,11 +73,12 @@ class DevStylesTest(unittest.TestCase):
         self.assertGreater(differ, len(styles) // 2)
 
     def test_pictures_are_styled_and_shared_by_the_cells(self):
-        for first, second in (("styles", "styles_wording"), ("radii", "radii_wording"), ("shades", "shades_wording")):
+        for first, second in (("styles", "styles_wording"), ("radii", "radii_wording"), ("shades", "shades_wording"),
+                              ("crowds", "crowds_wording")):
             for a, b in zip(self.cells[first], self.cells[second]):
                 self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
         files = os.listdir(os.path.join(self.out, "images"))
-        self.assertEqual(len(files), sum(len(self.cells[kind]) for kind in ("styles", "radii", "shades")))
+        self.assertEqual(len(files), sum(len(self.cells[kind]) for kind in ("styles", "radii", "shades", "crowds")))
         seen = set()
         for it in self.cells["styles"]:
             style, picture = it["meta"]["style"], _picture(self.out, it)
@@ -108,6 +109,16 @@ class DevStylesTest(unittest.TestCase):
                     self.assertIn(key, b)
                 picture = _picture(self.out, varied)
                 self.assertFalse(np.array_equal(_picture(self.out, styled), picture), varied["id"])
+
+    def test_the_crowds_family_asks_about_scenes_of_seven_to_nine_objects(self):
+        for styled, crowded in zip(self.cells["styles"], self.cells["crowds"]):
+            self.assertEqual(styled["meta"]["style"], crowded["meta"]["style"])
+            k = int(crowded["id"].rsplit("-", 1)[1])
+            sample = shapes.generate(derive_seed("eval", "image", 0, k), mode="thinking", effort=75, n_questions=1,
+                                     crowd_share=1.0)
+            self.assertTrue(7 <= len(sample.meta["scene"]["objects"]) <= 9)
+            self.assertEqual(_question(crowded), sample.messages[0]["content"][1]["text"])
+            self.assertEqual(crowded["expected"], sample.expected)
 
     def test_a_later_run_leaves_no_picture_of_an_earlier_one(self):
         out = tempfile.mkdtemp()

@@ -230,6 +230,24 @@ class ShapesTest(unittest.TestCase):
         self.assertAlmostEqual(shaded / 120, 0.5, delta=0.12)
         self.assertEqual(repr(shapes.generate(5, shade_share=0.0).meta), repr(shapes.generate(5).meta))
 
+    def test_crowd_share_draws_scenes_of_seven_to_nine_objects(self):
+        crowded = 0
+        for seed in range(80):
+            s = shapes.generate(seed, crowd_share=0.5)
+            objects = s.meta["scene"]["objects"]
+            if len(objects) <= 6:
+                self.assertEqual(repr(s.meta), repr(shapes.generate(seed).meta))
+                continue
+            crowded += 1
+            self.assertLessEqual(len(objects), 9)
+            self.assertEqual(len({tuple(o["cell"]) for o in objects}), len(objects))
+            found = objects_from_pixels(s.images[0])
+            self.assertEqual(sorted((c, cell) for c, cell, _, _ in found),
+                             sorted((o["colour"], tuple(o["cell"])) for o in objects))
+            if s.meta["question_kind"] == "count_all":
+                self.assertEqual(s.expected, str(len(objects)))
+        self.assertAlmostEqual(crowded / 80, 0.5, delta=0.15)
+
     def test_sizes_and_soft_edges(self):
         drawn, soft = set(), 0
         for seed in range(120):

@@ -20,10 +20,11 @@ pictures with each shape's radius drawn from its size's range (shapes.generate's
 the shapes of other sizes that a picture drawn elsewhere has, where training drew one radius a
 size. The radius stream is the picture's own too, so the two families differ in the radii only.
 "shades" and "shades_wording" do the same with each shape's colour drawn as a shade of its name's
-(shade_share), the radii as drawn.
+(shade_share), the radii as drawn. "crowds" and "crowds_wording" draw scenes of 7-9 objects
+(crowd_share) where training's have 1-6: their scenes, and so their questions, are their own.
 
 Written at run time, not committed with the development set: the noisy pictures take about 9 MB
-a family as PNG (26 MB in all).
+a family as PNG (35 MB in all).
 """
 
 import argparse
@@ -42,7 +43,8 @@ DEV_WORDING = {"grammar_share": 1.0, "wording_split": "dev"}
 # (cell, picture family, generator options): a family's pictures are one set of files
 CELLS = (("styles", "styled", {}), ("styles_wording", "styled", DEV_WORDING),
          ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)),
-         ("shades", "shades", {"shade_share": 1.0}), ("shades_wording", "shades", dict(DEV_WORDING, shade_share=1.0)))
+         ("shades", "shades", {"shade_share": 1.0}), ("shades_wording", "shades", dict(DEV_WORDING, shade_share=1.0)),
+         ("crowds", "crowds", {"crowd_share": 1.0}), ("crowds_wording", "crowds", dict(DEV_WORDING, crowd_share=1.0)))
 
 
 def styled_items(n, seed, out_dir, kind, options, drawn, family="styled"):

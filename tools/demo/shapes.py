@@ -28,6 +28,9 @@ SIZES = {"small": 0.22, "large": 0.42}  # radius as a fraction of the cell side
 # radius_share (issue 21): an object's radius drawn from its size's range instead of SIZES' one
 # value. The ranges stay apart, so "small" and "large" still name every object without doubt.
 RADIUS_RANGES = {"small": (0.15, 0.27), "large": (0.33, 0.46)}
+# crowd_share (issue 21): scenes of CROWD_OBJECTS objects (both ends included) where random_scene
+# draws 1-6.
+CROWD_OBJECTS = (7, 9)
 # shade_share (issue 21): an object's colour moved off SHAPE_COLOURS' one value, each channel by up
 # to SHADE_SPREAD levels, kept at most SHADE_MARGIN of the way to the nearest other colour, so the
 # name still holds.
@@ -428,7 +431,7 @@ def _vary_shades(scene, rng):
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
              sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0,
-             grammar_share=0.0, wording_split="training", radius_share=0.0, shade_share=0.0):
+             grammar_share=0.0, wording_split="training", radius_share=0.0, shade_share=0.0, crowd_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -468,6 +471,8 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     never depend on a radius).
     shade_share: the share of pictures whose objects are drawn in shades of their colours
     (`_vary_shades`, a stream of its own; questions and answers name the colours as before).
+    crowd_share: the share of samples whose scene has CROWD_OBJECTS objects, drawn from a stream of
+    its own in place of random_scene's (the questions are then about that scene).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -478,6 +483,10 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     grammar = Rng(derive_seed("shapes-grammar", seed)) if grammar_share else None
     wording_grammar.check_split("shapes.generate", wording_split)
     scene = random_scene(rng)
+    if crowd_share:
+        crowd = Rng(derive_seed("shapes-crowd", seed))
+        if crowd.chance(crowd_share):
+            scene = random_scene(crowd, crowd.randint(*CROWD_OBJECTS))
     if small_share is not None:
         _redraw_sizes(scene, Rng(derive_seed("shapes-size", seed)), small_share)
     if radius_share:

@@ -41,15 +41,18 @@ class SettingsFileTest(unittest.TestCase):
         self.assertEqual(s["seed"], 20260501)  # from flash-tiny.json
         self.assertIn("add4_e50", s["eval_tasks"])
 
-    def test_the_looks_file_is_the_wordings_file_with_other_radii_and_shades(self):
-        """The next run's settings change the shapes' radii and shades only (docs/demo-eval.md,
-        "Development cells for shapes of other radii and shades")."""
+    def test_the_looks_file_is_the_wordings_file_with_other_radii_shades_and_crowds(self):
+        """The next run's settings change the shapes' radii and shades and the scenes' object counts
+        only (docs/demo-eval.md, "Development cells for shapes of other radii, shades and crowds")."""
         looks = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-looks.json"))
         wordings = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-wordings.json"))
         image = looks["task_options"]["generator_options"]["image"]
-        self.assertEqual((image.pop("radius_share"), image.pop("shade_share")), (0.5, 0.5))
+        self.assertEqual((image.pop("radius_share"), image.pop("shade_share"), image.pop("crowd_share")),
+                         (0.5, 0.5, 0.3))
         added = looks["eval_tasks"].pop("image_looks")
         self.assertEqual((added["radius_share"], added["shade_share"], added["style_share"]), (1.0, 1.0, 1.0))
+        added = looks["eval_tasks"].pop("image_crowds")
+        self.assertEqual((added["crowd_share"], added["style_share"]), (1.0, 1.0))
         self.assertEqual(looks, wordings)
 
     def test_every_configs_file_draws_a_sample_of_each_task_and_eval_set(self):
