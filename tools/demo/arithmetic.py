@@ -19,7 +19,7 @@ columns at level 2 the thinking still grows with the effort and no level is wors
 below it.
 """
 
-from demo import chat_format, wording_grammar, wordings
+from demo import arith_stories, chat_format, wording_grammar, wordings
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
 
@@ -236,7 +236,7 @@ def grammar_question(rng, op, a, b, split="training"):
 
 
 def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=False, varied_share=0.0,
-             grammar_share=0.0, wording_split="training"):
+             grammar_share=0.0, wording_split="training", story_share=0.0):
     """One arithmetic sample; effort/mode/op/digits are drawn from the seed unless given.
 
     varied_share (off by default, so earlier samples stay the same): the share of questions asked
@@ -245,7 +245,9 @@ def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=
     20-35% of the time against 95-100% in the training ones (docs/demo-eval.md).
     grammar_share: the share of questions (after varied_share's) worded from wording_grammar's half
     `wording_split` ("training", or "dev": the development set's `wording_add` / `wording_sub`
-    cells), from a stream of its own."""
+    cells), from a stream of its own.
+    story_share: the share of addition and subtraction questions (after grammar_share's) asked as
+    an everyday sentence or word problem of arith_stories.STORIES, from a stream of its own."""
     wording_grammar.check_split("arithmetic.generate", wording_split)
     rng = Rng(seed)
     op, a, b = sample_problem(rng, op, digits)
@@ -263,6 +265,10 @@ def generate(seed, effort=None, mode=None, op=None, digits=None, level2_columns=
         grammar = Rng(derive_seed("arithmetic-grammar", seed))  # the other streams stay as they were
         if grammar.chance(grammar_share):
             question = grammar_question(grammar, op, a, b, wording_split)
+    if story_share and op in arith_stories.STORIES:
+        story = Rng(derive_seed("arithmetic-story", seed))  # the other streams stay as they were
+        if story.chance(story_share):
+            question = arith_stories.story_question(story, op, a, b)
     result = solve(op, a, b)
     answer = {"role": "assistant", "content": str(result)}
     if mode == "thinking":

@@ -41,9 +41,10 @@ class SettingsFileTest(unittest.TestCase):
         self.assertEqual(s["seed"], 20260501)  # from flash-tiny.json
         self.assertIn("add4_e50", s["eval_tasks"])
 
-    def test_the_looks_file_is_the_wordings_file_with_other_radii_shades_and_crowds(self):
-        """The next run's settings change the shapes' radii and shades and the scenes' object counts
-        only (docs/demo-eval.md, "Development cells for shapes of other radii, shades and crowds")."""
+    def test_the_looks_file_is_the_wordings_file_with_other_pictures_and_sum_stories(self):
+        """The next run's settings change the shapes' radii and shades, the scenes' object counts and
+        the sums' wordings only (docs/demo-eval.md, "Development cells for shapes of other radii,
+        shades and crowds" and "... for sums in free wordings")."""
         looks = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-looks.json"))
         wordings = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-wordings.json"))
         image = looks["task_options"]["generator_options"]["image"]
@@ -53,6 +54,10 @@ class SettingsFileTest(unittest.TestCase):
         self.assertEqual((added["radius_share"], added["shade_share"], added["style_share"]), (1.0, 1.0, 1.0))
         added = looks["eval_tasks"].pop("image_crowds")
         self.assertEqual((added["crowd_share"], added["style_share"]), (1.0, 1.0))
+        options = looks["task_options"]["generator_options"]
+        self.assertEqual((options["arithmetic"].pop("story_share"),
+                          options["followup"]["arithmetic_options"].pop("story_share")), (0.3, 0.3))
+        self.assertEqual(looks["eval_tasks"].pop("arith_stories")["story_share"], 1.0)
         self.assertEqual(looks, wordings)
 
     def test_every_configs_file_draws_a_sample_of_each_task_and_eval_set(self):
