@@ -7,7 +7,7 @@ characters-per-token estimate is used. measure_distance() gives the exact figure
 Answers are short sentences holding the value once, scored with sample.score_answer.
 """
 
-from demo import arithmetic, chat_format, conversation, prose, wording_grammar, wordings
+from demo import arithmetic, chat_format, conversation, prose, recall_tellings, wording_grammar, wordings
 from demo.lexicon import CITIES, COUNTRIES, FAVOURITES, FIRST_NAMES, PET_NAMES
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
@@ -176,7 +176,7 @@ def _fill_exchange(rng, budget, count):
 
 def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max_tokens=4096, n_facts=None,
              final_only=False, extra_questions=0.0, max_facts=3, varied_share=0.0, grammar_share=0.0,
-             wording_split="training"):
+             wording_split="training", told_share=0.0, asked_share=0.0):
     """A recall chat: 1-3 facts, filler of about `distance` tokens, then a question on one fact.
 
     final_only=True (eval) asks only the final question; training samples may also ask about other
@@ -193,6 +193,9 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     grammar_share: the share of those questions (after varied_share's) worded from
     wording_grammar's recall frames, half `wording_split` ("training", or "dev": the development
     set's `recall wording` cells), from a stream of its own.
+    told_share: the share of facts stated in a sentence of recall_tellings.TOLD instead of the
+    fact's own; asked_share: the share of the questions above (after grammar_share's) asked in one
+    of recall_tellings.ASKED. Each from a stream of its own; the thinking quotes the fact as told.
     """
     wording_grammar.check_split("recall.generate", wording_split)
     rng = Rng(seed)
@@ -206,18 +209,21 @@ def generate(seed, distance=None, effort=None, mode=None, count_tokens=None, max
     if rng.chance(0.3):
         messages.append({"role": "system", "content": rng.choice(conversation.SYSTEM_PROMPTS)})
     mentions = {f.key: [] for f in facts}
-    _state_facts(rng, facts, messages, mentions)
+    told = (Rng(derive_seed("recall-told", seed)), told_share) if told_share else None
+    _state_facts(rng, facts, messages, mentions, told)
     target = facts[rng.below(len(facts))]
     wording = Rng(derive_seed("recall-wording", seed)) if varied_share else None
     prefix = rng.choice(QUESTION_PREFIXES)
     question = prefix + _worded(rng.choice(target.questions), target, wording, varied_share)
     grammar = (Rng(derive_seed("recall-grammar", seed)), grammar_share, wording_split) if grammar_share else None
     question = _grammar_worded(question, prefix, target, grammar)
+    asking = (Rng(derive_seed("recall-asked", seed)), asked_share) if asked_share else None
+    question = _asked(question, prefix, target, asking)
     answer = target.answer.format(v=target.value)
     budget = min(distance, max_tokens - 120 - sum(count(_text(m)) for m in messages)) - count(question) - TURN_OVERHEAD
     _add_filler(rng, messages, facts, target, budget, count, final_only)
     if extra_questions > 0 and not final_only:
-        _ask_other_facts(rng, messages, facts, target, extra_questions, wording, varied_share, grammar)
+        _ask_other_facts(rng, messages, facts, target, extra_questions, wording, varied_share, grammar, asking)
     thinking = ""
     if mode == "thinking" and effort >= 61:
         thinking = f"The user told me earlier: {mentions[target.key][0]}"
@@ -244,11 +250,15 @@ def _distinct_facts(rng, n):
     return facts
 
 
-def _state_facts(rng, facts, messages, mentions):
-    """Facts told in one or two user turns, each acknowledged (sometimes echoing the value)."""
+def _state_facts(rng, facts, messages, mentions, told=None):
+    """Facts told in one or two user turns, each acknowledged (sometimes echoing the value); told:
+    (its Rng, share) of facts told in recall_tellings' sentences instead, None when off."""
     groups = [facts] if len(facts) == 1 or rng.chance(0.5) else [facts[:1], facts[1:]]
     for group in groups:
         said = [rng.choice(f.statements).format(v=f.value) for f in group]
+        if told is not None:
+            stream, share = told
+            said = [recall_tellings.told(stream, f) if stream.chance(share) else s for f, s in zip(group, said)]
         for f, s in zip(group, said):
             mentions[f.key].append(s)
         opener = rng.choice(["", "", "Hi! ", "Hello. ", "Before we start: ", "Some things about me. "])
@@ -305,7 +315,15 @@ def _grammar_worded(question, prefix, fact, grammar):
     return prefix + wordings.vary(stream, template.format(np=noun_phrase(fact)))
 
 
-def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_share=0.0, grammar=None):
+def _asked(question, prefix, fact, asking):
+    """question, or with probability share (asking = (its Rng, share), None when off) the prefix and
+    one of recall_tellings' questions about the fact."""
+    if asking is None or not asking[0].chance(asking[1]):
+        return question
+    return prefix + recall_tellings.asked(asking[0], fact)
+
+
+def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_share=0.0, grammar=None, asking=None):
     """Questions on the facts other than `target`, each with probability `chance`, in random order.
     Their thinking is empty: the chat template drops earlier turns' reasoning anyway."""
     others = [f for f in facts if f.key != target.key]
@@ -315,6 +333,7 @@ def _ask_other_facts(rng, messages, facts, target, chance, wording=None, varied_
             prefix = rng.choice(QUESTION_PREFIXES)
             question = prefix + _worded(rng.choice(f.questions), f, wording, varied_share)
             question = _grammar_worded(question, prefix, f, grammar)
+            question = _asked(question, prefix, f, asking)
             messages += [{"role": "user", "content": question},
                          {"role": "assistant", "content": f.answer.format(v=f.value), "thinking": ""}]
 

@@ -42,9 +42,10 @@ class SettingsFileTest(unittest.TestCase):
         self.assertIn("add4_e50", s["eval_tasks"])
 
     def test_the_looks_file_is_the_wordings_file_with_other_pictures_and_sum_stories(self):
-        """The next run's settings change the shapes' radii and shades, the scenes' object counts and
-        the sums' wordings only (docs/demo-eval.md, "Development cells for shapes of other radii,
-        shades and crowds" and "... for sums in free wordings")."""
+        """The next run's settings change the shapes' radii and shades, the scenes' object counts, the
+        sums' wordings and the facts' sentences only (docs/demo-eval.md, "Development cells for
+        shapes of other radii, shades and crowds", "... for sums in free wordings" and "... for
+        recall in free wordings")."""
         looks = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-looks.json"))
         wordings = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-wordings.json"))
         image = looks["task_options"]["generator_options"]["image"]
@@ -58,6 +59,9 @@ class SettingsFileTest(unittest.TestCase):
         self.assertEqual((options["arithmetic"].pop("story_share"),
                           options["followup"]["arithmetic_options"].pop("story_share")), (0.3, 0.3))
         self.assertEqual(looks["eval_tasks"].pop("arith_stories")["story_share"], 1.0)
+        self.assertEqual((options["recall"].pop("told_share"), options["recall"].pop("asked_share")), (0.4, 0.3))
+        added = looks["eval_tasks"].pop("recall_tellings")
+        self.assertEqual((added["told_share"], added["asked_share"]), (1.0, 1.0))
         self.assertEqual(looks, wordings)
 
     def test_every_configs_file_draws_a_sample_of_each_task_and_eval_set(self):
