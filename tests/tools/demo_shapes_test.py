@@ -185,17 +185,24 @@ class ShapesTest(unittest.TestCase):
         self.assertAlmostEqual(small / total, 0.8, delta=0.05)
         self.assertEqual(repr(shapes.generate(5, small_share=None).messages), repr(shapes.generate(5).messages))
 
+    def _drawn_against_plain(self, seed, key, **option):
+        """(sample, plain sample) where the option drew the objects' `key`, else None; either way
+        the questions and answers are the plain sample's, and a picture the option left alone too."""
+        s, plain = shapes.generate(seed, **option), shapes.generate(seed)
+        self.assertEqual(repr(s.messages), repr(plain.messages))
+        if key not in s.meta["scene"]["objects"][0]:
+            self.assertTrue(np.array_equal(s.images[0], plain.images[0]))
+            return None
+        return s, plain
+
     def test_radius_share_varies_radii_inside_cells_and_ranges(self):
         varied = 0
         for seed in range(120):
-            s = shapes.generate(seed, radius_share=0.5)
-            plain = shapes.generate(seed)
-            # the questions, answers and the other streams are the plain sample's
-            self.assertEqual(repr(s.messages), repr(plain.messages))
-            scene, img = s.meta["scene"], s.images[0]
-            if "radius" not in scene["objects"][0]:
-                self.assertTrue(np.array_equal(img, plain.images[0]))
+            drawn = self._drawn_against_plain(seed, "radius", radius_share=0.5)
+            if drawn is None:
                 continue
+            s, _ = drawn
+            scene, img = s.meta["scene"], s.images[0]
             varied += 1
             by_cell = {cell: side for _, cell, side, _ in objects_from_pixels(img)}
             # every object found whole in its own cell, its drawn side within its size's range
@@ -211,13 +218,11 @@ class ShapesTest(unittest.TestCase):
     def test_shade_share_draws_shades_that_keep_their_names(self):
         shaded = 0
         for seed in range(120):
-            s = shapes.generate(seed, shade_share=0.5)
-            plain = shapes.generate(seed)
-            self.assertEqual(repr(s.messages), repr(plain.messages))
-            scene, img = s.meta["scene"], s.images[0]
-            if "rgb" not in scene["objects"][0]:
-                self.assertTrue(np.array_equal(img, plain.images[0]))
+            drawn = self._drawn_against_plain(seed, "rgb", shade_share=0.5)
+            if drawn is None:
                 continue
+            s, plain = drawn
+            scene, img = s.meta["scene"], s.images[0]
             shaded += 1
             self.assertFalse(np.array_equal(img, plain.images[0]))
             for o in scene["objects"]:
