@@ -73,8 +73,9 @@ class DevStylesTest(unittest.TestCase):
         self.assertGreater(differ, len(styles) // 2)
 
     def test_pictures_are_styled_and_shared_by_the_cells(self):
-        for first, second in (("styles", "styles_wording"), ("radii", "radii_wording"), ("shades", "shades_wording"),
-                              ("crowds", "crowds_wording")):
+        for first, second in (("styles", "styles_wording"), ("styles", "styles_unknown"),
+                              ("styles", "styles_unknown_wording"), ("radii", "radii_wording"),
+                              ("shades", "shades_wording"), ("crowds", "crowds_wording")):
             for a, b in zip(self.cells[first], self.cells[second]):
                 self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
         files = os.listdir(os.path.join(self.out, "images"))
@@ -109,6 +110,15 @@ class DevStylesTest(unittest.TestCase):
                     self.assertIn(key, b)
                 picture = _picture(self.out, varied)
                 self.assertFalse(np.array_equal(_picture(self.out, styled), picture), varied["id"])
+
+    def test_the_unknown_cells_ask_about_objects_the_pictures_do_not_show(self):
+        for kind in ("styles_unknown", "styles_unknown_wording"):
+            self.assertEqual(len(self.cells[kind]), len(self.cells["styles"]))
+            for it in self.cells[kind]:
+                self.assertEqual((it["meta"]["asked_kind"], it["expected"]), ("cant_tell", "can't tell"))
+        differ = sum(_question(a) != _question(b)
+                     for a, b in zip(self.cells["styles_unknown"], self.cells["styles_unknown_wording"]))
+        self.assertGreater(differ, len(self.cells["styles"]) // 2)
 
     def test_the_crowds_family_asks_about_scenes_of_seven_to_nine_objects(self):
         for styled, crowded in zip(self.cells["styles"], self.cells["crowds"]):

@@ -19,7 +19,9 @@ Two more cells, "radii" and "radii_wording", ask the same questions about the sa
 pictures with each shape's radius drawn from its size's range (shapes.generate's radius_share):
 the shapes of other sizes that a picture drawn elsewhere has, where training drew one radius a
 size. The radius stream is the picture's own too, so the two families differ in the radii only.
-"shades" and "shades_wording" do the same with each shape's colour drawn as a shade of its name's
+"styles_unknown" and "styles_unknown_wording" ask the styled pictures about an object they do not
+show (shapes.generate's unknown_share: "I can't tell"), in training's wordings and in the
+grammar's development half. "shades" and "shades_wording" do the same with each shape's colour drawn as a shade of its name's
 (shade_share), the radii as drawn. "crowds" and "crowds_wording" draw scenes of 7-9 objects
 (crowd_share) where training's have 1-6: their scenes, and so their questions, are their own.
 
@@ -42,6 +44,8 @@ from demo.make_eval import _eval_pictures, _item, write_items  # noqa: E402
 DEV_WORDING = {"grammar_share": 1.0, "wording_split": "dev"}
 # (cell, picture family, generator options): a family's pictures are one set of files
 CELLS = (("styles", "styled", {}), ("styles_wording", "styled", DEV_WORDING),
+         ("styles_unknown", "styled", {"unknown_share": 1.0}),
+         ("styles_unknown_wording", "styled", dict(DEV_WORDING, unknown_share=1.0)),
          ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)),
          ("shades", "shades", {"shade_share": 1.0}), ("shades_wording", "shades", dict(DEV_WORDING, shade_share=1.0)),
          ("crowds", "crowds", {"crowd_share": 1.0}), ("crowds_wording", "crowds", dict(DEV_WORDING, crowd_share=1.0)))
