@@ -23,12 +23,12 @@ STORIES = {
     "add": (
         # verbs and nouns of adding, as plain requests
         "Raise {a} by {b}.", "{a} increased by {b} is what?", "Grow {a} by {b}. What's the new number?",
-        "What is {a} after adding {b}?", "Start at {a} and count up {b}. Where do you end up?",
+        "What is {a} after adding {b}?", "Begin with {a}, then step up by {b}. Where do you land?",
         "What total do {a} and {b} give?", "Give me the total of {a} and {b}.", "Total of {a} and {b}?",
         "{a} together with {b} is how much?", "Sum: {a}, {b}", "{a} + {b} =", "{a}+{b}?",
         "Add the numbers {a} and {b}.", "What is the combined value of {a} and {b}?",
         "{b} more than {a} is what?", "What's {a} and {b} in total?", "The sum of {a} and {b} is?",
-        "Go up from {a} by {b}. What number is that?", "Plus {b} on top of {a} gives?",
+        "Climb {b} above {a}. Which number do you reach?", "Plus {b} on top of {a} gives?",
         "Two numbers, {a} and {b}: add them.",
         # word problems
         "{name} has {a} {things}. Then {name} gets {b} more. How many {things} now?",
@@ -41,11 +41,11 @@ STORIES = {
     ),
     "sub": (
         "Lower {a} by {b}.", "{a} decreased by {b} is what?", "Cut {b} from {a}. What remains?",
-        "What is {a} after removing {b}?", "Start at {a} and count down {b}. Where do you end up?",
+        "What is {a} after removing {b}?", "Begin with {a}, then step down by {b}. Where do you land?",
         "How much more is {a} than {b}?", "Find the difference of {a} and {b}.", "The difference of {a} and {b}?",
         "{a} - {b} =", "{a}-{b}?", "Drop {a} by {b}. What do you get?", "What do you get if {a} loses {b}?",
         "{a} without {b} is how much?", "How much bigger is {a} than {b}?", "{b} less than {a} is what?",
-        "Go down from {a} by {b}. What number is that?", "Shrink {a} by {b}.",
+        "Fall {b} below {a}. Which number do you reach?", "Shrink {a} by {b}.",
         "The gap between {a} and {b} is how much?", "Minus {b} from {a} gives?",
         "Two numbers, {a} and {b}: take the second from the first.",
         # word problems

@@ -55,7 +55,7 @@ FREE_QUESTIONS = {
     "place:I was born in": "What's my birthplace?",
     "place:I work in": "In which city is my office?",
     "place:Next month I am travelling to": "Where is my trip next month going?",
-    "pet": "Remind me of my {w}'s name.",
+    "pet": "Tell me again what my {w} is named.",
     "rel": "Remind me who my {w} is.",
     "time": "Remind me when the {w} starts.",
 }
