@@ -18,8 +18,10 @@ from .optim import lr_at, make_optimizer, set_lr
 from .regions import region
 from .settings import phase_flags
 
+# data_s: of step_s, the time spent waiting for the step's samples (the workers' generation not
+# keeping up); rows written before it have none.
 TRAIN_FIELDS = ["step", "tokens", "lr", "loss", "ce", "kl", "balance", "grad_norm", "qat",
-                "dense", "step_s", "tok_per_s", "elapsed_s"]
+                "dense", "step_s", "data_s", "tok_per_s", "elapsed_s"]
 EVAL_FIELDS = ["step", "task", "mode", "exact_match", "answer_match", "token_acc", "n"]
 
 
@@ -146,7 +148,9 @@ class Trainer:
                 est = (np.median(step_times[-20:]) if step_times else 0.0) * 1.5
                 if elapsed + est + save_s_estimate > budget_s:
                     break
+                t_data = time.time()
                 step, samples = stream.get()
+                data_s = time.time() - t_data
                 assert step == self.step
                 row = self.train_step(step, samples)
                 if self.device.type == "cuda":
@@ -154,7 +158,7 @@ class Trainer:
                 now = time.time()
                 dt, last = now - last, now
                 step_times.append(dt)
-                row.update(step_s=dt, tok_per_s=row["tokens"] and sum(len(x) for x in samples) / dt,
+                row.update(step_s=dt, data_s=data_s, tok_per_s=row["tokens"] and sum(len(x) for x in samples) / dt,
                            elapsed_s=now - start_time)
                 self.train_rows.append(row)
                 self.step += 1
