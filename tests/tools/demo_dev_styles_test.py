@@ -75,11 +75,13 @@ class DevStylesTest(unittest.TestCase):
     def test_pictures_are_styled_and_shared_by_the_cells(self):
         for first, second in (("styles", "styles_wording"), ("styles", "styles_unknown"),
                               ("styles", "styles_unknown_wording"), ("radii", "radii_wording"),
-                              ("shades", "shades_wording"), ("crowds", "crowds_wording")):
+                              ("shades", "shades_wording"), ("crowds", "crowds_wording"),
+                              ("large", "large_wording")):
             for a, b in zip(self.cells[first], self.cells[second]):
                 self.assertEqual(a["messages"][0]["content"][0]["path"], b["messages"][0]["content"][0]["path"])
         files = os.listdir(os.path.join(self.out, "images"))
-        self.assertEqual(len(files), sum(len(self.cells[kind]) for kind in ("styles", "radii", "shades", "crowds")))
+        families = ("styles", "radii", "shades", "crowds", "large")
+        self.assertEqual(len(files), sum(len(self.cells[kind]) for kind in families))
         seen = set()
         for it in self.cells["styles"]:
             style, picture = it["meta"]["style"], _picture(self.out, it)
@@ -119,6 +121,14 @@ class DevStylesTest(unittest.TestCase):
         differ = sum(_question(a) != _question(b)
                      for a, b in zip(self.cells["styles_unknown"], self.cells["styles_unknown_wording"]))
         self.assertGreater(differ, len(self.cells["styles"]) // 2)
+
+    def test_the_large_family_draws_the_styled_scenes_at_720_to_1000_px_on_canvases(self):
+        for styled, large in zip(self.cells["styles"], self.cells["large"]):
+            self.assertEqual(_question(styled), _question(large))
+            side, picture = large["meta"]["image_size"], _picture(self.out, large)
+            self.assertTrue(720 <= side <= 1000, side)
+            self.assertEqual(list(picture.shape[:2]), large["meta"]["style"]["canvas"])
+            self.assertGreaterEqual(min(picture.shape[:2]), side)
 
     def test_the_crowds_family_asks_about_scenes_of_seven_to_nine_objects(self):
         for styled, crowded in zip(self.cells["styles"], self.cells["crowds"]):

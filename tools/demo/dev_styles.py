@@ -24,9 +24,11 @@ show (shapes.generate's unknown_share: "I can't tell"), in training's wordings a
 grammar's development half. "shades" and "shades_wording" do the same with each shape's colour drawn as a shade of its name's
 (shade_share), the radii as drawn. "crowds" and "crowds_wording" draw scenes of 7-9 objects
 (crowd_share) where training's have 1-6: their scenes, and so their questions, are their own.
+"large" and "large_wording" draw the styled pictures' scene squares at 720-1000 px (style_sides),
+each on a canvas, where training's styled ones are 96-720 px and the plain ones at most 294 px.
 
 Written at run time, not committed with the development set: the noisy pictures take about 9 MB
-a family as PNG (35 MB in all).
+a family as PNG, the large family's about 50 MB (87 MB in all).
 """
 
 import argparse
@@ -42,13 +44,16 @@ from demo import png  # noqa: E402
 from demo.make_eval import _eval_pictures, _item, write_items  # noqa: E402
 
 DEV_WORDING = {"grammar_share": 1.0, "wording_split": "dev"}
+LARGE_SIDES = (720, 1000)  # px: the "large" family's scene squares, each on a canvas of its own
 # (cell, picture family, generator options): a family's pictures are one set of files
 CELLS = (("styles", "styled", {}), ("styles_wording", "styled", DEV_WORDING),
          ("styles_unknown", "styled", {"unknown_share": 1.0}),
          ("styles_unknown_wording", "styled", dict(DEV_WORDING, unknown_share=1.0)),
          ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)),
          ("shades", "shades", {"shade_share": 1.0}), ("shades_wording", "shades", dict(DEV_WORDING, shade_share=1.0)),
-         ("crowds", "crowds", {"crowd_share": 1.0}), ("crowds_wording", "crowds", dict(DEV_WORDING, crowd_share=1.0)))
+         ("crowds", "crowds", {"crowd_share": 1.0}), ("crowds_wording", "crowds", dict(DEV_WORDING, crowd_share=1.0)),
+         ("large", "large", {"style_sides": LARGE_SIDES}),
+         ("large_wording", "large", dict(DEV_WORDING, style_sides=LARGE_SIDES)))
 
 
 def styled_items(n, seed, out_dir, kind, options, drawn, family="styled"):

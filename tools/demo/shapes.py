@@ -348,18 +348,21 @@ def _noise(img, rng):
     return np.clip(np.round(img + delta), 0, 255).astype(np.uint8), info
 
 
-def styled_picture(scene, rng, size, soft):
+def styled_picture(scene, rng, size, soft, sides=None):
     """The scene drawn in another style (style_share): one or more of a canvas of another size and
     aspect (the scene's square centred on it, the rest background, so every position name still
     holds; its side from STYLE_SIDES, most of them sizes the engine resizes), a tinted background, a
     small blur and light noise; then, for STYLE_JPEG_SHARE of them, a JPEG round trip (4:2:0, IJG
     quality from STYLE_JPEG_QUALITY: `jpeg_roundtrip.roundtrip`), never the only style. rng: the
     style stream; size, soft: the plain picture's side and edges (kept when the canvas is not
-    redrawn). Returns (uint8 [H, W, 3], meta["style"])."""
+    redrawn). sides: (lo, hi) px to draw the scene square's side from instead of STYLE_SIDES, and
+    then always on a canvas of its own (None: STYLE_SIDES, a canvas 60% of the time). Returns
+    (uint8 [H, W, 3], meta["style"])."""
     canvas, tint, blur, noise = (rng.chance(0.6), rng.chance(0.4), rng.chance(0.35), rng.chance(0.4))
     if not (canvas or tint or blur or noise):
         pick = rng.below(4)
         canvas, tint, blur, noise = (pick == 0, pick == 1, pick == 2, pick == 3)
+    canvas = canvas or sides is not None
     info = {}
     background = scene["background"]
     if tint:
@@ -368,7 +371,7 @@ def styled_picture(scene, rng, size, soft):
         info["tint"] = list(background)
     height = width = side = size
     if canvas:
-        lo, hi = (math.log(v) for v in STYLE_SIDES)
+        lo, hi = (math.log(v) for v in (sides or STYLE_SIDES))
         side = int(round(math.exp(lo + rng.random() * (hi - lo))))
         aspect = 1.0 if rng.chance(0.25) else math.exp((rng.random() * 2 - 1) * math.log(STYLE_MAX_ASPECT))
         height, width = (side, int(round(side * aspect))) if aspect >= 1 else (int(round(side / aspect)), side)
@@ -431,7 +434,8 @@ def _vary_shades(scene, rng):
 def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, select_step=False,
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
              sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0,
-             grammar_share=0.0, wording_split="training", radius_share=0.0, shade_share=0.0, crowd_share=0.0):
+             grammar_share=0.0, wording_split="training", radius_share=0.0, shade_share=0.0, crowd_share=0.0,
+             style_sides=None):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -473,6 +477,8 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     (`_vary_shades`, a stream of its own; questions and answers name the colours as before).
     crowd_share: the share of samples whose scene has CROWD_OBJECTS objects, drawn from a stream of
     its own in place of random_scene's (the questions are then about that scene).
+    style_sides: (lo, hi) px, the styled pictures' scene squares drawn at sides in that range, each
+    on a canvas (styled_picture's sides; None: its own range).
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -534,7 +540,7 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
         size, soft = look.choice(list(sizes)), look.chance(soft_share)
     styling = Rng(derive_seed("shapes-styles", seed)) if style_share else None  # the other streams stay
     if styling is not None and styling.chance(style_share):
-        image, styled = styled_picture(scene, styling, size, soft)
+        image, styled = styled_picture(scene, styling, size, soft, style_sides)
         size = styled.pop("side")
     else:
         image, styled = (render_soft(scene, size) if soft else render_scene(scene, size)), None
