@@ -6,13 +6,14 @@ pictures with other radii or shades; the crowds family scenes of 7-9 objects."""
 import json
 import os
 import pathlib
+import re
 import tempfile
 import unittest
 
 import numpy as np
 
 import demo_support  # noqa: F401  (puts tools/ on the path)
-from demo import dev_styles, make_eval, png, shapes
+from demo import dev_styles, make_eval, picture_askings, png, shapes, wording_grammar, wordings
 from demo.rng import derive_seed
 
 N = 12  # pictures; the describe questions among them are left out, as make_eval leaves them
@@ -73,7 +74,7 @@ class DevStylesTest(unittest.TestCase):
         self.assertGreater(differ, len(styles) // 2)
 
     def test_pictures_are_styled_and_shared_by_the_cells(self):
-        for first, second in (("styles", "styles_wording"), ("styles", "styles_unknown"),
+        for first, second in (("styles", "styles_wording"), ("styles", "styles_free"), ("styles", "styles_unknown"),
                               ("styles", "styles_unknown_wording"), ("radii", "radii_wording"),
                               ("shades", "shades_wording"), ("crowds", "crowds_wording"),
                               ("large", "large_wording")):
@@ -112,6 +113,33 @@ class DevStylesTest(unittest.TestCase):
                     self.assertIn(key, b)
                 picture = _picture(self.out, varied)
                 self.assertFalse(np.array_equal(_picture(self.out, styled), picture), varied["id"])
+
+    def test_the_free_cell_asks_the_same_questions_in_its_own_wordings(self):
+        free = self.cells["styles_free"]
+        self.assertEqual(len(free), len(self.cells["styles"]))
+        for styled, mine in zip(self.cells["styles"], free):
+            self.assertEqual((mine["expected"], mine["meta"]["asked_kind"]),
+                             (styled["expected"], styled["meta"]["asked_kind"]))
+            self.assertNotEqual(_question(mine), _question(styled))
+
+    def test_no_training_wording_is_a_free_one_and_no_training_code_reads_them(self):
+        def plain(text):
+            return re.sub(r"[^a-z]", "", text.lower())
+
+        fields = {"what": "red circles", "shape": "circle", "colour": "red", "name": "red circle"}
+        training = {plain(t.format(**fields)) for group in picture_askings.ASKINGS.values() for t in group}
+        training |= {plain(t.format(**fields)) for group in wordings.PICTURE_WORDINGS.values() for t in group}
+        training |= {plain(t.format(**fields)) for group in wording_grammar.PICTURE_FRAMES
+                     for t in wording_grammar.wordings_of(group, "training")}
+        for group, templates in dev_styles.FREE_PICTURE_QUESTIONS.items():
+            self.assertIn(group, picture_askings.ASKINGS)
+            for t in templates:
+                self.assertNotIn(plain(t.format(**fields)), training, t)
+        tools = pathlib.Path(__file__).resolve().parents[2] / "tools"
+        readers = [p for p in tools.rglob("*.py")
+                   if p.name != "dev_styles.py"
+                   and re.search(r"FREE_PICTURE_QUESTIONS|import dev_styles", p.read_text())]
+        self.assertEqual(readers, [])
 
     def test_the_unknown_cells_ask_about_objects_the_pictures_do_not_show(self):
         for kind in ("styles_unknown", "styles_unknown_wording"):

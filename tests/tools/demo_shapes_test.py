@@ -253,6 +253,18 @@ class ShapesTest(unittest.TestCase):
                 self.assertEqual(s.expected, str(len(objects)))
         self.assertAlmostEqual(crowded / 80, 0.5, delta=0.15)
 
+    def test_asking_share_rewords_questions_only(self):
+        reworded = 0
+        for seed in range(80):
+            s, plain = shapes.generate(seed, asking_share=0.5), shapes.generate(seed)
+            self.assertEqual((s.expected, s.meta["question_kind"]), (plain.expected, plain.meta["question_kind"]))
+            self.assertTrue(np.array_equal(s.images[0], plain.images[0]))
+            self.assertEqual([m for m in s.messages if m["role"] == "assistant"],
+                             [m for m in plain.messages if m["role"] == "assistant"])
+            reworded += s.messages[0] != plain.messages[0]
+        self.assertGreater(reworded, 20)
+        self.assertEqual(repr(shapes.generate(6, asking_share=0.0).messages), repr(shapes.generate(6).messages))
+
     def test_sizes_and_soft_edges(self):
         drawn, soft = set(), 0
         for seed in range(120):

@@ -15,17 +15,20 @@ looking at the sealed set:
 Both cells show the same styled picture (the style stream is the picture's own, not the
 question's). meta: question_kind ("styles" or "styles_wording"), asked_kind (the kind of question
 asked), style (what styled_picture drew) and image_size (the scene square's side).
-Two more cells, "radii" and "radii_wording", ask the same questions about the same styled
-pictures with each shape's radius drawn from its size's range (shapes.generate's radius_share):
-the shapes of other sizes that a picture drawn elsewhere has, where training drew one radius a
-size. The radius stream is the picture's own too, so the two families differ in the radii only.
-"styles_unknown" and "styles_unknown_wording" ask the styled pictures about an object they do not
-show (shapes.generate's unknown_share: "I can't tell"), in training's wordings and in the
-grammar's development half. "shades" and "shades_wording" do the same with each shape's colour drawn as a shade of its name's
-(shade_share), the radii as drawn. "crowds" and "crowds_wording" draw scenes of 7-9 objects
-(crowd_share) where training's have 1-6: their scenes, and so their questions, are their own.
-"large" and "large_wording" draw the styled pictures' scene squares at 720-1000 px (style_sides),
-each on a canvas, where training's styled ones are 96-720 px and the plain ones at most 294 px.
+More cells on the same 74 questions (the families of pictures differ from the styled one in one
+thing each; every stream is the picture's own):
+- "radii", "radii_wording": each shape's radius drawn from its size's range (shapes.generate's
+  radius_share), where training drew one radius a size;
+- "shades", "shades_wording": each shape's colour a shade of its name's (shade_share);
+- "crowds", "crowds_wording": scenes of 7-9 objects (crowd_share) where training's have 1-6 (their
+  scenes, and so their questions, are their own);
+- "large", "large_wording": the scene squares at 720-1000 px (style_sides), each on a canvas,
+  where training's styled ones are 96-720 px and the plain ones at most 294 px;
+and on the styled pictures themselves:
+- "styles_free": the questions in wordings written here by hand (FREE_PICTURE_QUESTIONS), not built
+  from the wording grammar;
+- "styles_unknown", "styles_unknown_wording": questions about an object the picture does not show
+  (unknown_share: "I can't tell"), in training's wordings and in the grammar's development half.
 
 Written at run time, not committed with the development set: the noisy pictures take about 9 MB
 a family as PNG, the large family's about 50 MB (87 MB in all).
@@ -45,8 +48,27 @@ from demo.make_eval import _eval_pictures, _item, write_items  # noqa: E402
 
 DEV_WORDING = {"grammar_share": 1.0, "wording_split": "dev"}
 LARGE_SIDES = (720, 1000)  # px: the "large" family's scene squares, each on a canvas of its own
+# The "styles_free" cell's wordings, written by hand for the development set (not built from the
+# wording grammar, never read by a training generator: tests/tools/demo_dev_styles_test.py), by
+# question group; fields as the grammar's.
+FREE_PICTURE_QUESTIONS = {
+    "count": ("Give me a number: how many {what}?", "I'm after the {what}. How many are in it?",
+              "What's the tally of {what}?", "Number of {what} in the drawing?",
+              "Could you tell me how many {what} the drawing has?"),
+    "exists": ("Spot any {colour} {shape}?", "{colour} {shape}: present or not?",
+               "Would I find a {colour} {shape} in the drawing?", "Has the drawing got a {colour} {shape}?"),
+    "colour_of": ("The {shape}: which colour?", "Of what colour is the {shape}?", "Which colour has the {shape} got?",
+                  "Name the colour of the {shape}."),
+    "shape_of": ("The {colour} one: which shape?", "{colour} belongs to which shape?",
+                 "What kind of shape is {colour}?", "Which figure is coloured {colour}?"),
+    "position": ("Where would I find the {name}?", "Point me to the {name}.",
+                 "In what part of the drawing is the {name}?", "Which spot holds the {name}?"),
+    "size": ("Size of the {name}: small or large?", "Would you call the {name} small or large?",
+             "Is the {name} one of the small ones or the large ones?"),
+}
 # (cell, picture family, generator options): a family's pictures are one set of files
 CELLS = (("styles", "styled", {}), ("styles_wording", "styled", DEV_WORDING),
+         ("styles_free", "styled", {"question_templates": FREE_PICTURE_QUESTIONS}),
          ("styles_unknown", "styled", {"unknown_share": 1.0}),
          ("styles_unknown_wording", "styled", dict(DEV_WORDING, unknown_share=1.0)),
          ("radii", "radii", {"radius_share": 1.0}), ("radii_wording", "radii", dict(DEV_WORDING, radius_share=1.0)),

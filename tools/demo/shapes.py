@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from demo import jpeg_roundtrip, wording_grammar, wordings
+from demo import jpeg_roundtrip, picture_askings, wording_grammar, wordings
 from demo.lexicon import SHAPE_PLURALS, SHAPES
 from demo.rng import Rng, derive_seed
 from demo.sample import Sample
@@ -435,7 +435,7 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
              short_counts=False, count_present=0.8, check_step=False, describe_share=0.0, small_share=None,
              sizes=None, soft_share=0.0, unknown_share=0.0, paraphrase_share=0.0, style_share=0.0,
              grammar_share=0.0, wording_split="training", radius_share=0.0, shade_share=0.0, crowd_share=0.0,
-             style_sides=None):
+             style_sides=None, question_templates=None, asking_share=0.0):
     """One image sample: an image in the first user turn and 1-3 questions about it.
 
     Options added after the first runs (their defaults keep earlier samples byte for byte):
@@ -479,6 +479,12 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     its own in place of random_scene's (the questions are then about that scene).
     style_sides: (lo, hi) px, the styled pictures' scene squares drawn at sides in that range, each
     on a canvas (styled_picture's sides; None: its own range).
+    question_templates: {question group: [templates]} the caller words every question with in
+    place of the above (groups and fields as wording_grammar's frames: "count", "exists",
+    "colour_of", "shape_of", "position", "size"; {what}, {shape}, {colour}, {name}), one drawn
+    by the sample's own stream: the development set's hand-written wordings (dev_styles).
+    asking_share: the share of questions (after grammar_share's) worded from
+    picture_askings.ASKINGS, sentences not built from the grammar's frames, from a stream of its own.
     """
     if select_step and check_step:
         raise ValueError("shapes.generate: select_step and check_step are two forms of one step; choose one")
@@ -487,6 +493,7 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     unknown = Rng(derive_seed("shapes-unknown", seed)) if unknown_share else None
     paraphrase = Rng(derive_seed("shapes-paraphrase", seed)) if paraphrase_share else None
     grammar = Rng(derive_seed("shapes-grammar", seed)) if grammar_share else None
+    asking = Rng(derive_seed("shapes-asking", seed)) if asking_share else None
     wording_grammar.check_split("shapes.generate", wording_split)
     scene = random_scene(rng)
     if crowd_share:
@@ -524,6 +531,11 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
             q = _paraphrased(paraphrase, kind, focus)
         if grammar is not None and kind != "describe" and grammar.chance(grammar_share):
             q = wordings.grammar_question(grammar, kind, focus, _counted(focus), wording_split)
+        if asking is not None and kind != "describe" and asking.chance(asking_share):
+            q = wordings.templated_question(asking, picture_askings.ASKINGS, kind, focus, _counted(focus))
+        if question_templates is not None and kind != "describe":
+            q = wordings.templated_question(Rng(derive_seed("shapes-templates", seed, k)), question_templates, kind,
+                                            focus, _counted(focus))
         if k == 0:
             messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": q}]})
         else:

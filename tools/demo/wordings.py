@@ -108,6 +108,14 @@ def _typed(rng, template, text):
     return vary(rng, text, () if names_picture else PICTURE_LEAD_INS)
 
 
+def templated_question(rng, templates, kind, focus, what):
+    """A question of `kind` about `focus` in one of templates[its group] (the caller's wordings),
+    filled as the grammar's are, its first letter a capital."""
+    template = rng.choice(templates[_template_group(kind, focus)])
+    text = wording_grammar.fill(rng, template, what, focus.get("shape", ""), focus.get("colour", ""))
+    return text[0].upper() + text[1:]
+
+
 def grammar_question(rng, kind, focus, what, split="training"):
     """A question of `kind` about `focus` in a wording of wording_grammar's `split` half
     ("training" or "dev"), typed as `vary` types it."""

@@ -43,14 +43,14 @@ class SettingsFileTest(unittest.TestCase):
 
     def test_the_looks_file_is_the_wordings_file_with_other_pictures_and_sum_stories(self):
         """The next run's settings change the shapes' radii and shades, the scenes' object counts, the
-        sums' wordings and the facts' sentences only (docs/demo-eval.md, "Development cells for
+        picture questions', sums' and facts' sentences only (docs/demo-eval.md, "Development cells for
         shapes of other radii, shades and crowds", "... for sums in free wordings" and "... for
         recall in free wordings")."""
         looks = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-looks.json"))
         wordings = load_settings(os.path.join(REPO, "tools/train/configs/flash-tiny-wordings.json"))
         image = looks["task_options"]["generator_options"]["image"]
-        self.assertEqual((image.pop("radius_share"), image.pop("shade_share"), image.pop("crowd_share")),
-                         (0.5, 0.5, 0.3))
+        self.assertEqual((image.pop("radius_share"), image.pop("shade_share"), image.pop("crowd_share"),
+                          image.pop("asking_share")), (0.5, 0.5, 0.3, 0.3))
         added = looks["eval_tasks"].pop("image_looks")
         self.assertEqual((added["radius_share"], added["shade_share"], added["style_share"]), (1.0, 1.0, 1.0))
         added = looks["eval_tasks"].pop("image_crowds")
