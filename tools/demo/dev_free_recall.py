@@ -9,7 +9,7 @@ tell the fact asked for in a sentence written here by hand ("People usually call
 for me is Lisbon.") and ask for it in another ("Remind me what I'm called."), at 500, 1000 and
 2000 tokens back; the chats are recall.generate's development chats (eval seeds, final question
 only), the other facts and the filler as drawn. Development data only: no training generator
-reads FREE_STATEMENTS or FREE_QUESTIONS (tests/tools/demo_dev_free_recall_test.py holds that),
+reads FREE_STATEMENTS or FREE_QUESTIONS (tests/tools/demo_recall_tellings_test.py holds that),
 and they were written without looking at the sealed set.
 
 Cells: "recall free 500", "recall free 1000", "recall free 2000" (10 chats each), and the same
@@ -24,8 +24,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from demo import recall  # noqa: E402
-from demo.recall_tellings import kind_and_word  # noqa: E402
 from demo.make_eval import DEFAULT_TOKENIZER, _item, load_tokenizer, write_items  # noqa: E402
+from demo.recall_tellings import kind_and_word  # noqa: E402
 from demo.rng import derive_seed  # noqa: E402
 
 DISTANCES = (500, 1000, 2000)

@@ -9,7 +9,7 @@ in ways it does not. They sit at 90-95% while the sealed set's sums in its own w
 same kind of 4-digit sums (arithmetic.generate's problems, thinking and answers, efforts 50 and
 75) in wordings written here by hand, each a sentence shape of its own: word problems, "the
 total of", "increase ... by", terse forms. They are development data only: no training
-generator reads FREE_WORDINGS (tests/tools/demo_dev_free_wordings_test.py holds that), and they
+generator reads FREE_WORDINGS (tests/tools/demo_arith_stories_test.py holds that), and they
 were written without looking at the sealed set.
 
 Each op's wordings are used in turn (item k takes wording k mod their count), so every wording is
