@@ -9,7 +9,32 @@
 namespace flashdesk::test {
 namespace {
 
-using EngramTest = BackendTest;
+// The gated update's inputs: n rows of hc streams of width d (x), each row's hc keys and value
+// (kv), and the gate's two weights (qw, kw), as BF16 values from seeds seed..seed+3 at the scales
+// given.
+struct GateCase {
+  int64_t n, hc, d;
+  std::vector<float> x, kv, qw, kw;
+  GateCase(int64_t n_, int64_t hc_, int64_t d_, uint32_t seed, float x_scale, float kv_scale)
+      : n(n_),
+        hc(hc_),
+        d(d_),
+        x(bf16_values(static_cast<size_t>(n * hc * d), seed, x_scale)),
+        kv(bf16_values(static_cast<size_t>(n * (hc + 1) * d), seed + 1, kv_scale)),
+        qw(bf16_values(static_cast<size_t>(hc * d), seed + 2, 1.0f)),
+        kw(bf16_values(static_cast<size_t>(hc * d), seed + 3, 1.0f)) {}
+};
+
+class EngramTest : public BackendTest {
+ protected:
+  // The streams after the backend's engram_update on the case's inputs.
+  std::vector<float> updated(const GateCase& c, const std::vector<uint8_t>& masked, float eps) {
+    Tensor X = f32(Shape{c.n, c.hc, c.d}, c.x);
+    be().engram_update(X, f32(Shape{c.n, (c.hc + 1) * c.d}, c.kv), f32(Shape{c.hc, c.d}, c.qw),
+                       f32(Shape{c.hc, c.d}, c.kw), masked, eps);
+    return host<float>(X);
+  }
+};
 
 TEST_P(EngramTest, GatherDequantisesRowsWithTheirScales) {
   // 3 rows of width 64; row r has code 0x38 (1.0) everywhere, scales [r, r+1] + 127.
@@ -27,16 +52,10 @@ TEST_P(EngramTest, GatherDequantisesRowsWithTheirScales) {
 }
 
 TEST_P(EngramTest, GateMatchesDoublePrecisionAndMaskedRowsStay) {
-  const int64_t n = 2, hc = 4, d = 32;
-  const auto x = bf16_values(static_cast<size_t>(n * hc * d), 1, 2.0f);
-  const auto kv = bf16_values(static_cast<size_t>(n * (hc + 1) * d), 2, 1.5f);
-  const auto qw = bf16_values(static_cast<size_t>(hc * d), 3, 1.0f);
-  const auto kw = bf16_values(static_cast<size_t>(hc * d), 4, 1.0f);
-  Tensor X = f32(Shape{n, hc, d}, x);
-  const std::vector<uint8_t> masked = {0, 1};
-  be().engram_update(X, f32(Shape{n, (hc + 1) * d}, kv), f32(Shape{hc, d}, qw),
-                     f32(Shape{hc, d}, kw), masked, 1e-20f);
-  const auto got = host<float>(X);
+  const GateCase c(2, 4, 32, 1, 2.0f, 1.5f);
+  const int64_t hc = c.hc, d = c.d;
+  const auto &x = c.x, &kv = c.kv, &qw = c.qw, &kw = c.kw;
+  const auto got = updated(c, {0, 1}, 1e-20f);
   for (int64_t k = 0; k < hc; ++k) {
     const float* xs = &x[k * d];
     const float* key = &kv[k * d];
@@ -63,16 +82,11 @@ TEST_P(EngramTest, GateMatchesDoublePrecisionAndMaskedRowsStay) {
 // and across 64K stream values some then round to the other BF16 neighbour: the flip that moved
 // the 2324-step flash-tiny's block 1 by 2e-2 against the official code.
 TEST_P(EngramTest, GateSumsAreCorrectlyRounded) {
-  const int64_t n = 64, hc = 4, d = 256;
-  const auto x = bf16_values(static_cast<size_t>(n * hc * d), 11, 3.0f);
-  const auto kv = bf16_values(static_cast<size_t>(n * (hc + 1) * d), 12, 2.0f);
-  const auto qw = bf16_values(static_cast<size_t>(hc * d), 13, 1.0f);
-  const auto kw = bf16_values(static_cast<size_t>(hc * d), 14, 1.0f);
+  const GateCase c(64, 4, 256, 11, 3.0f, 2.0f);
+  const int64_t n = c.n, hc = c.hc, d = c.d;
+  const auto &x = c.x, &kv = c.kv, &qw = c.qw, &kw = c.kw;
   const float eps = 1e-6f;
-  Tensor X = f32(Shape{n, hc, d}, x);
-  be().engram_update(X, f32(Shape{n, (hc + 1) * d}, kv), f32(Shape{hc, d}, qw),
-                     f32(Shape{hc, d}, kw), {}, eps);
-  const auto got = host<float>(X);
+  const auto got = updated(c, {}, eps);
   int64_t differing = 0;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t k = 0; k < hc; ++k) {

@@ -12,7 +12,7 @@ import unittest
 
 import numpy as np
 
-import demo_support  # noqa: F401  (puts tools/ on the path)
+import demo_support  # (also puts tools/ on the path)
 from demo import dev_styles, make_eval, picture_askings, png, shapes, wording_grammar, wordings
 from demo.rng import derive_seed
 
@@ -135,11 +135,7 @@ class DevStylesTest(unittest.TestCase):
             self.assertIn(group, picture_askings.ASKINGS)
             for t in templates:
                 self.assertNotIn(plain(t.format(**fields)), training, t)
-        tools = pathlib.Path(__file__).resolve().parents[2] / "tools"
-        readers = [p for p in tools.rglob("*.py")
-                   if p.name != "dev_styles.py"
-                   and re.search(r"FREE_PICTURE_QUESTIONS|import dev_styles", p.read_text())]
-        self.assertEqual(readers, [])
+        self.assertEqual(demo_support.readers_of("dev_styles", "FREE_PICTURE_QUESTIONS"), [])
 
     def test_the_unknown_cells_ask_about_objects_the_pictures_do_not_show(self):
         for kind in ("styles_unknown", "styles_unknown_wording"):

@@ -185,25 +185,25 @@ class ShapesTest(unittest.TestCase):
         self.assertAlmostEqual(small / total, 0.8, delta=0.05)
         self.assertEqual(repr(shapes.generate(5, small_share=None).messages), repr(shapes.generate(5).messages))
 
-    def _drawn_against_plain(self, seed, key, **option):
-        """(sample, plain sample) where the option drew the objects' `key`, else None; either way
-        the questions and answers are the plain sample's, and a picture the option left alone too."""
-        s, plain = shapes.generate(seed, **option), shapes.generate(seed)
-        self.assertEqual(repr(s.messages), repr(plain.messages))
-        if key not in s.meta["scene"]["objects"][0]:
-            self.assertTrue(np.array_equal(s.images[0], plain.images[0]))
-            return None
-        return s, plain
+    def _drawn_at_half_share(self, key, option):
+        """[(seed, sample, plain sample)] of 120 seeds where `option` at share 0.5 drew the objects'
+        `key` (about half of them). On every seed the questions and answers are the plain
+        sample's, a picture the option left alone is the plain one, and share 0 changes nothing."""
+        drawn = []
+        for seed in range(120):
+            s, plain = shapes.generate(seed, **{option: 0.5}), shapes.generate(seed)
+            self.assertEqual(repr(s.messages), repr(plain.messages))
+            if key in s.meta["scene"]["objects"][0]:
+                drawn.append((seed, s, plain))
+            else:
+                self.assertTrue(np.array_equal(s.images[0], plain.images[0]))
+        self.assertAlmostEqual(len(drawn) / 120, 0.5, delta=0.12)
+        self.assertEqual(repr(shapes.generate(5, **{option: 0.0}).meta), repr(shapes.generate(5).meta))
+        return drawn
 
     def test_radius_share_varies_radii_inside_cells_and_ranges(self):
-        varied = 0
-        for seed in range(120):
-            drawn = self._drawn_against_plain(seed, "radius", radius_share=0.5)
-            if drawn is None:
-                continue
-            s, _ = drawn
+        for seed, s, _ in self._drawn_at_half_share("radius", "radius_share"):
             scene, img = s.meta["scene"], s.images[0]
-            varied += 1
             by_cell = {cell: side for _, cell, side, _ in objects_from_pixels(img)}
             # every object found whole in its own cell, its drawn side within its size's range
             self.assertEqual(sorted(by_cell), sorted(tuple(o["cell"]) for o in scene["objects"]))
@@ -212,18 +212,10 @@ class ShapesTest(unittest.TestCase):
                 self.assertTrue(lo <= o["radius"] <= hi, (seed, o))
                 # the shapes' bounding boxes span 1.6-2 radii of a 56 px cell; ranges 0.15-0.27 and 0.33-0.46
                 self.assertEqual(o["size"] == "large", by_cell[tuple(o["cell"])] > 31, (seed, o))
-        self.assertAlmostEqual(varied / 120, 0.5, delta=0.12)
-        self.assertEqual(repr(shapes.generate(5, radius_share=0.0).meta), repr(shapes.generate(5).meta))
 
     def test_shade_share_draws_shades_that_keep_their_names(self):
-        shaded = 0
-        for seed in range(120):
-            drawn = self._drawn_against_plain(seed, "rgb", shade_share=0.5)
-            if drawn is None:
-                continue
-            s, plain = drawn
+        for seed, s, plain in self._drawn_at_half_share("rgb", "shade_share"):
             scene, img = s.meta["scene"], s.images[0]
-            shaded += 1
             self.assertFalse(np.array_equal(img, plain.images[0]))
             for o in scene["objects"]:
                 # drawn in its shade, and that shade is nearer its own name's colour than any other
@@ -232,8 +224,6 @@ class ShapesTest(unittest.TestCase):
                 self.assertEqual(min(dist, key=dist.get), o["colour"], (seed, o))
                 self.assertTrue(all(abs(a - b) <= shapes.SHADE_SPREAD
                                     for a, b in zip(o["rgb"], shapes.SHAPE_COLOURS[o["colour"]])), (seed, o))
-        self.assertAlmostEqual(shaded / 120, 0.5, delta=0.12)
-        self.assertEqual(repr(shapes.generate(5, shade_share=0.0).meta), repr(shapes.generate(5).meta))
 
     def test_crowd_share_draws_scenes_of_seven_to_nine_objects(self):
         crowded = 0

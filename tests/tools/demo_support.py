@@ -3,6 +3,8 @@
 import functools
 import hashlib
 import os
+import pathlib
+import re
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -25,3 +27,12 @@ def sample_digest(sample):
     for img in sample.images:
         h.update(img.tobytes())
     return h.hexdigest()
+
+
+def readers_of(module, *names):
+    """The Python files under tools/, module's own (tools/demo/MODULE.py) aside, that import it or
+    name one of names: a development module's sentences must have none, or training could read them."""
+    # the module's name as a word (an import in any form), not a path to its file in a docstring
+    pattern = re.compile("|".join([rf"\b{module}\b(?!\.py)"] + [rf"\b{n}\b" for n in names]))
+    tools = pathlib.Path(REPO, "tools")
+    return [p for p in tools.rglob("*.py") if p.name != f"{module}.py" and pattern.search(p.read_text())]

@@ -482,7 +482,7 @@ def generate(seed, effort=None, mode=None, n_questions=None, size=DEFAULT_SIZE, 
     question_templates: {question group: [templates]} the caller words every question with in
     place of the above (groups and fields as wording_grammar's frames: "count", "exists",
     "colour_of", "shape_of", "position", "size"; {what}, {shape}, {colour}, {name}), one drawn
-    by the sample's own stream: the development set's hand-written wordings (dev_styles).
+    by the sample's own stream: the development set's hand-written wordings (tools/demo/dev_styles.py).
     asking_share: the share of questions (after grammar_share's) worded from
     picture_askings.ASKINGS, sentences not built from the grammar's frames, from a stream of its own.
     """
