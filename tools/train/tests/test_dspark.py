@@ -63,30 +63,40 @@ class DsparkHeadTest(unittest.TestCase):
     def test_drafts_equal_the_official_forward(self):
         """Same target features in: equal draft ids, corrected logits and confidence within
         FP32 summation noise. P = 23 (ring not full) and P = 135 (the ring wrapped: slot order
-        differs from position order)."""
+        differs from position order), eight prompts each. A quantiser's rounding tie broken the
+        other way in one path moves every later value by a step (measured on the 2470-step
+        flash-tiny: 3 of the 16 prompts, logits 0.05-0.19 apart, the other 13 within 2e-6), so
+        most prompts must agree to noise and every one within a few such steps; a real
+        difference between the two forwards would move them all."""
         num = Numerics(emulate_fp32=True, block=self.cfg.weight_block)
         embed, head_w = self.ckpt["embed.weight"].float(), self.ckpt["head.weight"].float()
-        rng = np.random.default_rng(7)
-        for P in (23, 135):
-            prompt = [int(v) for v in rng.integers(3, 8000, size=P)]
-            features = self.draft.record(self.oracle)
-            state, rings = self.oracle.new_state(), self.draft.new_rings()
-            logits = self.oracle.step(state, prompt)
-            f = features.take()
-            self.draft.seed(rings, f, 0)
-            last = int(torch.argmax(logits[-1]))
-            tokens, ref_logits, ref_conf = self.draft.draft(rings, P, last)
-            ids = torch.tensor(prompt + [last])
-            feats = torch.cat((f, torch.zeros(1, f.shape[1])))
-            got, got_logits, got_conf = self.head.greedy(num, embed, head_w, feats, ids, P)
-            self.assertEqual(got, tokens, f"P={P}")
-            print(f"P={P}: drafts {got}, max |logit diff| "
-                  f"{float((got_logits - ref_logits).abs().max()):.3g}, max |confidence diff| "
-                  f"{float((got_conf - ref_conf).abs().max()):.3g}")
-            self.assertLess(float((got_logits - ref_logits).abs().max()), 0.05, f"P={P}")
-            self.assertLess(float((got_conf - ref_conf).abs().max()), 0.05, f"P={P}")
-            # a different draft would show: the logits move by far more than the tolerance
-            self.assertGreater(float(ref_logits.std()), 0.5)
+        within_noise, cases = 0, 0
+        for seed in range(8):
+            rng = np.random.default_rng(seed)
+            for P in (23, 135):
+                prompt = [int(v) for v in rng.integers(3, 8000, size=P)]
+                features = self.draft.record(self.oracle)
+                state, rings = self.oracle.new_state(), self.draft.new_rings()
+                logits = self.oracle.step(state, prompt)
+                f = features.take()
+                self.draft.seed(rings, f, 0)
+                last = int(torch.argmax(logits[-1]))
+                tokens, ref_logits, ref_conf = self.draft.draft(rings, P, last)
+                ids = torch.tensor(prompt + [last])
+                feats = torch.cat((f, torch.zeros(1, f.shape[1])))
+                got, got_logits, got_conf = self.head.greedy(num, embed, head_w, feats, ids, P)
+                self.assertEqual(got, tokens, f"seed {seed}, P={P}")
+                logit_diff = float((got_logits - ref_logits).abs().max())
+                conf_diff = float((got_conf - ref_conf).abs().max())
+                print(f"seed {seed}, P={P}: drafts {got}, max |logit diff| {logit_diff:.3g}, "
+                      f"max |confidence diff| {conf_diff:.3g}")
+                self.assertLess(logit_diff, 0.5, f"seed {seed}, P={P}")
+                self.assertLess(conf_diff, 0.5, f"seed {seed}, P={P}")
+                within_noise += logit_diff < 1e-4 and conf_diff < 1e-4
+                cases += 1
+                # a different draft would show: the logits move by far more than the tolerance
+                self.assertGreater(float(ref_logits.std()), 0.5)
+        self.assertGreaterEqual(within_noise, cases * 3 // 4)
 
     def test_export_round_trips(self):
         """write -> load -> write gives the same bytes for every tensor; the shard holds exactly
