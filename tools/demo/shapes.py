@@ -124,9 +124,15 @@ def _redraw_sizes(scene, rng, small_share):
     (docs/demo-eval.md)."""
     for o in scene["objects"]:
         size = "small" if rng.chance(small_share) else "large"
-        scale = (0.5 - SIZES[size] - 0.04) / (0.5 - SIZES[o["size"]] - 0.04)
-        o["jitter"] = tuple(round(j * scale, 3) for j in o["jitter"])
+        _rescale_jitter(o, SIZES[o["size"]], SIZES[size])
         o["size"] = size
+
+
+def _rescale_jitter(obj, radius, new_radius):
+    """obj's jitter scaled from the slack a shape of `radius` has in its cell to the slack of one of
+    `new_radius` (cell fractions; 0.04 kept clear of the cell's edge), so it stays inside its cell."""
+    scale = (0.5 - new_radius - 0.04) / (0.5 - radius - 0.04)
+    obj["jitter"] = tuple(round(j * scale, 3) for j in obj["jitter"])
 
 
 def position_name(cell):
@@ -403,13 +409,12 @@ DESCRIBE_EFFORT = 61  # thinking-mode turns at or above this effort describe the
 
 def _vary_radii(scene, rng):
     """Each object's radius drawn uniformly from RADIUS_RANGES of its size, its jitter rescaled to
-    the new radius's slack so it stays inside its cell (as _redraw_sizes does). Every training
+    the new radius's slack (`_rescale_jitter`, as _redraw_sizes does). Every training
     picture had one radius a size, while a picture drawn elsewhere has shapes of any size."""
     for o in scene["objects"]:
         lo, hi = RADIUS_RANGES[o["size"]]
         radius = round(lo + rng.random() * (hi - lo), 3)
-        scale = (0.5 - radius - 0.04) / (0.5 - SIZES[o["size"]] - 0.04)
-        o["jitter"] = tuple(round(j * scale, 3) for j in o["jitter"])
+        _rescale_jitter(o, SIZES[o["size"]], radius)
         o["radius"] = radius
 
 
